@@ -1,0 +1,136 @@
+"""`python -m runner.worker spec.json result.json`: run one cell × repeat, write one result.
+
+Exit code 0 whenever a result file was written, whatever the workload did (the status is in the
+file); exit code 2 when the spec itself cannot be read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import sys
+import traceback
+from typing import Any
+
+from .bench import StepClock, run_loop
+from .catalog import API_PACKAGES
+from .metadata import base_metadata, clean
+from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
+from .protocol import RECORD_FIELDS, CellSpec, empty_result, write_json_atomic
+
+OOM_MARKERS = ("out of memory", "resource_exhausted", "resourceexhausted", "oom when allocating",
+               "failed to allocate")
+
+
+def status_for_exception(exc: BaseException) -> str:
+    """The one place a worker exception becomes a status."""
+    if isinstance(exc, MemoryError):
+        return "oom"
+    text = f"{type(exc).__name__} {exc}".lower()
+    if any(marker in text for marker in OOM_MARKERS):
+        return "oom"
+    return "failed"
+
+
+def prepare_process_environment(spec: CellSpec) -> None:
+    """Environment variables that must be set before a framework is imported."""
+    if spec.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if spec.api == "keras" and spec.backend:
+        os.environ["KERAS_BACKEND"] = spec.backend
+    if spec.api == "tf-keras":
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
+def measure(spec: CellSpec, result: dict[str, Any]) -> None:
+    prepare_process_environment(spec)
+    package = f"{__package__}.apis.{API_PACKAGES[spec.api]}"
+    framework = importlib.import_module(package)
+    workload = importlib.import_module(f"{package}.{spec.workload}")
+    fw = framework.Framework(spec)
+    result["rss_initial_mb"] = rss_mb()
+    vram = fw.vram_mb()
+    result["vram_initial_mb"] = vram[0] if vram else None
+    gpu = Nvml.open() if fw.device == "gpu" else None
+    meta = base_metadata()
+    if gpu is not None:
+        meta.update(gpu.metadata())
+    meta.update(fw.metadata())
+    result["metadata"] = clean(meta)
+    fw.reset_peak()
+
+    bench = workload.build(spec, fw)
+    per_call = bench.steps_per_call
+    monitor = Monitor(gpu=gpu)
+    clock = StepClock(warmup_calls=spec.warmup_steps,
+                      timed_calls=max(1, math.ceil(spec.steps / per_call)),
+                      sync=bench.sync, on_timed_start=monitor.__enter__)
+    try:
+        run_loop(bench, clock)
+    finally:
+        if clock.done:
+            monitor.__exit__(None, None, None)
+    if not clock.done:
+        raise RuntimeError(f"the workload ran {len(clock.timed_s)} of {clock.timed_calls} timed calls")
+
+    telemetry = monitor.summary()
+    result.update({k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
+    result["extra"].update({k: v for k, v in telemetry.items() if k not in RECORD_FIELDS})
+    result.update(
+        samples_ms=[t * 1000.0 / per_call for t in clock.timed_s],
+        steps_per_call=per_call,
+        timing=bench.timing,
+        compile_s=clock.warmup_s[0],
+        warmup_s=clock.warmup_s,
+        train_s=sum(clock.timed_s),
+        items_per_step=bench.items_per_step,
+        flops_per_step=bench.flops_per_step,
+    )
+    if bench.loss is not None:
+        result["loss_first"] = float(bench.loss(clock.first_out))
+        result["loss_last"] = float(bench.loss(clock.last_out))
+    if bench.evaluate is not None:
+        evaluation = bench.evaluate()
+        result["accuracy"] = evaluation.pop("accuracy", None)
+        result["extra"].update(evaluation)
+    vram = fw.vram_mb()
+    result["vram_peak_mb"] = vram[1] if vram else None
+    result["vram_source"] = fw.vram_source if vram else None
+    result["allocator"] = fw.allocator()
+    result["effective"] = {**fw.effective, **bench.effective}
+    result["extra"].update(bench.extra)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m runner.worker SPEC.json RESULT.json", file=sys.stderr)
+        return 2
+    spec_path, result_path = argv
+    try:
+        with open(spec_path, encoding="utf-8") as handle:
+            spec = CellSpec.from_dict(json.load(handle))
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"runner.worker: cannot read spec {spec_path}: {exc}", file=sys.stderr)
+        return 2
+    result = empty_result(spec)
+    try:
+        measure(spec, result)
+        result["status"] = "ok"
+    except Exception as exc:  # errors become data: the status and the error text
+        traceback.print_exc()
+        result["status"] = status_for_exception(exc)
+        lines = traceback.format_exception_only(type(exc), exc)
+        result["error"] = "".join(lines).strip()[-4000:]
+    finally:
+        result["rss_peak_mb"] = peak_rss_mb()
+        write_json_atomic(result_path, result)
+    print(f"runner.worker: {spec.cell_name} r{spec.repeat}: {result['status']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

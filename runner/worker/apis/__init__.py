@@ -1,0 +1,48 @@
+"""One package per framework API: `<api>_api/__init__.py` defines `Framework` (device, sync,
+memory counters, metadata, the settings in force), and `<api>_api/<workload>.py` defines
+`build(spec, fw) -> Bench`. Every package has the same shape; see FrameworkBase."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol import CellSpec
+
+
+class FrameworkBase:
+    """Shared shape of the per-API Framework classes."""
+
+    name = "base"
+
+    def __init__(self, spec: CellSpec):
+        self.spec = spec
+        self.device = "cpu"
+        self.effective: dict[str, Any] = {}
+
+    def sync(self, out: Any) -> None:
+        """Block until the device has finished computing `out`."""
+
+    def vram_mb(self) -> tuple[float, float] | None:
+        """(in use, peak) from the framework's own counters, or None without a GPU."""
+        return None
+
+    def reset_peak(self) -> None:
+        """Reset the framework's peak-memory counter (before the timed window)."""
+
+    vram_source: str | None = None
+
+    def allocator(self) -> dict[str, Any]:
+        return {}
+
+    def metadata(self) -> dict[str, Any]:
+        return {}
+
+
+def resolve_device(requested: str, has_gpu: bool) -> str:
+    """`auto` takes the GPU when one is there; an explicit `gpu` without one is an error (JAX,
+    for one, would otherwise fall back to the CPU silently)."""
+    if requested == "gpu" and not has_gpu:
+        raise RuntimeError("device = 'gpu' but the framework sees no GPU in this environment")
+    if requested == "auto":
+        return "gpu" if has_gpu else "cpu"
+    return requested

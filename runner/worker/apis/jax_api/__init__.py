@@ -1,0 +1,86 @@
+"""Native JAX."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .. import FrameworkBase, resolve_device
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+class Framework(FrameworkBase):
+    name = "jax"
+    vram_source = "jax memory_stats peak_bytes_in_use"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        has_gpu = any(d.platform == "gpu" for d in jax.devices())
+        self.device = resolve_device(spec.device, has_gpu)
+        self.jax_device = jax.devices("gpu" if self.device == "gpu" else "cpu")[0]
+        jax.config.update("jax_default_device", self.jax_device)
+        if spec.tf32 is not None:
+            # JAX's "default" float32 matmul precision uses TF32 on Ampere+; "highest" is full fp32.
+            jax.config.update("jax_default_matmul_precision", "tensorfloat32" if spec.tf32 else "highest")
+        self.effective = {
+            "device": str(self.jax_device),
+            "matmul_precision": str(jax.config.jax_default_matmul_precision or "default"),
+        }
+
+    def compile(self, fn: Any) -> Any:
+        """False → op-by-op dispatch; True / 'auto' → jax.jit."""
+        if self.spec.jit is False:
+            self.effective["jit"] = "eager (op-by-op)"
+            return fn
+        self.effective["jit"] = "jax.jit"
+        return jax.jit(fn)
+
+    def sync(self, out: Any) -> None:
+        jax.block_until_ready(out)
+
+    def _stats(self) -> dict[str, Any]:
+        try:
+            return self.jax_device.memory_stats() or {}
+        except Exception:
+            return {}
+
+    def vram_mb(self) -> tuple[float, float] | None:
+        if self.device != "gpu":
+            return None
+        stats = self._stats()
+        if "bytes_in_use" not in stats:
+            return None
+        return stats["bytes_in_use"] / 2**20, stats.get("peak_bytes_in_use", 0) / 2**20
+
+    def allocator(self) -> dict[str, Any]:
+        keys = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                "XLA_PYTHON_CLIENT_ALLOCATOR")
+        out: dict[str, Any] = {k: os.environ.get(k) for k in keys}
+        stats = self._stats()
+        if "bytes_limit" in stats:
+            out["bytes_limit_mb"] = stats["bytes_limit"] / 2**20
+        return out
+
+    def metadata(self) -> dict[str, Any]:
+        import jaxlib
+
+        meta: dict[str, Any] = {
+            "framework_name": "jax",
+            "framework_version": jax.__version__,
+            "jaxlib_version": jaxlib.__version__,
+            "jax_backend": jax.default_backend(),
+        }
+        if self.device == "gpu":
+            try:
+                from jax._src.lib import cuda_versions  # the versions JAX actually loaded
+
+                if cuda_versions is not None:
+                    meta["cuda_version"] = str(cuda_versions.cuda_runtime_get_version())
+                    meta["cudnn_version"] = str(cuda_versions.cudnn_get_version())
+            except Exception:
+                pass
+        return meta

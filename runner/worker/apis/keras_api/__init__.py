@@ -1,0 +1,58 @@
+"""Keras 3 on its TensorFlow, JAX or PyTorch backend (KERAS_BACKEND is set by the executor).
+
+Device, synchronisation and memory counters come from the backend's own native Framework, so a
+Keras cell is measured exactly like a native cell of the same backend."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+from .. import FrameworkBase
+
+
+class Framework(FrameworkBase):
+    name = "keras"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        backend = spec.backend or os.environ.get("KERAS_BACKEND", "tensorflow")
+        os.environ["KERAS_BACKEND"] = backend
+        # The native Framework configures device, seed and TF32 before Keras touches the runtime.
+        self.native = importlib.import_module(f"..{backend}_api", __package__).Framework(spec)
+        import keras
+
+        self.keras = keras
+        if keras.backend.backend() != backend:
+            raise RuntimeError(f"Keras runs on {keras.backend.backend()!r}, expected {backend!r}")
+        keras.utils.set_random_seed(spec.seed)
+        keras.config.set_dtype_policy(spec.precision)
+        self.device = self.native.device
+        self.vram_source = self.native.vram_source
+        self.effective = dict(self.native.effective)
+        self.effective["dtype_policy"] = keras.config.dtype_policy().name
+
+    def jit_compile(self) -> Any:
+        """The value passed to model.compile(jit_compile=...): True, False or 'auto'."""
+        jit = self.spec.jit
+        return jit if jit in (True, False, "auto") else True
+
+    def sync(self, out: Any) -> None:
+        self.native.sync(out)
+
+    def vram_mb(self):
+        return self.native.vram_mb()
+
+    def reset_peak(self) -> None:
+        self.native.reset_peak()
+
+    def allocator(self) -> dict[str, Any]:
+        return self.native.allocator()
+
+    def metadata(self) -> dict[str, Any]:
+        meta = self.native.metadata()
+        meta["backend_version"] = meta.pop("framework_version")
+        meta.update(framework_name="keras", framework_version=self.keras.__version__,
+                    keras_version=self.keras.__version__, keras_backend=self.keras.backend.backend())
+        return meta

@@ -1,0 +1,23 @@
+"""n×n matrix product through keras.ops (the same code on every Keras 3 backend)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...bench import Bench
+
+
+def build(spec, fw) -> Bench:
+    ops = fw.keras.ops
+    n, batch, to_host = spec.options["n"], spec.batch_size, spec.options.get("to_host", False)
+    rng = np.random.default_rng(spec.seed)
+    a = ops.convert_to_tensor(rng.standard_normal((batch, n, n), dtype=np.float32), spec.precision)
+    b = ops.convert_to_tensor(rng.standard_normal((batch, n, n), dtype=np.float32), spec.precision)
+    fw.effective["jit"] = "eager (keras.ops)"
+
+    def step():
+        out = ops.matmul(a, b)
+        return ops.convert_to_numpy(out) if to_host else out
+
+    return Bench(step=step, sync=fw.sync, items_per_step=batch, flops_per_step=2.0 * batch * n**3,
+                 effective={"dtype": str(a.dtype), "to_host": to_host})

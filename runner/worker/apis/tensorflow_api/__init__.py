@@ -1,0 +1,84 @@
+"""Native TensorFlow."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import tensorflow as tf
+
+from .. import FrameworkBase, resolve_device
+
+DTYPES = {"float32": tf.float32, "bfloat16": tf.bfloat16}
+
+
+def configure_tensorflow(fw: FrameworkBase) -> None:
+    """Device, memory growth and TF32 for every TensorFlow-based API (native, Keras 2, Keras 3)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true":
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
+    fw.device = resolve_device(fw.spec.device, bool(gpus))
+    if fw.device == "cpu" and gpus:
+        tf.config.set_visible_devices([], "GPU")
+    if fw.spec.tf32 is not None:
+        tf.config.experimental.enable_tensor_float_32_execution(bool(fw.spec.tf32))
+    tf.random.set_seed(fw.spec.seed)
+    fw.effective.update(device="/GPU:0" if fw.device == "gpu" else "/CPU:0",
+                        tf32=bool(tf.config.experimental.tensor_float_32_execution_enabled()))
+
+
+def sync_devices() -> None:
+    tf.test.experimental.sync_devices()
+
+
+def tf_vram_mb(fw: FrameworkBase) -> tuple[float, float] | None:
+    if fw.device != "gpu":
+        return None
+    info = tf.config.experimental.get_memory_info("GPU:0")
+    return info["current"] / 2**20, info["peak"] / 2**20
+
+
+def tf_metadata() -> dict[str, Any]:
+    build = tf.sysconfig.get_build_info()
+    meta: dict[str, Any] = {"tensorflow_version": tf.__version__}
+    if build.get("is_cuda_build"):
+        meta["cuda_version"] = build.get("cuda_version")
+        meta["cudnn_version"] = build.get("cudnn_version")
+    return meta
+
+
+class Framework(FrameworkBase):
+    name = "tensorflow"
+    vram_source = "tf.config.experimental.get_memory_info peak"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        configure_tensorflow(self)
+
+    def compile(self, fn: Any) -> Any:
+        """False → eager; 'auto' → tf.function (graph); True → tf.function(jit_compile=True)."""
+        jit = self.spec.jit
+        if jit is False:
+            self.effective["jit"] = "eager"
+            return fn
+        self.effective["jit"] = f"tf.function(jit_compile={jit is True})"
+        return tf.function(fn, jit_compile=True if jit is True else None)
+
+    def sync(self, out: Any) -> None:
+        if self.device == "gpu":
+            sync_devices()
+
+    def vram_mb(self) -> tuple[float, float] | None:
+        return tf_vram_mb(self)
+
+    def reset_peak(self) -> None:
+        if self.device == "gpu":
+            tf.config.experimental.reset_memory_stats("GPU:0")
+
+    def allocator(self) -> dict[str, Any]:
+        return {"TF_FORCE_GPU_ALLOW_GROWTH": os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH"),
+                "TF_GPU_ALLOCATOR": os.environ.get("TF_GPU_ALLOCATOR")}
+
+    def metadata(self) -> dict[str, Any]:
+        return {"framework_name": "tensorflow", "framework_version": tf.__version__, **tf_metadata()}

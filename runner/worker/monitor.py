@@ -1,0 +1,185 @@
+"""Process and GPU telemetry for the worker: RSS, CPU time, and NVML counters when a GPU exists.
+
+NVML comes from nvidia-ml-py (imported as `pynvml`), never the deprecated `pynvml` package.
+Without a GPU (or without nvidia-ml-py) every GPU figure is null, never zero.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from typing import Any
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+# NVML clock-event reason bits worth flagging (nvmlClocksEventReason*).
+CLOCK_EVENTS = {
+    0x0000000000000002: "applications_clocks_setting",
+    0x0000000000000004: "sw_power_cap",
+    0x0000000000000008: "hw_slowdown",
+    0x0000000000000020: "sync_boost",
+    0x0000000000000040: "sw_thermal_slowdown",
+    0x0000000000000080: "hw_thermal_slowdown",
+    0x0000000000000100: "hw_power_brake_slowdown",
+    0x0000000000000200: "display_clock_setting",
+}
+SLOWDOWN_EVENTS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                   "hw_power_brake_slowdown"}
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process."""
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        return int(handle.read().split()[1]) * _PAGE / 2**20
+
+
+def peak_rss_mb() -> float:
+    """Kernel high-water mark of this process's RSS (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Nvml:
+    """A thin handle on one NVML device; `open()` returns None when there is no GPU."""
+
+    def __init__(self, pynvml: Any, handle: Any):
+        self.nv = pynvml
+        self.handle = handle
+
+    @classmethod
+    def open(cls) -> "Nvml | None":
+        """The device this process computes on: NVML ignores CUDA_VISIBLE_DEVICES, so its first
+        entry (an index or a UUID) picks the handle."""
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        try:
+            import pynvml  # provided by nvidia-ml-py
+
+            pynvml.nvmlInit()
+            if visible.startswith(("GPU-", "MIG-")):
+                return cls(pynvml, pynvml.nvmlDeviceGetHandleByUUID(visible))
+            return cls(pynvml, pynvml.nvmlDeviceGetHandleByIndex(int(visible or 0)))
+        except Exception:  # no library, no driver, no device: no GPU figures
+            return None
+
+    def _try(self, fn: str, *args: Any) -> Any:
+        try:
+            return getattr(self.nv, fn)(self.handle, *args)
+        except Exception:
+            return None
+
+    def metadata(self) -> dict[str, Any]:
+        nv = self.nv
+        meta: dict[str, Any] = {}
+
+        def decode(value: Any) -> Any:
+            return value.decode() if isinstance(value, bytes) else value
+
+        meta["gpu_name"] = decode(self._try("nvmlDeviceGetName"))
+        meta["gpu_uuid"] = decode(self._try("nvmlDeviceGetUUID"))
+        try:
+            meta["driver_version"] = decode(nv.nvmlSystemGetDriverVersion())
+            meta["gpu_count"] = nv.nvmlDeviceGetCount()
+        except Exception:
+            pass
+        limit = self._try("nvmlDeviceGetEnforcedPowerLimit")
+        meta["gpu_power_limit_w"] = limit / 1000 if limit is not None else None
+        persistence = self._try("nvmlDeviceGetPersistenceMode")
+        meta["gpu_persistence_mode"] = bool(persistence) if persistence is not None else None
+        mig = self._try("nvmlDeviceGetMigMode")
+        meta["gpu_mig_mode"] = bool(mig[0]) if mig else None
+        ecc = self._try("nvmlDeviceGetEccMode")
+        meta["gpu_ecc_mode"] = bool(ecc[0]) if ecc else None
+        meta["gpu_sm_clock_start_mhz"] = self._try("nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM)
+        meta["gpu_mem_clock_start_mhz"] = self._try("nvmlDeviceGetClockInfo", nv.NVML_CLOCK_MEM)
+        return {k: v for k, v in meta.items() if v is not None}
+
+    def memory_used_mb(self) -> float | None:
+        info = self._try("nvmlDeviceGetMemoryInfo")
+        return info.used / 2**20 if info is not None else None
+
+    def energy_mj(self) -> int | None:
+        return self._try("nvmlDeviceGetTotalEnergyConsumption")
+
+    def sample(self) -> dict[str, Any]:
+        util = self._try("nvmlDeviceGetUtilizationRates")
+        power = self._try("nvmlDeviceGetPowerUsage")
+        reasons = self._try("nvmlDeviceGetCurrentClocksEventReasons")
+        if reasons is None:
+            reasons = self._try("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return {
+            "memory_mb": self.memory_used_mb(),
+            "util": util.gpu if util is not None else None,
+            "power_w": power / 1000 if power is not None else None,
+            "sm_clock": self._try("nvmlDeviceGetClockInfo", self.nv.NVML_CLOCK_SM),
+            "temp_c": self._try("nvmlDeviceGetTemperature", 0),
+            "events": reasons,
+        }
+
+
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+class Monitor:
+    """Samples the GPU in a background thread during the timed window, and measures CPU use of
+    this process over the same window from its CPU-time counters (exact, no sampling)."""
+
+    def __init__(self, interval_s: float = 0.1, gpu: Nvml | None = None):
+        self.interval_s = interval_s
+        self.gpu = gpu
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = self._cpu0 = 0.0
+        self._energy0: int | None = None
+        self.window_s = 0.0
+        self.cpu_util: float | None = None
+        self.energy_j: float | None = None
+
+    def __enter__(self) -> "Monitor":
+        self._t0 = time.perf_counter()
+        self._cpu0 = sum(os.times()[:2])
+        if self.gpu is not None:
+            self._energy0 = self.gpu.energy_mj()
+            self._thread = threading.Thread(target=self._run, name="gpu-monitor", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.samples.append(self.gpu.sample())
+
+    def __exit__(self, *exc: Any) -> None:
+        self.window_s = time.perf_counter() - self._t0
+        cpu = sum(os.times()[:2]) - self._cpu0
+        self.cpu_util = 100.0 * cpu / self.window_s if self.window_s > 0 else None
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self.samples.append(self.gpu.sample())
+            energy1 = self.gpu.energy_mj()
+            if self._energy0 is not None and energy1 is not None:
+                self.energy_j = (energy1 - self._energy0) / 1000
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"cpu_util_mean": self.cpu_util}
+        if self.gpu is None:
+            return out
+        events: set[str] = set()
+        for sample in self.samples:
+            bits = sample.get("events") or 0
+            events.update(name for bit, name in CLOCK_EVENTS.items() if bits & bit)
+        memory = [s["memory_mb"] for s in self.samples if s["memory_mb"] is not None]
+        out.update(
+            gpu_util_mean=_mean([s["util"] for s in self.samples]),
+            gpu_power_mean_w=_mean([s["power_w"] for s in self.samples]),
+            gpu_sm_clock_mhz=_mean([s["sm_clock"] for s in self.samples]),
+            gpu_energy_j=self.energy_j,
+            nvml_memory_peak_mb=max(memory) if memory else None,
+            gpu_clock_events=sorted(events),
+            gpu_temp_max_c=max((s["temp_c"] for s in self.samples if s["temp_c"] is not None),
+                               default=None),
+        )
+        return out

@@ -1,0 +1,164 @@
+"""The cell protocol shared by host and worker: one JSON spec in, one JSON result out.
+
+Standard library only: the host imports this module too (it is the single definition of the
+statuses, the spec and the result record), and the worker must never import host modules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
+# worker, `runner.record.status_from_outcome` on the host.
+STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "not_applicable")
+
+
+@dataclass
+class CellSpec:
+    """What the executor hands the worker (spec.json)."""
+
+    run_id: str
+    cell_id: str
+    cell_name: str
+    repeat: int
+    environment: str
+    api: str
+    backend: str | None
+    image: str
+    workload: str
+    task: str
+    batch_size: int
+    precision: str
+    jit: bool | str
+    size: str
+    tf32: bool | None
+    steps_per_execution: int
+    data: str
+    device: str
+    options: dict[str, Any]
+    steps: int
+    warmup_steps: int
+    seed: int
+    result_path: str
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "CellSpec":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# The result record, schema 1. One entry per field: (who fills it, what it means).
+# "spec": copied from the cell spec; "worker": measured inside the environment;
+# "host": added by the host when it stores the record (summaries are never computed in a worker).
+RECORD_FIELDS: dict[str, tuple[str, str]] = {
+    "schema": ("worker", "record schema version"),
+    "status": ("worker", "ok | failed | crashed | timeout | oom | not_applicable"),
+    "error": ("worker", "error text when status is not ok, else null"),
+    **{f.name: ("spec", "cell coordinate / run setting") for f in fields(CellSpec)
+       if f.name != "result_path"},
+    # time
+    "samples_ms": ("worker", "raw per-step times of the timed loop (ms)"),
+    "steps_per_call": ("worker", "steps the framework ran per timed call; samples are call time / this"),
+    "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
+    "compile_s": ("worker", "duration of the first warm-up call (tracing/compilation included), s"),
+    "warmup_s": ("worker", "durations of all warm-up calls, s"),
+    "train_s": ("worker", "duration of the whole timed loop, s"),
+    "items_per_step": ("worker", "samples (or tokens / elements) processed per step"),
+    # memory
+    "rss_initial_mb": ("worker", "process RSS after the framework import, before the workload is built"),
+    "rss_peak_mb": ("worker", "peak process RSS over the worker's life (kernel high-water mark)"),
+    "vram_initial_mb": ("worker", "framework-native device memory in use before the workload is built"),
+    "vram_peak_mb": ("worker", "framework-native device memory peak (null without a GPU)"),
+    "vram_source": ("worker", "which framework counter gave vram_*"),
+    "nvml_memory_peak_mb": ("worker", "NVML device memory used, peak over the timed window"),
+    "allocator": ("worker", "allocator / preallocation settings in force"),
+    # GPU and CPU
+    "gpu_util_mean": ("worker", "NVML GPU utilisation over the timed window, %"),
+    "gpu_power_mean_w": ("worker", "NVML power over the timed window, W"),
+    "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
+    "gpu_sm_clock_mhz": ("worker", "mean SM clock over the timed window, MHz"),
+    "gpu_clock_events": ("worker", "clock-event (throttle) reasons seen during the timed window"),
+    "cpu_util_mean": ("worker", "process CPU time / wall time over the timed window, % of one core"),
+    # work
+    "flops_per_step": ("worker", "floating-point operations per step where known"),
+    # sanity
+    "loss_first": ("worker", "loss at the first (warm-up) step"),
+    "loss_last": ("worker", "loss at the last timed step"),
+    "accuracy": ("worker", "accuracy on a held-out split where it applies"),
+    "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
+    "effective": ("worker", "axis values actually in effect inside the framework"),
+    "metadata": ("worker", "flat dict of prefixed keys from runner.worker.metadata.KEYS"),
+    # host
+    "returncode": ("host", "worker exit code (null when killed on timeout)"),
+    "wall_s": ("host", "wall time of the whole worker process or container, s"),
+    "log": ("host", "log file of this cell × repeat, relative to the run folder"),
+    "median_ms": ("host", "median of samples_ms"),
+    "mean_ms": ("host", "mean of samples_ms"),
+    "p10_ms": ("host", "10th percentile of samples_ms"),
+    "p90_ms": ("host", "90th percentile of samples_ms"),
+    "min_ms": ("host", "minimum of samples_ms"),
+    "max_ms": ("host", "maximum of samples_ms"),
+    "stdev_ms": ("host", "sample standard deviation of samples_ms"),
+    "items_per_s": ("host", "items_per_step / median step time"),
+    "achieved_tflops": ("host", "flops_per_step / median step time, TFLOP/s"),
+}
+
+WORKER_FIELDS = tuple(k for k, (origin, _) in RECORD_FIELDS.items() if origin == "worker")
+
+
+def empty_result(spec: CellSpec) -> dict[str, Any]:
+    """A result with every worker field present: unknown values are null, never zero."""
+    result: dict[str, Any] = {k: None for k in WORKER_FIELDS}
+    result.update({k: v for k, v in spec.to_dict().items() if k != "result_path"})
+    result.update(schema=SCHEMA_VERSION, status="failed", samples_ms=[], warmup_s=[],
+                  steps_per_call=1, effective={}, metadata={}, extra={}, gpu_clock_events=[])
+    return result
+
+
+def write_json_atomic(path: str | os.PathLike, payload: Any) -> None:
+    """Write JSON through a temporary file in the same folder and rename it into place, so a
+    reader never sees a half-written file, whatever kills the writer."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(_finite(payload), handle, indent=1, allow_nan=False, default=_json_default)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such values become null (the record says "unknown")."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    # NumPy scalars and the like: anything with item() becomes a plain Python number.
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
