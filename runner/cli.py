@@ -1,0 +1,87 @@
+"""Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report.
+
+Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid matrix or usage; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean
+
+SUBCOMMANDS = ("run", "plan", "build", "report")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints usage)
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("matrix", type=Path, help="matrix file (TOML)")
+    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                        help="run only cells whose name contains or globs PATTERN (repeatable)")
+    parser.add_argument("--profile", choices=("auto", "full", "smoke"),
+                        help="override [run] profile (auto: smoke when no GPU is found)")
+    parser.add_argument("--executor", choices=("auto", "local", "docker", "ray"),
+                        help="override [run] executor")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="folder for run folders (default: results/ of the repository)")
+
+
+def build_parser(command: str) -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"python -m runner{'' if command == 'run' else ' ' + command}",
+                     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if command in ("run", "plan", "build"):
+        _add_matrix_options(parser)
+    if command == "run":
+        parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+        parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
+                            metavar="RUN_DIR",
+                            help="continue a run (default: the latest run of this matrix's name); "
+                                 "finished cells × repeats are skipped")
+    if command == "report":
+        parser.add_argument("run_dir", type=Path, help="a run folder under results/")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    console = Console(stderr=False)
+    try:
+        command = "run"
+        if argv and argv[0] in SUBCOMMANDS:
+            command = argv.pop(0)
+        elif argv and not argv[0].startswith("-") and not Path(argv[0]).suffix \
+                and not Path(argv[0]).exists():
+            raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], SUBCOMMANDS)}")
+        args = build_parser(command).parse_args(argv)
+        return dispatch(command, args, console)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
+    from . import run
+
+    if command in ("run", "plan", "build"):
+        opts = run.Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
+                           executor=args.executor,
+                           resume=getattr(args, "resume", None),
+                           dry_run=getattr(args, "dry_run", False) or command == "plan")
+        if args.results_dir is not None:
+            opts.results_dir = args.results_dir
+        if command == "build":
+            return run.build_only(opts, console)
+        return run.execute(opts, console)
+    if command == "report":
+        return run.report_only(args.run_dir, console)
+    return EXIT_OK

@@ -1,0 +1,40 @@
+"""Executors: where a cell's worker runs. Every executor has the same small shape (Executor)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from ..record import Outcome
+
+
+@dataclass
+class Prepared:
+    """An environment ready to run cells, and what the record should say about it."""
+
+    image: str
+    metadata: dict[str, Any] = field(default_factory=dict)  # lock_sha256, image_id, env_path, ...
+    error: str | None = None                                   # preparation failed: cells fail
+
+
+@dataclass
+class Attempt:
+    """One cell × repeat to run: the spec file, where the worker writes, where output goes."""
+
+    spec_path: Path
+    result_path: Path
+    log_path: Path
+    work_dir: Path
+    env: dict[str, str]
+    timeout: float
+
+
+class Executor(Protocol):
+    name: str
+
+    def prepare(self, image: str, on_line: Callable[[str], None]) -> Prepared: ...
+
+    def run(self, prepared: Prepared, attempt: Attempt) -> Outcome: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,188 @@
+"""matrix.toml → validated Matrix → cells (one per point of the matrix, with a stable id)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import schema
+from .errors import UsageError
+from .worker import catalog
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+IMAGES_DIR = REPO_ROOT / "images"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the matrix: environment × workload × task × batch size × every axis."""
+
+    environment: str
+    api: str
+    backend: str | None
+    image: str
+    workload: str
+    task: str
+    batch_size: int
+    axes: dict[str, Any]            # precision, jit, size, tf32, steps_per_execution, data, device
+    options: dict[str, Any]         # size presets merged with the benchmark's options
+    env: dict[str, str]
+    steps: int
+    warmup_steps: int
+    repeats: int
+    timeout: float
+    not_applicable: str | None = None
+
+    @property
+    def coordinates(self) -> dict[str, Any]:
+        return {"environment": self.environment, "api": self.api, "backend": self.backend,
+                "image": self.image, "workload": self.workload, "task": self.task,
+                "batch_size": self.batch_size, **self.axes, "options": self.options}
+
+    @property
+    def id(self) -> str:
+        """Short hash of the coordinates: the same cell gets the same id in every run."""
+        blob = json.dumps(self.coordinates, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    @property
+    def name(self) -> str:
+        """Readable name: workload-task-environment-b<batch>, plus every non-default axis."""
+        parts = [self.workload, self.task, self.environment, f"b{self.batch_size}"]
+        for key, value in self.axes.items():
+            if value != catalog.AXIS_DEFAULTS[key]:
+                short = {"steps_per_execution": "spe", "precision": ""}.get(key, key)
+                text = str(value).lower()
+                parts.append(f"{short}={text}" if short else text)
+        return "-".join(parts)
+
+    @property
+    def label(self) -> str:
+        """Row label in reports: 'workload (task)' plus non-default axes other than environment."""
+        extras = [f"{k}={v}" for k, v in self.axes.items()
+                  if v != catalog.AXIS_DEFAULTS[k] and k != "size"]
+        return f"{self.workload} ({self.task})" + (f" [{', '.join(extras)}]" if extras else "")
+
+
+@dataclass
+class Matrix:
+    path: Path
+    spec: schema.MatrixSpec
+    profile: str                     # the profile in force: "full" or "smoke"
+    profile_reason: str              # why ("--profile smoke", "auto: no GPU found", ...)
+    resolved: dict[str, Any] = field(default_factory=dict)  # the TOML data after profile overrides
+    cells: list[Cell] = field(default_factory=list)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a folder, not a matrix file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def choose_profile(raw: dict[str, Any], requested: str | None, gpu_found: bool) -> tuple[str, str]:
+    run = raw.get("run", {}) if isinstance(raw.get("run"), dict) else {}
+    wanted = requested or run.get("profile", "auto")
+    if wanted == "auto":
+        return ("full", "auto: a GPU was found") if gpu_found else (
+            "smoke", "auto: no GPU found, so the smoke profile is in force")
+    source = "--profile" if requested else "[run] profile"
+    return wanted, f"{source} {wanted}"
+
+
+def apply_profile(raw: dict[str, Any], profile: str) -> dict[str, Any]:
+    """Overrides of [profiles.<profile>] applied to [run] and to every benchmark."""
+    data = copy.deepcopy(raw)
+    profiles = data.get("profiles")
+    overrides = profiles.get(profile, {}) if isinstance(profiles, dict) else {}
+    if not isinstance(overrides, dict):
+        return data  # the schema reports the wrong type
+    run = data.setdefault("run", {})
+    for key, value in overrides.items():
+        if key in schema.PROFILE_RUN_KEYS and isinstance(run, dict):
+            run[key] = value
+        elif key in schema.AXES:
+            for bench in data.get("benchmarks", []) if isinstance(data.get("benchmarks"), list) else []:
+                if isinstance(bench, dict):
+                    bench[key] = value
+                    # A benchmark-level count the profile sets in [run] would otherwise win.
+    for bench in data.get("benchmarks", []) if isinstance(data.get("benchmarks"), list) else []:
+        if isinstance(bench, dict):
+            for key in overrides:
+                if key in ("steps", "warmup_steps", "repeats", "timeout"):
+                    bench.pop(key, None)
+    return data
+
+
+def check_image(path: Path, env_name: str, image: str) -> None:
+    folder = (IMAGES_DIR / image).resolve()
+    if not folder.is_relative_to(IMAGES_DIR.resolve()) or folder == IMAGES_DIR.resolve():
+        raise UsageError(f"{path}: environments.{env_name}.image: {image!r} escapes images/")
+    if not folder.is_dir():
+        known = sorted(p.name for p in IMAGES_DIR.iterdir() if p.is_dir()) if IMAGES_DIR.is_dir() else []
+        from .errors import did_you_mean
+
+        raise UsageError(f"{path}: environments.{env_name}.image: no folder images/{image}"
+                         f"{did_you_mean(image, known)}")
+
+
+def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) -> Matrix:
+    """Read, apply the profile, validate and expand. Raises UsageError with one line."""
+    path = Path(path)
+    raw = read_toml(path)
+    chosen, reason = choose_profile(raw, profile, gpu_found)
+    resolved = apply_profile(raw, chosen)
+    try:
+        spec = schema.validate(resolved)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    for name, env in spec.environments.items():
+        check_image(path, name, env.image)
+    resolved.get("run", {}).update(profile=chosen)
+    matrix = Matrix(path=path, spec=spec, profile=chosen, profile_reason=reason, resolved=resolved)
+    matrix.cells = expand(matrix, path)
+    return matrix
+
+
+def expand(matrix: Matrix, path: Path) -> list[Cell]:
+    spec, run = matrix.spec, matrix.spec.run
+    cells: dict[str, Cell] = {}
+    origin: dict[str, int] = {}
+    varying = ("task", "batch_size") + tuple(a for a in schema.AXES if a not in ("task", "batch_size"))
+    for index, bench in enumerate(spec.benchmarks):
+        names = list(spec.environments) if "*" in bench.environments else bench.environments
+        grid = itertools.product(names, *(bench.axis_values(a) for a in varying))
+        for env_name, *values in grid:
+            env = spec.environments[env_name]
+            coords = dict(zip(varying, values))
+            task, batch_size = coords.pop("task"), coords.pop("batch_size")
+            options = {**catalog.default_sizes(bench.workload, coords["size"]), **bench.options}
+            cell = Cell(
+                environment=env_name, api=env.api, backend=env.backend, image=env.image,
+                workload=bench.workload, task=task, batch_size=batch_size, axes=coords,
+                options=options, env=dict(env.env),
+                steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
+                repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
+                not_applicable=catalog.not_applicable_reason(
+                    bench.workload, env.api, env.backend, coords, task),
+            )
+            if cell.id in cells:
+                raise UsageError(f"{path}: benchmarks[{index}] repeats cell {cell.name} of "
+                                 f"benchmarks[{origin[cell.id]}]")
+            cells[cell.id] = cell
+            origin[cell.id] = index
+    return list(cells.values())

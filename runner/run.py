@@ -1,0 +1,252 @@
+"""The run pipeline, a sequence of small steps: load → plan → prepare → run cells → report.
+
+Every failure of a cell becomes a record with a status; only invalid input stops the run
+before anything is written (exit code 2)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, \
+    TimeElapsedColumn
+from rich.table import Table
+
+from . import hostinfo, matrix as matrix_mod, record as record_mod, report
+from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from .executors import Attempt, Prepared
+from .matrix import Cell, Matrix
+from .plan import Entry, Plan, make_plan
+from .store import RESULTS_DIR, Store
+from .worker.protocol import CellSpec, write_json_atomic
+
+
+@dataclass
+class Options:
+    matrix_path: Path
+    only: list[str] = field(default_factory=list)
+    profile: str | None = None
+    executor: str | None = None
+    resume: Path | bool | None = None     # True: the latest run of this matrix's name
+    dry_run: bool = False
+    results_dir: Path = RESULTS_DIR
+
+
+def load_matrix(opts: Options, console: Console) -> Matrix:
+    gpu = hostinfo.gpu_found()
+    matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=gpu)
+    console.print(f"[bold]profile:[/] {matrix.profile} ({matrix.profile_reason})")
+    return matrix
+
+
+def choose_executor(matrix: Matrix, requested: str | None):
+    name = requested or matrix.spec.run.executor
+    if name == "auto":
+        name = "local"  # the Docker executor, once present, takes over with an engine and a GPU
+    if name == "local":
+        from .executors.local import LocalExecutor
+
+        return LocalExecutor()
+    raise UsageError(f"executor {name!r} is not available in this version (use 'local')")
+
+
+def open_store(matrix: Matrix, opts: Options) -> Store:
+    if opts.resume:
+        root = opts.resume if isinstance(opts.resume, Path) else \
+            Store.latest(matrix.spec.run.name, opts.results_dir)
+        return Store.open(root)
+    return Store.create(matrix.spec.run.name, opts.results_dir)
+
+
+def plan_table(matrix: Matrix, plan: Plan) -> Table:
+    table = Table(title=f"Plan: {matrix.path} (profile {matrix.profile})", title_justify="left")
+    table.add_column("cell", overflow="fold")
+    table.add_column("id", no_wrap=True)
+    table.add_column("repeats", justify="right")
+    table.add_column("steps", justify="right")
+    table.add_column("state", overflow="fold")
+    pending = {e.cell.id for e in plan.to_run}
+    for cell in plan.cells:
+        done = sum(1 for e in plan.done if e.cell.id == cell.id)
+        state = "to run" if cell.id in pending else "done"
+        if done and cell.id in pending:
+            state = f"{done} done, rest to run"
+        table.add_row(cell.name, cell.id, str(cell.repeats), f"{cell.warmup_steps}+{cell.steps}",
+                      state)
+    for cell in plan.not_applicable:
+        table.add_row(cell.name, cell.id, "–", "–", f"[yellow]NA: {cell.not_applicable}[/]")
+    table.caption = (f"{len(plan.to_run)} runs to do, {len(plan.done)} done, "
+                     f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out")
+    return table
+
+
+def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str) -> CellSpec:
+    return CellSpec(
+        run_id=run_id, cell_id=cell.id, cell_name=cell.name, repeat=repeat,
+        environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
+        workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
+        steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
+        **cell.axes)
+
+
+def manifest_for(matrix: Matrix, plan: Plan, store: Store, executor_name: str,
+                 prepared: dict[str, Prepared]) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "name": matrix.spec.run.name,
+        "run_id": store.run_id,
+        "matrix": str(matrix.path),
+        "profile": matrix.profile,
+        "profile_reason": matrix.profile_reason,
+        "executor": executor_name,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": hostinfo.host_summary(),
+        "environments": {
+            name: {**env.model_dump(), **(prepared[env.image].metadata
+                                           if env.image in prepared else {})}
+            for name, env in matrix.spec.environments.items()},
+        # Matrix order, so reports list rows and environment columns as the matrix does.
+        "cells": [{"id": c.id, "name": c.name, "environment": c.environment,
+                   "repeats": c.repeats, "not_applicable": c.not_applicable}
+                  for c in matrix.cells if c in plan.cells or c in plan.not_applicable],
+    }
+
+
+def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:
+    for cell in plan.not_applicable:
+        key = f"{cell.id}-r1"
+        if not store.record_path(key).exists():
+            spec = cell_spec(cell, 1, run_id, seed, "")
+            store.write_record(key, record_mod.not_applicable_record(spec, cell.not_applicable))
+
+
+def prepare_environments(executor, images: list[str], console: Console) -> dict[str, Prepared]:
+    prepared: dict[str, Prepared] = {}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        for image in images:
+            task = progress.add_task(f"environment {image}: preparing")
+            started = time.monotonic()
+
+            def show(line: str, task=task, image=image) -> None:
+                progress.update(task, description=f"environment {image}: {line[:90]}")
+
+            prepared[image] = executor.prepare(image, show)
+            progress.remove_task(task)
+            took = time.monotonic() - started
+            if prepared[image].error:
+                console.print(f"[red]✗ environment {image}: {prepared[image].error}[/]")
+            else:
+                console.print(f"[green]✓[/] environment {image} ready ({took:.0f} s)")
+    return prepared
+
+
+def run_entry(executor, entry: Entry, prepared: Prepared, store: Store, seed: int) -> dict[str, Any]:
+    key = entry.key
+    work = store.work_dir(key)
+    spec_path, result_path = work / "spec.json", work / "result.json"
+    result_path.unlink(missing_ok=True)  # a leftover of an interrupted attempt
+    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path))
+    log_rel = f"logs/{key}.log"
+    if prepared.error:
+        outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
+        worker = {"schema": 1, "status": "failed", "error": prepared.error}
+    else:
+        write_json_atomic(spec_path, spec.to_dict())
+        store.log_path(key).unlink(missing_ok=True)
+        attempt = Attempt(spec_path=spec_path, result_path=result_path,
+                          log_path=store.log_path(key), work_dir=work,
+                          env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
+                                                    if entry.cell.backend else {})},
+                          timeout=entry.cell.timeout)
+        outcome = executor.run(prepared, attempt)
+        worker = record_mod.read_worker_result(result_path)
+    record = record_mod.finalize(spec, outcome, worker, prepared.metadata, log_rel)
+    store.write_record(key, record)
+    return record
+
+
+def describe(record: dict[str, Any]) -> str:
+    if record["status"] == "ok":
+        return f"{record['median_ms']:.3f} ms/step"
+    error = (record.get("error") or "").strip().splitlines()
+    return f"{record['status']}: {error[-1][:120] if error else ''}"
+
+
+def execute(opts: Options, console: Console) -> int:
+    matrix = load_matrix(opts, console)
+    store_preview = opts.resume and not opts.dry_run
+    finished: set[str] = set()
+    store: Store | None = None
+    if store_preview:
+        store = open_store(matrix, opts)
+        finished = store.finished()
+    plan = make_plan(matrix.cells, opts.only, finished)
+    if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
+        raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
+    executor = choose_executor(matrix, opts.executor)
+    if opts.dry_run:
+        console.print(plan_table(matrix, plan))
+        return EXIT_OK
+
+    store = store or open_store(matrix, opts)
+    images = list(dict.fromkeys(e.cell.image for e in plan.to_run))
+    console.print(f"run folder: {store.root}")
+    seed = matrix.spec.run.seed
+    store.write_matrix(matrix.resolved)
+    manifest = manifest_for(matrix, plan, store, executor.name, {})
+    store.write_manifest(manifest)
+    record_not_applicable(store, plan, store.run_id, seed)
+    interrupted = False
+    try:
+        prepared = prepare_environments(executor, images, console)
+        manifest = manifest_for(matrix, plan, store, executor.name, prepared)
+        store.write_manifest(manifest)
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+            bar = progress.add_task("cells", total=len(plan.to_run))
+            for entry in plan.to_run:
+                progress.update(bar, description=f"{entry.cell.name} r{entry.repeat}")
+                record = run_entry(executor, entry, prepared[entry.cell.image], store, seed)
+                mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
+                progress.console.print(f"{mark} {entry.cell.name} r{entry.repeat}: {describe(record)}")
+                progress.advance(bar)
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
+    finally:
+        executor.close()
+        manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        manifest["interrupted"] = interrupted
+        store.write_manifest(manifest)
+        summaries = report.write_reports(store, manifest)
+    console.print(report.terminal_table(summaries, f"{matrix.spec.run.name} ({store.root})"))
+    console.print(f"report: {store.root / 'report.md'}")
+    if interrupted:
+        return EXIT_INTERRUPTED
+    failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
+    return EXIT_FAILED_CELLS if failed else EXIT_OK
+
+
+def build_only(opts: Options, console: Console) -> int:
+    """`runner build`: prepare every environment the matrix needs, run nothing."""
+    matrix = load_matrix(opts, console)
+    plan = make_plan(matrix.cells, opts.only)
+    executor = choose_executor(matrix, opts.executor)
+    images = list(dict.fromkeys(e.cell.image for e in plan.to_run))
+    prepared = prepare_environments(executor, images, console)
+    executor.close()
+    return EXIT_FAILED_CELLS if any(p.error for p in prepared.values()) else EXIT_OK
+
+
+def report_only(run_dir: Path, console: Console) -> int:
+    """`runner report RUN_DIR`: rebuild the merged outputs of a run from its cell records."""
+    store = Store.open(run_dir)
+    manifest = store.read_manifest()
+    summaries = report.write_reports(store, manifest)
+    console.print(report.terminal_table(summaries, f"{manifest.get('name')} ({store.root})"))
+    console.print(f"report: {store.root / 'report.md'}")
+    return EXIT_OK

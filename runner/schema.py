@@ -1,0 +1,264 @@
+"""The matrix schema: the one definition of what matrix.toml may contain.
+
+Structure and types are pydantic models (strict: no silent coercion, unknown keys rejected);
+the values of the benchmark axes come from runner.worker.catalog, which the worker shares.
+Every error becomes one line: "<file>: <key path>: <what is wrong>" with a did-you-mean.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt,
+                      ValidationError, field_validator, model_validator)
+
+from .errors import did_you_mean
+from .worker import catalog
+
+RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+def _one_of(choices: tuple[Any, ...]):
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or value not in choices:
+            shown = ", ".join(repr(c) for c in choices)
+            raise ValueError(f"{value!r} is not one of {shown}{did_you_mean(value, choices)}")
+        return value
+    return check
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"must be a positive whole number, got {value}")
+    return value
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _jit(value: Any) -> bool | str:
+    if isinstance(value, bool):
+        return value
+    return _one_of(catalog.JIT_WORDS)(value) if isinstance(value, str) else _boolean(value)
+
+
+# Every axis a benchmark may vary, with the check for one value. A list of values yields one cell
+# per value (cartesian product across axes).
+AXIS_CHECKS = {
+    "task": _one_of(catalog.TASKS),
+    "batch_size": _positive_int,
+    "precision": _one_of(catalog.PRECISIONS),
+    "jit": _jit,
+    "size": _one_of(catalog.SIZES),
+    "tf32": _boolean,
+    "steps_per_execution": _positive_int,
+    "data": _one_of(catalog.DATA_MODES),
+    "device": _one_of(catalog.DEVICES),
+}
+AXES = tuple(AXIS_CHECKS)
+
+
+def check_axis(name: str, value: Any) -> tuple[Any, ...]:
+    """A scalar or a non-empty list of valid values → a tuple of values."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ValueError("empty list: give at least one value")
+    checked = tuple(AXIS_CHECKS[name](v) for v in values)
+    if len(set(map(repr, checked))) != len(checked):
+        raise ValueError(f"repeated value in {value!r}")
+    return checked
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RunSettings(_Strict):
+    name: str = Field("run", pattern=RUN_NAME_PATTERN)
+    repeats: PositiveInt = 3
+    warmup_steps: PositiveInt = 2
+    steps: PositiveInt = 100
+    timeout: PositiveFloat = 1800.0
+    executor: Literal["auto", "local", "docker", "ray"] = "auto"
+    profile: Literal["auto", "full", "smoke"] = "auto"
+    seed: NonNegativeInt = 0
+
+
+# Keys a [profiles.*] table may override: any [run] key but name/profile, and any benchmark axis.
+PROFILE_RUN_KEYS = tuple(k for k in RunSettings.model_fields if k not in ("name", "profile"))
+PROFILE_KEYS = PROFILE_RUN_KEYS + AXES
+
+
+class EnvironmentSpec(_Strict):
+    image: str = Field(min_length=1)
+    api: Literal[catalog.APIS]  # type: ignore[valid-type]
+    backend: Literal[catalog.KERAS_BACKENDS] | None = None  # type: ignore[valid-type]
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _backend_only_with_keras(self) -> "EnvironmentSpec":
+        if self.api == "keras" and self.backend is None:
+            raise ValueError("api = 'keras' needs backend = 'tensorflow' | 'jax' | 'torch'")
+        if self.api != "keras" and self.backend is not None:
+            raise ValueError(f"backend applies to api = 'keras' only, not {self.api!r}")
+        return self
+
+
+class BenchmarkSpec(_Strict):
+    workload: Literal[tuple(catalog.WORKLOADS)]  # type: ignore[valid-type]
+    environments: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+    # Per-benchmark overrides of [run] counts.
+    steps: PositiveInt | None = None
+    warmup_steps: PositiveInt | None = None
+    repeats: PositiveInt | None = None
+    timeout: PositiveFloat | None = None
+    # Axes: stored as tuples of values after validation.
+    task: Any = None
+    batch_size: Any = None
+    precision: Any = None
+    jit: Any = None
+    size: Any = None
+    tf32: Any = None
+    steps_per_execution: Any = None
+    data: Any = None
+    device: Any = None
+
+    @field_validator(*AXES, mode="after")
+    @classmethod
+    def _axis(cls, value: Any, info) -> Any:
+        return None if value is None else check_axis(info.field_name, value)
+
+    @model_validator(mode="after")
+    def _against_workload(self) -> "BenchmarkSpec":
+        workload = catalog.WORKLOADS[self.workload]
+        if self.task is None:
+            if len(workload.tasks) != 1:
+                raise ValueError(f"task: {self.workload} needs one of {', '.join(workload.tasks)}")
+            self.task = workload.tasks
+        for task in self.task:
+            if task not in workload.tasks:
+                raise ValueError(f"task: {self.workload} has no task {task!r} "
+                                 f"(it has {', '.join(workload.tasks)})")
+        if self.batch_size is None:
+            if workload.needs_batch_size:
+                raise ValueError(f"batch_size: required for {self.workload}")
+            self.batch_size = (1,)
+        for key, value in self.options.items():
+            option = workload.options.get(key)
+            if option is None:
+                raise ValueError(f"options.{key}: unknown option for {self.workload}"
+                                 f"{did_you_mean(key, workload.options)}")
+            if isinstance(value, bool) != (option.type is bool) or not isinstance(value, option.type):
+                raise ValueError(f"options.{key}: expected {option.type.__name__}, got {value!r}")
+            if option.positive and value <= 0:
+                raise ValueError(f"options.{key}: must be positive, got {value}")
+        return self
+
+    def axis_values(self, name: str) -> tuple[Any, ...]:
+        value = getattr(self, name)
+        return value if value is not None else (catalog.AXIS_DEFAULTS[name],)
+
+
+class MatrixSpec(_Strict):
+    run: RunSettings = Field(default_factory=RunSettings)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    environments: dict[str, EnvironmentSpec] = Field(min_length=1)
+    benchmarks: list[BenchmarkSpec] = Field(min_length=1)
+
+    @field_validator("profiles", mode="after")
+    @classmethod
+    def _profiles(cls, profiles: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, overrides in profiles.items():
+            if name not in ("full", "smoke"):
+                raise ValueError(f"profiles.{name}: unknown profile (use 'full' or 'smoke')"
+                                 f"{did_you_mean(name, ('full', 'smoke'))}")
+            for key, value in overrides.items():
+                where = f"profiles.{name}.{key}"
+                if key not in PROFILE_KEYS:
+                    raise ValueError(f"{where}: not a [run] key or benchmark axis"
+                                     f"{did_you_mean(key, PROFILE_KEYS)}")
+                if key in AXES:
+                    try:
+                        check_axis(key, value)
+                    except ValueError as exc:
+                        raise ValueError(f"{where}: {exc}") from None
+        return profiles
+
+    @model_validator(mode="after")
+    def _environment_names(self) -> "MatrixSpec":
+        for index, bench in enumerate(self.benchmarks):
+            for name in bench.environments:
+                if name != "*" and name not in self.environments:
+                    raise ValueError(f"benchmarks[{index}].environments: unknown environment "
+                                     f"{name!r}{did_you_mean(name, self.environments)}")
+        return self
+
+
+# --- error formatting -------------------------------------------------------------------------
+
+_EXPECTED = {"int_type": "a whole number", "string_type": "a string", "bool_type": "true or false",
+             "float_type": "a number", "dict_type": "a table", "list_type": "a list",
+             "model_type": "a table"}
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose keys are valid at `loc` (for did-you-mean on unknown keys)."""
+    model: type[BaseModel] | None = MatrixSpec
+    path = list(loc)
+    while path and model is not None:
+        key = path.pop(0)
+        if model is MatrixSpec and key == "run":
+            model = RunSettings
+        elif model is MatrixSpec and key in ("environments", "benchmarks"):
+            model = EnvironmentSpec if key == "environments" else BenchmarkSpec
+            if path:
+                path.pop(0)  # the environment name or the benchmark index
+        else:
+            return model
+    return model
+
+
+def format_error(error: dict[str, Any]) -> str:
+    """One pydantic error → "key.path: message"."""
+    loc = tuple(error["loc"])
+    kind = error["type"]
+    where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        hint = did_you_mean(loc[-1], model.model_fields) if model else ""
+        return f"{where}: unknown key{hint}"
+    if kind == "missing":
+        return f"{where}: missing required key"
+    if kind == "literal_error":
+        expected = error["ctx"]["expected"]
+        choices = [c.strip().strip("'") for c in expected.replace(" or ", ", ").split(",")]
+        return f"{where}: {value!r} is not one of {expected}{did_you_mean(value, choices)}"
+    if kind in ("greater_than", "greater_than_equal"):
+        return f"{where}: must be {'>' if kind == 'greater_than' else '>='} " \
+               f"{error['ctx'].get('gt', error['ctx'].get('ge'))}, got {value!r}"
+    if kind == "too_short":
+        return f"{where}: must not be empty"
+    if kind == "string_pattern_mismatch":
+        return f"{where}: {value!r} must be letters, digits, '.', '_' or '-' (it names a folder " \
+               f"under results/)"
+    if kind in _EXPECTED:
+        return f"{where}: expected {_EXPECTED[kind]}, got {type(value).__name__} {value!r}"
+    if kind == "value_error":
+        message = str(error["ctx"]["error"])
+        return f"{where}: {message}" if where else message
+    return f"{where}: {error['msg']}"
+
+
+def validate(raw: dict[str, Any]) -> MatrixSpec:
+    """Validate a parsed matrix; raises ValueError with one line for the first problem."""
+    try:
+        return MatrixSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise ValueError(format_error(exc.errors()[0])) from None
