@@ -148,7 +148,6 @@ def run_entry(executor, entry: Entry, prepared: Prepared, store: Store, seed: in
     key = entry.key
     work = store.work_dir(key)
     spec_path, result_path = work / "spec.json", work / "result.json"
-    result_path.unlink(missing_ok=True)  # a leftover of an interrupted attempt
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path))
     log_rel = f"logs/{key}.log"
     if prepared.error:

@@ -154,7 +154,8 @@ class BenchmarkSpec(_Strict):
             if option is None:
                 raise ValueError(f"options.{key}: unknown option for {self.workload}"
                                  f"{did_you_mean(key, workload.options)}")
-            if isinstance(value, bool) != (option.type is bool) or not isinstance(value, option.type):
+            expected = (int, float) if option.type is float else option.type
+            if isinstance(value, bool) != (option.type is bool) or not isinstance(value, expected):
                 raise ValueError(f"options.{key}: expected {option.type.__name__}, got {value!r}")
             if option.positive and value <= 0:
                 raise ValueError(f"options.{key}: must be positive, got {value}")

@@ -4,6 +4,7 @@ repeat. A finished record is never overwritten; `--resume` reads them back."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,12 @@ class Store:
         return self.logs / f"{key}.log"
 
     def work_dir(self, key: str) -> Path:
+        """A fresh scratch folder for one attempt (spec.json, result.json): whatever an
+        interrupted earlier attempt left there is discarded."""
         folder = self.work / key
-        folder.mkdir(parents=True, exist_ok=True)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
         return folder
 
     def write_record(self, key: str, record: dict[str, Any]) -> None:

@@ -43,6 +43,17 @@ def kill_group(process: subprocess.Popen) -> None:
             continue
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel kills the worker if the runner dies (even by
+    SIGKILL), so no orphan keeps computing or writes into a folder that is being reused."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def worker_environment(extra: dict[str, str]) -> dict[str, str]:
     """The host's environment, minus what would leak the host's Python into the worker, plus
     the runner package on the import path and the cell's own variables."""
@@ -81,7 +92,7 @@ class LocalExecutor:
             process = subprocess.Popen(
                 self.command(prepared.image, attempt), cwd=attempt.work_dir,
                 env=worker_environment(attempt.env), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
             timed_out = False
             try:
                 process.wait(timeout=attempt.timeout)

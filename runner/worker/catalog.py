@@ -66,6 +66,12 @@ WORKLOADS: dict[str, Workload] = {
             help="SELU over a large array: eager op-by-op versus compiled",
         ),
         Workload(
+            "selftest", ("run",), ("numpy",), False, ("float32",),
+            {"behaviour": Option(str, "ok | fail | crash | hang: what the step does"),
+             "sleep_ms": Option(float, "how long an ok step sleeps", True)},
+            help="diagnostic: checks the runner itself (statuses, timeouts, resume) in seconds",
+        ),
+        Workload(
             "cnn", ("fit",), ("keras", "tf-keras", "torch", "jax", "tensorflow"), True,
             PRECISIONS,
             {"samples": Option(int, "training samples per epoch (default by size)", True),

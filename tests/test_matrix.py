@@ -1,0 +1,93 @@
+"""Expansion of a valid matrix into cells: cartesian product, '*', profiles, stable ids, NA."""
+
+from __future__ import annotations
+
+from runner import matrix as matrix_mod
+from runner.worker import catalog
+
+BENCH = """
+[run]
+steps = 50
+repeats = 3
+
+[profiles.smoke]
+steps = 4
+repeats = 1
+size = "tiny"
+
+[[benchmarks]]
+workload = "matmul"
+environments = ["*"]
+precision = ["float32", "bfloat16"]
+batch_size = [1, 2]
+"""
+
+
+def test_cartesian_product_over_list_axes_and_all_environments(write_matrix):
+    m = matrix_mod.load(write_matrix(BENCH), profile="full")
+    assert len(m.cells) == 2 * 2 * 2  # environments × precision × batch_size
+    coords = {(c.environment, c.axes["precision"], c.batch_size) for c in m.cells}
+    assert ("numpy", "bfloat16", 2) in coords and ("keras-jax", "float32", 1) in coords
+    assert all(c.steps == 50 and c.repeats == 3 for c in m.cells)
+    assert {c.options["n"] for c in m.cells} == {4096}  # the full size preset
+
+
+def test_smoke_profile_overrides_run_keys_and_axes(write_matrix):
+    m = matrix_mod.load(write_matrix(BENCH), profile="smoke")
+    assert m.profile == "smoke"
+    assert all(c.steps == 4 and c.repeats == 1 and c.axes["size"] == "tiny" for c in m.cells)
+    assert {c.options["n"] for c in m.cells} == {catalog.default_sizes("matmul", "tiny")["n"]}
+    assert m.resolved["run"]["profile"] == "smoke"
+
+
+def test_auto_profile_follows_the_gpu(write_matrix):
+    path = write_matrix(BENCH)
+    no_gpu = matrix_mod.load(path, gpu_found=False)
+    assert no_gpu.profile == "smoke" and "no GPU" in no_gpu.profile_reason
+    assert matrix_mod.load(path, gpu_found=True).profile == "full"
+
+
+def test_cell_ids_are_stable_and_depend_on_coordinates(write_matrix):
+    first = matrix_mod.load(write_matrix(BENCH), profile="full").cells
+    again = matrix_mod.load(write_matrix(BENCH), profile="full").cells
+    assert [c.id for c in first] == [c.id for c in again]
+    assert len({c.id for c in first}) == len(first)
+    smoke = matrix_mod.load(write_matrix(BENCH), profile="smoke").cells
+    assert not {c.id for c in smoke} & {c.id for c in first}  # tiny cells are other cells
+
+
+def test_not_applicable_cells_are_kept_with_a_reason(write_matrix):
+    m = matrix_mod.load(write_matrix(BENCH), profile="full")
+    numpy_bf16 = [c for c in m.cells if c.environment == "numpy" and c.axes["precision"] == "bfloat16"]
+    assert numpy_bf16 and all("bfloat16" in c.not_applicable for c in numpy_bf16)
+    keras = [c for c in m.cells if c.environment == "keras-jax"]
+    assert all(c.not_applicable is None for c in keras)
+
+
+def test_steps_per_execution_not_applicable_outside_keras(write_matrix):
+    m = matrix_mod.load(write_matrix("""
+        [environments.torch]
+        image = "torch"
+        api = "torch"
+        [environments.keras-torch]
+        image = "torch"
+        api = "keras"
+        backend = "torch"
+        [[benchmarks]]
+        workload = "cnn"
+        batch_size = 32
+        environments = ["torch", "keras-torch", "keras-jax"]
+        steps_per_execution = [1, 8]
+    """), profile="full")
+    reasons = {(c.environment, c.axes["steps_per_execution"]): c.not_applicable for c in m.cells}
+    assert reasons[("torch", 1)] is None
+    assert "Keras setting" in reasons[("torch", 8)]
+    assert "steps_per_execution = 1" in reasons[("keras-torch", 8)]
+    assert reasons[("keras-jax", 8)] is None
+
+
+def test_cell_names_show_non_default_axes(write_matrix):
+    m = matrix_mod.load(write_matrix(BENCH), profile="full")
+    names = {c.name for c in m.cells}
+    assert "matmul-run-numpy-b1" in names
+    assert "matmul-run-keras-jax-b2-bfloat16" in names

@@ -1,0 +1,51 @@
+"""Planning: repeats as rounds interleaved across cells, --only, finished entries skipped."""
+
+from __future__ import annotations
+
+from runner import matrix as matrix_mod
+from runner.plan import make_plan
+
+BENCH = """
+[run]
+repeats = 3
+[[benchmarks]]
+workload = "matmul"
+environments = ["*"]
+[[benchmarks]]
+workload = "elementwise"
+environments = ["numpy"]
+repeats = 2
+"""
+
+
+def cells(write_matrix):
+    return matrix_mod.load(write_matrix(BENCH), profile="full").cells
+
+
+def test_rounds_are_interleaved(write_matrix):
+    plan = make_plan(cells(write_matrix))
+    order = [(e.cell.name, e.repeat) for e in plan.to_run]
+    assert [r for _, r in order] == [1, 1, 1, 2, 2, 2, 3, 3]
+    assert order[0][0] != order[1][0]
+    assert len(plan.to_run) == 3 + 3 + 2
+
+
+def test_only_filters_by_substring_glob_or_id(write_matrix):
+    all_cells = cells(write_matrix)
+    by_sub = make_plan(all_cells, only=["elementwise"])
+    assert {e.cell.workload for e in by_sub.to_run} == {"elementwise"}
+    assert by_sub.filtered_out == 2
+    by_glob = make_plan(all_cells, only=["matmul-*-keras-*"])
+    assert {e.cell.environment for e in by_glob.to_run} == {"keras-jax"}
+    target = all_cells[0]
+    assert {e.cell.id for e in make_plan(all_cells, only=[target.id]).to_run} == {target.id}
+
+
+def test_finished_entries_are_skipped(write_matrix):
+    all_cells = cells(write_matrix)
+    first = make_plan(all_cells)
+    done = {first.to_run[0].key, first.to_run[4].key}
+    resumed = make_plan(all_cells, finished=done)
+    assert {e.key for e in resumed.done} == done
+    assert len(resumed.to_run) == len(first.to_run) - 2
+    assert not done & {e.key for e in resumed.to_run}

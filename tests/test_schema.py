@@ -1,0 +1,106 @@
+"""Every invalid input: exit code 2, one clear line on stderr, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+VALID_BENCH = """
+[[benchmarks]]
+workload = "matmul"
+environments = ["*"]
+"""
+
+REJECTIONS = [
+    # (matrix text added to the environments, expected fragment of the error line)
+    ("[run]\nrepeat = 3\n" + VALID_BENCH, "run.repeat: unknown key (did you mean 'repeats'?)"),
+    ("[run]\nrepeats = 0\n" + VALID_BENCH, "run.repeats: must be > 0, got 0"),
+    ("[run]\nsteps = -5\n" + VALID_BENCH, "run.steps: must be > 0"),
+    ("[run]\nsteps = \"10\"\n" + VALID_BENCH, "run.steps: expected a whole number, got str '10'"),
+    ("[run]\ntimeout = 0\n" + VALID_BENCH, "run.timeout: must be > 0"),
+    ("[run]\nexecutor = \"dockr\"\n" + VALID_BENCH, "did you mean 'docker'?"),
+    ("[run]\nprofile = \"smok\"\n" + VALID_BENCH, "did you mean 'smoke'?"),
+    ("[run]\nname = \"../escape\"\n" + VALID_BENCH, "run.name: '../escape' must be letters"),
+    ("[run]\nname = \"a/b\"\n" + VALID_BENCH, "run.name: 'a/b' must be letters"),
+    ("[[benchmarks]]\nworkload = \"matmull\"\n", "did you mean 'matmul'?"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\ntask = \"fit\"\n", "matmul has no task 'fit'"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\ntask = \"runn\"\n", "did you mean 'run'?"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nprecision = \"float23\"\n",
+     "benchmarks[0].precision: 'float23' is not one of"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nprecision = []\n", "benchmarks[0].precision: empty list"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nprecision = [\"float32\", \"float32\"]\n", "repeated value"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nbatch_size = 0\n", "must be a positive whole number"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\njit = \"fast\"\n", "benchmarks[0].jit: 'fast' is not one of"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\ntf32 = 1\n", "benchmarks[0].tf32: expected true or false"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nsteps_per_execution = 1.5\n", "expected a whole number"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nenvironments = [\"nmupy\"]\n",
+     "unknown environment 'nmupy' (did you mean 'numpy'?)"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nenvironments = []\n", "benchmarks[0].environments: must not be empty"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\noptions = { m = 5 }\n", "options.m: unknown option"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\noptions = { n = 0 }\n", "options.n: must be positive"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\noptions = { n = \"big\" }\n", "options.n: expected int"),
+    ("[[benchmarks]]\nworkload = \"cnn\"\n", "batch_size: required for cnn"),
+    ("[[benchmarks]]\nworkload = \"matmul\"\nworkloads = 1\n", "unknown key (did you mean 'workload'?)"),
+    ("[[benchmarks]]\ntask = \"run\"\n", "benchmarks[0].workload: missing required key"),
+    ("[profiles.smoke]\nstep = 5\n" + VALID_BENCH, "profiles.smoke.step: not a [run] key or benchmark axis (did you mean 'steps'?)"),
+    ("[profiles.smoke]\nsize = \"teeny\"\n" + VALID_BENCH, "profiles.smoke.size: 'teeny' is not one of"),
+    ("[profiles.quick]\nsteps = 5\n" + VALID_BENCH, "profiles.quick: unknown profile"),
+    ("[environments.bad]\nimage = \"numpy\"\napi = \"pytorch\"\n" + VALID_BENCH,
+     "environments.bad.api: 'pytorch' is not one of"),
+    ("[environments.bad]\nimage = \"jax\"\napi = \"keras\"\n" + VALID_BENCH, "needs backend"),
+    ("[environments.bad]\nimage = \"jax\"\napi = \"keras\"\nbackend = \"jaxx\"\n" + VALID_BENCH,
+     "did you mean 'jax'?"),
+    ("[environments.bad]\nimage = \"jax\"\napi = \"jax\"\nbackend = \"jax\"\n" + VALID_BENCH,
+     "backend applies to api = 'keras' only"),
+    ("[environments.bad]\nimage = \"nope\"\napi = \"numpy\"\n" + VALID_BENCH, "environments.bad.image: no folder images/nope"),
+    ("[environments.bad]\nimage = \"../runner\"\napi = \"numpy\"\n" + VALID_BENCH, "escapes images/"),
+    ("[environments.bad]\nimage = \"/etc\"\napi = \"numpy\"\n" + VALID_BENCH, "escapes images/"),
+    ("[run\nname = 1\n", "invalid TOML"),
+    ("[run]\nname = \"x\"\nname = \"y\"\n", "invalid TOML"),
+    (VALID_BENCH + VALID_BENCH, "repeats cell"),
+]
+
+
+@pytest.mark.parametrize("text, expected", REJECTIONS, ids=[r[1][:40] for r in REJECTIONS])
+def test_invalid_matrix_is_one_line_exit_2_nothing_written(write_matrix, run_cli, results_dir,
+                                                           text, expected):
+    path = write_matrix(text)
+    code, out, err = run_cli(path)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert str(path) in lines[0]
+    assert expected in lines[0]
+    assert list(results_dir.iterdir()) == []
+
+
+def test_toml_syntax_error_names_the_line(write_matrix, run_cli):
+    path = write_matrix("[run]\nrepeats = 3\nsteps = = 4\n", with_environments=False)
+    code, _, err = run_cli(path)
+    assert code == 2 and "line 3" in err
+
+
+def test_missing_file(run_cli, tmp_path, results_dir):
+    code, _, err = run_cli(tmp_path / "absent.toml")
+    assert code == 2 and "absent.toml: no such file" in err
+    assert list(results_dir.iterdir()) == []
+
+
+def test_missing_environments_and_benchmarks(write_matrix, run_cli):
+    code, _, err = run_cli(write_matrix("[run]\nsteps = 3\n", with_environments=False))
+    assert code == 2 and "environments: missing required key" in err
+
+
+def test_unknown_only_pattern_is_usage_error(write_matrix, run_cli):
+    code, _, err = run_cli(write_matrix(VALID_BENCH), "--only", "nothing-like-this")
+    assert code == 2 and "no cell" in err
+
+
+def test_bad_cli_usage_is_one_line(run_cli):
+    code, _, err = run_cli("matrix.toml", "--profile", "fast")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "invalid choice" in err
+
+
+def test_unknown_subcommand_suggests(run_cli):
+    code, _, err = run_cli("reprot")
+    assert code == 2 and "did you mean 'report'?" in err

@@ -1,0 +1,60 @@
+"""The results folder: atomic records, never overwritten, corrupt files ignored on resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner.errors import UsageError
+from runner.store import Store
+from runner.worker.protocol import write_json_atomic
+
+
+def test_write_record_is_atomic_and_never_overwrites(tmp_path):
+    store = Store.create("demo", tmp_path)
+    store.write_record("abc-r1", {"schema": 1, "status": "ok"})
+    assert json.loads(store.record_path("abc-r1").read_text())["status"] == "ok"
+    assert not [p for p in store.cells.iterdir() if p.name.startswith(".tmp")]
+    with pytest.raises(FileExistsError):
+        store.write_record("abc-r1", {"schema": 1, "status": "failed"})
+    assert json.loads(store.record_path("abc-r1").read_text())["status"] == "ok"
+
+
+def test_finished_ignores_partial_and_foreign_files(tmp_path):
+    store = Store.create("demo", tmp_path)
+    store.write_record("a-r1", {"schema": 1, "status": "failed"})
+    (store.cells / "b-r1.json").write_text('{"schema": 1, "status": "o')   # torn write
+    (store.cells / "c-r1.json").write_text('{"schema": 99, "status": "ok"}')
+    (store.cells / ".tmp-x.json").write_text("{}")
+    assert store.finished() == {"a-r1"}
+
+
+def test_atomic_writer_leaves_old_file_when_serialisation_fails(tmp_path):
+    target = tmp_path / "r.json"
+    write_json_atomic(target, {"v": 1})
+    class Unreadable:
+        def item(self):
+            raise RuntimeError("cannot convert")
+
+    with pytest.raises(RuntimeError):
+        write_json_atomic(target, {"v": Unreadable()})  # fails half-way through serialising
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_non_finite_floats_become_null(tmp_path):
+    target = tmp_path / "r.json"
+    write_json_atomic(target, {"loss": float("nan"), "x": [1.0, float("inf")]})
+    assert json.loads(target.read_text()) == {"loss": None, "x": [1.0, None]}
+
+
+def test_two_runs_in_one_second_get_distinct_folders(tmp_path):
+    assert Store.create("demo", tmp_path).root != Store.create("demo", tmp_path).root
+
+
+def test_latest_and_open_reject_non_runs(tmp_path):
+    with pytest.raises(UsageError):
+        Store.latest("nothing", tmp_path)
+    with pytest.raises(UsageError):
+        Store.open(tmp_path)
