@@ -164,7 +164,8 @@ class Monitor:
                 self.energy_j = (energy1 - self._energy0) / 1000
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"cpu_util_mean": self.cpu_util}
+        # The window length lets the host judge the energy delta (NVML's counter is coarse).
+        out: dict[str, Any] = {"cpu_util_mean": self.cpu_util, "telemetry_window_s": self.window_s}
         if self.gpu is None:
             return out
         events: set[str] = set()
