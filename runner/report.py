@@ -1,4 +1,5 @@
-"""Merge the records of a run into results.jsonl, summary.csv, report.md and a terminal table."""
+"""Merge the records of a run into results.jsonl, summary.csv, report.md, plots/*.png, report.html
+and a terminal table."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import csv
 import io
 import json
 import statistics
+import sys
 from collections import defaultdict
 from typing import Any
 
@@ -72,6 +74,7 @@ def cell_summaries(records: list[dict[str, Any]],
             loss_first=_median([r.get("loss_first") for r in ok]),
             loss_last=_median([r.get("loss_last") for r in ok]),
             accuracy=_median([r.get("accuracy") for r in ok]),
+            epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
         )
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
         out.append(summary)
@@ -80,10 +83,12 @@ def cell_summaries(records: list[dict[str, Any]],
 
 CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workload", "task",
                "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "median_ms", "mean_ms",
-               "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms", "cv_repeats", "compile_s",
-               "train_s", "items_per_s", "achieved_tflops", "rss_initial_mb", "rss_peak_mb",
-               "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb", "gpu_energy_j",
-               "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last", "accuracy", "error")
+               "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms", "samples", "iqr_ms",
+               "median_ci_low_ms", "median_ci_high_ms", "cv", "cv_repeats", "compile_s",
+               "train_s", "epoch_s", "items_per_s", "achieved_tflops", "rss_initial_mb",
+               "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
+               "gpu_energy_j", "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
+               "accuracy", "warnings", "error")
 
 
 def summary_csv(summaries: list[dict[str, Any]]) -> str:
@@ -95,6 +100,7 @@ def summary_csv(summaries: list[dict[str, Any]]) -> str:
         row = dict(summary)
         if row.get("error"):
             row["error"] = row["error"].splitlines()[0][:300]
+        row["warnings"] = "; ".join(row.get("warnings") or [])
         writer.writerow(row)
     return buffer.getvalue()
 
@@ -139,22 +145,101 @@ def pivot(summaries: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, i
     return environments, rows, grid
 
 
+KERAS3_API, KERAS2_API = "keras", "tf-keras"
+
+
+def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Per (row label, batch size): the best (fastest) Keras 3 environment and, where a Keras 2
+    (tf-keras) cell of the row ran, its speedup = Keras 2 ms / best Keras 3 ms (the Keras 3
+    benchmark page's layout). Empty unless the run has both kinds of environment."""
+    apis = {s["api"] for s in summaries}
+    if not {KERAS3_API, KERAS2_API} <= apis:
+        return {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    _, rows, grid = pivot(summaries)
+    for row in rows:
+        cells = [s for (label, batch, _), s in grid.items() if (label, batch) == row
+                 and s["status"] == "ok" and s.get("median_ms") is not None]
+        keras3 = [s for s in cells if s["api"] == KERAS3_API]
+        keras2 = [s for s in cells if s["api"] == KERAS2_API]
+        if not keras3:
+            continue
+        best = min(keras3, key=lambda s: s["median_ms"])
+        entry = {"best_env": best["environment"], "best_backend": best.get("backend"),
+                 "best_ms": best["median_ms"], "keras2_env": None, "keras2_ms": None,
+                 "speedup": None}
+        if keras2:
+            fastest2 = min(keras2, key=lambda s: s["median_ms"])
+            entry.update(keras2_env=fastest2["environment"], keras2_ms=fastest2["median_ms"],
+                         speedup=fastest2["median_ms"] / best["median_ms"])
+        out[row] = entry
+    return out
+
+
 def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: bool = True,
-                   bold_best: bool = True) -> str:
+                   bold_best: bool = True, keras_columns: bool = False) -> str:
+    """Rows × environments of one summary key. With keras_columns (and both Keras 3 and Keras 2
+    environments in the run), two more columns: the best Keras 3 backend and its speedup over
+    Keras 2, computed on median ms/step whatever `key` is."""
     environments, rows, grid = pivot(summaries)
-    lines = ["| Workload (task) | Batch size | " + " | ".join(environments) + " |",
-             "|---|---:|" + "---:|" * len(environments)]
+    speedups = keras_speedups(summaries) if keras_columns else {}
+    extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
+    lines = ["| Workload (task) | Batch size | " + " | ".join(environments) + " |" + extra_head,
+             "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")]
     for label, batch in rows:
         values = [grid[(label, batch, e)].get(key) for e in environments
                   if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
         values = [v for v in values if v is not None]
         best = (min(values) if lower_is_better else max(values)) if values and bold_best else None
         cells = [_cell_text(grid.get((label, batch, e)), key, best) for e in environments]
+        if speedups:
+            entry = speedups.get((label, batch))
+            cells.append(f"{_fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
+            cells.append(f"{entry['speedup']:.2f}×" if entry and entry["speedup"] else "–")
         lines.append(f"| {label} | {batch} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]]) -> str:
+def _pair(first: float | None, second: float | None) -> str:
+    return "–" if first is None and second is None else f"{_fmt(first)} / {_fmt(second)}"
+
+
+def training_table(summaries: list[dict[str, Any]]) -> str | None:
+    """One line per fit cell (rows in matrix order, environments in column order)."""
+    fits = [s for s in summaries if s["task"] == "fit" and s["status"] != "not_applicable"]
+    if not fits:
+        return None
+    environments, rows, _ = pivot(summaries)
+    fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
+                             environments.index(s["environment"])))
+    lines = ["| Workload (task) | Batch size | Environment | Epoch s | Train s (timed) | Accuracy | "
+             "Loss first → last | RSS initial / peak MB | VRAM initial / peak MB |",
+             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    for s in fits:
+        if s["status"] != "ok":
+            lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | {s['status']} "
+                         "| | | | | |")
+            continue
+        loss = (f"{_fmt(s['loss_first'], 3)} → {_fmt(s['loss_last'], 3)}"
+                if s.get("loss_first") is not None else "–")
+        acc = f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
+        lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | "
+                     f"{_fmt(s.get('epoch_s'))} | {_fmt(s.get('train_s'))} | {acc} | {loss} | "
+                     f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
+                     f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
+    return "\n".join(lines)
+
+
+def _ci_text(s: dict[str, Any]) -> str:
+    if s.get("median_ci_low_ms") is None:
+        return "–"
+    return f"{_fmt(s['median_ci_low_ms'])}–{_fmt(s['median_ci_high_ms'])}"
+
+
+def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
+                    plots: list[Any] | None = None) -> str:
+    """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
+    note on why it was skipped) are listed at the end."""
     parts = [f"# Benchmark report: {manifest.get('name')}", ""]
     host = manifest.get("host", {})
     parts.append(f"Run `{manifest.get('run_id')}` · profile **{manifest.get('profile')}** "
@@ -162,10 +247,26 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]]) -
                  f"{manifest.get('started_at')} · CPU {host.get('cpu_model', '?')} "
                  f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}")
     parts += ["", "## Median time per step (ms, lower is better; best in bold)", "",
-              markdown_table(summaries, "median_ms"), ""]
+              markdown_table(summaries, "median_ms", keras_columns=True), ""]
     parts += ["Each value is the median of every timed step of every repeat (each repeat a fresh "
               "process); warm-up steps, the first of which includes compilation, are excluded. "
               "NA: the combination does not exist in that environment.", ""]
+    if keras_speedups(summaries):
+        parts += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
+                  "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
+                  "faster.", ""]
+    flagged = [s for s in summaries if s.get("warnings")]
+    if flagged:
+        parts += ["## Warnings", "",
+                  f"Numbers of these cells deserve caution (CV limit {stats.CV_LIMIT * 100:.0f} %, "
+                  f"minimum timed window {stats.MIN_WINDOW_S:.0f} s):", ""]
+        parts += [f"- `{s['cell_name']}`: " + "; ".join(s["warnings"]) for s in flagged]
+        parts.append("")
+    training = training_table(summaries)
+    if training:
+        parts += ["## Training", "", training, "",
+                  "Epoch s: one epoch as the workload reports it; train s: the timed loop; "
+                  "medians over repeats, peaks the largest repeat.", ""]
     parts += ["## Peak memory", "", "Process RSS peak (MB):", "",
               markdown_table(summaries, "rss_peak_mb", bold_best=False), ""]
     if any(s.get("vram_peak_mb") is not None for s in summaries):
@@ -175,25 +276,36 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]]) -
         parts += ["## Energy over the timed window (J, NVML)", "",
                   markdown_table(summaries, "gpu_energy_j"), ""]
     parts += ["## Cells", "",
-              "| Cell | Status | Repeats ok | Median ms | p10–p90 ms | CV of repeat medians | "
-              "Compile s | Items/s | TFLOP/s | Loss first → last | Accuracy |",
-              "|---|---|---:|---:|---|---:|---:|---:|---:|---|---:|"]
+              "| Cell | Status | Repeats ok | Median ms | 95 % CI of median | IQR ms | p10–p90 ms | "
+              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | Loss first → last | "
+              "Accuracy |",
+              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
     for s in summaries:
         spread = f"{_fmt(s['p10_ms'])}–{_fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
-        cv = f"{s['cv_repeats'] * 100:.1f} %" if s.get("cv_repeats") is not None else "–"
+        cv = f"{s['cv'] * 100:.1f} %" if s.get("cv") is not None else "–"
+        cv_repeats = f"{s['cv_repeats'] * 100:.1f} %" if s.get("cv_repeats") is not None else "–"
         loss = (f"{_fmt(s['loss_first'], 3)} → {_fmt(s['loss_last'], 3)}"
                 if s.get("loss_first") is not None else "–")
         acc = f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
         parts.append(f"| `{s['cell_name']}` | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
-                     f"{_fmt(s['median_ms'])} | {spread} | {cv} | {_fmt(s['compile_s'])} | "
+                     f"{_fmt(s['median_ms'])} | {_ci_text(s)} | {_fmt(s.get('iqr_ms'))} | "
+                     f"{spread} | {cv} | {cv_repeats} | {_fmt(s['compile_s'])} | "
                      f"{_fmt(s['items_per_s'])} | {_fmt(s['achieved_tflops'], 4)} | {loss} | {acc} |")
+    parts += ["", "95 % CI: distribution-free (binomial order-statistic) interval of the median of "
+              "the pooled samples; CV: stdev / mean of the pooled samples.", ""]
     problems = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     if problems:
-        parts += ["", "## Problems", ""]
+        parts += ["## Problems", ""]
         for s in problems:
             first = (s.get("error") or "").strip().splitlines()
             parts.append(f"- `{s['cell_name']}`: **{s['status']}** — {first[-1] if first else ''}")
-    return "\n".join(parts) + "\n"
+        parts.append("")
+    if plots:
+        parts += ["## Plots", ""]
+        for plot in plots:
+            parts += [f"![{plot.title}]({plot.path})" if plot.path
+                      else f"{plot.title}: skipped, {plot.note}.", ""]
+    return "\n".join(parts)
 
 
 def terminal_table(summaries: list[dict[str, Any]], title: str):
@@ -217,17 +329,41 @@ def terminal_table(summaries: list[dict[str, Any]], title: str):
                 text = f"[bold green]{text.strip('*')}[/]"
             elif text and text not in ("NA",) and not text[0].isdigit() and text != "–":
                 text = f"[red]{text}[/]"
+            if (grid.get((label, batch, env)) or {}).get("warnings"):
+                text += " [yellow]![/]"
             cells.append(text)
         table.add_row(label, str(batch), *cells)
-    table.caption = "median ms/step over all repeats; best in green; NA = not applicable"
+    flagged = sum(1 for s in summaries if s.get("warnings"))
+    table.caption = ("median ms/step over all repeats; best in green; NA = not applicable"
+                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)" if flagged else ""))
     return table
 
 
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rewrite every merged output of a run from its cell records (idempotent)."""
+    """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
+    HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
     records = store.records()
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
     store.write_text("results.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     store.write_text("summary.csv", summary_csv(summaries))
-    store.write_text("report.md", report_markdown(manifest, summaries))
+    plots: list[Any] = []
+    try:
+        from .plots import write_plots
+
+        plots = write_plots(store.root, summaries)
+    except Exception as exc:  # noqa: BLE001 - a plot must never cost the tables
+        _warn(f"plots not written ({type(exc).__name__}: {exc})")
+    markdown = report_markdown(manifest, summaries, plots)
+    store.write_text("report.md", markdown)
+    try:
+        from . import html_report
+
+        store.write_text("report.html", html_report.render(markdown, store.root,
+                                                           title=f"Benchmark report: {manifest.get('name')}"))
+    except Exception as exc:  # noqa: BLE001
+        _warn(f"report.html not written ({type(exc).__name__}: {exc})")
     return summaries

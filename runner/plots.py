@@ -1,0 +1,163 @@
+"""PNG plots of a run's cell summaries (plots/*.png in the run folder).
+
+matplotlib is imported here only, and only its object API (`matplotlib.figure.Figure`, rendered by
+the Agg canvas): no pyplot global state, no display needed, nothing left open between calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .report import keras_speedups, pivot
+
+DPI = 110
+
+
+@dataclass
+class Plot:
+    """One plot of the report: `path` relative to the run folder, or None with a note saying why
+    it was skipped."""
+
+    title: str
+    path: str | None
+    note: str = ""
+
+
+def _figure(width: float, height: float):
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; harmless when already selected
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _colors(environments: list[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return {env: cmap(i % 10) for i, env in enumerate(environments)}
+
+
+def _ok(summary: dict[str, Any] | None, key: str) -> bool:
+    return summary is not None and summary["status"] == "ok" and summary.get(key) is not None
+
+
+def time_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+    """One panel per workload row, one bar per environment: median ms/step with p10–p90 bars."""
+    environments, rows, grid = pivot(summaries)
+    rows = [r for r in rows if any(_ok(grid.get((*r, e)), "median_ms") for e in environments)]
+    if not rows:
+        return "no cell finished"
+    colors = _colors(environments)
+    columns = 2 if len(rows) > 1 else 1
+    lines = -(-len(rows) // columns)
+    fig = _figure(6.0 * columns, 0.35 * len(environments) * lines + 1.2 * lines)
+    axes = fig.subplots(lines, columns, squeeze=False)
+    for ax, (label, batch) in zip(axes.flat, rows):
+        envs = [e for e in environments if _ok(grid.get((label, batch, e)), "median_ms")]
+        cells = [grid[(label, batch, e)] for e in envs]
+        medians = [c["median_ms"] for c in cells]
+        low = [c["median_ms"] - (c.get("p10_ms") or c["median_ms"]) for c in cells]
+        high = [(c.get("p90_ms") or c["median_ms"]) - c["median_ms"] for c in cells]
+        positions = range(len(envs))
+        ax.barh(positions, medians, xerr=[low, high], color=[colors[e] for e in envs],
+                capsize=3, error_kw={"elinewidth": 1})
+        ax.set_yticks(list(positions), envs)
+        ax.invert_yaxis()
+        ax.set_title(f"{label}, batch {batch}", fontsize=9)
+        ax.set_xlabel("ms/step (median, bars p10–p90)", fontsize=8)
+        ax.tick_params(labelsize=8)
+        for y, value, above in zip(positions, medians, high):
+            ax.annotate(f"{value:.3g}", (value + above, y), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=7)
+        ax.set_xlim(0, max(m + h for m, h in zip(medians, high)) * 1.18)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.set_visible(False)
+    fig.suptitle("Time per step by workload and environment (lower is better)")
+    fig.savefig(path, dpi=DPI)
+    return None
+
+
+def keras_speedup_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+    """The Keras 3 benchmark page's figure: speedup of the best Keras 3 backend over Keras 2."""
+    rows = [(row, e) for row, e in keras_speedups(summaries).items() if e["speedup"]]
+    if not rows:
+        return "no row has both a Keras 3 and a Keras 2 (tf-keras) result"
+    fig = _figure(7.5, 0.45 * len(rows) + 1.4)
+    ax = fig.subplots()
+    labels = [f"{label}, b{batch}" for (label, batch), _ in rows]
+    values = [e["speedup"] for _, e in rows]
+    colors = ["tab:green" if v >= 1 else "tab:red" for v in values]
+    ax.barh(range(len(rows)), values, color=colors)
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    for y, ((_, e), value) in enumerate(zip(rows, values)):
+        ax.annotate(f"{value:.2f}× ({e['best_backend']})", (value, y), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.set_xlabel("Keras 2 ms/step ÷ best Keras 3 ms/step (above 1: Keras 3 faster)")
+    ax.set_xlim(0, max(values) * 1.3)
+    fig.suptitle("Speedup of the best Keras 3 backend over Keras 2")
+    fig.savefig(path, dpi=DPI)
+    return None
+
+
+def _per_cell_bars(summaries: list[dict[str, Any]], series: list[tuple[str, str]], path: Path,
+                   title: str, xlabel: str) -> str | None:
+    """Horizontal bars, one group per ok cell, one bar per (key, legend label) series."""
+    cells = [s for s in summaries if any(_ok(s, key) for key, _ in series)]
+    series = [(key, name) for key, name in series if any(_ok(s, key) for s in cells)]
+    if not cells:
+        return "no cell recorded it"
+    height = 0.8 / len(series)
+    fig = _figure(8.0, 0.3 * len(cells) * len(series) + 1.5)
+    ax = fig.subplots()
+    for i, (key, name) in enumerate(series):
+        values = [s.get(key) or 0.0 for s in cells]
+        ax.barh([y + i * height for y in range(len(cells))], values, height=height, label=name)
+    ax.set_yticks([y + height * (len(series) - 1) / 2 for y in range(len(cells))],
+                  [f"{s['label']}, b{s['batch_size']} · {s['environment']}" for s in cells],
+                  fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.savefig(path, dpi=DPI)
+    return None
+
+
+def memory_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+    return _per_cell_bars(summaries, [("rss_peak_mb", "process RSS peak"),
+                                      ("vram_peak_mb", "framework VRAM peak")],
+                          path, "Peak memory per cell", "MB")
+
+
+def energy_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+    return _per_cell_bars(summaries, [("gpu_energy_j", "NVML energy")], path,
+                          "GPU energy over the timed window per cell", "J (median over repeats)")
+
+
+PLOTS: list[tuple[str, str, Callable[[list[dict[str, Any]], Path], str | None]]] = [
+    ("time.png", "Time per step", time_plot),
+    ("keras_speedup.png", "Speedup of the best Keras 3 backend over Keras 2", keras_speedup_plot),
+    ("memory.png", "Peak memory", memory_plot),
+    ("energy.png", "Energy", energy_plot),
+]
+
+
+def write_plots(root: Path, summaries: list[dict[str, Any]]) -> list[Plot]:
+    """Write every plot under root/plots/; a plot with nothing to show is skipped with a note,
+    and a stale file of that name from an earlier report is removed."""
+    folder = root / "plots"
+    folder.mkdir(exist_ok=True)
+    out = []
+    for name, title, draw in PLOTS:
+        target = folder / name
+        target.unlink(missing_ok=True)
+        skipped = draw(summaries, target)
+        out.append(Plot(title, None, skipped) if skipped else Plot(title, f"plots/{name}"))
+    return out
