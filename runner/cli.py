@@ -13,7 +13,7 @@ from rich.console import Console
 
 from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean
 
-SUBCOMMANDS = ("run", "plan", "build", "report")
+SUBCOMMANDS = ("run", "plan", "build", "report", "compare")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +46,15 @@ def build_parser(command: str) -> argparse.ArgumentParser:
                                  "finished cells × repeats are skipped")
     if command == "report":
         parser.add_argument("run_dir", type=Path, help="a run folder under results/")
+    if command == "compare":
+        parser.add_argument("run_a", type=Path, help="baseline run folder (A)")
+        parser.add_argument("run_b", type=Path, help="run folder to judge against A (B)")
+        parser.add_argument("--threshold", type=float, default=0.05,
+                            help="practical threshold on the ratio of medians (default 0.05)")
+        parser.add_argument("--alpha", type=float, default=0.05,
+                            help="significance level of the Mann-Whitney U test (default 0.05)")
+        parser.add_argument("--markdown", type=Path, default=None, metavar="FILE",
+                            help="write the Markdown here (default: RUN_B/compare-<A>.md)")
     return parser
 
 
@@ -84,4 +93,9 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         return run.execute(opts, console)
     if command == "report":
         return run.report_only(args.run_dir, console)
+    if command == "compare":
+        from .compare import run_compare
+
+        return run_compare(args.run_a, args.run_b, args.threshold, args.alpha, args.markdown,
+                           console)
     return EXIT_OK

@@ -1,0 +1,245 @@
+"""`python -m runner compare RUN_A RUN_B`: did B get faster or slower than A, cell by cell?
+
+A cell changed only when two tests agree (asv's rule): Mann-Whitney U on the raw pooled step
+samples says the distributions differ (p < alpha), and the ratio of medians B/A is outside the
+practical threshold (> 1 + threshold: slower; < 1 / (1 + threshold): faster). Cells whose
+comparability metadata differ (runner.worker.metadata.KEYS entries flagged True: GPU, driver,
+CUDA, framework version, lock hash, image digest, CPU model, ...) are never merged into a verdict:
+they are "not comparable", naming the keys. So are cells with too few samples on a side.
+
+Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from .store import Store
+from .worker.metadata import KEYS
+
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_ALPHA = 0.05
+MIN_SAMPLES = 5
+COMPARABILITY_KEYS = tuple(key for key, (_, decides) in KEYS.items() if decides)
+
+FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparable"
+
+
+@dataclass
+class CellComparison:
+    cell_id: str
+    cell_name: str
+    label: str
+    batch_size: int | None
+    environment: str
+    verdict: str
+    reason: str = ""
+    median_a_ms: float | None = None
+    median_b_ms: float | None = None
+    samples_a: int = 0
+    samples_b: int = 0
+    ratio: float | None = None           # median B / median A
+    p_value: float | None = None         # Mann-Whitney U, two-sided
+    differing_keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    run_a: Path
+    run_b: Path
+    threshold: float
+    alpha: float
+    cells: list[CellComparison]
+
+    @property
+    def comparable(self) -> list[CellComparison]:
+        return [c for c in self.cells if c.verdict != NOT_COMPARABLE]
+
+    @property
+    def geometric_mean_ratio(self) -> float | None:
+        """Geometric mean of B/A over comparable cells (the one fair average of ratios)."""
+        ratios = [c.ratio for c in self.comparable if c.ratio]
+        if not ratios:
+            return None
+        return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for c in self.cells if c.verdict == verdict)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAILED_CELLS if self.count(SLOWER) else EXIT_OK
+
+
+def open_run(path: Path) -> tuple[Store, dict[str, Any]]:
+    """A run folder's store and manifest, read only (nothing is created in either run)."""
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such run folder")
+    if not (path / "manifest.json").is_file() or not (path / "cells").is_dir():
+        raise UsageError(f"{path}: not a run folder (needs manifest.json and cells/)")
+    store = Store(path)
+    try:
+        manifest = store.read_manifest()
+    except ValueError as exc:
+        raise UsageError(f"{path / 'manifest.json'}: not valid JSON ({exc})") from None
+    return store, manifest
+
+
+def _metadata_values(records: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """Every value each comparability key took in a cell's ok records (absent counts as None)."""
+    values: dict[str, set[str]] = {key: set() for key in COMPARABILITY_KEYS}
+    for record in records:
+        meta = record.get("metadata") or {}
+        for key in COMPARABILITY_KEYS:
+            values[key].add(json.dumps(meta.get(key), sort_keys=True))
+    return values
+
+
+def differing_keys(records_a: list[dict[str, Any]], records_b: list[dict[str, Any]]) -> list[str]:
+    """Comparability keys whose values differ between the two sides."""
+    a, b = _metadata_values(records_a), _metadata_values(records_b)
+    return [key for key in COMPARABILITY_KEYS if a[key] != b[key]]
+
+
+def _shown(values: set[str]) -> str:
+    """The values one side had, readable: 550.54.15, or absent, or 12.4/12.6 for a mixed side."""
+    decoded = (json.loads(v) for v in values)
+    return "/".join(sorted("absent" if v is None else str(v) for v in decoded))
+
+
+def _samples(records: list[dict[str, Any]]) -> list[float]:
+    return [s for r in records for s in r.get("samples_ms") or []]
+
+
+def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | None,
+                 records_a: list[dict[str, Any]], records_b: list[dict[str, Any]],
+                 threshold: float, alpha: float) -> CellComparison:
+    base = summary_b or summary_a
+    out = CellComparison(cell_id=base["cell_id"], cell_name=base["cell_name"], label=base["label"],
+                         batch_size=base.get("batch_size"), environment=base["environment"],
+                         verdict=NOT_COMPARABLE)
+    if summary_a is None or summary_b is None:
+        out.reason = f"only in run {'B' if summary_a is None else 'A'}"
+        return out
+    ok_a = [r for r in records_a if r["status"] == "ok"]
+    ok_b = [r for r in records_b if r["status"] == "ok"]
+    samples_a, samples_b = _samples(ok_a), _samples(ok_b)
+    out.median_a_ms, out.median_b_ms = summary_a.get("median_ms"), summary_b.get("median_ms")
+    out.samples_a, out.samples_b = len(samples_a), len(samples_b)
+    if not ok_a or not ok_b:
+        out.reason = f"status A {summary_a['status']}, B {summary_b['status']}"
+        return out
+    out.differing_keys = differing_keys(ok_a, ok_b)
+    if out.median_a_ms and out.median_b_ms:
+        out.ratio = out.median_b_ms / out.median_a_ms
+    if out.differing_keys:
+        values_a, values_b = _metadata_values(ok_a), _metadata_values(ok_b)
+        out.reason = "metadata differ: " + ", ".join(
+            f"{key} {_shown(values_a[key])} → {_shown(values_b[key])}" for key in out.differing_keys)
+        return out
+    if min(len(samples_a), len(samples_b)) < MIN_SAMPLES:
+        out.reason = f"too few samples ({len(samples_a)} vs {len(samples_b)}, need {MIN_SAMPLES})"
+        return out
+    from scipy.stats import mannwhitneyu
+
+    out.p_value = float(mannwhitneyu(samples_a, samples_b, alternative="two-sided").pvalue)
+    significant = out.p_value < alpha
+    if significant and out.ratio > 1 + threshold:
+        out.verdict = SLOWER
+    elif significant and out.ratio < 1 / (1 + threshold):
+        out.verdict = FASTER
+    else:
+        out.verdict = SAME
+    return out
+
+
+def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
+                 alpha: float = DEFAULT_ALPHA) -> Comparison:
+    if threshold < 0 or not 0 < alpha < 1:
+        raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, {alpha})")
+    sides = []
+    for path in (run_a, run_b):
+        store, manifest = open_run(path)
+        records = store.records()
+        summaries = report.cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
+        sides.append(({s["cell_id"]: s for s in summaries},
+                      {cid: [r for r in records if r["cell_id"] == cid] for cid in
+                       {r["cell_id"] for r in records}}))
+    (sum_a, rec_a), (sum_b, rec_b) = sides
+    order = list(sum_a) + [cid for cid in sum_b if cid not in sum_a]
+    cells = []
+    for cell_id in order:
+        a, b = sum_a.get(cell_id), sum_b.get(cell_id)
+        if all(s is None or s["status"] == "not_applicable" for s in (a, b)):
+            continue  # nothing was measured on either side
+        cells.append(compare_cell(a, b, rec_a.get(cell_id, []), rec_b.get(cell_id, []),
+                                  threshold, alpha))
+    return Comparison(run_a, run_b, threshold, alpha, cells)
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "–" if value is None else format(value, pattern)
+
+
+def summary_line(comparison: Comparison) -> str:
+    gm = comparison.geometric_mean_ratio
+    counts = ", ".join(f"{comparison.count(v)} {v}" for v in (FASTER, SLOWER, SAME, NOT_COMPARABLE))
+    mean = (f"geometric mean of B/A over {len(comparison.comparable)} comparable cells: "
+            f"{gm:.3f}" if gm is not None else "no comparable cells")
+    return f"{counts}; {mean}"
+
+
+def markdown(comparison: Comparison) -> str:
+    c = comparison
+    lines = [f"# Compare: `{c.run_b}` (B) against `{c.run_a}` (A)", "",
+             f"Ratio = median ms/step of B ÷ A (below 1: B faster). A cell is faster or slower "
+             f"only when Mann-Whitney U on the raw samples gives p < {c.alpha:g} **and** the ratio "
+             f"is beyond {c.threshold * 100:g} %.", "",
+             f"**{summary_line(c)}**", "",
+             "| Workload (task) | Batch size | Environment | A ms | B ms | B/A | p | Verdict | Note |",
+             "|---|---:|---|---:|---:|---:|---:|---|---|"]
+    for cell in c.cells:
+        verdict = f"**{cell.verdict}**" if cell.verdict in (FASTER, SLOWER) else cell.verdict
+        lines.append(f"| {cell.label} | {cell.batch_size} | {cell.environment} | "
+                     f"{_fmt(cell.median_a_ms, '.4g')} | {_fmt(cell.median_b_ms, '.4g')} | "
+                     f"{_fmt(cell.ratio, '.3f')} | {_fmt(cell.p_value, '.2g')} | {verdict} | "
+                     f"{cell.reason} |")
+    return "\n".join(lines) + "\n"
+
+
+STYLES = {FASTER: "green", SLOWER: "bold red", SAME: "", NOT_COMPARABLE: "yellow"}
+
+
+def terminal_table(comparison: Comparison):
+    from rich.table import Table
+
+    table = Table(title=f"B = {comparison.run_b}\nA = {comparison.run_a}", title_justify="left")
+    for name, justify in (("Workload (task), batch", "left"), ("Environment", "left"),
+                          ("A ms", "right"), ("B ms", "right"), ("B/A", "right"), ("p", "right"),
+                          ("Verdict", "left"), ("Note", "left")):
+        table.add_column(name, justify=justify, no_wrap=name in ("B/A", "p", "Verdict"))
+    for cell in comparison.cells:
+        style = STYLES[cell.verdict]
+        verdict = f"[{style}]{cell.verdict}[/]" if style else cell.verdict
+        table.add_row(f"{cell.label}, b{cell.batch_size}", cell.environment,
+                      _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
+                      _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict, cell.reason)
+    table.caption = summary_line(comparison)
+    return table
+
+
+def run_compare(run_a: Path, run_b: Path, threshold: float, alpha: float,
+                markdown_path: Path | None, console) -> int:
+    """The `compare` subcommand: table on the terminal, Markdown to a file, exit code."""
+    comparison = compare_runs(run_a, run_b, threshold, alpha)
+    console.print(terminal_table(comparison))
+    target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
+    target.write_text(markdown(comparison), encoding="utf-8")
+    console.print(f"compare: {target}")
+    return comparison.exit_code
