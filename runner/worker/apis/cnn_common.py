@@ -1,0 +1,205 @@
+"""What every API's `cnn` workload shares: the model's shape, the optimizer settings, the synthetic
+data, the initial weights, the batch order, and the epoch-time estimate. Standard library and
+NumPy only, so that every API trains the same model from the same numbers on the same data.
+
+The model (Keras layout; every API builds the same function):
+
+    Conv2D(32, 3×3, same, relu) → Conv2D(32, 3×3, same, relu) → MaxPool(2)
+    Conv2D(64, 3×3, same, relu) → Conv2D(64, 3×3, same, relu) → MaxPool(2)
+    Flatten (7×7×64 in height, width, channel order) → Dense(158, relu) → Dense(10) logits
+
+562 228 parameters; RMSprop(learning rate 1e-4, rho 0.9, epsilon 1e-7), sparse cross-entropy on
+logits. Keras, Optax and the TensorFlow module add epsilon inside the square root
+(lr·g/√(v+ε)); torch.optim.RMSprop adds it outside (lr·g/(√v+ε)), its one departure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..bench import Bench, StepClock, run_loop
+
+IMAGE_SHAPE = (28, 28, 1)                 # height, width, channels (channels-last, as in Keras)
+CLASSES = 10
+CONV_FILTERS = (32, 32, 64, 64)           # 3×3 kernels, "same" padding, max-pool after the 2nd and 4th
+KERNEL = 3
+HIDDEN = 158
+FLAT = 7 * 7 * CONV_FILTERS[-1]           # 28 → 14 → 7 after two 2×2 max-pools
+EVAL_BATCH = 256                          # held-out split and probe: whole batches of this size
+LEARNING_RATE = 1e-4
+RMS_RHO = 0.9                             # Keras' default; torch's own default (0.99) is overridden
+RMS_EPSILON = 1e-7
+PARAMETERS = (sum(KERNEL * KERNEL * i * o + o for i, o in zip((1,) + CONV_FILTERS[:-1], CONV_FILTERS))
+              + FLAT * HIDDEN + HIDDEN + HIDDEN * CLASSES + CLASSES)
+assert PARAMETERS == 562_228
+
+# precision axis → (parameter dtype, compute dtype), for the APIs without a Keras dtype policy.
+PRECISION_DTYPES = {
+    "float32": ("float32", "float32"),
+    "bfloat16": ("bfloat16", "bfloat16"),
+    "mixed_float16": ("float32", "float16"),
+    "mixed_bfloat16": ("float32", "bfloat16"),
+}
+
+
+@dataclass(frozen=True)
+class CnnData:
+    """The training and held-out arrays (NHWC float32 in [0, 1], int32 labels)."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    batch_size: int
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return len(self.y_train) // self.batch_size
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for array in (self.x_train, self.y_train, self.x_test, self.y_test):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()[:16]
+
+
+def make_data(spec) -> CnnData:
+    """Learnable synthetic images: each class is a fixed smooth prototype pattern, each sample its
+    class's prototype at a random brightness plus pixel noise. The training set is trimmed to whole
+    batches (times steps_per_execution) so every step, and every Keras call, sees a full batch and
+    compiled functions never see a second shape."""
+    whole = spec.batch_size * max(1, spec.steps_per_execution)
+    samples = (int(spec.options["samples"]) // whole) * whole
+    if samples == 0:
+        raise ValueError(f"options.samples = {spec.options['samples']} is less than one call "
+                         f"(batch_size × steps_per_execution = {whole})")
+    # MNIST's 60 000 / 10 000 split, in whole evaluation batches, at least two of them.
+    held_out = max(2, min(samples // 6, 10_000) // EVAL_BATCH) * EVAL_BATCH
+    rng = np.random.default_rng(spec.seed)
+    coarse = rng.uniform(0.0, 1.0, size=(CLASSES, 7, 7)).astype(np.float32)
+    prototypes = np.kron(coarse, np.ones((4, 4), np.float32))        # 7×7 blocks → 28×28
+
+    def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
+        labels = rng.integers(0, CLASSES, size=n).astype(np.int32)
+        brightness = rng.uniform(0.5, 1.0, size=(n, 1, 1)).astype(np.float32)
+        noise = rng.normal(0.0, 0.35, size=(n, 28, 28)).astype(np.float32)
+        images = np.clip(prototypes[labels] * brightness + noise, 0.0, 1.0)
+        return images[..., None], labels
+
+    x_train, y_train = draw(samples)
+    x_test, y_test = draw(held_out)
+    return CnnData(x_train, y_train, x_test, y_test, spec.batch_size)
+
+
+def initial_weights(seed: int) -> list[np.ndarray]:
+    """Glorot-uniform kernels and zero biases (Keras' defaults), in Keras' layout and order:
+    conv kernels (kh, kw, in, out), dense kernels (in, out), each followed by its bias."""
+    rng = np.random.default_rng([seed, 1])
+    shapes: list[tuple[int, ...]] = []
+    for fan_in, filters in zip((1,) + CONV_FILTERS[:-1], CONV_FILTERS):
+        shapes.append((KERNEL, KERNEL, fan_in, filters))
+    shapes += [(FLAT, HIDDEN), (HIDDEN, CLASSES)]
+    weights = []
+    for shape in shapes:
+        receptive = int(np.prod(shape[:-2])) if len(shape) == 4 else 1
+        limit = np.sqrt(6.0 / (receptive * (shape[-2] + shape[-1])))
+        weights.append(rng.uniform(-limit, limit, size=shape).astype(np.float32))
+        weights.append(np.zeros(shape[-1], np.float32))
+    return weights
+
+
+def weights_fingerprint(weights: list[np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    for array in weights:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def batch_indices(samples: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
+    """Endless batches of sample indices: a fresh permutation every epoch (manual shuffling for
+    the APIs that own their loop), only whole batches."""
+    epoch = 0
+    while True:
+        order = np.random.default_rng([seed, 2, epoch]).permutation(samples)
+        for start in range(0, samples - batch_size + 1, batch_size):
+            yield order[start:start + batch_size]
+        epoch += 1
+
+
+def epoch_estimate(clock: StepClock, steps_per_call: int, steps_per_epoch: int) -> float:
+    """Seconds one epoch takes at the median timed step: median call time / steps per call × steps
+    per epoch (the study's "time per epoch", without running a whole epoch in every cell)."""
+    return statistics.median(clock.timed_s) / steps_per_call * steps_per_epoch
+
+
+EPOCH_S_METHOD = "median timed step × steps_per_epoch"
+
+
+def stepped_drive(step: Callable[[], Any], extra: dict[str, Any],
+                  steps_per_epoch: int) -> Callable[[StepClock], None]:
+    """The worker's own step loop (run_loop), plus the epoch estimate from the clock it filled:
+    for the APIs whose training loop is a plain step function."""
+
+    def drive(clock: StepClock) -> None:
+        run_loop(Bench(items_per_step=0, step=step), clock)
+        extra["epoch_s"] = epoch_estimate(clock, 1, steps_per_epoch)
+
+    return drive
+
+
+def base_extra(data: CnnData, weights: list[np.ndarray], parameters: int,
+               initial: dict[str, Any]) -> dict[str, Any]:
+    """Bench.extra every API reports; `parameters` is counted by the framework (checked against
+    PARAMETERS by the tests), epoch_s is filled in once the timed loop has run."""
+    return {
+        "samples": int(len(data.y_train)),
+        "held_out_samples": int(len(data.y_test)),
+        "steps_per_epoch": data.steps_per_epoch,
+        "parameters": int(parameters),
+        **initial,
+        "epoch_s": None,
+        "epoch_s_method": EPOCH_S_METHOD,
+        "data_sha256": data.fingerprint(),
+        "init_sha256": weights_fingerprint(weights),
+    }
+
+
+def initial_extra(logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    """The initial model on the probe batch: its loss, and the first two samples' logits (at
+    Glorot scale the loss is close to ln 10 for any weights; the logits tell layouts apart)."""
+    return {"initial_loss": cross_entropy(logits, labels),
+            "initial_logits_head": np.asarray(logits[:2], np.float64).round(7).tolist()}
+
+
+def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.argmax(np.asarray(logits, np.float32), axis=-1) == labels))
+
+
+def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean sparse cross-entropy on logits, in float64 NumPy: one reference every API's initial
+    loss is computed with, so that a difference between APIs is a difference in the forward pass."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    log_probs = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    return float(-np.mean(log_probs[np.arange(len(labels)), labels]))
+
+
+def probe(data: CnnData) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed batch (the first held-out samples) on which every API reports the loss of its
+    initial weights before training: the cross-API same-seed check."""
+    return data.x_test[:EVAL_BATCH], data.y_test[:EVAL_BATCH]
+
+
+def evaluation(logits_fn: Callable[[np.ndarray], np.ndarray], data: CnnData,
+               batch: int = EVAL_BATCH) -> dict[str, Any]:
+    """Accuracy and loss on the held-out split, predicted `batch` samples at a time by the API's
+    forward pass (the split is whole batches, so a compiled forward pass sees one shape)."""
+    logits = np.concatenate([np.asarray(logits_fn(data.x_test[i:i + batch]), np.float32)
+                             for i in range(0, len(data.y_test), batch)])
+    return {"accuracy": accuracy(logits, data.y_test),
+            "held_out_loss": cross_entropy(logits, data.y_test)}

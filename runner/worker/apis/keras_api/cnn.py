@@ -1,0 +1,157 @@
+"""The CNN trained with `model.fit`: the same code on every Keras 3 backend, and on Keras 2
+(tf_keras_api/cnn.py calls `fit_bench` with the tf_keras module).
+
+Timing: a callback ticks the worker's StepClock at every on_train_batch_end. Keras runs the
+callback once per call of its train function, i.e. once per `steps_per_execution` steps, so a
+sample is one call and the worker divides by Bench.steps_per_call. float(logs["loss"]) waits for
+the device. `fit` stops (model.stop_training) as soon as the clock has its timed calls.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...bench import Bench, StepClock
+from .. import cnn_common as cc
+
+
+def build(spec, fw) -> Bench:
+    return fit_bench(spec, fw, fw.keras, backend=fw.keras.backend.backend())
+
+
+def build_model(keras, weights: list[np.ndarray]):
+    layers = keras.layers
+    model = keras.Sequential([keras.Input(shape=cc.IMAGE_SHAPE)])
+    for index, filters in enumerate(cc.CONV_FILTERS):
+        model.add(layers.Conv2D(filters, cc.KERNEL, padding="same", activation="relu"))
+        if index % 2 == 1:
+            model.add(layers.MaxPooling2D(2))
+    model.add(layers.Flatten())
+    model.add(layers.Dense(cc.HIDDEN, activation="relu"))
+    model.add(layers.Dense(cc.CLASSES))
+    model.set_weights(weights)
+    return model
+
+
+def training_data(keras, backend: str, data: cc.CnnData, how: str, seed: int) -> tuple[dict, str]:
+    """fit() arguments for the data axis, and what they are."""
+    x, y, batch = data.x_train, data.y_train, data.batch_size
+    if how == "arrays":
+        return {"x": x, "y": y, "batch_size": batch, "shuffle": True}, "NumPy arrays to fit()"
+    if how == "device":
+        if hasattr(keras, "ops"):                   # Keras 3: the backend's own tensor type
+            to_tensor = keras.ops.convert_to_tensor
+        else:                                       # Keras 2
+            import tensorflow as tf
+
+            to_tensor = tf.convert_to_tensor
+        return ({"x": to_tensor(x), "y": to_tensor(y), "batch_size": batch, "shuffle": True},
+                f"{backend} tensors made before fit() (on the default device)")
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        dataset = (tf.data.Dataset.from_tensor_slices((x, y))
+                   .shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
+                   .batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+        return {"x": dataset}, "tf.data: shuffle, batch, prefetch(AUTOTUNE)"
+    if backend == "torch":
+        import torch
+
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
+            batch_size=batch, shuffle=True, drop_last=True, pin_memory=torch.cuda.is_available())
+        return {"x": loader}, "torch DataLoader(shuffle, pin_memory on GPU, no workers)"
+    # JAX: no TensorFlow in this environment; Keras' own backend-neutral pipeline.
+    return {"x": shuffled_batches(keras, data, seed)}, \
+        "keras.utils.PyDataset (2 worker threads, queue of 10 batches)"
+
+
+def shuffled_batches(keras, data: cc.CnnData, seed: int):
+    """A PyDataset that reshuffles every epoch, like the other pipelines."""
+    class Batches(keras.utils.PyDataset):
+        def __init__(self):
+            super().__init__(workers=2, use_multiprocessing=False, max_queue_size=10)
+            self.epoch = 0
+            self.order = np.random.default_rng([seed, 2, 0]).permutation(len(data.y_train))
+
+        def __len__(self):
+            return data.steps_per_epoch
+
+        def __getitem__(self, index):
+            picked = self.order[index * data.batch_size:(index + 1) * data.batch_size]
+            return data.x_train[picked], data.y_train[picked]
+
+        def on_epoch_end(self):
+            self.epoch += 1
+            self.order = np.random.default_rng([seed, 2, self.epoch]).permutation(len(data.y_train))
+
+    return Batches()
+
+
+def resolved_steps_per_execution(model) -> int:
+    value = model.steps_per_execution
+    return int(value.numpy()) if hasattr(value, "numpy") else int(value)
+
+
+def fit_bench(spec, fw, keras, backend: str) -> Bench:
+    data = cc.make_data(spec)
+    weights = cc.initial_weights(spec.seed)
+    model = build_model(keras, weights)
+    x_probe, y_probe = cc.probe(data)
+    initial = cc.initial_extra(model.predict(x_probe, batch_size=cc.EVAL_BATCH, verbose=0), y_probe)
+    per_call = spec.steps_per_execution
+    model.compile(
+        optimizer=keras.optimizers.RMSprop(learning_rate=cc.LEARNING_RATE, rho=cc.RMS_RHO,
+                                           epsilon=cc.RMS_EPSILON),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        steps_per_execution=per_call, jit_compile=fw.jit_compile())
+    fit_args, data_text = training_data(keras, backend, data, spec.data, spec.seed)
+    extra = cc.base_extra(data, weights, model.count_params(), initial)
+
+    class Clocked(keras.callbacks.Callback):
+        """Ticks the clock once per train-function call, with the mean loss of that call's steps
+        (Keras' logs["loss"] is the running mean over the epoch, so it is unwound here)."""
+
+        def __init__(self, clock: StepClock):
+            super().__init__()
+            self.clock = clock
+            self.seen, self.mean = 0, 0.0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.seen, self.mean = 0, 0.0
+
+        def on_train_batch_end(self, batch, logs=None):
+            running = float(logs["loss"])            # waits for the device
+            before, self.seen = self.seen, self.seen + per_call
+            call_loss = (running * self.seen - self.mean * before) / per_call
+            self.mean = running
+            self.clock.tick(call_loss)
+            if self.clock.done:
+                self.model.stop_training = True
+
+    def drive(clock: StepClock) -> None:
+        epochs = math.ceil(clock.total_calls * per_call / data.steps_per_epoch)
+        model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[Clocked(clock)])
+        extra["epoch_s"] = cc.epoch_estimate(clock, per_call, data.steps_per_epoch)
+
+    return Bench(
+        drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
+        loss=float, sync=lambda out: None,
+        evaluate=lambda: cc.evaluation(
+            lambda x: model.predict(x, batch_size=cc.EVAL_BATCH, verbose=0), data,
+            batch=len(data.y_test)),
+        timing=("one sample per train-function call (steps_per_execution steps), taken in "
+                "on_train_batch_end after float(logs['loss']) waited for the device; divided by "
+                "steps_per_execution"),
+        effective={
+            "jit_compile": bool(model.jit_compile),
+            "steps_per_execution": resolved_steps_per_execution(model),
+            "compute_dtype": model.layers[0].compute_dtype,
+            "variable_dtype": model.layers[0].variable_dtype,
+            "data": data_text,
+            "optimizer": f"RMSprop(lr={cc.LEARNING_RATE}, rho={cc.RMS_RHO}, eps={cc.RMS_EPSILON})",
+        },
+        extra=extra)

@@ -1,0 +1,116 @@
+"""The CNN trained with native TensorFlow: a tf.Module of tf.Variables and tf.nn ops, a train
+step under tf.function (jit_compile from the jit axis, via fw.compile) with GradientTape, and
+RMSprop written out on the variables (no Keras in this API).
+
+Precision: variables and optimizer state in the parameter dtype, the forward and backward passes
+in the compute dtype (variables cast on read), loss in float32; mixed_float16 uses no loss
+scaling. Data axis: "arrays" slices NumPy arrays per step and converts them to tensors; "dataset"
+is tf.data (shuffle, batch, prefetch(AUTOTUNE)); "device" makes the training set tensors on the
+device once and gathers each batch there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ...bench import Bench
+from .. import cnn_common as cc
+
+DTYPES = {"float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
+
+
+class Cnn(tf.Module):
+    def __init__(self, weights: list[np.ndarray], param_dtype, compute_dtype):
+        super().__init__(name="cnn")
+        self.compute_dtype = compute_dtype
+        self.weights = [tf.Variable(tf.cast(w, param_dtype)) for w in weights]
+
+    def __call__(self, x):
+        w = [tf.cast(v, self.compute_dtype) for v in self.weights]
+        x = tf.cast(x, self.compute_dtype)
+        for index in range(len(cc.CONV_FILTERS)):
+            x = tf.nn.relu(tf.nn.conv2d(x, w[2 * index], 1, "SAME") + w[2 * index + 1])
+            if index % 2 == 1:
+                x = tf.nn.max_pool2d(x, 2, 2, "VALID")
+        x = tf.reshape(x, (-1, cc.FLAT))                       # height, width, channel order
+        x = tf.nn.relu(x @ w[-4] + w[-3])
+        return tf.cast(x @ w[-2] + w[-1], tf.float32)
+
+
+class RMSprop(tf.Module):
+    """v ← ρv + (1−ρ)g²;  w ← w − lr·g / √(v + ε), as tf.keras.optimizers.RMSprop does."""
+
+    def __init__(self, variables):
+        super().__init__(name="rmsprop")
+        self.velocities = [tf.Variable(tf.zeros_like(v)) for v in variables]
+
+    def apply(self, grads, variables):
+        for g, v, w in zip(grads, self.velocities, variables):
+            g = tf.cast(g, w.dtype)
+            v.assign(cc.RMS_RHO * v + (1.0 - cc.RMS_RHO) * tf.square(g))
+            w.assign_sub(cc.LEARNING_RATE * g * tf.math.rsqrt(v + cc.RMS_EPSILON))
+
+
+def batches(spec, data: cc.CnnData):
+    """An endless iterator of (images, labels) tensors per the data axis, and what it is."""
+    x, y = data.x_train, data.y_train
+    if spec.data == "dataset":
+        dataset = (tf.data.Dataset.from_tensor_slices((x, y))
+                   .shuffle(len(y), seed=spec.seed, reshuffle_each_iteration=True)
+                   .batch(data.batch_size, drop_remainder=True).repeat()
+                   .prefetch(tf.data.AUTOTUNE))
+        return iter(dataset), "tf.data: shuffle, batch, repeat, prefetch(AUTOTUNE)"
+    order = cc.batch_indices(len(y), data.batch_size, spec.seed)
+    if spec.data == "device":
+        x_dev, y_dev = tf.constant(x), tf.constant(y)
+        return ((tf.gather(x_dev, i), tf.gather(y_dev, i)) for i in order), \
+            "tensors preloaded on the device, gathered per step"
+    return ((tf.convert_to_tensor(x[o]), tf.convert_to_tensor(y[o])) for o in order), \
+        "NumPy arrays sliced per step, converted to tensors"
+
+
+def build(spec, fw) -> Bench:
+    data = cc.make_data(spec)
+    weights = cc.initial_weights(spec.seed)
+    param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
+    model = Cnn(weights, param_dtype, compute_dtype)
+    optimizer = RMSprop(model.weights)
+
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(yb, model(xb)))
+        optimizer.apply(tape.gradient(loss, model.weights), model.weights)
+        return loss
+
+    train_step = fw.compile(train_step)
+    forward = tf.function(model.__call__)
+
+    def logits_of(x: np.ndarray) -> np.ndarray:
+        return forward(tf.convert_to_tensor(x)).numpy()
+
+    x_probe, y_probe = cc.probe(data)
+    initial = cc.initial_extra(logits_of(x_probe), y_probe)
+    stream, data_text = batches(spec, data)
+
+    def step() -> Any:
+        return train_step(*next(stream))
+
+    extra = cc.base_extra(data, weights, sum(int(np.prod(v.shape)) for v in model.weights),
+                          initial)
+    return Bench(
+        drive=cc.stepped_drive(step, extra, data.steps_per_epoch),
+        items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out),
+        evaluate=lambda: cc.evaluation(logits_of, data),
+        timing="one training step per sample (next batch, GradientTape forward and backward, "
+               "RMSprop update), device synchronised before the clock is read",
+        effective={
+            "parameter_dtype": param_dtype.name,
+            "compute_dtype": compute_dtype.name,
+            "loss_scaling": None,
+            "data": data_text,
+            "optimizer": f"RMSprop by hand (lr={cc.LEARNING_RATE}, rho={cc.RMS_RHO}, eps={cc.RMS_EPSILON})",
+        },
+        extra=extra)

@@ -1,0 +1,11 @@
+"""The CNN trained with Keras 2 (tf_keras) `model.fit`: the Keras 3 module's code, run with the
+tf_keras package on TensorFlow (the data axis uses tf.data and tf tensors)."""
+
+from __future__ import annotations
+
+from ...bench import Bench
+from ..keras_api.cnn import fit_bench
+
+
+def build(spec, fw) -> Bench:
+    return fit_bench(spec, fw, fw.keras, backend="tensorflow")

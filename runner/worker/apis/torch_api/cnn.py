@@ -1,0 +1,136 @@
+"""The CNN trained with a standard PyTorch loop: zero_grad, forward under autocast, backward,
+optimizer step (through a GradScaler when asked), with the model optionally torch.compile'd
+(the jit axis, via fw.compile). Channels-first, as torch users write it; the shared Keras-layout
+initial weights are transposed on load so that the function computed is the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...bench import Bench
+from .. import cnn_common as cc
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def build_model() -> nn.Sequential:
+    layers: list[nn.Module] = []
+    channels = cc.IMAGE_SHAPE[-1]
+    for index, filters in enumerate(cc.CONV_FILTERS):
+        layers += [nn.Conv2d(channels, filters, cc.KERNEL, padding="same"), nn.ReLU()]
+        if index % 2 == 1:
+            layers.append(nn.MaxPool2d(2))
+        channels = filters
+    layers += [nn.Flatten(), nn.Linear(cc.FLAT, cc.HIDDEN), nn.ReLU(), nn.Linear(cc.HIDDEN, cc.CLASSES)]
+    return nn.Sequential(*layers)
+
+
+def torch_layout(weights: list[np.ndarray]) -> list[np.ndarray]:
+    """Keras layout → torch layout: conv (kh, kw, in, out) → (out, in, kh, kw); dense (in, out)
+    → (out, in); the first dense kernel's rows from height-width-channel to channel-height-width
+    order, because torch flattens channels-first feature maps."""
+    out = []
+    for array in weights:
+        if array.ndim == 4:
+            array = array.transpose(3, 2, 0, 1)
+        elif array.ndim == 2:
+            if array.shape[0] == cc.FLAT:
+                side = int(np.sqrt(cc.FLAT // cc.CONV_FILTERS[-1]))
+                array = (array.reshape(side, side, cc.CONV_FILTERS[-1], -1)
+                         .transpose(2, 0, 1, 3).reshape(cc.FLAT, -1))
+            array = array.T
+        out.append(np.ascontiguousarray(array))
+    return out
+
+
+def batches(spec, fw, data: cc.CnnData, x: np.ndarray):
+    """An endless iterator of (images, labels) on the device, per the data axis, and what it is."""
+    device, y = fw.torch_device, data.y_train.astype(np.int64)
+    if spec.data == "dataset":
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
+            batch_size=data.batch_size, shuffle=True, drop_last=True,
+            pin_memory=fw.device == "gpu", generator=torch.Generator().manual_seed(spec.seed))
+
+        def from_loader():
+            while True:
+                for xb, yb in loader:
+                    yield xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+
+        return from_loader(), "torch DataLoader(shuffle, pin_memory on GPU, no workers)"
+    order = cc.batch_indices(len(y), data.batch_size, spec.seed)
+    if spec.data == "device":
+        x_dev, y_dev = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+        return ((x_dev[i], y_dev[i]) for i in (torch.from_numpy(o).to(device) for o in order)), \
+            "tensors preloaded on the device, indexed per step"
+    return ((torch.from_numpy(x[o]).to(device), torch.from_numpy(y[o]).to(device)) for o in order), \
+        "NumPy arrays sliced per step, copied to the device"
+
+
+def build(spec, fw) -> Bench:
+    data = cc.make_data(spec)
+    weights = cc.initial_weights(spec.seed)
+    param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
+    net = build_model()
+    with torch.no_grad():
+        for parameter, array in zip(net.parameters(), torch_layout(weights), strict=True):
+            parameter.copy_(torch.from_numpy(array))
+    net = net.to(fw.torch_device, param_dtype)
+    device_type = fw.torch_device.type
+    mixed = compute_dtype != param_dtype
+
+    def autocast():
+        return torch.autocast(device_type, dtype=compute_dtype, enabled=mixed)
+
+    def logits_of(x: np.ndarray) -> np.ndarray:
+        """Forward pass of the eager module (a compiled one would recompile for no_grad)."""
+        nchw = torch.from_numpy(x.transpose(0, 3, 1, 2).copy()).to(fw.torch_device, param_dtype)
+        with torch.no_grad(), autocast():
+            return net(nchw).float().cpu().numpy()
+
+    x_probe, y_probe = cc.probe(data)
+    initial = cc.initial_extra(logits_of(x_probe), y_probe)
+
+    optimizer = torch.optim.RMSprop(net.parameters(), lr=cc.LEARNING_RATE, alpha=cc.RMS_RHO,
+                                    eps=cc.RMS_EPSILON)
+    use_scaler = bool(spec.options.get("grad_scaler", True)) and spec.precision == "mixed_float16"
+    scaler = torch.amp.GradScaler(device_type) if use_scaler else None
+    model = fw.compile(net)
+    x_train = np.ascontiguousarray(data.x_train.transpose(0, 3, 1, 2))   # NHWC → NCHW
+    stream, data_text = batches(spec, fw, data, x_train)
+
+    def step() -> Any:
+        xb, yb = next(stream)
+        xb = xb.to(param_dtype)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            loss = nn.functional.cross_entropy(model(xb), yb)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        return loss.detach()
+
+    extra = cc.base_extra(data, weights, sum(p.numel() for p in net.parameters()), initial)
+    return Bench(
+        drive=cc.stepped_drive(step, extra, data.steps_per_epoch),
+        items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out),
+        evaluate=lambda: cc.evaluation(logits_of, data),
+        timing="one training step per sample (next batch, forward, backward, optimizer step), "
+               "device synchronised before the clock is read",
+        effective={
+            "parameter_dtype": str(param_dtype),
+            "autocast": str(compute_dtype) if mixed else None,
+            "grad_scaler": use_scaler,
+            "data": data_text,
+            "optimizer": f"RMSprop(lr={cc.LEARNING_RATE}, alpha={cc.RMS_RHO}, eps={cc.RMS_EPSILON})",
+        },
+        extra=extra)
