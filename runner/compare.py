@@ -230,7 +230,8 @@ def terminal_table(comparison: Comparison):
         table.add_row(f"{cell.label}, b{cell.batch_size}", cell.environment,
                       _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
                       _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict, cell.reason)
-    table.caption = summary_line(comparison)
+    table.caption = f"B/A: median ms/step ratio; p: Mann-Whitney U (alpha {comparison.alpha:g}); " \
+                    f"threshold {comparison.threshold * 100:g} %"
     return table
 
 
@@ -239,7 +240,8 @@ def run_compare(run_a: Path, run_b: Path, threshold: float, alpha: float,
     """The `compare` subcommand: table on the terminal, Markdown to a file, exit code."""
     comparison = compare_runs(run_a, run_b, threshold, alpha)
     console.print(terminal_table(comparison))
+    console.print(summary_line(comparison), soft_wrap=True)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
     target.write_text(markdown(comparison), encoding="utf-8")
-    console.print(f"compare: {target}")
+    console.print(f"compare: {target}", soft_wrap=True)
     return comparison.exit_code

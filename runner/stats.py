@@ -106,12 +106,11 @@ def repeats_disagree(per_repeat: list[list[float]], alpha: float = REPEAT_ALPHA,
     groups = [np.asarray(g, dtype=float) for g in per_repeat if len(g) >= 2]
     if len(groups) < 2:
         return False, None
+    if np.ptp(np.concatenate(groups)) == 0:  # every value identical: nothing to rank
+        return False, None
     from scipy.stats import kruskal
 
-    try:
-        p = float(kruskal(*groups).pvalue)
-    except ValueError:  # every value identical: nothing disagrees
-        return False, None
+    p = float(kruskal(*groups).pvalue)
     medians = [float(np.median(g)) for g in groups]
     wide = min(medians) > 0 and max(medians) / min(medians) - 1 > spread
     return (p < alpha and wide), p
