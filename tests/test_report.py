@@ -1,0 +1,128 @@
+"""Reports of the recorded fixture run: summary.csv, report.md, plots/*.png and report.html."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from runner import cli, plots, report
+from runner.store import Store
+
+FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    target = tmp_path / "base"
+    shutil.copytree(FIXTURES / "base", target)
+    return target
+
+
+@pytest.fixture
+def summaries(run):
+    store = Store(run)
+    return report.cell_summaries(store.records(), [c["id"] for c in store.read_manifest()["cells"]])
+
+
+def test_report_subcommand_regenerates_every_output(run, capsys):
+    assert cli.main(["report", str(run)]) == 0
+    for name in ("results.jsonl", "summary.csv", "report.md", "report.html"):
+        assert (run / name).stat().st_size > 0, name
+    for name in ("time.png", "keras_speedup.png", "memory.png", "energy.png"):
+        assert (run / "plots" / name).read_bytes()[:8] == PNG_MAGIC, name
+    assert len((run / "results.jsonl").read_text().splitlines()) == 22  # every record
+    assert "cell(s) with warnings" in capsys.readouterr().out
+
+
+def test_summary_csv_has_statistics_and_warnings(summaries):
+    rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(report.summary_csv(summaries)))}
+    cnn = rows["f2cnnkrjax"]
+    assert float(cnn["median_ci_low_ms"]) < float(cnn["median_ms"]) < float(cnn["median_ci_high_ms"])
+    assert float(cnn["iqr_ms"]) > 0 and cnn["samples"] == "60" and cnn["warnings"] == ""
+    assert cnn["epoch_s"] == "7.5"
+    assert rows["m2mmkrjax0"]["warnings"].startswith("CV ")
+    assert "; timed window" in rows["m2mmkrjax0"]["warnings"]
+
+
+def test_markdown_main_table_has_keras3_columns(summaries):
+    text = report.report_markdown({"name": "fixture"}, summaries)
+    header = next(line for line in text.splitlines() if line.startswith("| Workload (task) | Batch size | keras"))
+    assert header.endswith("| Best Keras 3 | Speedup of best Keras 3 over Keras 2 |")
+    cnn = next(line for line in text.splitlines() if line.startswith("| cnn (fit) | 128 |"))
+    # keras-jax 55 ms is the best Keras 3 backend; Keras 2 took ~80 ms: speedup ≈ 1.45
+    assert cnn.endswith("| 55.0 (jax) | 1.45× |")
+    assert "| **55.0** |" in cnn
+
+
+def test_markdown_warnings_and_training_sections(summaries):
+    text = report.report_markdown({"name": "fixture"}, summaries)
+    warnings = text.split("## Warnings")[1].split("\n## ")[0]
+    assert "`matmul-run-jax-b1`: GPU clock slowdown: hw_thermal_slowdown" in warnings
+    assert "repeats disagree" in warnings and "energy window" in warnings
+    assert "cnn-fit-keras-jax" not in warnings  # a clean cell is not listed
+    training = text.split("## Training")[1].split("\n## ")[0]
+    assert "| cnn (fit) | 128 | keras2 | 7.50 | 1.59 | 0.950 | 2.300 → 0.420 | 802 / 1,503 | 100 / 930 |" \
+        in training
+    assert "matmul" not in training
+
+
+def test_no_keras_columns_without_keras2(summaries):
+    without = [s for s in summaries if s["api"] != "tf-keras"]
+    text = report.report_markdown({"name": "fixture"}, without)
+    assert "Best Keras 3" not in text
+    assert report.keras_speedups(without) == {}
+
+
+def test_speedup_plot_is_skipped_with_a_note_without_keras2(summaries, tmp_path):
+    without = [s for s in summaries if s["api"] != "tf-keras"]
+    written = {p.title: p for p in plots.write_plots(tmp_path, without)}
+    skipped = written["Speedup of the best Keras 3 backend over Keras 2"]
+    assert skipped.path is None and "Keras 2" in skipped.note
+    assert not (tmp_path / "plots" / "keras_speedup.png").exists()
+    text = report.report_markdown({"name": "fixture"}, without, list(written.values()))
+    assert "Speedup of the best Keras 3 backend over Keras 2: skipped, no row has both" in text
+
+
+def test_html_is_self_contained(run):
+    assert cli.main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 4
+    assert all(base64.b64decode(data)[:8] == PNG_MAGIC for data in images)
+    # nothing is fetched from elsewhere: no links to files, scripts or stylesheets
+    assert not re.search(r'(src|href)="(?!data:)', page)
+    assert "<h2>Warnings</h2>" in page and "<h2>Training</h2>" in page
+    assert "<strong>55.0</strong>" in page and "<code>matmul-run-jax-b1</code>" in page
+
+
+def test_plot_failure_keeps_the_other_outputs(run, monkeypatch, capsys):
+    def broken(root, summaries):
+        raise RuntimeError("no fonts today")
+
+    monkeypatch.setattr(plots, "write_plots", broken)
+    assert cli.main(["report", str(run)]) == 0
+    assert "plots not written (RuntimeError: no fonts today)" in capsys.readouterr().err
+    for name in ("results.jsonl", "summary.csv", "report.md", "report.html"):
+        assert (run / name).exists(), name
+    assert "## Plots" not in (run / "report.md").read_text()
+
+
+def test_html_failure_keeps_the_other_outputs(run, monkeypatch, capsys):
+    from runner import html_report
+
+    def broken(*args, **kwargs):
+        raise ValueError("bad page")
+
+    monkeypatch.setattr(html_report, "render", broken)
+    assert cli.main(["report", str(run)]) == 0
+    assert "report.html not written (ValueError: bad page)" in capsys.readouterr().err
+    assert (run / "report.md").exists() and (run / "plots" / "time.png").exists()
+    assert not (run / "report.html").exists()
