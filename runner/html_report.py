@@ -25,7 +25,7 @@ th { background: #f6f8fa; }
 tr:nth-child(even) td { background: #fbfcfd; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { background: #eff1f3; padding: 1px 4px; border-radius: 4px; font-size: 12px; }
-strong { color: #116329; }
+td strong { color: #116329; }
 li { margin: .2em 0; }
 img { max-width: 100%; border: 1px solid #d0d7de; margin: .5em 0; }
 .missing { color: #9a6700; }

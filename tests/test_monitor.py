@@ -1,0 +1,173 @@
+"""The telemetry sampler (runner/worker/monitor.py).
+
+Where no GPU exists, NVML is replaced by a fake module object handed to `Nvml(...)` only (the
+class takes the module as a constructor argument; nothing is patched globally). The real sampler
+is checked by the `gpu` test, which runs with `pytest -m gpu` on a GPU machine.
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from runner.worker import monitor
+from runner.worker.monitor import CLOCK_EVENTS, SLOWDOWN_EVENTS, Monitor, Nvml
+
+
+class FakeNvmlError(Exception):
+    """What nvidia-ml-py raises for an unsupported query (NVMLError_NotSupported)."""
+
+
+class FakePynvml:
+    """The slice of nvidia-ml-py's module that Nvml uses, with scripted answers."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+
+    def __init__(self, energy_mj=(1_000_000, 1_012_500), reasons=0x4 | 0x20, power_mw=250_000,
+                 unsupported=()):
+        self.energy = list(energy_mj)
+        self.reasons = reasons
+        self.power_mw = power_mw
+        self.unsupported = set(unsupported)
+
+    def __getattribute__(self, name):
+        if name.startswith("nvmlDevice") and name in object.__getattribute__(self, "unsupported"):
+            def fail(*args):
+                raise FakeNvmlError(name)
+            return fail
+        return object.__getattribute__(self, name)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return self.energy.pop(0)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self.reasons
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return SimpleNamespace(gpu=80, memory=30)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return self.power_mw
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        return 1410 if clock == self.NVML_CLOCK_SM else 1593
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        return 61
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return SimpleNamespace(used=3 * 2**30, total=80 * 2**30)
+
+    def nvmlDeviceGetName(self, handle):
+        return b"NVIDIA A100-SXM4-80GB"
+
+    def nvmlDeviceGetUUID(self, handle):
+        return "GPU-1234"
+
+    def nvmlSystemGetDriverVersion(self):
+        return "550.54.15"
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return 400_000
+
+    def nvmlDeviceGetPersistenceMode(self, handle):
+        return 1
+
+    def nvmlDeviceGetMigMode(self, handle):
+        return (0, 0)
+
+    def nvmlDeviceGetEccMode(self, handle):
+        return (1, 1)
+
+
+def run_window(gpu: Nvml | None, seconds: float = 0.25, interval_s: float = 0.05) -> dict:
+    with Monitor(interval_s=interval_s, gpu=gpu) as mon:
+        time.sleep(seconds)
+    return mon.summary()
+
+
+def test_energy_is_the_counter_delta_over_the_window():
+    summary = run_window(Nvml(FakePynvml(energy_mj=(1_000_000, 1_012_500)), handle="h0"))
+    assert summary["gpu_energy_j"] == pytest.approx(12.5)   # (1 012 500 - 1 000 000) mJ
+    assert summary["telemetry_window_s"] == pytest.approx(0.25, abs=0.1)
+
+
+def test_averages_and_peaks_from_samples():
+    summary = run_window(Nvml(FakePynvml(power_mw=250_000), handle="h0"))
+    assert summary["gpu_power_mean_w"] == 250.0
+    assert summary["gpu_util_mean"] == 80
+    assert summary["gpu_sm_clock_mhz"] == 1410
+    assert summary["nvml_memory_peak_mb"] == 3 * 1024
+    assert summary["gpu_temp_max_c"] == 61
+
+
+def test_clock_event_bits_become_names():
+    summary = run_window(Nvml(FakePynvml(reasons=0x4 | 0x20 | 0x80 | 0x1), handle="h0"))
+    # 0x1 (GPU idle) is not a reason worth flagging and has no name
+    assert summary["gpu_clock_events"] == ["hw_thermal_slowdown", "sw_power_cap", "sync_boost"]
+    assert set(summary["gpu_clock_events"]) & SLOWDOWN_EVENTS == {"hw_thermal_slowdown",
+                                                                  "sw_power_cap"}
+    assert SLOWDOWN_EVENTS <= set(CLOCK_EVENTS.values())
+
+
+def test_older_drivers_fall_back_to_throttle_reasons():
+    fake = FakePynvml(reasons=0x8, unsupported={"nvmlDeviceGetCurrentClocksEventReasons"})
+    fake.nvmlDeviceGetCurrentClocksThrottleReasons = lambda handle: 0x8
+    assert run_window(Nvml(fake, handle="h0"))["gpu_clock_events"] == ["hw_slowdown"]
+
+
+def test_unsupported_queries_are_null_not_zero():
+    fake = FakePynvml(unsupported={"nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEnergyConsumption",
+                                   "nvmlDeviceGetMemoryInfo"})
+    summary = run_window(Nvml(fake, handle="h0"))
+    assert summary["gpu_power_mean_w"] is None
+    assert summary["gpu_energy_j"] is None
+    assert summary["nvml_memory_peak_mb"] is None
+    assert summary["gpu_util_mean"] == 80  # the rest still works
+
+
+def test_metadata_from_nvml():
+    meta = Nvml(FakePynvml(), handle="h0").metadata()
+    assert meta["gpu_name"] == "NVIDIA A100-SXM4-80GB" and meta["driver_version"] == "550.54.15"
+    assert meta["gpu_power_limit_w"] == 400.0 and meta["gpu_mig_mode"] is False
+    assert meta["gpu_ecc_mode"] is True and meta["gpu_sm_clock_start_mhz"] == 1410
+
+
+def test_without_a_gpu_every_gpu_figure_is_absent():
+    summary = run_window(None)
+    assert set(summary) == {"cpu_util_mean", "telemetry_window_s"}  # no zeros for GPU fields
+    assert summary["cpu_util_mean"] is not None
+
+
+def test_no_gpu_here_means_no_nvml_handle():
+    if _real_gpu():
+        pytest.skip("this machine has a GPU")
+    assert Nvml.open() is None
+
+
+def test_rss_figures():
+    assert 0 < monitor.rss_mb() <= monitor.peak_rss_mb() * 1.01
+
+
+def _real_gpu() -> bool:
+    handle = Nvml.open()
+    return handle is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _real_gpu(), reason="needs an NVIDIA GPU (NVML found none)")
+def test_real_nvml_sampler():
+    gpu = Nvml.open()
+    meta = gpu.metadata()
+    assert meta["gpu_name"] and meta["driver_version"] and meta["gpu_count"] >= 1
+    summary = run_window(gpu, seconds=1.5, interval_s=0.1)
+    assert summary["telemetry_window_s"] >= 1.5
+    assert summary["gpu_energy_j"] is not None and summary["gpu_energy_j"] > 0
+    assert summary["gpu_power_mean_w"] > 0 and summary["gpu_sm_clock_mhz"] is not None
+    assert summary["nvml_memory_peak_mb"] > 0
+    assert set(summary["gpu_clock_events"]) <= set(CLOCK_EVENTS.values())
