@@ -53,21 +53,17 @@ class Cell:
 
     @property
     def name(self) -> str:
-        """Readable name: workload-task-environment-b<batch>, plus every non-default axis."""
+        """Readable name: workload-task-environment-b<batch>, plus every non-default axis and
+        every option that differs from the size preset."""
         parts = [self.workload, self.task, self.environment, f"b{self.batch_size}"]
         for key, value in self.axes.items():
             if value != catalog.AXIS_DEFAULTS[key]:
                 short = {"steps_per_execution": "spe", "precision": ""}.get(key, key)
                 text = str(value).lower()
                 parts.append(f"{short}={text}" if short else text)
+        preset = catalog.default_sizes(self.workload, self.axes["size"])
+        parts += [f"{k}={str(v).lower()}" for k, v in self.options.items() if preset.get(k) != v]
         return "-".join(parts)
-
-    @property
-    def label(self) -> str:
-        """Row label in reports: 'workload (task)' plus non-default axes other than environment."""
-        extras = [f"{k}={v}" for k, v in self.axes.items()
-                  if v != catalog.AXIS_DEFAULTS[k] and k != "size"]
-        return f"{self.workload} ({self.task})" + (f" [{', '.join(extras)}]" if extras else "")
 
 
 @dataclass
@@ -165,12 +161,13 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
     varying = ("task", "batch_size") + tuple(a for a in schema.AXES if a not in ("task", "batch_size"))
     for index, bench in enumerate(spec.benchmarks):
         names = list(spec.environments) if "*" in bench.environments else bench.environments
-        grid = itertools.product(names, *(bench.axis_values(a) for a in varying))
-        for env_name, *values in grid:
+        grid = itertools.product(names, *(bench.axis_values(a) for a in varying),
+                                 bench.option_grid())
+        for env_name, *values, chosen_options in grid:
             env = spec.environments[env_name]
             coords = dict(zip(varying, values))
             task, batch_size = coords.pop("task"), coords.pop("batch_size")
-            options = {**catalog.default_sizes(bench.workload, coords["size"]), **bench.options}
+            options = {**catalog.default_sizes(bench.workload, coords["size"]), **chosen_options}
             cell = Cell(
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
                 workload=bench.workload, task=task, batch_size=batch_size, axes=coords,

@@ -18,7 +18,7 @@ class Outcome:
 
     returncode: int | None
     timed_out: bool
-    wall_s: float
+    wall_s: float | None
     oom_killed: bool = False
     log_tail: str = ""
 

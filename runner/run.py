@@ -45,12 +45,19 @@ def load_matrix(opts: Options, console: Console) -> Matrix:
 def choose_executor(matrix: Matrix, requested: str | None):
     name = requested or matrix.spec.run.executor
     if name == "auto":
-        name = "local"  # the Docker executor, once present, takes over with an engine and a GPU
+        # Docker is the GPU path: pinned images need an engine, and only pay off with a GPU.
+        from .executors.docker import engine_reachable
+
+        name = "docker" if hostinfo.gpu_found() and engine_reachable() else "local"
     if name == "local":
         from .executors.local import LocalExecutor
 
         return LocalExecutor()
-    raise UsageError(f"executor {name!r} is not available in this version (use 'local')")
+    if name == "docker":
+        from .executors.docker import DockerExecutor
+
+        return DockerExecutor()
+    raise UsageError(f"executor {name!r} is not available in this version (use local or docker)")
 
 
 def open_store(matrix: Matrix, opts: Options) -> Store:
@@ -144,7 +151,25 @@ def prepare_environments(executor, images: list[str], console: Console) -> dict[
     return prepared
 
 
+def adopt_orphan(entry: Entry, store: Store, seed: int) -> dict[str, Any] | None:
+    """On resume: a worker that finished while the runner died before storing its record left
+    a complete result.json; store it instead of measuring again (nothing finished is lost)."""
+    path = store.orphaned_result(entry.key)
+    worker = record_mod.read_worker_result(path) if path else None
+    if worker is None or worker.get("cell_id") != entry.cell.id:
+        return None
+    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(path))
+    outcome = record_mod.Outcome(returncode=0, timed_out=False, wall_s=None)
+    record = record_mod.finalize(spec, outcome, worker, {}, f"logs/{entry.key}.log")
+    record["extra"] = {**(record["extra"] or {}), "adopted_after_interrupt": True}
+    store.write_record(entry.key, record)
+    return record
+
+
 def run_entry(executor, entry: Entry, prepared: Prepared, store: Store, seed: int) -> dict[str, Any]:
+    adopted = adopt_orphan(entry, store, seed)
+    if adopted is not None:
+        return adopted
     key = entry.key
     work = store.work_dir(key)
     spec_path, result_path = work / "spec.json", work / "result.json"

@@ -7,6 +7,7 @@ Every error becomes one line: "<file>: <key path>: <what is wrong>" with a did-y
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt,
@@ -149,17 +150,29 @@ class BenchmarkSpec(_Strict):
             if workload.needs_batch_size:
                 raise ValueError(f"batch_size: required for {self.workload}")
             self.batch_size = (1,)
-        for key, value in self.options.items():
+        for key, given in self.options.items():
             option = workload.options.get(key)
             if option is None:
                 raise ValueError(f"options.{key}: unknown option for {self.workload}"
                                  f"{did_you_mean(key, workload.options)}")
+            # Like an axis, an option given as a list yields one cell per value.
+            values = given if isinstance(given, list) else [given]
+            if not values:
+                raise ValueError(f"options.{key}: empty list: give at least one value")
             expected = (int, float) if option.type is float else option.type
-            if isinstance(value, bool) != (option.type is bool) or not isinstance(value, expected):
-                raise ValueError(f"options.{key}: expected {option.type.__name__}, got {value!r}")
-            if option.positive and value <= 0:
-                raise ValueError(f"options.{key}: must be positive, got {value}")
+            for value in values:
+                if isinstance(value, bool) != (option.type is bool) \
+                        or not isinstance(value, expected):
+                    raise ValueError(f"options.{key}: expected {option.type.__name__}, got {value!r}")
+                if option.positive and value <= 0:
+                    raise ValueError(f"options.{key}: must be positive, got {value}")
         return self
+
+    def option_grid(self) -> list[dict[str, Any]]:
+        """Every combination of list-valued options (one dict per cell)."""
+        keys = list(self.options)
+        lists = [v if isinstance(v, list) else [v] for v in self.options.values()]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*lists)]
 
     def axis_values(self, name: str) -> tuple[Any, ...]:
         value = getattr(self, name)

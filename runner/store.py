@@ -80,16 +80,20 @@ class Store:
 
     def finished(self) -> set[str]:
         """Keys (cell id + repeat) whose record is complete and well-formed."""
-        keys = set()
-        for path in self.cells.glob("*.json"):
-            record = self._read(path)
-            if record is not None:
-                keys.add(path.stem)
-        return keys
+        return {path.stem for path in self._record_files() if self._read(path) is not None}
 
     def records(self) -> list[dict[str, Any]]:
-        out = [self._read(p) for p in sorted(self.cells.glob("*.json"))]
+        out = [self._read(p) for p in self._record_files()]
         return [r for r in out if r is not None]
+
+    def _record_files(self) -> list[Path]:
+        # Temporary files of an atomic write in progress start with a dot.
+        return sorted(p for p in self.cells.glob("*.json") if not p.name.startswith("."))
+
+    def orphaned_result(self, key: str) -> Path | None:
+        """A worker result whose record was never stored (the runner died in between)."""
+        path = self.work / key / "result.json"
+        return path if path.is_file() and not self.record_path(key).exists() else None
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any] | None:
