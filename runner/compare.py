@@ -110,7 +110,8 @@ def differing_keys(records_a: list[dict[str, Any]], records_b: list[dict[str, An
 def _shown(values: set[str]) -> str:
     """The values one side had, readable: 550.54.15, or absent, or 12.4/12.6 for a mixed side."""
     decoded = (json.loads(v) for v in values)
-    return "/".join(sorted("absent" if v is None else str(v) for v in decoded))
+    shown = ("absent" if v is None else str(v) for v in decoded)
+    return "/".join(sorted(v if len(v) <= 24 else v[:12] + "…" for v in shown))  # hashes
 
 
 def _samples(records: list[dict[str, Any]]) -> list[float]:

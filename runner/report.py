@@ -75,9 +75,11 @@ def cell_summaries(records: list[dict[str, Any]],
             loss_last=_median([r.get("loss_last") for r in ok]),
             accuracy=_median([r.get("accuracy") for r in ok]),
             epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
+            device_name=stats.device_name(ok[0]) if ok else None,
         )
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
         out.append(summary)
+    stats.add_fraction_of_peak(out)
     return out
 
 
@@ -85,7 +87,8 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "median_ms", "mean_ms",
                "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms", "samples", "iqr_ms",
                "median_ci_low_ms", "median_ci_high_ms", "cv", "cv_repeats", "compile_s",
-               "train_s", "epoch_s", "items_per_s", "achieved_tflops", "rss_initial_mb",
+               "train_s", "epoch_s", "items_per_s", "achieved_tflops", "device_name", "peak_tflops",
+               "fraction_of_peak", "rss_initial_mb",
                "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
                "gpu_energy_j", "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
                "accuracy", "warnings", "error")
@@ -230,6 +233,10 @@ def training_table(summaries: list[dict[str, Any]]) -> str | None:
     return "\n".join(lines)
 
 
+def _percent(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{fraction * 100:.1f} %"
+
+
 def _ci_text(s: dict[str, Any]) -> str:
     if s.get("median_ci_low_ms") is None:
         return "–"
@@ -277,9 +284,9 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                   markdown_table(summaries, "gpu_energy_j"), ""]
     parts += ["## Cells", "",
               "| Cell | Status | Repeats ok | Median ms | 95 % CI of median | IQR ms | p10–p90 ms | "
-              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | Loss first → last | "
-              "Accuracy |",
-              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
+              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | % of peak | "
+              "Loss first → last | Accuracy |",
+              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for s in summaries:
         spread = f"{_fmt(s['p10_ms'])}–{_fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
         cv = f"{s['cv'] * 100:.1f} %" if s.get("cv") is not None else "–"
@@ -290,9 +297,12 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
         parts.append(f"| `{s['cell_name']}` | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
                      f"{_fmt(s['median_ms'])} | {_ci_text(s)} | {_fmt(s.get('iqr_ms'))} | "
                      f"{spread} | {cv} | {cv_repeats} | {_fmt(s['compile_s'])} | "
-                     f"{_fmt(s['items_per_s'])} | {_fmt(s['achieved_tflops'], 4)} | {loss} | {acc} |")
+                     f"{_fmt(s['items_per_s'])} | {_fmt(s['achieved_tflops'], 4)} | "
+                     f"{_percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
     parts += ["", "95 % CI: distribution-free (binomial order-statistic) interval of the median of "
-              "the pooled samples; CV: stdev / mean of the pooled samples.", ""]
+              "the pooled samples; CV: stdev / mean of the pooled samples; % of peak: achieved "
+              "TFLOP/s over the fastest matmul cell of this run on the same device and precision "
+              "(a measured peak, not a datasheet figure; – without such a cell).", ""]
     problems = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     if problems:
         parts += ["## Problems", ""]

@@ -165,3 +165,34 @@ def pooled(records: list[dict[str, Any]]) -> dict[str, Any]:
     out["cv"] = cv(samples)
     out["warnings"] = warnings_for(ok, out) if ok else []
     return out
+
+
+# Compute efficiency. The peak is measured, never taken from a datasheet: the fastest matmul cell
+# of the same run on the same device at the same compute precision (each environment's matmul
+# uses the best library it has, so the fastest of them is the device's achievable peak).
+CALIBRATION_WORKLOAD = "matmul"
+PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "bfloat16",
+                  "mixed_float16": "float16"}
+
+
+def device_name(record: dict[str, Any]) -> str | None:
+    """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
+    meta = record.get("metadata") or {}
+    device = (record.get("effective") or {}).get("device")  # "cpu", "cuda:0", "/CPU:0", ...
+    on_cpu = device is not None and "cpu" in str(device).lower()
+    return meta.get("cpu_model") if on_cpu or not meta.get("gpu_name") else meta["gpu_name"]
+
+
+def add_fraction_of_peak(summaries: list[dict[str, Any]]) -> None:
+    """Set peak_tflops and fraction_of_peak on each summary (None without a calibration figure).
+    Summaries need achieved_tflops, precision, workload and device_name."""
+    peaks: dict[tuple[Any, Any], float] = {}
+    for s in summaries:
+        if s["workload"] == CALIBRATION_WORKLOAD and s["status"] == "ok" and s.get("achieved_tflops"):
+            key = (s.get("device_name"), PEAK_PRECISION.get(s.get("precision")))
+            peaks[key] = max(peaks.get(key, 0.0), s["achieved_tflops"])
+    for s in summaries:
+        peak = peaks.get((s.get("device_name"), PEAK_PRECISION.get(s.get("precision"))))
+        s["peak_tflops"] = peak
+        s["fraction_of_peak"] = (s["achieved_tflops"] / peak
+                                 if peak and s.get("achieved_tflops") and s["status"] == "ok" else None)

@@ -103,3 +103,25 @@ def test_fixture_run_summaries():
     assert [w.split()[0] for w in noisy] == ["CV", "timed", "energy"]
     assert any(w.startswith("repeats disagree") for w in by_id["e1ewjax000"]["warnings"])
     assert by_id["m3mmkrtf00"]["status"] == "failed" and by_id["m3mmkrtf00"]["warnings"] == []
+
+
+def test_fraction_of_peak_uses_the_fastest_matmul_on_the_same_device_and_precision():
+    def cell(workload, precision, tflops, device="A100", status="ok"):
+        return {"workload": workload, "precision": precision, "achieved_tflops": tflops,
+                "device_name": device, "status": status}
+
+    summaries = [cell("matmul", "float32", 15.0), cell("matmul", "float32", 18.0),
+                 cell("matmul", "bfloat16", 250.0), cell("cnn", "float32", 9.0),
+                 cell("cnn", "mixed_bfloat16", 50.0), cell("cnn", "mixed_float16", 50.0),
+                 cell("cnn", "float32", 9.0, device="AMD EPYC")]
+    stats.add_fraction_of_peak(summaries)
+    assert [s["fraction_of_peak"] for s in summaries] == [
+        pytest.approx(15 / 18), 1.0, 1.0, 0.5, 0.2, None, None]
+    assert summaries[3]["peak_tflops"] == 18.0 and summaries[6]["peak_tflops"] is None
+
+
+def test_device_name_follows_where_the_cell_computed():
+    meta = {"gpu_name": "A100", "cpu_model": "EPYC"}
+    assert stats.device_name({"metadata": meta, "effective": {"device": "cuda:0"}}) == "A100"
+    assert stats.device_name({"metadata": meta, "effective": {"device": "/CPU:0"}}) == "EPYC"
+    assert stats.device_name({"metadata": {"cpu_model": "EPYC"}, "effective": {}}) == "EPYC"
