@@ -56,10 +56,17 @@ class CnnData:
     x_test: np.ndarray
     y_test: np.ndarray
     batch_size: int
+    samples: int                          # options.samples: the epoch the study talks about
 
     @property
     def steps_per_epoch(self) -> int:
+        """Steps of one pass over the training arrays (what fit() and the loops iterate)."""
         return len(self.y_train) // self.batch_size
+
+    @property
+    def epoch_steps(self) -> int:
+        """Steps of the nominal epoch (`samples`), the same for every steps_per_execution."""
+        return self.samples // self.batch_size
 
     def fingerprint(self) -> str:
         digest = hashlib.sha256()
@@ -72,7 +79,7 @@ def make_data(spec) -> CnnData:
     """Learnable synthetic images: each class is a fixed smooth prototype pattern, each sample its
     class's prototype at a random brightness plus pixel noise. The training set is trimmed to whole
     batches (times steps_per_execution) so every step, and every Keras call, sees a full batch and
-    compiled functions never see a second shape."""
+    compiled functions never see a second shape; epoch figures still refer to `samples`."""
     whole = spec.batch_size * max(1, spec.steps_per_execution)
     samples = (int(spec.options["samples"]) // whole) * whole
     if samples == 0:
@@ -87,13 +94,13 @@ def make_data(spec) -> CnnData:
     def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
         labels = rng.integers(0, CLASSES, size=n).astype(np.int32)
         brightness = rng.uniform(0.5, 1.0, size=(n, 1, 1)).astype(np.float32)
-        noise = rng.normal(0.0, 0.35, size=(n, 28, 28)).astype(np.float32)
+        noise = rng.normal(0.0, 0.3, size=(n, 28, 28)).astype(np.float32)
         images = np.clip(prototypes[labels] * brightness + noise, 0.0, 1.0)
         return images[..., None], labels
 
     x_train, y_train = draw(samples)
     x_test, y_test = draw(held_out)
-    return CnnData(x_train, y_train, x_test, y_test, spec.batch_size)
+    return CnnData(x_train, y_train, x_test, y_test, spec.batch_size, int(spec.options["samples"]))
 
 
 def initial_weights(seed: int) -> list[np.ndarray]:
@@ -131,23 +138,24 @@ def batch_indices(samples: int, batch_size: int, seed: int) -> Iterator[np.ndarr
         epoch += 1
 
 
-def epoch_estimate(clock: StepClock, steps_per_call: int, steps_per_epoch: int) -> float:
-    """Seconds one epoch takes at the median timed step: median call time / steps per call × steps
-    per epoch (the study's "time per epoch", without running a whole epoch in every cell)."""
-    return statistics.median(clock.timed_s) / steps_per_call * steps_per_epoch
+def epoch_estimate(clock: StepClock, steps_per_call: int, data: CnnData) -> float:
+    """Seconds one epoch of `samples` takes at the median timed step: median call time / steps
+    per call × steps per epoch (the study's "time per epoch", without running a whole epoch in
+    every cell; a summary in the worker, but of the one figure the host cannot rebuild)."""
+    return statistics.median(clock.timed_s) / steps_per_call * data.epoch_steps
 
 
-EPOCH_S_METHOD = "median timed step × steps_per_epoch"
+EPOCH_S_METHOD = "median timed step × steps_per_epoch (estimated, not a measured epoch)"
 
 
 def stepped_drive(step: Callable[[], Any], extra: dict[str, Any],
-                  steps_per_epoch: int) -> Callable[[StepClock], None]:
+                  data: CnnData) -> Callable[[StepClock], None]:
     """The worker's own step loop (run_loop), plus the epoch estimate from the clock it filled:
     for the APIs whose training loop is a plain step function."""
 
     def drive(clock: StepClock) -> None:
         run_loop(Bench(items_per_step=0, step=step), clock)
-        extra["epoch_s"] = epoch_estimate(clock, 1, steps_per_epoch)
+        extra["epoch_s"] = epoch_estimate(clock, 1, data)
 
     return drive
 
@@ -157,9 +165,10 @@ def base_extra(data: CnnData, weights: list[np.ndarray], parameters: int,
     """Bench.extra every API reports; `parameters` is counted by the framework (checked against
     PARAMETERS by the tests), epoch_s is filled in once the timed loop has run."""
     return {
-        "samples": int(len(data.y_train)),
+        "samples": data.samples,
+        "trained_samples_per_epoch": int(len(data.y_train)),
         "held_out_samples": int(len(data.y_test)),
-        "steps_per_epoch": data.steps_per_epoch,
+        "steps_per_epoch": data.epoch_steps,
         "parameters": int(parameters),
         **initial,
         "epoch_s": None,

@@ -89,7 +89,9 @@ def build(spec, fw) -> Bench:
     model = Cnn(dtype=compute_dtype, param_dtype=param_dtype)
     params = flax_params(weights, param_dtype)
     optimizer = optax.rmsprop(cc.LEARNING_RATE, decay=cc.RMS_RHO, eps=cc.RMS_EPSILON)
-    state = {"params": params, "opt": optimizer.init(params)}
+    # Committed to the device from the start: the step's outputs are, and a jitted function sees
+    # committed and uncommitted inputs as different signatures (a second compilation otherwise).
+    state = jax.device_put({"params": params, "opt": optimizer.init(params)}, fw.jax_device)
 
     def loss_fn(params, xb, yb):
         logits = model.apply(params, xb).astype(jnp.float32)
@@ -119,7 +121,7 @@ def build(spec, fw) -> Bench:
     parameters = sum(int(np.prod(p.shape)) for p in jax.tree_util.tree_leaves(params))
     extra = cc.base_extra(data, weights, parameters, initial)
     return Bench(
-        drive=cc.stepped_drive(step, extra, data.steps_per_epoch),
+        drive=cc.stepped_drive(step, extra, data),
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out[0]),
         evaluate=lambda: cc.evaluation(logits_of, data),
         timing="one training step per sample (next batch, jitted value_and_grad + optax update), "

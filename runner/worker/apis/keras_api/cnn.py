@@ -37,7 +37,8 @@ def build_model(keras, weights: list[np.ndarray]):
 
 
 def training_data(keras, backend: str, data: cc.CnnData, how: str, seed: int) -> tuple[dict, str]:
-    """fit() arguments for the data axis, and what they are."""
+    """fit() arguments for the data axis, and what they are. Pipelines shuffle themselves, so
+    fit's own shuffle is off for them."""
     x, y, batch = data.x_train, data.y_train, data.batch_size
     if how == "arrays":
         return {"x": x, "y": y, "batch_size": batch, "shuffle": True}, "NumPy arrays to fit()"
@@ -56,16 +57,16 @@ def training_data(keras, backend: str, data: cc.CnnData, how: str, seed: int) ->
         dataset = (tf.data.Dataset.from_tensor_slices((x, y))
                    .shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
                    .batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
-        return {"x": dataset}, "tf.data: shuffle, batch, prefetch(AUTOTUNE)"
+        return {"x": dataset, "shuffle": False}, "tf.data: shuffle, batch, prefetch(AUTOTUNE)"
     if backend == "torch":
         import torch
 
         loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
             batch_size=batch, shuffle=True, drop_last=True, pin_memory=torch.cuda.is_available())
-        return {"x": loader}, "torch DataLoader(shuffle, pin_memory on GPU, no workers)"
+        return {"x": loader, "shuffle": False}, "torch DataLoader(shuffle, pin_memory on GPU, no workers)"
     # JAX: no TensorFlow in this environment; Keras' own backend-neutral pipeline.
-    return {"x": shuffled_batches(keras, data, seed)}, \
+    return {"x": shuffled_batches(keras, data, seed), "shuffle": False}, \
         "keras.utils.PyDataset (2 worker threads, queue of 10 batches)"
 
 
@@ -135,7 +136,7 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
     def drive(clock: StepClock) -> None:
         epochs = math.ceil(clock.total_calls * per_call / data.steps_per_epoch)
         model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[Clocked(clock)])
-        extra["epoch_s"] = cc.epoch_estimate(clock, per_call, data.steps_per_epoch)
+        extra["epoch_s"] = cc.epoch_estimate(clock, per_call, data)
 
     return Bench(
         drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
