@@ -147,6 +147,9 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     if min(len(samples_a), len(samples_b)) < MIN_SAMPLES:
         out.reason = f"too few samples ({len(samples_a)} vs {len(samples_b)}, need {MIN_SAMPLES})"
         return out
+    flagged = [side for side, s in (("A", summary_a), ("B", summary_b)) if s.get("warnings")]
+    if flagged:  # the verdict stands, but say that its inputs were already flagged
+        out.reason = f"caution: warnings in {' and '.join(flagged)} (see report.md)"
     from scipy.stats import mannwhitneyu
 
     out.p_value = float(mannwhitneyu(samples_a, samples_b, alternative="two-sided").pvalue)

@@ -32,6 +32,9 @@ def test_identical_runs_are_the_same(runs):
     assert result.count(compare.SAME) == MEASURED
     assert result.geometric_mean_ratio == pytest.approx(1.0)
     assert result.exit_code == 0
+    notes = {c.cell_id: c.reason for c in result.cells}
+    assert notes["m2mmkrjax0"] == "caution: warnings in A and B (see report.md)"  # CV > 5 %
+    assert notes["f2cnnkrjax"] == ""
 
 
 def test_a_rerun_with_fresh_noise_is_the_same(runs):
