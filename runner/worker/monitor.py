@@ -140,7 +140,7 @@ class Monitor:
 
     def __enter__(self) -> "Monitor":
         self._t0 = time.perf_counter()
-        self._cpu0 = sum(os.times()[:2])
+        self._cpu0 = time.process_time()  # all threads, nanosecond resolution
         if self.gpu is not None:
             self._energy0 = self.gpu.energy_mj()
             self._thread = threading.Thread(target=self._run, name="gpu-monitor", daemon=True)
@@ -153,7 +153,7 @@ class Monitor:
 
     def __exit__(self, *exc: Any) -> None:
         self.window_s = time.perf_counter() - self._t0
-        cpu = sum(os.times()[:2]) - self._cpu0
+        cpu = time.process_time() - self._cpu0
         self.cpu_util = 100.0 * cpu / self.window_s if self.window_s > 0 else None
         if self._thread is not None:
             self._stop.set()
