@@ -125,6 +125,8 @@ def _per_cell_bars(summaries: list[dict[str, Any]], series: list[tuple[str, str]
     ax.set_xlabel(xlabel)
     if len(series) > 1:
         ax.legend(fontsize=8)
+    else:
+        ax.set_title(series[0][1], fontsize=9)
     fig.suptitle(title)
     fig.savefig(path, dpi=DPI)
     return None
