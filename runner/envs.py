@@ -65,7 +65,7 @@ def installer_command(env: LocalEnv) -> list[str]:
     lock = lock_file(env.image)
     local_pins = any("+" in line.split("==", 1)[1] for line in lock.read_text().splitlines()
                      if "==" in line and not line.lstrip().startswith("#"))
-    uv = shutil.which("uv")
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
     if uv and not local_pins:
         return [uv, "pip", "install", "--python", str(env.python), "--require-hashes",
                 "--no-deps", "-r", str(lock)]

@@ -111,7 +111,7 @@ def test_records_carry_every_field_with_correct_values(run_dir):
         assert r["cpu_util_mean"] > 0
         for field in GPU_FIELDS:
             assert r[field] is None, (where, field)  # no GPU: null, never zero
-        assert r["gpu_clock_events"] == []
+        assert r["gpu_clock_events"] is None
         assert r["returncode"] == 0 and r["wall_s"] > r["train_s"]
         assert (run_dir / r["log"]).is_file()
         meta = r["metadata"]

@@ -121,7 +121,7 @@ def empty_result(spec: CellSpec) -> dict[str, Any]:
     result: dict[str, Any] = {k: None for k in WORKER_FIELDS}
     result.update({k: v for k, v in spec.to_dict().items() if k != "result_path"})
     result.update(schema=SCHEMA_VERSION, status="failed", samples_ms=[], warmup_s=[],
-                  steps_per_call=1, effective={}, metadata={}, extra={}, gpu_clock_events=[])
+                  steps_per_call=1, effective={}, metadata={}, extra={})
     return result
 
 
