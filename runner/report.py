@@ -13,7 +13,7 @@ from typing import Any
 
 from . import stats
 from .store import Store
-from .worker.catalog import AXIS_DEFAULTS
+from .worker.catalog import AXIS_DEFAULTS, default_sizes
 
 AXIS_KEYS = tuple(AXIS_DEFAULTS)
 # Worst first: the status shown for a cell whose repeats disagree.
@@ -31,8 +31,12 @@ def _max(values: list[Any]) -> float | None:
 
 
 def row_label(record: dict[str, Any]) -> str:
+    """'workload (task)' plus every non-default axis and every option that is not the size
+    preset's, so cells that differ only there get rows of their own."""
     extras = [f"{k}={record[k]}" for k in AXIS_KEYS
               if k != "size" and record.get(k) != AXIS_DEFAULTS[k]]
+    preset = default_sizes(record["workload"], record.get("size") or "full")
+    extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v]
     return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")
 
 

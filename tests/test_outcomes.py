@@ -82,6 +82,8 @@ def test_failed_crashed_and_timed_out_cells_are_recorded_and_the_rest_completes(
         assert (run_dir / record["log"]).is_file()
     report = (run_dir / "report.md").read_text()
     assert "deliberate failure" in report and "timeout" in report
+    for behaviour in ("ok", "fail", "crash", "hang"):  # options make rows of their own
+        assert f"selftest (run) [behaviour={behaviour}" in report
     summary = (run_dir / "summary.csv").read_text().splitlines()
     assert len(summary) == 1 + 4
 
