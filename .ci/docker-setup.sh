@@ -1,0 +1,62 @@
+#!/bin/sh
+# Make a Docker engine and a local base image available for the docker tests.
+#
+# Idempotent: installs nothing that is already there, starts dockerd only when no engine answers,
+# imports the base image only when it is missing. Always exits 0: when Docker can't be had it says
+# why, and the docker tests skip with that reason instead of failing.
+#
+# Environment:
+#   DOCKER_TEST_BASE   name of the local base image (default dl-bench-base:bookworm)
+#   DOCKERD_LOG        where dockerd logs go (default /tmp/dockerd.log)
+BASE="${DOCKER_TEST_BASE:-dl-bench-base:bookworm}"
+LOG="${DOCKERD_LOG:-/tmp/dockerd.log}"
+
+say() { echo "docker-setup: $*"; }
+give_up() { say "Docker unavailable: $*"; exit 0; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi
+}
+
+engine_up() { docker info >/dev/null 2>&1; }
+
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+    say "installing docker.io debootstrap docker-compose"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq >/dev/null 2>&1
+    as_root apt-get install -y -qq --no-install-recommends docker.io debootstrap docker-compose >/dev/null 2>&1 \
+        || give_up "apt-get install docker.io debootstrap failed (no root or no network)"
+fi
+
+if ! engine_up; then
+    # vfs and no iptables/bridge: works inside unprivileged-ish CI containers without overlayfs or
+    # netfilter; containers then only get network_mode none or host, which is all the runner uses.
+    say "starting dockerd (log: $LOG)"
+    as_root sh -c "nohup dockerd --storage-driver=vfs --iptables=false --bridge=none >'$LOG' 2>&1 &" \
+        || give_up "could not start dockerd"
+    i=0
+    while ! engine_up; do
+        i=$((i + 1))
+        [ "$i" -gt 60 ] && give_up "dockerd did not answer within 60 s; last log lines: $(tail -n 3 "$LOG" 2>/dev/null)"
+        sleep 1
+    done
+fi
+say "engine up: $(docker version --format '{{.Server.Version}}' 2>/dev/null)"
+
+if docker image inspect "$BASE" >/dev/null 2>&1; then
+    say "base image $BASE present"
+    exit 0
+fi
+
+# No registry here: build the base from Debian packages. python3 is 3.11 on bookworm, like the
+# digest-pinned python:3.11 base the Dockerfiles use by default.
+ROOTFS="$(mktemp -d /tmp/dl-bench-rootfs.XXXXXX)"
+say "debootstrap bookworm into $ROOTFS (about a minute)"
+as_root debootstrap --variant=minbase --include=python3,python3-numpy,python3-venv bookworm "$ROOTFS" \
+    http://deb.debian.org/debian >/tmp/debootstrap.log 2>&1 \
+    || { as_root rm -rf "$ROOTFS"; give_up "debootstrap failed; see /tmp/debootstrap.log"; }
+as_root tar -C "$ROOTFS" -c . | docker import - "$BASE" >/dev/null \
+    || { as_root rm -rf "$ROOTFS"; give_up "docker import of the base image failed"; }
+as_root rm -rf "$ROOTFS"
+say "base image $BASE imported"
+exit 0

@@ -1,0 +1,263 @@
+"""The GPU path: one pinned image per environment, one fresh container per cell × repeat.
+
+Each container gets the repository's `runner` package read-only, the cell's work folder (spec.json
+in, result.json out) as its only writable mount, no network, no capabilities, no new privileges, a
+non-root user, NVIDIA's recommended shm size and ulimits, and one GPU through a device request when
+the cell runs on the GPU. Timeouts kill the container; the kernel's OOM kill is read back from the
+engine. Containers carry the runner's labels and are removed afterwards; leftovers of a killed
+run are removed when the next executor connects.
+
+The docker SDK is imported lazily: planning and `--dry-run` never need it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import images
+from ..matrix import REPO_ROOT
+from ..record import Outcome
+from . import Attempt, Prepared
+from .local import tail
+
+CODE_ROOT = "/opt/dl-bench"                 # PYTHONPATH inside; the package is CODE_ROOT/runner
+CELL_DIR = "/cell"                          # the cell's work folder inside
+CONTAINER_USER = "1000:1000"                # the images' `bench` user
+SHM_SIZE = "8g"                             # NVIDIA's containers suggest a large /dev/shm
+STACK_BYTES = 67108864                      # NVIDIA: --ulimit memlock=-1 --ulimit stack=67108864
+GPU_CAPABILITIES = [["gpu", "compute", "utility"]]
+LABEL_RUNNER = f"{images.LABEL}.runner"    # every container of the runner
+LABEL_OWNER = f"{images.LABEL}.owner"      # host:pid of the runner process that started it
+LABEL_RUN = f"{images.LABEL}.run-id"
+LABEL_CELL = f"{images.LABEL}.cell"
+GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID), default 0
+
+
+class DockerUnavailable(Exception):
+    """No engine answers, or the docker SDK is missing; the message says how to fix it."""
+
+
+def connect(timeout: float = 60.0) -> Any:
+    """A docker SDK client whose engine answered a ping."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise DockerUnavailable("the docker SDK is not installed: pip install 'docker>=7' "
+                                "(or the runner's [docker] extra)") from exc
+    try:
+        client = docker.from_env(timeout=int(timeout))
+        client.ping()
+    except Exception as exc:  # DockerException, connection errors: all mean "no engine"
+        raise DockerUnavailable(f"no Docker engine answers ({exc.__class__.__name__}: {exc}); "
+                                "start one (sudo systemctl start docker) or set DOCKER_HOST") from exc
+    return client
+
+
+def engine_reachable() -> bool:
+    try:
+        connect(timeout=5).close()
+    except DockerUnavailable:
+        return False
+    return True
+
+
+def container_user() -> str:
+    """The host user when it is not root (its files stay its own), else the images' `bench`."""
+    uid = os.getuid()
+    return CONTAINER_USER if uid == 0 else f"{uid}:{os.getgid()}"
+
+
+def owner_label() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict[str, str],
+                gpu_id: str | None, user: str = CONTAINER_USER, code_dir: Path | None = None,
+                shm_size: str = SHM_SIZE, mem_limit: str | None = None) -> dict[str, Any]:
+    """Keyword arguments of `client.containers.create` for one cell × repeat (a pure function:
+    the unit tests check exactly what the engine is asked for)."""
+    from docker.types import DeviceRequest, Mount, Ulimit
+
+    code_dir = code_dir or REPO_ROOT / "runner"
+    environment = {**env, "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
+                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+    devices = []
+    if gpu_id is not None:
+        devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],
+                                     capabilities=GPU_CAPABILITIES))
+        # JAX falls back to the CPU silently when it finds no GPU; make it fail loudly instead.
+        environment.setdefault("JAX_PLATFORMS", "cuda")
+    options: dict[str, Any] = dict(
+        image=image,
+        command=["python", "-P", "-m", "runner.worker", f"{CELL_DIR}/spec.json",
+                 f"{CELL_DIR}/result.json"],
+        working_dir=CELL_DIR,
+        user=user,
+        environment=environment,
+        mounts=[Mount(f"{CODE_ROOT}/runner", str(code_dir), type="bind", read_only=True),
+                Mount(CELL_DIR, str(work_dir), type="bind", read_only=False)],
+        network_mode="none",
+        security_opt=["no-new-privileges"],
+        cap_drop=["ALL"],
+        init=True,
+        shm_size=shm_size,
+        ulimits=[Ulimit(name="memlock", soft=-1, hard=-1),
+                 Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)],
+        device_requests=devices,
+        labels={LABEL_RUNNER: "1", **labels},
+        detach=True,
+        stdin_open=False,
+        tty=False,
+    )
+    if mem_limit:
+        options.update(mem_limit=mem_limit, memswap_limit=mem_limit)
+    return options
+
+
+def remove_leftovers(client: Any) -> list[str]:
+    """Remove the runner's containers that no live runner owns: exited ones, and those whose
+    owning process on this host is gone (a killed run). Another live run's containers stay."""
+    removed = []
+    host = socket.gethostname()
+    for container in client.containers.list(all=True, filters={"label": LABEL_RUNNER}):
+        owner = (container.labels or {}).get(LABEL_OWNER, "")
+        owner_host, _, pid = owner.rpartition(":")
+        alive = container.status in ("running", "created", "restarting") and owner_host == host \
+            and pid.isdigit() and _pid_alive(int(pid))
+        if not alive:
+            try:
+                container.remove(force=True)
+                removed.append(container.short_id)
+            except Exception:  # removed meanwhile by someone else: fine
+                pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class DockerExecutor:
+    name = "docker"
+
+    def __init__(self, gpu_id: str | None = None, base: str | None = None,
+                 mem_limit: str | None = None, gpu: bool | None = None):
+        self.gpu_id = gpu_id if gpu_id is not None else os.environ.get(GPU_ENV, "0")
+        self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
+        self.mem_limit = mem_limit
+        self._gpu = gpu                   # None: ask NVML when first needed
+        self._client: Any = None
+        self.image_ids: dict[str, str] = {}
+
+    @property
+    def gpu(self) -> bool:
+        if self._gpu is None:
+            from ..hostinfo import gpu_found
+
+            self._gpu = gpu_found()
+        return self._gpu
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = connect()
+            remove_leftovers(self._client)
+        return self._client
+
+    def prepare(self, image: str, on_line: Callable[[str], None]) -> Prepared:
+        try:
+            client = self.client()
+            rec = images.recipe(image, images.choose_flavour(image, self.gpu), self.base)
+            built, _ = images.ensure(client, rec, on_line)
+        except (DockerUnavailable, images.ImageError) as exc:
+            return Prepared(image, error=str(exc))
+        self.image_ids[image] = built.id   # run by id: a later rebuild cannot swap it mid-run
+        return Prepared(image, metadata=images.record_metadata(built, rec))
+
+    def gpu_for(self, spec: dict[str, Any]) -> str | None:
+        return self.gpu_id if spec.get("device", "gpu") != "cpu" and self.gpu else None
+
+    def options_for(self, prepared: Prepared, attempt: Attempt) -> dict[str, Any]:
+        spec = json.loads(attempt.spec_path.read_text(encoding="utf-8"))
+        for path in (attempt.spec_path, attempt.result_path):
+            if path.parent != attempt.work_dir or path.name not in ("spec.json", "result.json"):
+                raise ValueError(f"{path}: the docker executor expects spec.json and result.json "
+                                 f"in the cell's work folder {attempt.work_dir}")
+        labels = {LABEL_OWNER: owner_label(), LABEL_RUN: str(spec.get("run_id", "")),
+                  LABEL_CELL: f"{spec.get('cell_id', '')}-r{spec.get('repeat', '')}"}
+        return run_options(self.image_ids.get(prepared.image, prepared.image), attempt.work_dir,
+                           attempt.env, labels=labels, gpu_id=self.gpu_for(spec),
+                           user=container_user(), mem_limit=self.mem_limit)
+
+    def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
+        from requests.exceptions import RequestException  # a docker SDK dependency
+
+        client = self.client()
+        options = self.options_for(prepared, attempt)
+        give_container_the_work_dir(attempt.work_dir, options["user"])
+        started = time.monotonic()
+        container = client.containers.create(**options)
+        logger = None
+        timed_out = False
+        try:
+            container.start()
+            logger = threading.Thread(target=save_logs, args=(container, attempt.log_path),
+                                      name="container-logs", daemon=True)
+            logger.start()
+            try:
+                container.wait(timeout=attempt.timeout)
+            except RequestException:  # the wait's read timed out: the cell ran too long
+                timed_out = True
+                container.kill()
+                container.wait(timeout=60)
+            wall_s = time.monotonic() - started
+            container.reload()
+            state = container.attrs.get("State", {})
+        finally:
+            if logger is not None:
+                logger.join(timeout=10)
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass
+        return Outcome(returncode=None if timed_out else state.get("ExitCode"),
+                       timed_out=timed_out, wall_s=wall_s,
+                       oom_killed=bool(state.get("OOMKilled")) and not timed_out,
+                       log_tail=tail(attempt.log_path))
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def give_container_the_work_dir(work_dir: Path, user: str) -> None:
+    """A root host writes spec.json as root (mode 0600): hand the folder to the container user so
+    it can read the spec and write its result. A non-root host runs the container as itself."""
+    if os.getuid() != 0:
+        return
+    uid, gid = (int(part) for part in user.split(":"))
+    for path in [work_dir, *work_dir.iterdir()]:
+        os.chown(path, uid, gid)
+
+
+def save_logs(container: Any, log_path: Path) -> None:
+    """Stream the container's stdout and stderr into the cell's log file as they come."""
+    with log_path.open("ab") as log:
+        try:
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                log.write(chunk)
+                log.flush()
+        except Exception as exc:  # the container went away mid-stream: keep what we have
+            log.write(f"\n[runner: log stream ended: {exc}]\n".encode())

@@ -1,0 +1,246 @@
+"""Docker images of the environments: which recipe an image comes from, whether it is already
+built, building it (BuildKit through the docker CLI, else the SDK), what a record says about it.
+
+An image is `dl-bench/<name>:<flavour>-<lock sha256[:12]>`, also tagged `dl-bench/<name>:<flavour>`
+(what compose.yaml runs). Its labels record the lock's sha256 and a hash of the whole recipe
+(Dockerfile, lock, base), so a rebuild is skipped exactly when nothing that goes into it changed.
+The `docker` package is imported by the callers that hold a client, never here at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .matrix import IMAGES_DIR
+
+LABEL = "org.dl-bench"
+LOCKS = {"cpu": "requirements.lock", "cuda": "requirements-cuda.lock"}
+BASE_ENV = "DL_BENCH_BASE_IMAGE"      # overrides the Dockerfiles' digest-pinned BASE (tests, mirrors)
+FLAVOUR_ENV = "DL_BENCH_FLAVOUR"      # cpu | cuda; default: cuda where a GPU and a CUDA lock exist
+CA_ENVS = ("DL_BENCH_BUILD_CA", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+
+
+class ImageError(Exception):
+    """An image cannot be built or found; the message is one line for the user."""
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def choose_flavour(name: str, gpu: bool, images_dir: Path = IMAGES_DIR) -> str:
+    """cuda on a GPU machine when the image has a CUDA lock (NumPy has none), else cpu."""
+    wanted = os.environ.get(FLAVOUR_ENV)
+    if wanted:
+        if wanted not in LOCKS:
+            raise ImageError(f"{FLAVOUR_ENV}={wanted!r}: expected one of {', '.join(LOCKS)}")
+        return wanted
+    return "cuda" if gpu and (images_dir / name / LOCKS["cuda"]).is_file() else "cpu"
+
+
+def extra_ca_bundle() -> Path | None:
+    """The CA bundle pip uses on this host, given to the build for networks that intercept TLS."""
+    for var in CA_ENVS:
+        value = os.environ.get(var)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides an image's content."""
+
+    name: str
+    flavour: str
+    folder: Path
+    lock: Path
+    lock_sha256: str
+    base: str | None          # None: the Dockerfile's default (digest-pinned) base
+
+    @property
+    def repository(self) -> str:
+        return f"dl-bench/{self.name}"
+
+    @property
+    def tag(self) -> str:
+        return f"{self.repository}:{self.flavour}-{self.lock_sha256[:12]}"
+
+    @property
+    def alias(self) -> str:
+        return f"{self.repository}:{self.flavour}"
+
+    @property
+    def dockerfile(self) -> Path:
+        return self.folder / "Dockerfile"
+
+    @property
+    def recipe_sha256(self) -> str:
+        digest = hashlib.sha256()
+        for part in (self.dockerfile.read_bytes(), self.lock.read_bytes(),
+                     (self.base or "").encode()):
+            digest.update(hashlib.sha256(part).digest())
+        return digest.hexdigest()
+
+    def build_args(self) -> dict[str, str]:
+        # The Dockerfile turns these into its labels (labels given to the build API would cost
+        # one layer each, a full file-system copy apiece on a vfs engine).
+        args = {"LOCK": self.lock.name, "LOCK_SHA256": self.lock_sha256,
+                "RECIPE_SHA256": self.recipe_sha256, "FLAVOUR": self.flavour}
+        if self.base:
+            args["BASE"] = self.base
+        return args
+
+    def labels(self) -> dict[str, str]:
+        """The labels the Dockerfile writes from the build arguments."""
+        return {f"{LABEL}.image": self.name, f"{LABEL}.flavour": self.flavour,
+                f"{LABEL}.lock": self.lock.name, f"{LABEL}.lock-sha256": self.lock_sha256,
+                f"{LABEL}.recipe-sha256": self.recipe_sha256}
+
+
+def recipe(name: str, flavour: str = "cpu", base: str | None = None,
+           images_dir: Path = IMAGES_DIR) -> Recipe:
+    folder = images_dir / name
+    lock = folder / LOCKS.get(flavour, "?")
+    for needed in (folder / "Dockerfile", lock):
+        if not needed.is_file():
+            raise ImageError(f"image {name!r} ({flavour}): {needed} is missing")
+    return Recipe(name=name, flavour=flavour, folder=folder, lock=lock,
+                  lock_sha256=sha256_file(lock), base=base or os.environ.get(BASE_ENV) or None)
+
+
+def write_context(rec: Recipe, folder: Path) -> None:
+    """The build context: the Dockerfile, the one lock it installs, the host's CA bundle."""
+    shutil.copy2(rec.dockerfile, folder / "Dockerfile")
+    shutil.copy2(rec.lock, folder / rec.lock.name)
+    ca = extra_ca_bundle()
+    if ca is not None:
+        shutil.copy2(ca, folder / "extra-ca.pem")
+
+
+def find_built(client: Any, rec: Recipe) -> Any | None:
+    """The image of this exact recipe when it exists, else None."""
+    import docker.errors
+
+    try:
+        image = client.images.get(rec.tag)
+    except docker.errors.ImageNotFound:
+        return None
+    labels = image.labels or {}
+    wanted = rec.labels()
+    return image if all(labels.get(k) == v for k, v in wanted.items()) else None
+
+
+def buildkit_cli() -> str | None:
+    """A docker CLI that builds with BuildKit: one with the buildx plugin, or a pre-23 CLI whose
+    BuildKit is built in. BuildKit makes no layer for ARG/ENV/LABEL steps: on a vfs engine (CI)
+    the classic builder copies the whole file system per step (numpy image: 7 min against 1)."""
+    candidates = [os.environ.get("DL_BENCH_DOCKER_CLI"), shutil.which("docker"), "/usr/bin/docker"]
+    for cli in dict.fromkeys(c for c in candidates if c and Path(c).is_file()):
+        def ok(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([cli, *args], capture_output=True, text=True, timeout=30)
+        try:
+            if ok("buildx", "version").returncode == 0:
+                return cli
+            version = ok("version", "--format", "{{.Client.Version}}").stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if version.split(".")[0].isdigit() and int(version.split(".")[0]) < 23:
+            return cli
+    return None
+
+
+def build(client: Any, rec: Recipe, on_line: Callable[[str], None]) -> Any:
+    """Build the image (BuildKit through the docker CLI when there is one, else the SDK's classic
+    builder), streaming the builder's output lines to on_line; ImageError on failure."""
+    with tempfile.TemporaryDirectory(prefix=f"dl-bench-{rec.name}-") as tmp:
+        context = Path(tmp)
+        write_context(rec, context)
+        cli = buildkit_cli()
+        if cli is not None:
+            build_with_cli(cli, rec, context, on_line)
+        else:
+            on_line("no BuildKit docker CLI found: classic builder (slow on vfs engines)")
+            build_with_sdk(client, rec, context, on_line)
+    image = client.images.get(rec.tag)
+    image.tag(rec.repository, rec.flavour)
+    return image
+
+
+def build_with_cli(cli: str, rec: Recipe, context: Path, on_line: Callable[[str], None]) -> None:
+    # --network host: the build reaches PyPI/Debian even on engines started without a bridge
+    # (--bridge=none); the containers that run cells get no network at all.
+    command = [cli, "build", "--progress", "plain", "--network", "host", "--tag", rec.tag]
+    for key, value in rec.build_args().items():
+        command += ["--build-arg", f"{key}={value}"]
+    command.append(str(context))
+    last: list[str] = []
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True, errors="replace",
+                               env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    try:
+        for line in process.stdout:
+            if line.strip():
+                last = (last + [line.strip()])[-5:]
+                on_line(line.strip())
+        process.wait()
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    if process.returncode != 0:
+        raise ImageError(f"image {rec.name}: docker build failed (exit {process.returncode}): "
+                         + " | ".join(last[-3:]))
+
+
+def build_with_sdk(client: Any, rec: Recipe, context: Path, on_line: Callable[[str], None]) -> None:
+    import docker.errors
+
+    last: list[str] = []
+    try:
+        stream = client.api.build(path=str(context), tag=rec.tag, buildargs=rec.build_args(),
+                                  network_mode="host", rm=True, forcerm=True, pull=False,
+                                  decode=True)
+        for chunk in stream:
+            if "error" in chunk:
+                detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                raise ImageError(f"image {rec.name}: build failed: {detail.strip()} "
+                                 f"(after: {' | '.join(last[-3:])})")
+            for line in str(chunk.get("stream", "")).splitlines():
+                if line.strip():
+                    last = (last + [line.strip()])[-5:]
+                    on_line(line.strip())
+    except docker.errors.APIError as exc:
+        raise ImageError(f"image {rec.name}: build failed: {exc.explanation or exc}") from exc
+
+
+def ensure(client: Any, rec: Recipe, on_line: Callable[[str], None]) -> tuple[Any, bool]:
+    """The image of this recipe, built when missing: (image, whether it was built now)."""
+    image = find_built(client, rec)
+    if image is not None:
+        on_line(f"{rec.tag} up to date")
+        return image, False
+    on_line(f"building {rec.tag}")
+    started = time.monotonic()
+    image = build(client, rec, on_line)
+    on_line(f"built {rec.tag} in {time.monotonic() - started:.0f} s")
+    return image, True
+
+
+def record_metadata(image: Any, rec: Recipe) -> dict[str, Any]:
+    """What every record of this image says about it (keys registered in worker.metadata.KEYS).
+    The repo digest exists only once the image was pushed to a registry."""
+    meta: dict[str, Any] = {"image_id": image.id, "lock_sha256": rec.lock_sha256,
+                            "executor": "docker"}
+    digests = image.attrs.get("RepoDigests") or []
+    if digests:
+        meta["image_digest"] = digests[0]
+    return meta
