@@ -2,6 +2,10 @@
 optimizer step (through a GradScaler when asked), with the model optionally torch.compile'd
 (the jit axis, via fw.compile). Channels-first, as torch users write it; the shared Keras-layout
 initial weights are transposed on load so that the function computed is the same.
+
+Precision: mixed_* runs forward and loss under torch.autocast with float32 parameters; for
+mixed_float16 a torch.amp.GradScaler scales the loss unless options.grad_scaler = false (the
+AMP recipe's default); bfloat16 converts the model and inputs to bfloat16.
 """
 
 from __future__ import annotations
