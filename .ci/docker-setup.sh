@@ -20,11 +20,14 @@ as_root() {
 
 engine_up() { docker info >/dev/null 2>&1; }
 
-if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
-    say "installing docker.io debootstrap docker-compose"
+# tini provides docker-init, which containers started with init=True need.
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
+        || ! command -v docker-init >/dev/null; then
+    say "installing docker.io tini debootstrap docker-compose"
     export DEBIAN_FRONTEND=noninteractive
     as_root apt-get update -qq >/dev/null 2>&1
-    as_root apt-get install -y -qq --no-install-recommends docker.io debootstrap docker-compose >/dev/null 2>&1 \
+    as_root apt-get install -y -qq --no-install-recommends docker.io tini debootstrap docker-compose \
+        >/dev/null 2>&1 \
         || give_up "apt-get install docker.io debootstrap failed (no root or no network)"
 fi
 
@@ -55,6 +58,8 @@ say "debootstrap bookworm into $ROOTFS (about a minute)"
 as_root debootstrap --variant=minbase --include=python3,python3-numpy,python3-venv bookworm "$ROOTFS" \
     http://deb.debian.org/debian >/tmp/debootstrap.log 2>&1 \
     || { as_root rm -rf "$ROOTFS"; give_up "debootstrap failed; see /tmp/debootstrap.log"; }
+# mktemp made the root folder 0700: the image's / must be 0755, or no non-root user can run.
+as_root chmod 0755 "$ROOTFS"
 as_root tar -C "$ROOTFS" -c . | docker import - "$BASE" >/dev/null \
     || { as_root rm -rf "$ROOTFS"; give_up "docker import of the base image failed"; }
 as_root rm -rf "$ROOTFS"

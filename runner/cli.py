@@ -13,7 +13,7 @@ from rich.console import Console
 
 from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean
 
-SUBCOMMANDS = ("run", "plan", "build", "report", "compare")
+SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,6 +93,10 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         return run.execute(opts, console)
     if command == "report":
         return run.report_only(args.run_dir, console)
+    if command == "doctor":
+        from . import doctor
+
+        return doctor.main(console)
     if command == "compare":
         from .compare import run_compare
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import socket
 import threading
 import time
@@ -77,9 +78,28 @@ def owner_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+# NVIDIA's recommendation: name -> (soft, hard); -1 is unlimited.
+ULIMITS = {"memlock": (-1, -1), "stack": (STACK_BYTES, STACK_BYTES)}
+
+
+def host_capped_ulimits() -> dict[str, tuple[int, int]]:
+    """ULIMITS lowered to this host's hard limits, for engines that may not raise them (a dockerd
+    without CAP_SYS_RESOURCE: "error setting rlimit ... operation not permitted")."""
+    capped = {}
+    for name, (soft, hard) in ULIMITS.items():
+        limit = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))[1]
+        if limit == resource.RLIM_INFINITY:
+            capped[name] = (soft, hard)
+        else:
+            hard = limit if hard == -1 else min(hard, limit)
+            capped[name] = (hard if soft == -1 else min(soft, hard), hard)
+    return capped
+
+
 def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict[str, str],
                 gpu_id: str | None, user: str = CONTAINER_USER, code_dir: Path | None = None,
-                shm_size: str = SHM_SIZE, mem_limit: str | None = None) -> dict[str, Any]:
+                shm_size: str = SHM_SIZE, mem_limit: str | None = None,
+                ulimits: dict[str, tuple[int, int]] | None = None) -> dict[str, Any]:
     """Keyword arguments of `client.containers.create` for one cell × repeat (a pure function:
     the unit tests check exactly what the engine is asked for)."""
     from docker.types import DeviceRequest, Mount, Ulimit
@@ -107,8 +127,8 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
         cap_drop=["ALL"],
         init=True,
         shm_size=shm_size,
-        ulimits=[Ulimit(name="memlock", soft=-1, hard=-1),
-                 Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)],
+        ulimits=[Ulimit(name=name, soft=soft, hard=hard)
+                 for name, (soft, hard) in (ulimits or ULIMITS).items()],
         device_requests=devices,
         labels={LABEL_RUNNER: "1", **labels},
         detach=True,
@@ -160,6 +180,7 @@ class DockerExecutor:
         self._gpu = gpu                   # None: ask NVML when first needed
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
+        self.ulimits = ULIMITS            # lowered once if the engine refuses them
 
     @property
     def gpu(self) -> bool:
@@ -198,23 +219,27 @@ class DockerExecutor:
                   LABEL_CELL: f"{spec.get('cell_id', '')}-r{spec.get('repeat', '')}"}
         return run_options(self.image_ids.get(prepared.image, prepared.image), attempt.work_dir,
                            attempt.env, labels=labels, gpu_id=self.gpu_for(spec),
-                           user=container_user(), mem_limit=self.mem_limit)
+                           user=container_user(), mem_limit=self.mem_limit,
+                           ulimits=self.ulimits)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
+        import docker.errors
         from requests.exceptions import RequestException  # a docker SDK dependency
 
         client = self.client()
-        options = self.options_for(prepared, attempt)
-        give_container_the_work_dir(attempt.work_dir, options["user"])
         started = time.monotonic()
-        container = client.containers.create(**options)
-        logger = None
+        try:
+            container = self.start(client, prepared, attempt)
+        except docker.errors.DockerException as exc:  # the engine refused: the cell crashed
+            with attempt.log_path.open("a", encoding="utf-8") as log:
+                log.write(f"[runner: docker could not start the container: {exc}]\n")
+            return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
+                           log_tail=tail(attempt.log_path))
+        logger = threading.Thread(target=save_logs, args=(container, attempt.log_path),
+                                  name="container-logs", daemon=True)
+        logger.start()
         timed_out = False
         try:
-            container.start()
-            logger = threading.Thread(target=save_logs, args=(container, attempt.log_path),
-                                      name="container-logs", daemon=True)
-            logger.start()
             try:
                 container.wait(timeout=attempt.timeout)
             except RequestException:  # the wait's read timed out: the cell ran too long
@@ -224,17 +249,38 @@ class DockerExecutor:
             wall_s = time.monotonic() - started
             container.reload()
             state = container.attrs.get("State", {})
-        finally:
-            if logger is not None:
-                logger.join(timeout=10)
+        finally:  # also on Ctrl-C: never leave a container behind
+            logger.join(timeout=10)
             try:
                 container.remove(force=True)
-            except Exception:
+            except docker.errors.DockerException:
                 pass
         return Outcome(returncode=None if timed_out else state.get("ExitCode"),
                        timed_out=timed_out, wall_s=wall_s,
                        oom_killed=bool(state.get("OOMKilled")) and not timed_out,
                        log_tail=tail(attempt.log_path))
+
+    def start(self, client: Any, prepared: Prepared, attempt: Attempt) -> Any:
+        """Create and start the cell's container; if the engine may not raise the ulimits,
+        lower them to the host's limits once, say so in the log, and go on."""
+        import docker.errors
+
+        for retry in (False, True):
+            options = self.options_for(prepared, attempt)
+            give_container_the_work_dir(attempt.work_dir, options["user"])
+            container = client.containers.create(**options)
+            try:
+                container.start()
+                return container
+            except docker.errors.APIError as exc:
+                container.remove(force=True)
+                if retry or "rlimit" not in str(exc) or self.ulimits != ULIMITS:
+                    raise
+                self.ulimits = host_capped_ulimits()
+                with attempt.log_path.open("a", encoding="utf-8") as log:
+                    log.write(f"[runner: the engine refused NVIDIA's ulimits; using the host's "
+                              f"limits {self.ulimits}]\n")
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         if self._client is not None:

@@ -1,0 +1,175 @@
+"""What the Docker executor asks the engine for (no engine needed), and the image recipes: the
+Dockerfiles, the GPU locks, tags, labels and flavours."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from runner import images
+from runner.executors import Attempt, Prepared
+from runner.matrix import IMAGES_DIR, REPO_ROOT
+
+docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install .[docker])")
+
+from runner.executors import docker as dockerx  # noqa: E402  (needs the SDK's types)
+
+IMAGE_NAMES = sorted(p.parent.name for p in IMAGES_DIR.glob("*/Dockerfile"))
+
+
+def options(tmp_path: Path, gpu_id: str | None = None, **kwargs) -> dict:
+    return dockerx.run_options("dl-bench/numpy:cpu-x", tmp_path, {"KERAS_BACKEND": "jax"},
+                               labels={dockerx.LABEL_RUN: "run-1"}, gpu_id=gpu_id, **kwargs)
+
+
+def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(tmp_path):
+    opts = options(tmp_path, gpu_id="1")
+    [request] = opts["device_requests"]
+    assert request["DeviceIDs"] == ["1"]
+    assert request["Capabilities"] == [["gpu", "compute", "utility"]]
+    assert request["Driver"] == "nvidia"
+    assert "Count" not in request or not request["Count"]
+    assert opts["environment"]["JAX_PLATFORMS"] == "cuda"   # no silent CPU fallback
+
+
+def test_cpu_cell_gets_no_gpu(tmp_path):
+    opts = options(tmp_path)
+    assert opts["device_requests"] == []
+    assert "JAX_PLATFORMS" not in opts["environment"]
+
+
+def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(tmp_path):
+    mounts = {m["Target"]: m for m in options(tmp_path)["mounts"]}
+    assert set(mounts) == {"/opt/dl-bench/runner", "/cell"}
+    code, cell = mounts["/opt/dl-bench/runner"], mounts["/cell"]
+    assert code["ReadOnly"] is True and code["Type"] == "bind"
+    assert code["Source"] == str(REPO_ROOT / "runner")
+    assert cell["ReadOnly"] is False and cell["Source"] == str(tmp_path)
+
+
+def test_sandbox_options(tmp_path):
+    opts = options(tmp_path)
+    assert opts["network_mode"] == "none"
+    assert opts["user"] == "1000:1000"
+    assert opts["cap_drop"] == ["ALL"]
+    assert opts["security_opt"] == ["no-new-privileges"]
+    assert opts["init"] is True
+    assert opts["shm_size"] == dockerx.SHM_SIZE
+    assert opts["working_dir"] == "/cell"
+    assert opts["command"] == ["python", "-P", "-m", "runner.worker", "/cell/spec.json",
+                               "/cell/result.json"]
+    assert opts["environment"]["PYTHONPATH"] == "/opt/dl-bench"
+    assert opts["environment"]["KERAS_BACKEND"] == "jax"
+    assert opts["labels"] == {dockerx.LABEL_RUNNER: "1", dockerx.LABEL_RUN: "run-1"}
+    assert "mem_limit" not in opts
+
+
+def test_ulimits_follow_nvidia_and_can_be_lowered(tmp_path):
+    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options(tmp_path)["ulimits"]}
+    assert ulimits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
+    capped = dockerx.host_capped_ulimits()
+    assert set(capped) == {"memlock", "stack"}
+    for soft, hard in capped.values():
+        assert soft == -1 or hard == -1 or soft <= hard
+
+
+def test_memory_limit_is_passed_without_swap(tmp_path):
+    opts = options(tmp_path, mem_limit="2g")
+    assert opts["mem_limit"] == opts["memswap_limit"] == "2g"
+
+
+def attempt_in(tmp_path: Path, device: str) -> Attempt:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "spec.json").write_text(json.dumps({"run_id": "r-9", "cell_id": "abc", "repeat": 2,
+                                                "device": device}))
+    return Attempt(spec_path=work / "spec.json", result_path=work / "result.json",
+                   log_path=tmp_path / "log", work_dir=work, env={}, timeout=5)
+
+
+@pytest.mark.parametrize("device, gpu, expected", [("gpu", True, "3"), ("cpu", True, None),
+                                                   ("gpu", False, None)])
+def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(tmp_path, device, gpu, expected):
+    executor = dockerx.DockerExecutor(gpu_id="3", gpu=gpu)
+    opts = executor.options_for(Prepared("numpy"), attempt_in(tmp_path, device))
+    ids = [r["DeviceIDs"] for r in opts["device_requests"]]
+    assert ids == ([[expected]] if expected else [])
+    assert opts["labels"][dockerx.LABEL_RUN] == "r-9"
+    assert opts["labels"][dockerx.LABEL_CELL] == "abc-r2"
+    assert opts["labels"][dockerx.LABEL_OWNER].endswith(f":{__import__('os').getpid()}")
+
+
+def test_executor_does_not_touch_the_engine_until_needed():
+    executor = dockerx.DockerExecutor()     # --dry-run and planning work without an engine
+    assert executor._client is None
+    executor.close()
+
+
+# --- recipes ------------------------------------------------------------------------------------
+
+def test_every_environment_image_has_a_dockerfile():
+    assert {"numpy", "tensorflow", "tf-keras", "jax", "torch"} <= set(IMAGE_NAMES)
+
+
+@pytest.mark.parametrize("name", IMAGE_NAMES)
+def test_dockerfile_contract(name):
+    text = (IMAGES_DIR / name / "Dockerfile").read_text()
+    assert re.search(r"^ARG BASE=\S+@sha256:[0-9a-f]{64}$", text, re.M), "base pinned by digest"
+    assert "FROM ${BASE}" in text
+    assert "--require-hashes" in text and "--no-deps" in text
+    assert re.search(r"^USER 1000:1000$", text, re.M), "non-root user"
+    assert "LD_LIBRARY_PATH" not in text.replace("No LD_LIBRARY_PATH", "")
+    for key in ("lock-sha256", "recipe-sha256", "flavour"):
+        assert f"org.dl-bench.{key}=" in text
+    assert "ARG LOCK=requirements.lock" in text   # CPU lock by default: CI can build it
+
+
+@pytest.mark.parametrize("name", [n for n in IMAGE_NAMES if n != "numpy"])
+def test_gpu_lock_pins_every_package_with_hashes(name):
+    lock = (IMAGES_DIR / name / "requirements-cuda.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.\-\[\]]+)==(\S+) \\$", lock, re.M)
+    assert pins, "no pinned packages"
+    entries = re.split(r"\n(?=[A-Za-z])", lock.split("\n", 1)[1] if lock.startswith("#") else lock)
+    for entry in entries:
+        if entry.strip() and not entry.startswith("#"):
+            assert "==" in entry.splitlines()[0] and "--hash=sha256:" in entry, entry[:80]
+    nvidia = [p for p, _ in pins if p.startswith("nvidia-") and p != "nvidia-ml-py"]
+    assert len(nvidia) >= 8, "CUDA libraries come from pinned nvidia-* wheels"
+    assert not any(p.startswith("nvidia-") and "cu13" in p for p, _ in pins), "CUDA 12 only"
+    assert any(p == "nvidia-cuda-runtime-cu12" for p, _ in pins)
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_only_one_framework_owns_the_gpu(name):
+    lock = (IMAGES_DIR / name / "requirements-cuda.lock").read_text()
+    assert not re.search(r"^tensorflow", lock, re.M)
+
+
+def test_recipe_tags_labels_and_build_args():
+    rec = images.recipe("numpy", "cpu", base="local/base:1")
+    sha = images.sha256_file(IMAGES_DIR / "numpy" / "requirements.lock")
+    assert rec.lock_sha256 == sha
+    assert rec.tag == f"dl-bench/numpy:cpu-{sha[:12]}" and rec.alias == "dl-bench/numpy:cpu"
+    assert rec.build_args() == {"LOCK": "requirements.lock", "LOCK_SHA256": sha,
+                                "RECIPE_SHA256": rec.recipe_sha256, "FLAVOUR": "cpu",
+                                "BASE": "local/base:1"}
+    assert rec.labels()["org.dl-bench.lock-sha256"] == sha
+    assert images.recipe("numpy", "cpu").recipe_sha256 != rec.recipe_sha256  # the base counts
+
+
+def test_flavour_is_cuda_only_with_a_gpu_and_a_cuda_lock(monkeypatch):
+    monkeypatch.delenv(images.FLAVOUR_ENV, raising=False)
+    assert images.choose_flavour("jax", gpu=True) == "cuda"
+    assert images.choose_flavour("jax", gpu=False) == "cpu"
+    assert images.choose_flavour("numpy", gpu=True) == "cpu"
+    monkeypatch.setenv(images.FLAVOUR_ENV, "gpu")
+    with pytest.raises(images.ImageError, match="expected one of cpu, cuda"):
+        images.choose_flavour("jax", gpu=True)
+
+
+def test_missing_image_folder_is_one_clear_error():
+    with pytest.raises(images.ImageError, match="nope.*missing"):
+        images.recipe("nope")
