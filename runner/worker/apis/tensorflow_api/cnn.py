@@ -54,7 +54,7 @@ class RMSprop(tf.Module):
             w.assign_sub(cc.LEARNING_RATE * g * tf.math.rsqrt(v + cc.RMS_EPSILON))
 
 
-def batches(spec, data: cc.CnnData):
+def batches(spec, fw, data: cc.CnnData):
     """An endless iterator of (images, labels) tensors per the data axis, and what it is."""
     x, y = data.x_train, data.y_train
     if spec.data == "dataset":
@@ -65,7 +65,8 @@ def batches(spec, data: cc.CnnData):
         return iter(dataset), "tf.data: shuffle, batch, repeat, prefetch(AUTOTUNE)"
     order = cc.batch_indices(len(y), data.batch_size, spec.seed)
     if spec.data == "device":
-        x_dev, y_dev = tf.constant(x), tf.constant(y)
+        with tf.device(fw.effective["device"]):            # copied there once, explicitly
+            x_dev, y_dev = tf.identity(x), tf.identity(y)
         return ((tf.gather(x_dev, i), tf.gather(y_dev, i)) for i in order), \
             "tensors preloaded on the device, gathered per step"
     return ((tf.convert_to_tensor(x[o]), tf.convert_to_tensor(y[o])) for o in order), \
@@ -93,7 +94,7 @@ def build(spec, fw) -> Bench:
 
     x_probe, y_probe = cc.probe(data)
     initial = cc.initial_extra(logits_of(x_probe), y_probe)
-    stream, data_text = batches(spec, data)
+    stream, data_text = batches(spec, fw, data)
 
     def step() -> Any:
         return train_step(*next(stream))
