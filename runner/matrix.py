@@ -182,4 +182,30 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                                  f"benchmarks[{origin[cell.id]}]")
             cells[cell.id] = cell
             origin[cell.id] = index
+    if run.calibrate:
+        for cell in calibration_cells(matrix):
+            cells.setdefault(cell.id, cell)
     return list(cells.values())
+
+
+# Matrix side of the calibration matmul per size: large enough on a GPU that launch overhead is
+# negligible (8192³ × 2 = 1.1 TFLOP per step), small under the smoke profile.
+CALIBRATION_N = {"full": 8192, "small": 2048, "tiny": 256}
+
+
+def calibration_cells(matrix: Matrix) -> list[Cell]:
+    """One matmul cell per environment and precision (float32, bfloat16) where it applies."""
+    run = matrix.spec.run
+    size = matrix.spec.profiles.get(matrix.profile, {}).get("size", "full")
+    out = []
+    for env_name, env in matrix.spec.environments.items():
+        for precision in ("float32", "bfloat16"):
+            axes = {**catalog.AXIS_DEFAULTS, "precision": precision, "size": size}
+            if catalog.not_applicable_reason("matmul", env.api, env.backend, axes, "run"):
+                continue
+            out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
+                            image=env.image, workload="matmul", task="run", batch_size=1,
+                            axes=axes, options={"n": CALIBRATION_N[size]},
+                            env=dict(env.env), steps=run.steps, warmup_steps=run.warmup_steps,
+                            repeats=run.repeats, timeout=run.timeout))
+    return out

@@ -88,6 +88,10 @@ class RunSettings(_Strict):
     executor: Literal["auto", "local", "docker", "ray"] = "auto"
     profile: Literal["auto", "full", "smoke"] = "auto"
     seed: NonNegativeInt = 0
+    # Add matmul calibration cells (float32 and bfloat16, the largest size) in every environment:
+    # the fastest of them per device and precision is the measured peak that fraction_of_peak
+    # divides by (never a datasheet figure).
+    calibrate: bool = False
 
 
 # Keys a [profiles.*] table may override: any [run] key but name/profile, and any benchmark axis.

@@ -91,3 +91,30 @@ def test_cell_names_show_non_default_axes(write_matrix):
     names = {c.name for c in m.cells}
     assert "matmul-run-numpy-b1" in names
     assert "matmul-run-keras-jax-b2-bfloat16" in names
+
+
+def test_calibrate_adds_one_matmul_per_environment_and_precision(write_matrix):
+    m = matrix_mod.load(write_matrix("""
+        [run]
+        calibrate = true
+        [profiles.smoke]
+        size = "tiny"
+        [[benchmarks]]
+        workload = "elementwise"
+        environments = ["numpy"]
+    """), profile="full")
+    calibration = [c for c in m.cells if c.workload == "matmul"]
+    got = {(c.environment, c.axes["precision"], c.options["n"]) for c in calibration}
+    # NumPy has no bfloat16, so its bfloat16 calibration is left out rather than listed as NA.
+    assert got == {("numpy", "float32", 8192), ("keras-jax", "float32", 8192),
+                   ("keras-jax", "bfloat16", 8192)}
+    smoke = matrix_mod.load(write_matrix("""
+        [run]
+        calibrate = true
+        [profiles.smoke]
+        size = "tiny"
+        [[benchmarks]]
+        workload = "elementwise"
+        environments = ["numpy"]
+    """), profile="smoke")
+    assert {c.options["n"] for c in smoke.cells if c.workload == "matmul"} == {256}
