@@ -49,6 +49,12 @@ class Workload:
     help: str = ""
 
 
+_HUB_OPTIONS = {
+    "preset": Option(str, "local folder of a keras-hub (Keras 2: keras-nlp/keras-cv) preset to load "
+                          "weights from; never a hub name (nothing is downloaded)"),
+}
+HUB_WORKLOADS = ("bert", "sam", "stable_diffusion", "gemma", "mistral")
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -79,17 +85,41 @@ WORKLOADS: dict[str, Workload] = {
             uses_data_axis=True,
             help="4 Conv2D + 2 Dense layers (~563 k parameters) on 28×28×1 synthetic data",
         ),
+        # keras-hub models (the Keras 3 benchmark table). Keras 3 runs keras-hub 0.32; Keras 2
+        # ("tf-keras" api, image keras2-tf215) runs the same configurations with keras-nlp /
+        # keras-cv 0.8, which have no Gemma or Mistral (see not_applicable_reason).
+        Workload(
+            "bert", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+            {**_HUB_OPTIONS,
+             "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
+            help="BERT text classifier, bert_base_en architecture (random weights)",
+        ),
+        Workload(
+            "sam", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS, dict(_HUB_OPTIONS),
+            help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit regresses "
+                 "fixed random mask and IoU targets",
+        ),
+        Workload(
+            "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+            {**_HUB_OPTIONS,
+             "num_steps": Option(int, "predict: denoising steps per generate call (time is per "
+                                      "denoising step)", True),
+             "guidance_scale": Option(float, "predict: classifier-free guidance scale", True)},
+            help="StableDiffusion3 medium (Keras 2: keras-cv Stable Diffusion v1.4); fit trains "
+                 "the diffusion model to predict the noise of noised latents",
+        ),
         *(
-            # keras-hub models: accepted by the schema, implementations not written yet (no API).
-            Workload(name, tasks, (), True, PRECISIONS,
-                     {"preset": Option(str, "local folder of a keras-hub preset to load weights from")},
-                     help=help_text)
-            for name, tasks, help_text in (
-                ("bert", ("fit", "predict"), "keras-hub BERT classifier"),
-                ("sam", ("fit", "predict"), "keras-hub SegmentAnything"),
-                ("stable_diffusion", ("fit", "predict"), "keras-hub StableDiffusion3"),
-                ("gemma", ("fit", "generate"), "keras-hub Gemma causal LM"),
-                ("mistral", ("fit", "generate"), "keras-hub Mistral causal LM"),
+            Workload(
+                name, ("fit", "generate"), ("keras",), True, PRECISIONS,
+                {**_HUB_OPTIONS,
+                 "sequence_length": Option(int, "fit: tokens per sample (default 128)", True),
+                 "max_length": Option(int, "generate: total sequence length (default 50)", True),
+                 "lora_rank": Option(int, "fit: LoRA rank (default 4; 0 trains every weight)")},
+                help=help_text,
+            )
+            for name, help_text in (
+                ("gemma", "Gemma causal LM, gemma_7b_en architecture; fit with LoRA"),
+                ("mistral", "Mistral causal LM, mistral_7b_en architecture; fit with LoRA"),
             )
         ),
     )
@@ -134,6 +164,8 @@ def not_applicable_reason(workload: str, api: str, backend: str | None,
             return "Keras on PyTorch requires steps_per_execution = 1"
         if workload in ("matmul", "elementwise"):
             return "steps_per_execution applies to model.fit/predict only"
+        if workload in HUB_WORKLOADS:
+            return "keras-hub workloads time one batch (or generate call) per call"
     if axes["data"] != "arrays" and not spec.uses_data_axis:
         return f"{workload} generates its inputs on the device; data does not apply"
     if api == "tf-keras" and workload in ("gemma", "mistral"):
@@ -149,5 +181,16 @@ def default_sizes(workload: str, size: str) -> dict[str, Any]:
         "matmul": {"full": {"n": 4096}, "small": {"n": 1024}, "tiny": {"n": 256}},
         "elementwise": {"full": {"n": 2**24}, "small": {"n": 2**20}, "tiny": {"n": 2**14}},
         "cnn": {"full": {"samples": 60_000}, "small": {"samples": 8_192}, "tiny": {"samples": 1_024}},
+        # keras-hub models: the study's settings at full size (BERT sequence length 512; Gemma and
+        # Mistral fit at sequence length 128 with LoRA rank 4, generate to length 50; SD denoising
+        # steps per predict call); tiny keeps the shapes small for CPU smoke runs.
+        "bert": {"full": {"sequence_length": 512}, "small": {"sequence_length": 128},
+                 "tiny": {"sequence_length": 32}},
+        "stable_diffusion": {"full": {"num_steps": 25}, "small": {"num_steps": 10},
+                             "tiny": {"num_steps": 2}},
+        **{lm: {"full": {"sequence_length": 128, "max_length": 50, "lora_rank": 4},
+                "small": {"sequence_length": 128, "max_length": 50, "lora_rank": 4},
+                "tiny": {"sequence_length": 32, "max_length": 50, "lora_rank": 4}}
+           for lm in ("gemma", "mistral")},
     }
     return dict(table.get(workload, {}).get(size, {}))

@@ -8,7 +8,11 @@ from typing import Any
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
+
+try:
+    import tf_keras  # noqa: E402
+except ImportError:  # TensorFlow 2.15 carries Keras 2 itself, as tf.keras
+    tf_keras = tf.keras
 
 from .. import FrameworkBase  # noqa: E402
 from ..tensorflow_api import Framework as TensorFlow  # noqa: E402

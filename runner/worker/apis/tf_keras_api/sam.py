@@ -1,0 +1,68 @@
+"""keras-cv 0.8 SegmentAnything (sam_huge_sa1b architecture: ViT-H image encoder) on Keras 2, the
+Keras 2 column of the keras-hub table: the same configuration, inputs and training step as
+keras_api/sam.py (keras-cv, like keras-hub, raises NotImplementedError for SAM's fit, so the
+training step is a plain keras.Model over the SAM graph, MSE on masks and IoU scores against
+fixed random targets, through train_on_batch).
+"""
+
+from __future__ import annotations
+
+from .. import kerashub_models as hub
+
+
+def build(spec, fw):
+    hub.import_keras2("keras_cv")
+    from keras_cv.src.models.backbones.vit_det.vit_det_backbone import ViTDetBackbone
+    from keras_cv.src.models.segmentation.segment_anything import sam as sam_module
+    from keras_cv.src.models.segmentation.segment_anything.sam_mask_decoder import SAMMaskDecoder
+    from keras_cv.src.models.segmentation.segment_anything.sam_prompt_encoder import SAMPromptEncoder
+    from keras_cv.src.models.segmentation.segment_anything.sam_transformer import TwoWayTransformer
+
+    keras, batch = fw.keras, spec.batch_size
+    preset = hub.local_preset(spec.options)
+    if preset:
+        model = sam_module.SegmentAnythingModel.from_preset(preset)
+        side = int(model.backbone.input.shape[1])
+        mask_side = 4 * int(model.prompt_encoder.image_embedding_size[0])
+    else:
+        cfg = hub.config(hub.SAM, spec.size)
+        side, enc, dec = cfg["image_size"], cfg["encoder"], cfg["decoder"]
+        embedding = side // enc["patch_size"]
+        mask_side = 4 * embedding
+        model = sam_module.SegmentAnythingModel(
+            backbone=ViTDetBackbone(
+                include_rescaling=False, input_shape=(side, side, 3), patch_size=enc["patch_size"],
+                embed_dim=enc["hidden_size"], depth=enc["num_layers"], mlp_dim=enc["intermediate_dim"],
+                num_heads=enc["num_heads"], out_chans=enc["num_output_channels"],
+                window_size=enc["window_size"],
+                global_attention_indices=enc["global_attention_layer_indices"]),
+            prompt_encoder=SAMPromptEncoder(
+                embed_dim=cfg["prompt"]["hidden_size"], image_embedding_size=(embedding, embedding),
+                input_image_size=(side, side), mask_in_chans=cfg["prompt"]["mask_in_channels"]),
+            mask_decoder=SAMMaskDecoder(
+                transformer_dim=dec["hidden_size"],
+                transformer=TwoWayTransformer(depth=dec["num_layers"], embed_dim=dec["embedding_dim"],
+                                              num_heads=dec["num_heads"], mlp_dim=dec["intermediate_dim"]),
+                num_multimask_outputs=dec["num_multimask_outputs"],
+                iou_head_depth=dec["iou_head_depth"], iou_head_hidden_dim=dec["iou_head_hidden_dim"]),
+        )
+    x = hub.sam_inputs(spec.seed, batch, side, mask_side)
+    facts = dict(batch_size=batch, image_size=side, params=model.count_params(),
+                 preset=preset or f"random weights, {spec.size} config")
+    # keras-cv's predict_step mishandles the batch tf-keras hands it (a tuple), and its fit raises
+    # NotImplementedError: both tasks run a plain keras.Model over the SAM graph, with every
+    # prompt input given explicitly.
+    trainer = keras.Model(model.input, model.output, name="sam")
+    if spec.task == "predict":
+        trainer.compile(jit_compile=fw.jit_compile())
+        return hub.predict_bench(trainer, x, batch=batch,
+                                 effective={"jit_compile": hub.jit_in_effect(trainer)}, extra=facts)
+
+    shapes = {k: (batch,) + tuple(int(d) for d in v.shape[1:]) for k, v in trainer.output.items()}
+    y = hub.random_targets(spec.seed, shapes)
+    trainer.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                    loss={k: keras.losses.MeanSquaredError() for k in shapes},
+                    jit_compile=fw.jit_compile())
+    facts["training_step"] = hub.SAM_FIT_DOC
+    return hub.fit_bench(trainer, x, y, batch=batch,
+                         effective={"jit_compile": hub.jit_in_effect(trainer)}, extra=facts)
