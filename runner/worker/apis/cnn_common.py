@@ -30,6 +30,7 @@ CONV_FILTERS = (32, 32, 64, 64)           # 3×3 kernels, "same" padding, max-po
 KERNEL = 3
 HIDDEN = 158
 FLAT = 7 * 7 * CONV_FILTERS[-1]           # 28 → 14 → 7 after two 2×2 max-pools
+NOISE = 0.3                               # pixel noise (standard deviation) on prototypes in [0, 1]
 EVAL_BATCH = 256                          # held-out split and probe: whole batches of this size
 LEARNING_RATE = 1e-4
 RMS_RHO = 0.9                             # Keras' default; torch's own default (0.99) is overridden
@@ -77,13 +78,16 @@ class CnnData:
 
 def make_data(spec) -> CnnData:
     """Learnable synthetic images: each class is a fixed smooth prototype pattern, each sample its
-    class's prototype at a random brightness plus pixel noise. The training set is trimmed to whole
-    batches (times steps_per_execution) so every step, and every Keras call, sees a full batch and
-    compiled functions never see a second shape; epoch figures still refer to `samples`."""
+    class's prototype at a random brightness plus pixel noise. The arrays depend on the seed and
+    `samples` only (not on batch size), generated in float32 so that building them does not
+    inflate the process's peak RSS. The training set is then trimmed to whole batches (times
+    steps_per_execution) so every step, and every Keras call, sees a full batch and compiled
+    functions never see a second shape; epoch figures still refer to `samples`."""
+    samples = int(spec.options["samples"])
     whole = spec.batch_size * max(1, spec.steps_per_execution)
-    samples = (int(spec.options["samples"]) // whole) * whole
-    if samples == 0:
-        raise ValueError(f"options.samples = {spec.options['samples']} is less than one call "
+    kept = (samples // whole) * whole
+    if kept == 0:
+        raise ValueError(f"options.samples = {samples} is less than one call "
                          f"(batch_size × steps_per_execution = {whole})")
     # MNIST's 60 000 / 10 000 split, in whole evaluation batches, at least two of them.
     held_out = max(2, min(samples // 6, 10_000) // EVAL_BATCH) * EVAL_BATCH
@@ -93,14 +97,19 @@ def make_data(spec) -> CnnData:
 
     def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
         labels = rng.integers(0, CLASSES, size=n).astype(np.int32)
-        brightness = rng.uniform(0.5, 1.0, size=(n, 1, 1)).astype(np.float32)
-        noise = rng.normal(0.0, 0.3, size=(n, 28, 28)).astype(np.float32)
-        images = np.clip(prototypes[labels] * brightness + noise, 0.0, 1.0)
+        images = prototypes[labels]
+        for start in range(0, n, 4096):             # in chunks: temporaries stay small
+            chunk = images[start:start + 4096]
+            chunk *= rng.uniform(0.5, 1.0, size=(len(chunk), 1, 1)).astype(np.float32)
+            noise = rng.standard_normal(size=chunk.shape, dtype=np.float32)
+            noise *= NOISE
+            chunk += noise
+        np.clip(images, 0.0, 1.0, out=images)
         return images[..., None], labels
 
     x_train, y_train = draw(samples)
     x_test, y_test = draw(held_out)
-    return CnnData(x_train, y_train, x_test, y_test, spec.batch_size, int(spec.options["samples"]))
+    return CnnData(x_train[:kept], y_train[:kept], x_test, y_test, spec.batch_size, samples)
 
 
 def initial_weights(seed: int) -> list[np.ndarray]:
