@@ -183,19 +183,17 @@ def build_with_cli(cli: str, rec: Recipe, context: Path, on_line: Callable[[str]
         command += ["--build-arg", f"{key}={value}"]
     command.append(str(context))
     last: list[str] = []
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, text=True, errors="replace",
-                               env={**os.environ, "DOCKER_BUILDKIT": "1"})
-    try:
-        for line in process.stdout:
-            if line.strip():
-                last = (last + [line.strip()])[-5:]
-                on_line(line.strip())
-        process.wait()
-    except BaseException:
-        process.kill()
-        process.wait()
-        raise
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL, text=True, errors="replace",
+                          env={**os.environ, "DOCKER_BUILDKIT": "1"}) as process:
+        try:
+            for line in process.stdout:
+                if line.strip():
+                    last = (last + [line.strip()])[-5:]
+                    on_line(line.strip())
+        except BaseException:  # Ctrl-C: stop the build too
+            process.kill()
+            raise
     if process.returncode != 0:
         raise ImageError(f"image {rec.name}: docker build failed (exit {process.returncode}): "
                          + " | ".join(last[-3:]))

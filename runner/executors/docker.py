@@ -51,13 +51,37 @@ def connect(timeout: float = 60.0) -> Any:
     except ImportError as exc:
         raise DockerUnavailable("the docker SDK is not installed: pip install 'docker>=7' "
                                 "(or the runner's [docker] extra)") from exc
+    problem = unix_socket_problem(os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock")
+    if problem:
+        raise DockerUnavailable(f"no Docker engine answers ({problem}); start one "
+                                "(sudo systemctl start docker) or set DOCKER_HOST")
+    # Ping with the oldest API first: from_env's version negotiation raises from inside its
+    # constructor when no engine answers, leaving its socket open.
+    probe = docker.from_env(version=docker.constants.MINIMUM_DOCKER_API_VERSION, timeout=10)
     try:
+        probe.ping()
         client = docker.from_env(timeout=int(timeout))
-        client.ping()
     except Exception as exc:  # DockerException, connection errors: all mean "no engine"
         raise DockerUnavailable(f"no Docker engine answers ({exc.__class__.__name__}: {exc}); "
                                 "start one (sudo systemctl start docker) or set DOCKER_HOST") from exc
+    finally:
+        probe.close()
     return client
+
+
+def unix_socket_problem(host: str) -> str | None:
+    """Why a unix:// engine socket cannot be reached, tried with our own socket (the SDK leaves
+    its socket open when the connect fails); None when it answers or is not a unix socket."""
+    if not host.startswith("unix://"):
+        return None
+    path = host[len("unix://"):]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        try:
+            probe.connect(path)
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc}"
+    return None
 
 
 def engine_reachable() -> bool:
@@ -301,9 +325,14 @@ def give_container_the_work_dir(work_dir: Path, user: str) -> None:
 def save_logs(container: Any, log_path: Path) -> None:
     """Stream the container's stdout and stderr into the cell's log file as they come."""
     with log_path.open("ab") as log:
+        stream = None
         try:
-            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+            stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
+            for chunk in stream:
                 log.write(chunk)
                 log.flush()
         except Exception as exc:  # the container went away mid-stream: keep what we have
             log.write(f"\n[runner: log stream ended: {exc}]\n".encode())
+        finally:
+            if stream is not None:
+                stream.close()

@@ -1,0 +1,301 @@
+"""The Docker path against a real engine: build the numpy image FROM a local debootstrap base, run a
+small matrix through `--executor docker`, check the sandbox from inside a container, and see a
+timeout, a crashing worker, leftover containers and `doctor` handled.
+
+The engine comes from .ci/docker-setup.sh (installs docker.io, starts dockerd with vfs, imports the
+base image); every test here skips with its reason when no engine can be had.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from runner import cli, images
+from runner.matrix import REPO_ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
+SETUP = REPO_ROOT / ".ci" / "docker-setup.sh"
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """A docker SDK client on a running engine that has the local base image, or a skip."""
+    docker = pytest.importorskip("docker", reason="the docker SDK is not installed "
+                                                  "(pip install .[docker])")
+    from runner.executors.docker import DockerUnavailable, connect
+
+    try:
+        client = connect(timeout=120)
+        ready = bool(client.images.list(name=BASE))
+    except DockerUnavailable:
+        client, ready = None, False
+    if not ready:
+        if os.environ.get("DL_BENCH_NO_DOCKER_SETUP"):
+            pytest.skip("no Docker engine with the base image, and DL_BENCH_NO_DOCKER_SETUP is set")
+        setup = subprocess.run(["sh", str(SETUP)], capture_output=True, text=True, timeout=900,
+                               env={**os.environ, "DOCKER_TEST_BASE": BASE})
+        last = (setup.stdout.strip().splitlines() or ["no output"])[-1]
+        try:
+            client = connect(timeout=120)
+            client.images.get(BASE)
+        except (DockerUnavailable, docker.errors.DockerException):
+            pytest.skip(f"Docker unavailable: {last}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def numpy_image(engine):
+    """The numpy image built FROM the local base (built once; later runs find it up to date)."""
+    rec = images.recipe("numpy", "cpu", base=BASE)
+    lines: list[str] = []
+    started = time.monotonic()
+    image, _ = images.ensure(engine, rec, lines.append)
+    print(f"numpy image ready in {time.monotonic() - started:.0f} s")
+    return rec, image
+
+
+@pytest.fixture
+def base_env(monkeypatch):
+    monkeypatch.setenv(images.BASE_ENV, BASE)
+    monkeypatch.setenv(images.FLAVOUR_ENV, "cpu")
+
+
+def runner_containers(client) -> list:
+    from runner.executors.docker import LABEL_OWNER
+
+    mine = f":{os.getpid()}"
+    return [c for c in client.containers.list(all=True, filters={"label": LABEL_OWNER})
+            if c.labels.get(LABEL_OWNER, "").endswith(mine)]
+
+
+def test_build_labels_the_image_and_skips_an_up_to_date_one(engine, numpy_image):
+    rec, image = numpy_image
+    config = image.attrs["Config"]
+    assert config["Labels"]["org.dl-bench.lock-sha256"] == rec.lock_sha256
+    assert config["Labels"]["org.dl-bench.recipe-sha256"] == rec.recipe_sha256
+    assert config["User"] == "1000:1000"
+    assert not any(e.startswith("LD_LIBRARY_PATH=") for e in config["Env"])
+    assert engine.images.get(rec.alias).id == image.id
+    lines: list[str] = []
+    again, built = images.ensure(engine, rec, lines.append)
+    assert not built and again.id == image.id and lines == [f"{rec.tag} up to date"]
+
+
+def test_build_subcommand_uses_the_docker_executor(engine, numpy_image, base_env, write_matrix,
+                                                    run_cli):
+    path = write_matrix("""
+        [[benchmarks]]
+        workload = "matmul"
+        environments = ["numpy"]
+        size = "tiny"
+    """)
+    code, out, err = run_cli("build", path, "--executor", "docker")
+    assert code == 0, out + err
+    assert "environment numpy ready" in out
+
+
+MATRIX = """
+[run]
+name = "docker-e2e"
+repeats = 1
+warmup_steps = 1
+steps = 4
+timeout = 120
+profile = "full"
+
+[environments.numpy]
+image = "numpy"
+api = "numpy"
+
+# Python cannot start with this PYTHONHOME: the worker exits non-zero without a result.
+[environments.numpy-broken]
+image = "numpy"
+api = "numpy"
+env = { PYTHONHOME = "/nonexistent" }
+
+[[benchmarks]]
+workload = "matmul"
+environments = ["numpy", "numpy-broken"]
+size = "tiny"
+
+# Far more steps than the timeout allows: the container is killed.
+[[benchmarks]]
+workload = "elementwise"
+environments = ["numpy"]
+size = "tiny"
+steps = 100000000
+timeout = 4
+"""
+
+
+def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_path):
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(MATRIX, encoding="utf-8")
+    code = cli.main([str(matrix), "--executor", "docker", "--results-dir", str(tmp_path / "res")])
+    assert code == 1                      # the broken and the timed-out cells fail the run
+    [run_dir] = (tmp_path / "res" / "docker-e2e").iterdir()
+    records = {}
+    for path in (run_dir / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        records[(record["environment"], record["workload"])] = record
+
+    ok = records[("numpy", "matmul")]
+    assert ok["status"] == "ok", ok["error"]
+    assert len(ok["samples_ms"]) == 4 and ok["median_ms"] > 0
+    rec, image = numpy_image
+    meta = ok["metadata"]
+    assert meta["image_id"] == image.id
+    assert meta["lock_sha256"] == rec.lock_sha256
+    assert meta["executor"] == "docker"
+    assert meta["python_executable"].startswith("/opt/venv/")
+    assert (run_dir / ok["log"]).is_file()
+
+    crashed = records[("numpy-broken", "matmul")]
+    assert crashed["status"] == "crashed", crashed["error"]
+    assert crashed["returncode"] not in (0, None)
+    assert "PYTHONHOME" in (run_dir / crashed["log"]).read_text() or crashed["error"]
+
+    slow = records[("numpy", "elementwise")]
+    assert slow["status"] == "timeout", slow["error"]
+    assert slow["returncode"] is None
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["executor"] == "docker"
+    assert manifest["environments"]["numpy"]["image_id"] == image.id
+    assert runner_containers(engine) == [], "containers left behind"
+
+
+SANDBOX_PROBE = r"""
+import json, os, socket
+out = {"uid": os.getuid(), "interfaces": sorted(os.listdir("/sys/class/net"))}
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=3)
+    out["network"] = "reachable"
+except OSError as exc:
+    out["network"] = type(exc).__name__
+try:
+    open("/opt/dl-bench/runner/probe.txt", "w")
+    out["code_mount"] = "writable"
+except OSError as exc:
+    out["code_mount"] = exc.strerror
+with open("/cell/probe.txt", "w") as handle:
+    handle.write("ok")
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status") if ":\t" in line)
+out["cap_eff"] = status["CapEff"].strip()
+out["no_new_privs"] = status.get("NoNewPrivs", "").strip()
+import runner.worker
+out["worker_from"] = list(runner.worker.__path__)[0]
+print(json.dumps(out))
+"""
+
+
+def test_sandbox_seen_from_inside_a_container(engine, numpy_image, tmp_path):
+    """The executor's own run options, with a probe instead of the worker."""
+    from runner.executors.docker import container_user, give_container_the_work_dir, \
+        host_capped_ulimits, run_options
+
+    work = tmp_path / "cell"
+    work.mkdir()
+    opts = run_options(numpy_image[1].id, work, {}, labels={"org.dl-bench.test": "1"},
+                       gpu_id=None, user=container_user(), ulimits=host_capped_ulimits())
+    opts["command"] = ["python", "-P", "-c", SANDBOX_PROBE]
+    give_container_the_work_dir(work, opts["user"])
+    container = engine.containers.create(**opts)
+    try:
+        container.start()
+        status = container.wait(timeout=120)
+        logs = container.logs().decode()
+    finally:
+        container.remove(force=True)
+    assert status["StatusCode"] == 0, logs
+    seen = json.loads(logs.strip().splitlines()[-1])
+    assert seen["uid"] != 0
+    assert seen["interfaces"] == ["lo"]
+    assert seen["network"] != "reachable"
+    assert seen["code_mount"] == "Read-only file system"
+    assert int(seen["cap_eff"], 16) == 0
+    assert seen["no_new_privs"] == "1"
+    assert seen["worker_from"].startswith("/opt/dl-bench/runner/")
+    assert (work / "probe.txt").read_text() == "ok"
+    assert not (REPO_ROOT / "runner" / "probe.txt").exists()
+
+
+def test_leftovers_of_a_killed_run_are_removed_at_start(engine, numpy_image):
+    from runner.executors.docker import LABEL_OWNER, LABEL_RUNNER, DockerExecutor
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()                           # a pid that no longer runs: its run was killed
+    import socket
+
+    leftover = engine.containers.create(
+        BASE, ["sleep", "600"], network_mode="none",
+        labels={LABEL_RUNNER: "1", LABEL_OWNER: f"{socket.gethostname()}:{dead.pid}"})
+    executor = DockerExecutor(gpu=False)
+    try:
+        executor.client()
+        remaining = [c.id for c in engine.containers.list(all=True,
+                                                           filters={"label": LABEL_RUNNER})]
+        assert leftover.id not in remaining
+    finally:
+        executor.close()
+        try:
+            leftover.remove(force=True)
+        except Exception:
+            pass
+
+
+def test_doctor_reports_engine_and_one_line_fixes(engine, capsys):
+    code = cli.main(["doctor"])
+    out = capsys.readouterr().out
+    assert "✓ Docker engine" in out
+    from runner import hostinfo
+
+    if not hostinfo.gpu_found():
+        assert code == 1
+        assert "✗ GPUs" in out
+        fix_lines = [line for line in out.splitlines() if line.strip().startswith("fix:")]
+        assert fix_lines and all(len(line) < 300 for line in fix_lines)
+
+
+def test_toolkit_probe_without_nvidia_runtime_names_the_fix(engine, numpy_image):
+    """On an engine without the NVIDIA runtime, a GPU request fails with 'could not select
+    device driver', and doctor answers with the toolkit install line."""
+    from runner import doctor, hostinfo
+
+    if hostinfo.gpu_found():
+        pytest.skip("a GPU machine: the failure path is not reachable here")
+    check = doctor.check_toolkit(engine)
+    assert not check.ok
+    assert "could not select device driver" in check.detail
+    assert check.fix == doctor.TOOLKIT_FIX
+
+
+def test_doctor_without_an_engine_says_how_to_start_one(monkeypatch, capsys):
+    pytest.importorskip("docker", reason="the docker SDK is not installed")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "✗ Docker engine" in out
+    assert "fix: install Docker" in out
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+def test_compose_file_is_valid_and_mirrors_the_executor():
+    result = subprocess.run(["docker-compose", "-f", str(REPO_ROOT / "compose.yaml"), "config"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    for expected in ("network_mode: none", "read_only: true", "no-new-privileges",
+                     "memlock: -1", "stack: 67108864", "driver: nvidia", "init: true",
+                     "- compute", "- utility", "user: 1000:1000", "target: /opt/dl-bench/runner"):
+        assert expected in text, expected
