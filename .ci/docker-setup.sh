@@ -11,7 +11,8 @@
 BASE="${DOCKER_TEST_BASE:-dl-bench-base:bookworm}"
 LOG="${DOCKERD_LOG:-/tmp/dockerd.log}"
 
-say() { echo "docker-setup: $*"; }
+START=$(date +%s)
+say() { echo "docker-setup [$(( $(date +%s) - START )) s]: $*"; }
 give_up() { say "Docker unavailable: $*"; exit 0; }
 
 as_root() {

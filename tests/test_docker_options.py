@@ -173,3 +173,31 @@ def test_flavour_is_cuda_only_with_a_gpu_and_a_cuda_lock(monkeypatch):
 def test_missing_image_folder_is_one_clear_error():
     with pytest.raises(images.ImageError, match="nope.*missing"):
         images.recipe("nope")
+
+
+def test_host_gpu_sampling_finds_the_containers_gpu_from_its_device_request():
+    attrs = {"HostConfig": {"DeviceRequests": [{"Driver": "nvidia", "DeviceIDs": ["2"]}]}}
+    assert dockerx.options_gpu(attrs) == "2"
+    assert dockerx.options_gpu({"HostConfig": {"DeviceRequests": None}}) is None
+
+
+def test_host_gpu_sampling_is_absent_without_nvml():
+    from runner import hostinfo
+
+    if hostinfo.gpu_found():
+        pytest.skip("a GPU machine (see the gpu test below)")
+    assert dockerx.host_gpu_monitor("0") is None
+
+
+@pytest.mark.gpu
+def test_host_gpu_sampling_on_a_gpu(tmp_path):
+    from runner import hostinfo
+
+    if not hostinfo.gpu_found():
+        pytest.skip("needs an NVIDIA GPU (NVML found none)")
+    monitor = dockerx.host_gpu_monitor("0")
+    assert monitor is not None
+    __import__("time").sleep(0.3)
+    dockerx.save_host_gpu(monitor, tmp_path / "host_gpu.json")
+    summary = json.loads((tmp_path / "host_gpu.json").read_text())
+    assert summary["window_s"] > 0 and summary["nvml_memory_peak_mb"] is not None

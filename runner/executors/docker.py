@@ -38,6 +38,7 @@ LABEL_OWNER = f"{images.LABEL}.owner"      # host:pid of the runner process that
 LABEL_RUN = f"{images.LABEL}.run-id"
 LABEL_CELL = f"{images.LABEL}.cell"
 GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID), default 0
+HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
 
 
 class DockerUnavailable(Exception):
@@ -262,6 +263,8 @@ class DockerExecutor:
         logger = threading.Thread(target=save_logs, args=(container, attempt.log_path),
                                   name="container-logs", daemon=True)
         logger.start()
+        gpu_id = options_gpu(container.attrs) if self.gpu else None
+        monitor = host_gpu_monitor(gpu_id) if gpu_id is not None else None
         timed_out = False
         try:
             try:
@@ -274,6 +277,8 @@ class DockerExecutor:
             container.reload()
             state = container.attrs.get("State", {})
         finally:  # also on Ctrl-C: never leave a container behind
+            if monitor is not None:
+                save_host_gpu(monitor, attempt.work_dir / HOST_GPU_FILE)
             logger.join(timeout=10)
             try:
                 container.remove(force=True)
@@ -310,6 +315,48 @@ class DockerExecutor:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def options_gpu(attrs: dict[str, Any]) -> str | None:
+    """The GPU id a container was given (from its device request), or None."""
+    for request in (attrs.get("HostConfig") or {}).get("DeviceRequests") or []:
+        ids = request.get("DeviceIDs") or []
+        if ids:
+            return str(ids[0])
+    return None
+
+
+def host_gpu_monitor(gpu_id: str) -> Any:
+    """Sample the cell's GPU from the host over the container's lifetime (nvidia-ml-py on the
+    host: device counters need no PID, and PIDs inside a container are not the host's). The
+    worker samples its timed window from inside as well; this is the cross-check. None without
+    NVML."""
+    from ..worker.monitor import Monitor, Nvml
+
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        if gpu_id.startswith(("GPU-", "MIG-")):
+            handle = pynvml.nvmlDeviceGetHandleByUUID(gpu_id)
+        else:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(gpu_id))
+    except Exception:  # no library, no driver, no such device: no host figures
+        return None
+    return Monitor(gpu=Nvml(pynvml, handle)).__enter__()
+
+
+def save_host_gpu(monitor: Any, path: Path) -> None:
+    """host_gpu.json beside the cell's result: GPU figures over the container's whole life."""
+    from ..worker.protocol import write_json_atomic
+
+    monitor.__exit__(None, None, None)
+    summary = {k: v for k, v in monitor.summary().items() if k != "cpu_util_mean"}
+    summary.update(window="container lifetime, sampled from the host", window_s=monitor.window_s)
+    try:
+        write_json_atomic(path, summary)
+    except OSError:
+        pass
 
 
 def give_container_the_work_dir(work_dir: Path, user: str) -> None:
