@@ -104,7 +104,9 @@ WORKLOADS: dict[str, Workload] = {
             {**_HUB_OPTIONS,
              "num_steps": Option(int, "predict: denoising steps per generate call (time is per "
                                       "denoising step)", True),
-             "guidance_scale": Option(float, "predict: classifier-free guidance scale", True)},
+             "guidance_scale": Option(float, "predict: classifier-free guidance scale", True),
+             "image_size": Option(int, "Keras 2 only: image side (multiple of 128; default by "
+                                       "size: full 512, small 256, tiny 128)", True)},
             help="StableDiffusion3 medium (Keras 2: keras-cv Stable Diffusion v1.4); fit trains "
                  "the diffusion model to predict the noise of noised latents",
         ),
@@ -136,6 +138,8 @@ def not_applicable_reason(workload: str, api: str, backend: str | None,
     Only combinations that are meaningful elsewhere land here; values that are wrong everywhere
     are validation errors in the matrix schema."""
     spec = WORKLOADS[workload]
+    if api == "tf-keras" and workload in ("gemma", "mistral"):
+        return "Keras 2 (keras-nlp 0.8) has no Gemma or Mistral"
     if api not in spec.apis:
         return f"{workload} has no {api} implementation"
     if task not in spec.tasks:
@@ -168,8 +172,8 @@ def not_applicable_reason(workload: str, api: str, backend: str | None,
             return "keras-hub workloads time one batch (or generate call) per call"
     if axes["data"] != "arrays" and not spec.uses_data_axis:
         return f"{workload} generates its inputs on the device; data does not apply"
-    if api == "tf-keras" and workload in ("gemma", "mistral"):
-        return "Keras 2 (keras-nlp 0.8) has no Gemma or Mistral"
+    if api == "tf-keras" and workload == "stable_diffusion" and axes["size"] != "full":
+        return "keras-cv 0.8's Stable Diffusion has one fixed 1 B-parameter architecture (no tiny)"
     if api == "tf-keras" and str(axes["precision"]) == "bfloat16":
         return "Keras 2 runs bfloat16 as a mixed policy only"
     return None
