@@ -21,9 +21,11 @@ from .matrix import REPO_ROOT
 CUDA12_MIN_DRIVER = (525, 60, 13)
 CUDA13_MIN_DRIVER = (580, 0, 0)
 MIN_FREE_GB = 40.0          # the five GPU images take 5-10 GB each
-TOOLKIT_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
+TOOLKIT_DOCS = ("https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+                "install-guide.html")
 TOOLKIT_FIX = (f"install the NVIDIA Container Toolkit ({TOOLKIT_DOCS}), then run "
-               "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`")
+               "`sudo nvidia-ctk runtime configure --runtime=docker && "
+               "sudo systemctl restart docker`")
 
 
 @dataclass
@@ -106,7 +108,8 @@ def check_toolkit(client: Any) -> Check:
         output = container.logs().decode(errors="replace")
     except docker.errors.DockerException as exc:
         text = str(exc)
-        return Check("NVIDIA toolkit", False, text.strip().splitlines()[-1][:300], toolkit_fix(text))
+        return Check("NVIDIA toolkit", False, text.strip().splitlines()[-1][:300],
+                     toolkit_fix(text))
     finally:
         if container is not None:
             container.remove(force=True)
@@ -142,7 +145,8 @@ def run_checks() -> list[Check]:
                             f"(API {version.get('ApiVersion')})"))
     except DockerUnavailable as exc:
         fix = "pip install 'docker>=7'" if "SDK" in str(exc) else \
-            "install Docker (`sudo apt install docker.io`) and start it (`sudo systemctl start docker`)"
+            "install Docker (`sudo apt install docker.io`) and start it " \
+            "(`sudo systemctl start docker`)"
         checks.append(Check("Docker engine", False, str(exc).split(";")[0], fix))
 
     facts = hostinfo.gpu_facts()

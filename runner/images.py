@@ -23,7 +23,7 @@ from .matrix import IMAGES_DIR
 
 LABEL = "org.dl-bench"
 LOCKS = {"cpu": "requirements.lock", "cuda": "requirements-cuda.lock"}
-BASE_ENV = "DL_BENCH_BASE_IMAGE"      # overrides the Dockerfiles' digest-pinned BASE (tests, mirrors)
+BASE_ENV = "DL_BENCH_BASE_IMAGE"      # replaces the Dockerfiles' BASE (tests, mirrors)
 FLAVOUR_ENV = "DL_BENCH_FLAVOUR"      # cpu | cuda; default: cuda where a GPU and a CUDA lock exist
 CA_ENVS = ("DL_BENCH_BUILD_CA", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 

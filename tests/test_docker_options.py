@@ -4,7 +4,9 @@ Dockerfiles, the GPU locks, tags, labels and flavours."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -13,20 +15,25 @@ from runner import images
 from runner.executors import Attempt, Prepared
 from runner.matrix import IMAGES_DIR, REPO_ROOT
 
-docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install .[docker])")
-
-from runner.executors import docker as dockerx  # noqa: E402  (needs the SDK's types)
-
 IMAGE_NAMES = sorted(p.parent.name for p in IMAGES_DIR.glob("*/Dockerfile"))
 
 
-def options(tmp_path: Path, gpu_id: str | None = None, **kwargs) -> dict:
+@pytest.fixture
+def dockerx():
+    """runner.executors.docker, whose run options are the docker SDK's types."""
+    pytest.importorskip("docker", reason="the docker SDK is not installed (pip install .[docker])")
+    from runner.executors import docker as module
+
+    return module
+
+
+def options(dockerx, tmp_path: Path, gpu_id: str | None = None, **kwargs) -> dict:
     return dockerx.run_options("dl-bench/numpy:cpu-x", tmp_path, {"KERAS_BACKEND": "jax"},
                                labels={dockerx.LABEL_RUN: "run-1"}, gpu_id=gpu_id, **kwargs)
 
 
-def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(tmp_path):
-    opts = options(tmp_path, gpu_id="1")
+def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(dockerx, tmp_path):
+    opts = options(dockerx, tmp_path, gpu_id="1")
     [request] = opts["device_requests"]
     assert request["DeviceIDs"] == ["1"]
     assert request["Capabilities"] == [["gpu", "compute", "utility"]]
@@ -35,14 +42,14 @@ def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(tmp_path):
     assert opts["environment"]["JAX_PLATFORMS"] == "cuda"   # no silent CPU fallback
 
 
-def test_cpu_cell_gets_no_gpu(tmp_path):
-    opts = options(tmp_path)
+def test_cpu_cell_gets_no_gpu(dockerx, tmp_path):
+    opts = options(dockerx, tmp_path)
     assert opts["device_requests"] == []
     assert "JAX_PLATFORMS" not in opts["environment"]
 
 
-def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(tmp_path):
-    mounts = {m["Target"]: m for m in options(tmp_path)["mounts"]}
+def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(dockerx, tmp_path):
+    mounts = {m["Target"]: m for m in options(dockerx, tmp_path)["mounts"]}
     assert set(mounts) == {"/opt/dl-bench/runner", "/cell"}
     code, cell = mounts["/opt/dl-bench/runner"], mounts["/cell"]
     assert code["ReadOnly"] is True and code["Type"] == "bind"
@@ -50,8 +57,8 @@ def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(tmp_path):
     assert cell["ReadOnly"] is False and cell["Source"] == str(tmp_path)
 
 
-def test_sandbox_options(tmp_path):
-    opts = options(tmp_path)
+def test_sandbox_options(dockerx, tmp_path):
+    opts = options(dockerx, tmp_path)
     assert opts["network_mode"] == "none"
     assert opts["user"] == "1000:1000"
     assert opts["cap_drop"] == ["ALL"]
@@ -67,8 +74,8 @@ def test_sandbox_options(tmp_path):
     assert "mem_limit" not in opts
 
 
-def test_ulimits_follow_nvidia_and_can_be_lowered(tmp_path):
-    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options(tmp_path)["ulimits"]}
+def test_ulimits_follow_nvidia_and_can_be_lowered(dockerx, tmp_path):
+    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options(dockerx, tmp_path)["ulimits"]}
     assert ulimits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
     capped = dockerx.host_capped_ulimits()
     assert set(capped) == {"memlock", "stack"}
@@ -76,8 +83,8 @@ def test_ulimits_follow_nvidia_and_can_be_lowered(tmp_path):
         assert soft == -1 or hard == -1 or soft <= hard
 
 
-def test_memory_limit_is_passed_without_swap(tmp_path):
-    opts = options(tmp_path, mem_limit="2g")
+def test_memory_limit_is_passed_without_swap(dockerx, tmp_path):
+    opts = options(dockerx, tmp_path, mem_limit="2g")
     assert opts["mem_limit"] == opts["memswap_limit"] == "2g"
 
 
@@ -92,17 +99,18 @@ def attempt_in(tmp_path: Path, device: str) -> Attempt:
 
 @pytest.mark.parametrize("device, gpu, expected", [("gpu", True, "3"), ("cpu", True, None),
                                                    ("gpu", False, None)])
-def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(tmp_path, device, gpu, expected):
+def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(dockerx, tmp_path, device, gpu,
+                                                                 expected):
     executor = dockerx.DockerExecutor(gpu_id="3", gpu=gpu)
     opts = executor.options_for(Prepared("numpy"), attempt_in(tmp_path, device))
     ids = [r["DeviceIDs"] for r in opts["device_requests"]]
     assert ids == ([[expected]] if expected else [])
     assert opts["labels"][dockerx.LABEL_RUN] == "r-9"
     assert opts["labels"][dockerx.LABEL_CELL] == "abc-r2"
-    assert opts["labels"][dockerx.LABEL_OWNER].endswith(f":{__import__('os').getpid()}")
+    assert opts["labels"][dockerx.LABEL_OWNER].endswith(f":{os.getpid()}")
 
 
-def test_executor_does_not_touch_the_engine_until_needed():
+def test_executor_does_not_touch_the_engine_until_needed(dockerx):
     executor = dockerx.DockerExecutor()     # --dry-run and planning work without an engine
     assert executor._client is None
     executor.close()
@@ -175,13 +183,13 @@ def test_missing_image_folder_is_one_clear_error():
         images.recipe("nope")
 
 
-def test_host_gpu_sampling_finds_the_containers_gpu_from_its_device_request():
+def test_host_gpu_sampling_finds_the_containers_gpu_from_its_device_request(dockerx):
     attrs = {"HostConfig": {"DeviceRequests": [{"Driver": "nvidia", "DeviceIDs": ["2"]}]}}
     assert dockerx.options_gpu(attrs) == "2"
     assert dockerx.options_gpu({"HostConfig": {"DeviceRequests": None}}) is None
 
 
-def test_host_gpu_sampling_is_absent_without_nvml():
+def test_host_gpu_sampling_is_absent_without_nvml(dockerx):
     from runner import hostinfo
 
     if hostinfo.gpu_found():
@@ -190,14 +198,28 @@ def test_host_gpu_sampling_is_absent_without_nvml():
 
 
 @pytest.mark.gpu
-def test_host_gpu_sampling_on_a_gpu(tmp_path):
+def test_host_gpu_sampling_on_a_gpu(dockerx, tmp_path):
     from runner import hostinfo
 
     if not hostinfo.gpu_found():
         pytest.skip("needs an NVIDIA GPU (NVML found none)")
     monitor = dockerx.host_gpu_monitor("0")
     assert monitor is not None
-    __import__("time").sleep(0.3)
+    time.sleep(0.3)
     dockerx.save_host_gpu(monitor, tmp_path / "host_gpu.json")
     summary = json.loads((tmp_path / "host_gpu.json").read_text())
     assert summary["window_s"] > 0 and summary["nvml_memory_peak_mb"] is not None
+
+
+def test_explicit_docker_executor_is_chosen_without_touching_an_engine(dockerx):
+    from runner.run import choose_executor
+
+    executor = choose_executor(None, "docker")
+    assert isinstance(executor, dockerx.DockerExecutor) and executor._client is None
+
+
+def test_a_prepare_without_engine_fails_the_images_cells_with_the_fix(dockerx, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    prepared = dockerx.DockerExecutor(gpu=False).prepare("numpy", lambda line: None)
+    assert prepared.error and "no Docker engine answers" in prepared.error
+    assert "systemctl start docker" in prepared.error

@@ -64,7 +64,8 @@ def connect(timeout: float = 60.0) -> Any:
         client = docker.from_env(timeout=int(timeout))
     except Exception as exc:  # DockerException, connection errors: all mean "no engine"
         raise DockerUnavailable(f"no Docker engine answers ({exc.__class__.__name__}: {exc}); "
-                                "start one (sudo systemctl start docker) or set DOCKER_HOST") from exc
+                                "start one (sudo systemctl start docker) or set DOCKER_HOST") \
+            from exc
     finally:
         probe.close()
     return client
@@ -222,12 +223,16 @@ class DockerExecutor:
         return self._client
 
     def prepare(self, image: str, on_line: Callable[[str], None]) -> Prepared:
+        import docker.errors
+
         try:
             client = self.client()
             rec = images.recipe(image, images.choose_flavour(image, self.gpu), self.base)
             built, _ = images.ensure(client, rec, on_line)
         except (DockerUnavailable, images.ImageError) as exc:
             return Prepared(image, error=str(exc))
+        except docker.errors.DockerException as exc:
+            return Prepared(image, error=f"image {image}: docker: {exc}")
         self.image_ids[image] = built.id   # run by id: a later rebuild cannot swap it mid-run
         return Prepared(image, metadata=images.record_metadata(built, rec))
 
@@ -251,11 +256,10 @@ class DockerExecutor:
         import docker.errors
         from requests.exceptions import RequestException  # a docker SDK dependency
 
-        client = self.client()
         started = time.monotonic()
         try:
-            container = self.start(client, prepared, attempt)
-        except docker.errors.DockerException as exc:  # the engine refused: the cell crashed
+            container = self.start(self.client(), prepared, attempt)
+        except (DockerUnavailable, docker.errors.DockerException) as exc:  # the cell crashed
             with attempt.log_path.open("a", encoding="utf-8") as log:
                 log.write(f"[runner: docker could not start the container: {exc}]\n")
             return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
@@ -271,7 +275,10 @@ class DockerExecutor:
                 container.wait(timeout=attempt.timeout)
             except RequestException:  # the wait's read timed out: the cell ran too long
                 timed_out = True
-                container.kill()
+                try:
+                    container.kill()
+                except docker.errors.APIError:  # it exited between the timeout and the kill
+                    pass
                 container.wait(timeout=60)
             wall_s = time.monotonic() - started
             container.reload()
