@@ -298,3 +298,32 @@ def test_compose_file_is_valid_and_mirrors_the_executor():
                      "memlock: -1", "stack: 67108864", "driver: nvidia", "init: true",
                      "- compute", "- utility", "user: 1000:1000", "target: /opt/dl-bench/runner"):
         assert expected in text, expected
+
+
+def test_a_cell_killed_by_the_oom_killer_is_recorded_as_oom(engine, numpy_image, base_env,
+                                                           monkeypatch, write_matrix, run_cli,
+                                                           results_dir):
+    from runner.executors.docker import MEMORY_ENV
+
+    monkeypatch.setenv(MEMORY_ENV, "128m")   # three 6000² float32 matrices need ~430 MB
+    path = write_matrix("""
+        [run]
+        name = "docker-oom"
+        repeats = 1
+        warmup_steps = 1
+        steps = 2
+        timeout = 120
+        profile = "full"
+
+        [[benchmarks]]
+        workload = "matmul"
+        environments = ["numpy"]
+        options = { n = 6000 }
+    """)
+    code, out, err = run_cli(path, "--executor", "docker")
+    assert code == 1, out + err
+    [run_dir] = (results_dir / "docker-oom").iterdir()
+    [record_path] = run_dir.glob("cells/*.json")
+    record = json.loads(record_path.read_text())
+    assert record["status"] == "oom", record["error"]
+    assert runner_containers(engine) == []

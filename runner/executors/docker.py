@@ -38,6 +38,7 @@ LABEL_OWNER = f"{images.LABEL}.owner"      # host:pid of the runner process that
 LABEL_RUN = f"{images.LABEL}.run-id"
 LABEL_CELL = f"{images.LABEL}.cell"
 GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID), default 0
+MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
 
 
@@ -202,7 +203,7 @@ class DockerExecutor:
                  mem_limit: str | None = None, gpu: bool | None = None):
         self.gpu_id = gpu_id if gpu_id is not None else os.environ.get(GPU_ENV, "0")
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
-        self.mem_limit = mem_limit
+        self.mem_limit = mem_limit or os.environ.get(MEMORY_ENV) or None
         self._gpu = gpu                   # None: ask NVML when first needed
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
