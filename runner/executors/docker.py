@@ -168,16 +168,19 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
 
 
 def remove_leftovers(client: Any) -> list[str]:
-    """Remove the runner's containers that no live runner owns: exited ones, and those whose
-    owning process on this host is gone (a killed run). Another live run's containers stay."""
+    """Remove the runner's containers that no live runner owns: on this host, those whose owning
+    process is gone (a killed run); from other hosts sharing the engine, those that stopped.
+    Another live run's containers stay, whatever their state."""
     removed = []
     host = socket.gethostname()
     for container in client.containers.list(all=True, filters={"label": LABEL_RUNNER}):
         owner = (container.labels or {}).get(LABEL_OWNER, "")
         owner_host, _, pid = owner.rpartition(":")
-        alive = container.status in ("running", "created", "restarting") and owner_host == host \
-            and pid.isdigit() and _pid_alive(int(pid))
-        if not alive:
+        if owner_host == host:
+            orphan = not (pid.isdigit() and _pid_alive(int(pid)))
+        else:
+            orphan = container.status in ("exited", "dead")
+        if orphan:
             try:
                 container.remove(force=True)
                 removed.append(container.short_id)
