@@ -397,3 +397,38 @@ def import_keras2(name: str):
         raise RuntimeError(
             f"{name} is not installed here: the Keras 2 keras-hub cells run in the keras2-tf215 "
             f"image (TensorFlow 2.15, keras-nlp/keras-cv 0.8) ({exc})") from exc
+
+
+# --- keras-hub backbones from the configurations (Keras 3) ------------------------------------
+
+def keras_hub_backbone(keras_hub, workload: str, size: str):
+    """The random-weight keras-hub backbone of `workload` at `size` (the tests build the full
+    ones under jax.eval_shape to count parameters without allocating them)."""
+    models = keras_hub.models
+    if workload == "bert":
+        return models.BertBackbone(**config(BERT, size))
+    if workload == "gemma":
+        return models.GemmaBackbone(**config(GEMMA, size))
+    if workload == "mistral":
+        return models.MistralBackbone(**config(MISTRAL, size))
+    if workload == "sam":
+        cfg = config(SAM, size)
+        side = cfg["image_size"]
+        embedding = side // cfg["encoder"]["patch_size"]
+        return models.SAMBackbone(
+            image_encoder=models.ViTDetBackbone(image_shape=(side, side, 3), **cfg["encoder"]),
+            prompt_encoder=keras_hub.layers.SAMPromptEncoder(
+                image_embedding_size=(embedding, embedding), input_image_size=(side, side),
+                **cfg["prompt"]),
+            mask_decoder=keras_hub.layers.SAMMaskDecoder(**cfg["decoder"]))
+    if workload == "stable_diffusion":
+        from keras_hub.src.models.vae.vae_backbone import VAEBackbone  # not exported in 0.32
+
+        cfg = config(SD3, size)
+        side = cfg["image_size"]
+        return models.StableDiffusion3Backbone(
+            **cfg["mmdit"], vae=VAEBackbone(**cfg["vae"]),
+            clip_l=models.CLIPTextEncoder(**cfg["clip_l"], name="clip_l"),
+            clip_g=models.CLIPTextEncoder(**cfg["clip_g"], name="clip_g"),
+            image_shape=(side, side, 3))
+    raise KeyError(workload)

@@ -18,7 +18,7 @@ def build(spec, fw):
     if preset:
         backbone = keras_hub.models.BertBackbone.from_preset(preset)
     else:
-        backbone = keras_hub.models.BertBackbone(**hub.config(hub.BERT, size))
+        backbone = hub.keras_hub_backbone(keras_hub, "bert", size)
     length = int(spec.options["sequence_length"])
     if length > backbone.max_sequence_length:
         raise ValueError(f"sequence_length {length} > the model's {backbone.max_sequence_length}")

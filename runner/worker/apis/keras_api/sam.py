@@ -21,16 +21,7 @@ def build(spec, fw):
     if preset:
         backbone = keras_hub.models.SAMBackbone.from_preset(preset)
     else:
-        cfg = hub.config(hub.SAM, spec.size)
-        side = cfg["image_size"]
-        embedding = side // cfg["encoder"]["patch_size"]
-        backbone = keras_hub.models.SAMBackbone(
-            image_encoder=keras_hub.models.ViTDetBackbone(image_shape=(side, side, 3), **cfg["encoder"]),
-            prompt_encoder=keras_hub.layers.SAMPromptEncoder(
-                image_embedding_size=(embedding, embedding), input_image_size=(side, side),
-                **cfg["prompt"]),
-            mask_decoder=keras_hub.layers.SAMMaskDecoder(**cfg["decoder"]),
-        )
+        backbone = hub.keras_hub_backbone(keras_hub, "sam", spec.size)
     side = int(backbone.image_encoder.input.shape[1])
     mask_side = 4 * int(backbone.prompt_encoder.image_embedding_size[0])
     segmenter = keras_hub.models.SAMImageSegmenter(backbone=backbone, preprocessor=None)

@@ -21,20 +21,13 @@ from .. import kerashub_models as hub
 
 def build(spec, fw):
     import keras_hub
-    from keras_hub.src.models.vae.vae_backbone import VAEBackbone  # not exported in 0.32
 
     keras, batch, options = fw.keras, spec.batch_size, spec.options
     preset = hub.local_preset(options)
     if preset:
         backbone = keras_hub.models.StableDiffusion3Backbone.from_preset(preset)
     else:
-        cfg = hub.config(hub.SD3, spec.size)
-        side = cfg["image_size"]
-        backbone = keras_hub.models.StableDiffusion3Backbone(
-            **cfg["mmdit"], vae=VAEBackbone(**cfg["vae"]),
-            clip_l=keras_hub.models.CLIPTextEncoder(**cfg["clip_l"], name="clip_l"),
-            clip_g=keras_hub.models.CLIPTextEncoder(**cfg["clip_g"], name="clip_g"),
-            image_shape=(side, side, 3))
+        backbone = hub.keras_hub_backbone(keras_hub, "stable_diffusion", spec.size)
     latent_shape = tuple(int(d) for d in backbone.latent_shape[1:])
     facts = dict(batch_size=batch, image_size=int(backbone.image_shape[0]),
                  latent_shape=list(latent_shape), params=backbone.count_params(),
