@@ -195,8 +195,11 @@ def build_with_cli(cli: str, rec: Recipe, context: Path, on_line: Callable[[str]
             process.kill()
             raise
     if process.returncode != 0:
-        raise ImageError(f"image {rec.name}: docker build failed (exit {process.returncode}): "
-                         + " | ".join(last[-3:]))
+        hint = ""
+        if any("registry" in line or "pull access denied" in line for line in last):
+            hint = f" (no registry here? build FROM a local base: {BASE_ENV}=IMAGE)"
+        raise ImageError(f"image {rec.name}: docker build failed (exit {process.returncode})"
+                         f"{hint}: " + " | ".join(last[-3:]))
 
 
 def build_with_sdk(client: Any, rec: Recipe, context: Path, on_line: Callable[[str], None]) -> None:
