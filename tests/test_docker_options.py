@@ -223,3 +223,14 @@ def test_a_prepare_without_engine_fails_the_images_cells_with_the_fix(dockerx, m
     prepared = dockerx.DockerExecutor(gpu=False).prepare("numpy", lambda line: None)
     assert prepared.error and "no Docker engine answers" in prepared.error
     assert "systemctl start docker" in prepared.error
+
+
+def test_every_image_of_the_canonical_matrix_has_a_dockerfile_and_a_gpu_lock():
+    import tomllib
+
+    matrix = tomllib.loads((REPO_ROOT / "matrix.toml").read_text(encoding="utf-8"))
+    needed = {env["image"] for env in matrix["environments"].values()}
+    for name in needed:
+        assert (IMAGES_DIR / name / "Dockerfile").is_file(), name
+        if name != "numpy":
+            assert (IMAGES_DIR / name / "requirements-cuda.lock").is_file(), name
