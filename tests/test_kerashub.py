@@ -1,0 +1,201 @@
+"""The keras-hub workloads of the Keras 3 benchmark table (BERT, SAM, StableDiffusion, Gemma,
+Mistral) on every Keras 3 backend and on Keras 2 (keras-nlp / keras-cv 0.8, image keras2-tf215).
+
+Real frameworks on CPU at tiny sizes: every model × task runs through the real worker, the loss is
+finite and changes under fit, generate returns the requested length, and the batch size and
+sequence length recorded are the configured ones. To stay within a few minutes on a 2-core
+machine, each environment runs all its cells in ONE worker process (framework import paid once)
+instead of the runner's process per cell; test_matrix_rows checks what the runner plans for the
+table. The full-size configurations are checked against the presets' parameter counts under
+jax.eval_shape, which builds the models without allocating a single weight.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from runner import envs, matrix
+from runner.worker import catalog
+from runner.worker.apis import kerashub_models as hub
+from runner.worker.protocol import CellSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# environment -> (image, api, backend)
+ENVIRONMENTS = {
+    "keras-tensorflow": ("tensorflow", "keras", "tensorflow"),
+    "keras-jax": ("jax", "keras", "jax"),
+    "keras-torch": ("torch", "keras", "torch"),
+    "keras2-hub": ("keras2-tf215", "tf-keras", None),
+}
+
+# (workload, task, batch size, precision, options): tiny configurations, small batches; the
+# options differ from the size defaults so that the test sees the configured values recorded.
+KERAS3_CELLS = [
+    ("bert", "fit", 4, "float32", {"sequence_length": 16}),
+    ("bert", "predict", 8, "float32", {"sequence_length": 24}),
+    ("sam", "fit", 1, "float32", {}),
+    ("sam", "predict", 2, "float32", {}),
+    ("stable_diffusion", "fit", 2, "float32", {}),
+    ("stable_diffusion", "predict", 2, "float32", {"num_steps": 2}),
+    ("gemma", "fit", 2, "bfloat16", {"sequence_length": 16, "lora_rank": 4}),
+    ("gemma", "generate", 2, "bfloat16", {"max_length": 12}),
+    ("mistral", "fit", 2, "bfloat16", {"sequence_length": 16, "lora_rank": 4}),
+    ("mistral", "generate", 2, "bfloat16", {"max_length": 12}),
+]
+KERAS2_CELLS = [cell for cell in KERAS3_CELLS if cell[0] in ("bert", "sam")]
+
+# Runs every spec of a list in one process, through the worker's own entry point.
+BATCH_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from runner.worker.__main__ import main
+    for spec_path, result_path in json.load(open(sys.argv[1])):
+        main([spec_path, result_path])
+""")
+
+
+def make_spec(environment: str, cell: tuple, result_path: Path) -> CellSpec:
+    image, api, backend = ENVIRONMENTS[environment]
+    workload, task, batch, precision, options = cell
+    return CellSpec(
+        run_id="test", cell_id=f"{workload}-{task}", cell_name=f"{workload}-{task}-{environment}",
+        repeat=1, environment=environment, api=api, backend=backend, image=image,
+        workload=workload, task=task, batch_size=batch, precision=precision, jit="auto",
+        size="tiny", tf32=None, steps_per_execution=1, data="arrays", device="cpu",
+        options={**catalog.default_sizes(workload, "tiny"), **options}, steps=2, warmup_steps=1,
+        seed=0, result_path=str(result_path))
+
+
+def run_cells(environment: str, cells: list[tuple], folder: Path) -> dict[tuple, dict]:
+    env = envs.build(ENVIRONMENTS[environment][0])
+    pairs, specs = [], {}
+    for cell in cells:
+        name = f"{cell[0]}-{cell[1]}"
+        spec = make_spec(environment, cell, folder / f"{name}.result.json")
+        spec_path = folder / f"{name}.spec.json"
+        spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
+        pairs.append([str(spec_path), spec.result_path])
+        specs[cell] = spec
+    listing = folder / "cells.json"
+    listing.write_text(json.dumps(pairs), encoding="utf-8")
+    process = subprocess.run([str(env.python), "-c", BATCH_SCRIPT, str(listing)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=1500)
+    results = {}
+    for cell, spec in specs.items():
+        path = Path(spec.result_path)
+        assert path.exists(), f"{cell}: no result\n{process.stdout[-3000:]}\n{process.stderr[-3000:]}"
+        results[cell] = json.loads(path.read_text(encoding="utf-8"))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("environment", list(ENVIRONMENTS))
+def test_every_model_and_task(environment, tmp_path):
+    cells = KERAS2_CELLS if environment == "keras2-hub" else KERAS3_CELLS
+    results = run_cells(environment, cells, tmp_path)
+    failures = {f"{c[0]}-{c[1]}": r["error"] for c, r in results.items() if r["status"] != "ok"}
+    assert not failures, failures
+    for (workload, task, batch, precision, options), r in results.items():
+        where = f"{workload} {task} on {environment}"
+        assert r["batch_size"] == batch and r["extra"]["batch_size"] == batch, where
+        assert len(r["samples_ms"]) >= 1 and all(s > 0 for s in r["samples_ms"]), where
+        assert r["compile_s"] > 0 and r["timing"], where
+        assert r["effective"]["dtype_policy"] == precision, where
+        if task == "fit":
+            assert math.isfinite(r["loss_first"]) and math.isfinite(r["loss_last"]), where
+            assert r["loss_first"] != r["loss_last"], f"{where}: the loss did not change"
+        if workload == "bert" or (task == "fit" and "sequence_length" in options):
+            assert r["extra"]["sequence_length"] == options["sequence_length"], where
+        if workload in ("gemma", "mistral"):
+            if task == "fit":
+                assert r["extra"]["lora_rank"] == options["lora_rank"] == r["effective"]["lora_rank"]
+                assert 0 < r["extra"]["trainable_params"] < r["extra"]["params"], where
+            else:
+                assert r["extra"]["generated_length"] == options["max_length"], where
+                assert r["extra"]["tokens_per_s"] > 0, where
+        if workload == "stable_diffusion" and task == "predict":
+            # A sample is one denoising step: the call's time divided by num_steps.
+            assert r["steps_per_call"] == options["num_steps"], where
+            assert r["extra"]["images_shape"][0] == batch, where
+
+
+@pytest.mark.slow
+def test_full_size_configurations_match_the_presets(tmp_path):
+    """Parameter counts of the full configurations, built under jax.eval_shape (no weights are
+    allocated: an 8.5 B-parameter Gemma costs a few seconds and no memory)."""
+    env = envs.build("jax")
+    script = textwrap.dedent("""
+        import json, os
+        os.environ["KERAS_BACKEND"] = "jax"
+        import jax, keras_hub
+        from runner.worker.apis import kerashub_models as hub
+
+        def count(workload):
+            out = {}
+            def build():
+                model = hub.keras_hub_backbone(keras_hub, workload, "full")
+                if workload == "sam":  # the mask decoder sits outside SAMBackbone's graph
+                    model = keras_hub.models.SAMImageSegmenter(backbone=model, preprocessor=None)
+                out["n"] = model.count_params()
+                return 0
+            jax.eval_shape(build)
+            return out["n"]
+
+        print(json.dumps({w: count(w) for w in hub.PRESET_PARAMS}))
+    """)
+    process = subprocess.run([str(env.python), "-c", script], cwd=ROOT, capture_output=True,
+                             text=True, timeout=600, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert process.returncode == 0, process.stderr[-3000:]
+    counts = json.loads(process.stdout.strip().splitlines()[-1])
+    assert counts == {w: n for w, (_, n) in hub.PRESET_PARAMS.items()}
+    assert counts["bert"] == 109_482_240 and counts["gemma"] == 8_537_680_896
+    assert counts["mistral"] == 7_241_732_096 and counts["sam"] == 641_090_864
+
+
+def test_matrix_rows():
+    """matrix.toml carries the study's table: rows, batch sizes, full sizes under the full
+    profile, Gemma/Mistral not applicable on Keras 2, tiny sizes under the smoke profile."""
+    expected = {("bert", "fit"): {32}, ("bert", "predict"): {256}, ("sam", "fit"): {1},
+                ("sam", "predict"): {4}, ("stable_diffusion", "fit"): {8},
+                ("stable_diffusion", "predict"): {13}, ("gemma", "fit"): {8},
+                ("gemma", "generate"): {32, 1}, ("mistral", "fit"): {8},
+                ("mistral", "generate"): {32, 1}}
+    full = matrix.load(ROOT / "matrix.toml", profile="full")
+    cells = [c for c in full.cells if c.workload in hub.PRESET_PARAMS]
+    seen: dict[tuple, set] = {}
+    for cell in cells:
+        seen.setdefault((cell.workload, cell.task), set()).add(cell.batch_size)
+        assert cell.axes["size"] == "full"
+        assert cell.environment in ENVIRONMENTS
+        if cell.workload in ("gemma", "mistral"):
+            assert cell.axes["precision"] == "bfloat16"
+            assert (cell.not_applicable is not None) == (cell.environment == "keras2-hub")
+        else:
+            assert cell.not_applicable is None, cell.name
+        if cell.workload == "bert":
+            assert cell.options["sequence_length"] == 512
+        if cell.workload in ("gemma", "mistral"):
+            assert cell.options["sequence_length"] == 128 and cell.options["lora_rank"] == 4
+            assert cell.options["max_length"] == 50
+    assert seen == expected
+    assert {c.environment for c in cells} == set(ENVIRONMENTS)
+    smoke = matrix.load(ROOT / "matrix.toml", profile="smoke")
+    tiny = [c for c in smoke.cells if c.workload in hub.PRESET_PARAMS]
+    assert tiny and all(c.axes["size"] == "tiny" for c in tiny)
+    assert len(tiny) == len(cells)
+
+
+def test_presets_only_from_local_folders(tmp_path):
+    assert hub.local_preset({}) is None
+    assert hub.local_preset({"preset": str(tmp_path)}) == str(tmp_path)
+    with pytest.raises(ValueError, match="never downloads"):
+        hub.local_preset({"preset": "bert_base_en"})
+    with pytest.raises(ValueError, match="not an existing local folder"):
+        hub.local_preset({"preset": "kaggle://keras/gemma/keras/gemma_7b_en/2"})
