@@ -73,7 +73,7 @@ def make_spec(environment: str, cell: tuple, result_path: Path) -> CellSpec:
         seed=0, result_path=str(result_path))
 
 
-def run_cells(environment: str, cells: list[tuple], folder: Path) -> dict[tuple, dict]:
+def run_cells(environment: str, cells: list[tuple], folder: Path) -> list[tuple[tuple, dict]]:
     env = envs.build(ENVIRONMENTS[environment][0])
     pairs, specs = [], {}
     for cell in cells:
@@ -82,16 +82,16 @@ def run_cells(environment: str, cells: list[tuple], folder: Path) -> dict[tuple,
         spec_path = folder / f"{name}.spec.json"
         spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
         pairs.append([str(spec_path), spec.result_path])
-        specs[cell] = spec
+        specs[name] = (cell, spec)
     listing = folder / "cells.json"
     listing.write_text(json.dumps(pairs), encoding="utf-8")
     process = subprocess.run([str(env.python), "-c", BATCH_SCRIPT, str(listing)], cwd=ROOT,
                              capture_output=True, text=True, timeout=1500)
-    results = {}
-    for cell, spec in specs.items():
+    results = []
+    for name, (cell, spec) in specs.items():
         path = Path(spec.result_path)
-        assert path.exists(), f"{cell}: no result\n{process.stdout[-3000:]}\n{process.stderr[-3000:]}"
-        results[cell] = json.loads(path.read_text(encoding="utf-8"))
+        assert path.exists(), f"{name}: no result\n{process.stdout[-3000:]}\n{process.stderr[-3000:]}"
+        results.append((cell, json.loads(path.read_text(encoding="utf-8"))))
     return results
 
 
@@ -100,9 +100,9 @@ def run_cells(environment: str, cells: list[tuple], folder: Path) -> dict[tuple,
 def test_every_model_and_task(environment, tmp_path):
     cells = KERAS2_CELLS if environment == "keras2-hub" else KERAS3_CELLS
     results = run_cells(environment, cells, tmp_path)
-    failures = {f"{c[0]}-{c[1]}": r["error"] for c, r in results.items() if r["status"] != "ok"}
+    failures = {f"{c[0]}-{c[1]}": r["error"] for c, r in results if r["status"] != "ok"}
     assert not failures, failures
-    for (workload, task, batch, precision, options), r in results.items():
+    for (workload, task, batch, precision, options), r in results:
         where = f"{workload} {task} on {environment}"
         assert r["batch_size"] == batch and r["extra"]["batch_size"] == batch, where
         assert len(r["samples_ms"]) >= 1 and all(s > 0 for s in r["samples_ms"]), where
