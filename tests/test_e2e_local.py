@@ -154,7 +154,7 @@ def test_merged_outputs(run_dir):
     rows = list(csv.DictReader((run_dir / "summary.csv").read_text().splitlines()))
     assert len(rows) == 11 and {r["status"] for r in rows} == {"ok", "not_applicable"}
     report = (run_dir / "report.md").read_text()
-    assert "| matmul (run) | 2 |" in report and "**" in report
+    assert "| matmul (run) [n=64] | 2 |" in report and "**" in report
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["profile"] == "full" and manifest["executor"] == "local"
     assert set(manifest["environments"]) == {"numpy", "torch", "jax", "tensorflow",
