@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from . import report
+from .stats import COMPARABILITY_KEYS, metadata_values
 from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from .store import Store
-from .worker.metadata import KEYS
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
 MIN_SAMPLES = 5
-COMPARABILITY_KEYS = tuple(key for key, (_, decides) in KEYS.items() if decides)
 
 FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparable"
 
@@ -91,19 +90,9 @@ def open_run(path: Path) -> tuple[Store, dict[str, Any]]:
     return store, manifest
 
 
-def _metadata_values(records: list[dict[str, Any]]) -> dict[str, set[str]]:
-    """Every value each comparability key took in a cell's ok records (absent counts as None)."""
-    values: dict[str, set[str]] = {key: set() for key in COMPARABILITY_KEYS}
-    for record in records:
-        meta = record.get("metadata") or {}
-        for key in COMPARABILITY_KEYS:
-            values[key].add(json.dumps(meta.get(key), sort_keys=True))
-    return values
-
-
 def differing_keys(records_a: list[dict[str, Any]], records_b: list[dict[str, Any]]) -> list[str]:
     """Comparability keys whose values differ between the two sides."""
-    a, b = _metadata_values(records_a), _metadata_values(records_b)
+    a, b = metadata_values(records_a), metadata_values(records_b)
     return [key for key in COMPARABILITY_KEYS if a[key] != b[key]]
 
 
@@ -140,7 +129,7 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     if out.median_a_ms and out.median_b_ms:
         out.ratio = out.median_b_ms / out.median_a_ms
     if out.differing_keys:
-        values_a, values_b = _metadata_values(ok_a), _metadata_values(ok_b)
+        values_a, values_b = metadata_values(ok_a), metadata_values(ok_b)
         out.reason = "metadata differ: " + ", ".join(
             f"{key} {_shown(values_a[key])} → {_shown(values_b[key])}" for key in out.differing_keys)
         return out

@@ -171,7 +171,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             cell = Cell(
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
                 workload=bench.workload, task=task, batch_size=batch_size, axes=coords,
-                options=options, env=dict(env.env),
+                options=options, env=worker_env(run, env),
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
                 repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
                 not_applicable=catalog.not_applicable_reason(
@@ -186,6 +186,15 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
         for cell in calibration_cells(matrix):
             cells.setdefault(cell.id, cell)
     return list(cells.values())
+
+
+# The frameworks' own switches for on-demand device memory ([run] preallocate = false).
+NO_PREALLOCATION_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+
+
+def worker_env(run: schema.RunSettings, env: schema.EnvironmentSpec) -> dict[str, str]:
+    """The environment variables of a cell's worker: the environment's own win over the run's."""
+    return {**({} if run.preallocate else NO_PREALLOCATION_ENV), **env.env}
 
 
 # Matrix side of the calibration matmul per size: large enough on a GPU that launch overhead is
@@ -206,6 +215,6 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
                             image=env.image, workload="matmul", task="run", batch_size=1,
                             axes=axes, options={"n": CALIBRATION_N[size]},
-                            env=dict(env.env), steps=run.steps, warmup_steps=run.warmup_steps,
+                            env=worker_env(run, env), steps=run.steps, warmup_steps=run.warmup_steps,
                             repeats=run.repeats, timeout=run.timeout))
     return out

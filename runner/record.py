@@ -21,6 +21,7 @@ class Outcome:
     wall_s: float | None
     oom_killed: bool = False
     log_tail: str = ""
+    host_gpu: dict[str, Any] | None = None  # docker cells: NVML figures sampled from the host
 
 
 def read_worker_result(path: Path) -> dict[str, Any] | None:
@@ -59,7 +60,8 @@ def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
         record.update({k: v for k, v in worker.items() if k in RECORD_FIELDS})
     record["status"], record["error"] = status_from_outcome(outcome, worker)
     record["metadata"] = {**(record.get("metadata") or {}), **host_metadata}
-    record.update(returncode=outcome.returncode, wall_s=outcome.wall_s, log=log)
+    record.update(returncode=outcome.returncode, wall_s=outcome.wall_s, log=log,
+                  host_gpu=outcome.host_gpu)
     record.update(stats.summarize(record.get("samples_ms") or []))
     record.update(stats.throughput(record))
     return {k: record.get(k) for k in RECORD_FIELDS}

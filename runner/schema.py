@@ -92,6 +92,10 @@ class RunSettings(_Strict):
     # the fastest of them per device and precision is the measured peak that fraction_of_peak
     # divides by (never a datasheet figure).
     calibrate: bool = False
+    # false: JAX and TensorFlow allocate device memory as they need it instead of grabbing most of
+    # the GPU at start, so VRAM figures compare fairly (torch's caching allocator never
+    # preallocates). Each result records the allocator settings in force.
+    preallocate: bool = True
 
 
 # Keys a [profiles.*] table may override: any [run] key but name/profile, and any benchmark axis.

@@ -21,11 +21,14 @@ Choices, and why:
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from typing import Any
 
 import numpy as np
+
+from .worker.metadata import KEYS
 
 # The worker's telemetry module is standard library only, so the host may read its names.
 from .worker.monitor import SLOWDOWN_EVENTS
@@ -122,6 +125,21 @@ def _window_s(record: dict[str, Any]) -> float | None:
     return window if window is not None else record.get("train_s")
 
 
+# Metadata that decides whether two measurements may be pooled or compared (GPU, driver, CUDA,
+# framework version, lock hash, image digest, CPU model, ...): flagged in the metadata registry.
+COMPARABILITY_KEYS = tuple(key for key, (_, decides) in KEYS.items() if decides)
+
+
+def metadata_values(records: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """Every value each comparability key took in these records (absent counts as None)."""
+    values: dict[str, set[str]] = {key: set() for key in COMPARABILITY_KEYS}
+    for record in records:
+        meta = record.get("metadata") or {}
+        for key in COMPARABILITY_KEYS:
+            values[key].add(json.dumps(meta.get(key), sort_keys=True))
+    return values
+
+
 def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
     """Why this cell's numbers deserve caution; empty when nothing is wrong."""
     out: list[str] = []
@@ -140,6 +158,9 @@ def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> l
         medians = summary.get("repeat_medians_ms") or []
         out.append(f"repeats disagree (Kruskal-Wallis p={p:.2g}, repeat medians "
                    f"{min(medians):.3g}–{max(medians):.3g} ms)")
+    mixed = [key for key, values in metadata_values(ok_records).items() if len(values) > 1]
+    if mixed:  # e.g. a run resumed after a driver or lock change: the pooled figure mixes setups
+        out.append("repeats ran on different setups (" + ", ".join(mixed) + " differ)")
     slowdowns = sorted({e for r in ok_records for e in r.get("gpu_clock_events") or []}
                        & SLOWDOWN_EVENTS)
     if slowdowns:

@@ -27,6 +27,7 @@ warmup_steps = 2
 steps = {STEPS}
 timeout = 600
 profile = "full"
+preallocate = false
 
 [environments.numpy]
 image = "numpy"
@@ -139,6 +140,17 @@ def test_framework_metadata_matches_the_environment(run_dir):
             assert r["effective"]["dtype_policy"] == "float32"
         else:
             assert meta["framework_name"] == r["api"]
+
+
+def test_preallocation_setting_reaches_the_allocator(run_dir):
+    """[run] preallocate = false turns JAX's and TensorFlow's up-front grab off; the records say so."""
+    allocators = {r["environment"]: r["allocator"] for r in records(run_dir)
+                  if r["status"] == "ok" and r["workload"] == "matmul"}
+    for name in ("jax", "keras-jax"):
+        assert allocators[name]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    for name in ("tensorflow", "keras-tensorflow"):
+        assert allocators[name]["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert "PYTORCH_CUDA_ALLOC_CONF" in allocators["torch"]
 
 
 def test_jit_axis_reaches_the_framework(run_dir):

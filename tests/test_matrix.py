@@ -118,3 +118,24 @@ def test_calibrate_adds_one_matmul_per_environment_and_precision(write_matrix):
         environments = ["numpy"]
     """), profile="smoke")
     assert {c.options["n"] for c in smoke.cells if c.workload == "matmul"} == {256}
+
+
+def test_preallocate_false_sets_the_frameworks_switches_unless_the_environment_does(write_matrix):
+    text = """
+        [run]
+        preallocate = false
+        [environments.keras-tf]
+        image = "tensorflow"
+        api = "keras"
+        backend = "tensorflow"
+        env = { TF_FORCE_GPU_ALLOW_GROWTH = "false" }
+        [[benchmarks]]
+        workload = "matmul"
+        environments = ["*"]
+    """
+    cells = {c.environment: c for c in matrix_mod.load(write_matrix(text), profile="full").cells}
+    assert cells["keras-jax"].env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                                      "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    assert cells["keras-tf"].env["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"  # the environment's wins
+    default = matrix_mod.load(write_matrix(text.replace("preallocate = false", "")), profile="full")
+    assert {c.environment: c.env for c in default.cells}["keras-jax"] == {}

@@ -7,6 +7,7 @@ is checked by the `gpu` test, which runs with `pytest -m gpu` on a GPU machine.
 
 from __future__ import annotations
 
+import json
 import time
 from types import SimpleNamespace
 
@@ -171,3 +172,29 @@ def test_real_nvml_sampler():
     assert summary["gpu_power_mean_w"] > 0 and summary["gpu_sm_clock_mhz"] is not None
     assert summary["nvml_memory_peak_mb"] > 0
     assert set(summary["gpu_clock_events"]) <= set(CLOCK_EVENTS.values())
+
+
+def test_host_side_gpu_figures_reach_the_record(tmp_path):
+    """A container cell's host-side NVML window (fake NVML here: no GPU) is saved beside the
+    result and lands in the record's host_gpu field, next to the worker's own figures."""
+    from runner.executors.docker import save_host_gpu
+    from runner.record import Outcome, finalize
+    from runner.worker.protocol import CellSpec
+
+    monitor = Monitor(interval_s=0.05,
+                      gpu=Nvml(FakePynvml(energy_mj=(5_000_000, 5_020_000)), handle="h0"))
+    monitor.__enter__()
+    time.sleep(0.2)
+    summary = save_host_gpu(monitor, tmp_path / "host_gpu.json")
+    assert json.loads((tmp_path / "host_gpu.json").read_text()) == summary
+    assert summary["gpu_energy_j"] == pytest.approx(20.0) and summary["window_s"] > 0.1
+    assert "cpu_util_mean" not in summary  # the host's CPU is not the cell's
+
+    spec = CellSpec(run_id="r", cell_id="c", cell_name="matmul-run-numpy-b1", repeat=0,
+                    environment="numpy", api="numpy", backend=None, image="numpy",
+                    workload="matmul", task="run", batch_size=1, precision="float32", jit="auto",
+                    size="tiny", tf32=None, steps_per_execution=1, data="arrays", device="auto",
+                    options={"n": 8}, steps=1, warmup_steps=1, seed=0, result_path="")
+    record = finalize(spec, Outcome(returncode=1, timed_out=False, wall_s=1.0, host_gpu=summary),
+                      None, {}, "logs/x.log")
+    assert record["host_gpu"] == summary and record["gpu_energy_j"] is None

@@ -79,6 +79,9 @@ def test_warnings_for_each_condition():
     assert stats.pooled([_ok(steady, gpu_clock_events=["sync_boost"])])["warnings"] == []
     split = stats.pooled([_ok(steady), _ok([v * 1.3 for v in steady])])
     assert any(w.startswith("repeats disagree") for w in split["warnings"])
+    resumed = stats.pooled([_ok(steady, metadata={"driver_version": "550.54"}),
+                            _ok(steady, metadata={"driver_version": "560.35"})])
+    assert resumed["warnings"] == ["repeats ran on different setups (driver_version differ)"]
 
 
 def test_failed_repeats_are_not_pooled():

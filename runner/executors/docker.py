@@ -273,7 +273,7 @@ class DockerExecutor:
         logger.start()
         gpu_id = options_gpu(container.attrs) if self.gpu else None
         monitor = host_gpu_monitor(gpu_id) if gpu_id is not None else None
-        timed_out = False
+        timed_out, host_gpu = False, None
         try:
             try:
                 container.wait(timeout=attempt.timeout)
@@ -289,7 +289,7 @@ class DockerExecutor:
             state = container.attrs.get("State", {})
         finally:  # also on Ctrl-C: never leave a container behind
             if monitor is not None:
-                save_host_gpu(monitor, attempt.work_dir / HOST_GPU_FILE)
+                host_gpu = save_host_gpu(monitor, attempt.work_dir / HOST_GPU_FILE)
             logger.join(timeout=10)
             try:
                 container.remove(force=True)
@@ -298,7 +298,7 @@ class DockerExecutor:
         return Outcome(returncode=None if timed_out else state.get("ExitCode"),
                        timed_out=timed_out, wall_s=wall_s,
                        oom_killed=bool(state.get("OOMKilled")) and not timed_out,
-                       log_tail=tail(attempt.log_path))
+                       log_tail=tail(attempt.log_path), host_gpu=host_gpu)
 
     def start(self, client: Any, prepared: Prepared, attempt: Attempt) -> Any:
         """Create and start the cell's container; if the engine may not raise the ulimits,
@@ -357,8 +357,9 @@ def host_gpu_monitor(gpu_id: str) -> Any:
     return Monitor(gpu=Nvml(pynvml, handle)).__enter__()
 
 
-def save_host_gpu(monitor: Any, path: Path) -> None:
-    """host_gpu.json beside the cell's result: GPU figures over the container's whole life."""
+def save_host_gpu(monitor: Any, path: Path) -> dict[str, Any]:
+    """host_gpu.json beside the cell's result (kept with the cell's work files), and the record's
+    host_gpu field: GPU figures over the container's whole life."""
     from ..worker.protocol import write_json_atomic
 
     monitor.__exit__(None, None, None)
@@ -368,6 +369,7 @@ def save_host_gpu(monitor: Any, path: Path) -> None:
         write_json_atomic(path, summary)
     except OSError:
         pass
+    return summary
 
 
 def give_container_the_work_dir(work_dir: Path, user: str) -> None:

@@ -88,6 +88,8 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
     "gpu_sm_clock_mhz": ("worker", "mean SM clock over the timed window, MHz"),
     "gpu_clock_events": ("worker", "clock-event (throttle) reasons seen during the timed window"),
+    "host_gpu": ("host", "container cells: the GPU sampled from the host over the container's life "
+                 "(a cross-check of the worker's own window; null for local cells)"),
     "cpu_util_mean": ("worker", "process CPU time / wall time over the timed window, % of one core"),
     # work
     "flops_per_step": ("worker", "floating-point operations per step where known"),
