@@ -40,12 +40,14 @@ def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(dockerx, tmp_path)
     assert request["Driver"] == "nvidia"
     assert "Count" not in request or not request["Count"]
     assert opts["environment"]["JAX_PLATFORMS"] == "cuda"   # no silent CPU fallback
+    assert opts["environment"]["DL_BENCH_GPU_GIVEN"] == "1"  # the worker insists on the GPU
 
 
 def test_cpu_cell_gets_no_gpu(dockerx, tmp_path):
     opts = options(dockerx, tmp_path)
     assert opts["device_requests"] == []
     assert "JAX_PLATFORMS" not in opts["environment"]
+    assert "DL_BENCH_GPU_GIVEN" not in opts["environment"]
 
 
 def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(dockerx, tmp_path):

@@ -178,3 +178,42 @@ def test_resume_adopts_a_result_the_runner_did_not_store(write_matrix, run_cli, 
     adopted = json.loads(record_path.read_text())
     assert adopted["samples_ms"] == original["samples_ms"]
     assert adopted["extra"]["adopted_after_interrupt"] is True
+
+
+GPU_GIVEN = """
+[run]
+name = "gpu-given"
+repeats = 1
+warmup_steps = 1
+steps = 2
+timeout = 120
+profile = "full"
+
+[environments.jax]
+image = "jax"
+api = "jax"
+env = { DL_BENCH_GPU_GIVEN = "1", JAX_PLATFORMS = "" }
+
+[environments.torch]
+image = "torch"
+api = "torch"
+env = { DL_BENCH_GPU_GIVEN = "1" }
+
+[[benchmarks]]
+workload = "matmul"
+environments = ["*"]
+options = { n = 8 }
+"""
+
+
+def test_a_gpu_the_framework_cannot_see_fails_the_cell_instead_of_running_on_the_cpu(
+        write_matrix, run_cli, results_dir):
+    """What the Docker executor sets when it hands a container a GPU: with device = "auto" a
+    framework that sees none (a CPU build here) must fail the cell, not measure the CPU."""
+    code, _, _ = run_cli(write_matrix(GPU_GIVEN, with_environments=False))
+    assert code == 1
+    records = [json.loads(p.read_text()) for p in (only_run(results_dir) / "cells").glob("*.json")]
+    assert {r["environment"] for r in records} == {"jax", "torch"}
+    for record in records:
+        assert record["status"] == "failed" and not record["samples_ms"]
+        assert "sees no GPU in this environment although the executor gave it one" in record["error"]

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from .. import images
 from ..matrix import REPO_ROOT
 from ..record import Outcome
+from ..worker.protocol import GPU_GIVEN_ENV
 from . import Attempt, Prepared
 from .local import tail
 
@@ -138,7 +139,9 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
     if gpu_id is not None:
         devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],
                                      capabilities=GPU_CAPABILITIES))
-        # JAX falls back to the CPU silently when it finds no GPU; make it fail loudly instead.
+        # A framework that does not see the GPU it was given fails the cell instead of running on
+        # the CPU (JAX, for one, falls back silently; JAX_PLATFORMS=cuda makes it fail loudly).
+        environment[GPU_GIVEN_ENV] = "1"
         environment.setdefault("JAX_PLATFORMS", "cuda")
     options: dict[str, Any] = dict(
         image=image,

@@ -17,6 +17,11 @@ SCHEMA_VERSION = 1
 
 # Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
 # worker, `runner.record.status_from_outcome` on the host.
+# Set by an executor that handed the worker a GPU (the Docker executor's device request): there,
+# device = "auto" means the GPU, and a framework that does not see it is a broken image, never a
+# silent CPU run.
+GPU_GIVEN_ENV = "DL_BENCH_GPU_GIVEN"
+
 STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "not_applicable")
 
 

@@ -4,9 +4,10 @@ memory counters, metadata, the settings in force), and `<api>_api/<workload>.py`
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from ..protocol import CellSpec
+from ..protocol import GPU_GIVEN_ENV, CellSpec
 
 
 class FrameworkBase:
@@ -40,9 +41,14 @@ class FrameworkBase:
 
 def resolve_device(requested: str, has_gpu: bool) -> str:
     """`auto` takes the GPU when one is there; an explicit `gpu` without one is an error (JAX,
-    for one, would otherwise fall back to the CPU silently)."""
+    for one, would otherwise fall back to the CPU silently), and so is `auto` in a container the
+    executor gave a GPU to."""
+    if requested == "auto" and os.environ.get(GPU_GIVEN_ENV) == "1":
+        requested = "gpu"
     if requested == "gpu" and not has_gpu:
-        raise RuntimeError("device = 'gpu' but the framework sees no GPU in this environment")
+        given = " although the executor gave it one" if os.environ.get(GPU_GIVEN_ENV) == "1" else ""
+        raise RuntimeError(f"device = 'gpu' but the framework sees no GPU in this "
+                           f"environment{given} (a CPU-only build, or CUDA libraries it cannot load)")
     if requested == "auto":
         return "gpu" if has_gpu else "cpu"
     return requested
