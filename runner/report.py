@@ -40,6 +40,15 @@ def row_label(record: dict[str, Any]) -> str:
     return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")
 
 
+def allocator_settings(record: dict[str, Any]) -> dict[str, str]:
+    """The allocator's environment switches a record ran with (XLA_PYTHON_CLIENT_PREALLOCATE,
+    TF_FORCE_GPU_ALLOW_GROWTH, PYTORCH_CUDA_ALLOC_CONF, ...): 'unset' means the framework's
+    default. Measured figures in the same dict (reserved bytes, limits) are left out."""
+    return {key: "unset" if value is None else str(value)
+            for key, value in (record.get("allocator") or {}).items()
+            if key.isupper() and (value is None or isinstance(value, str))}
+
+
 def cell_summaries(records: list[dict[str, Any]],
                    cell_order: list[str] | None = None) -> list[dict[str, Any]]:
     """One summary per cell, its repeats pooled; in plan order (the manifest's cell list)."""
@@ -80,6 +89,7 @@ def cell_summaries(records: list[dict[str, Any]],
             accuracy=_median([r.get("accuracy") for r in ok]),
             epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
             device_name=stats.device_name(ok[0]) if ok else None,
+            allocator=allocator_settings(ok[0]) if ok else None,
         )
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
         out.append(summary)
@@ -183,6 +193,19 @@ def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dic
     return out
 
 
+def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
+    """One line per environment: its allocator settings (every distinct set, should cells differ)."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for s in summaries:
+        if s.get("allocator") is None:  # no ok repeat: nothing ran
+            continue
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(s["allocator"].items()))
+        if shown not in seen[s["environment"]]:
+            seen[s["environment"]].append(shown)
+    return [f"- `{env}`: " + ("; ".join(sets) if any(sets) else "not recorded")
+            for env, sets in seen.items()]
+
+
 def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: bool = True,
                    bold_best: bool = True, keras_columns: bool = False) -> str:
     """Rows × environments of one summary key. With keras_columns (and both Keras 3 and Keras 2
@@ -283,6 +306,12 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
     if any(s.get("vram_peak_mb") is not None for s in summaries):
         parts += ["Framework-native device memory peak (MB):", "",
                   markdown_table(summaries, "vram_peak_mb", bold_best=False), ""]
+    if any(s.get("nvml_memory_peak_mb") is not None for s in summaries):
+        parts += ["NVML device memory used, peak (MB): the whole device, including what an "
+                  "allocator reserved or preallocated, so read it with the settings below:", "",
+                  markdown_table(summaries, "nvml_memory_peak_mb", bold_best=False), "",
+                  "Allocator settings in force (unset: the framework's default):", "",
+                  *allocator_lines(summaries), ""]
     if any(s.get("gpu_energy_j") is not None for s in summaries):
         parts += ["## Energy over the timed window (J, NVML)", "",
                   markdown_table(summaries, "gpu_energy_j"), ""]

@@ -77,6 +77,17 @@ def test_markdown_warnings_and_training_sections(summaries):
     assert "matmul" not in training
 
 
+def test_nvml_memory_is_shown_with_the_allocator_settings(summaries):
+    memory = report.report_markdown({"name": "fixture"}, summaries).split("## Peak memory")[1]
+    memory = memory.split("\n## ")[0]
+    assert "NVML device memory used, peak (MB)" in memory and "| 1,200 |" in memory
+    settings = memory.split("Allocator settings in force")[1]
+    assert ("- `keras-jax`: XLA_PYTHON_CLIENT_ALLOCATOR=unset, XLA_PYTHON_CLIENT_MEM_FRACTION=unset, "
+            "XLA_PYTHON_CLIENT_PREALLOCATE=false") in settings
+    assert "- `keras2`: TF_FORCE_GPU_ALLOW_GROWTH=true, TF_GPU_ALLOCATOR=unset" in settings
+    assert "bytes_limit" not in settings  # a measured figure, not a setting
+
+
 def test_no_keras_columns_without_keras2(summaries):
     without = [s for s in summaries if s["api"] != "tf-keras"]
     text = report.report_markdown({"name": "fixture"}, without)
