@@ -151,7 +151,8 @@ def prepare_environments(executor, images: list[str], console: Console) -> dict[
     return prepared
 
 
-def adopt_orphan(entry: Entry, store: Store, seed: int) -> dict[str, Any] | None:
+def adopt_orphan(entry: Entry, store: Store, seed: int,
+                 host_metadata: dict[str, Any]) -> dict[str, Any] | None:
     """On resume: a worker that finished while the runner died before storing its record left
     a complete result.json; store it instead of measuring again (nothing finished is lost)."""
     path = store.orphaned_result(entry.key)
@@ -160,14 +161,14 @@ def adopt_orphan(entry: Entry, store: Store, seed: int) -> dict[str, Any] | None
         return None
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(path))
     outcome = record_mod.Outcome(returncode=0, timed_out=False, wall_s=None)
-    record = record_mod.finalize(spec, outcome, worker, {}, f"logs/{entry.key}.log")
+    record = record_mod.finalize(spec, outcome, worker, host_metadata, f"logs/{entry.key}.log")
     record["extra"] = {**(record["extra"] or {}), "adopted_after_interrupt": True}
     store.write_record(entry.key, record)
     return record
 
 
 def run_entry(executor, entry: Entry, prepared: Prepared, store: Store, seed: int) -> dict[str, Any]:
-    adopted = adopt_orphan(entry, store, seed)
+    adopted = adopt_orphan(entry, store, seed, prepared.metadata)
     if adopted is not None:
         return adopted
     key = entry.key

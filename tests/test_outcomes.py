@@ -178,6 +178,8 @@ def test_resume_adopts_a_result_the_runner_did_not_store(write_matrix, run_cli, 
     adopted = json.loads(record_path.read_text())
     assert adopted["samples_ms"] == original["samples_ms"]
     assert adopted["extra"]["adopted_after_interrupt"] is True
+    # the host's metadata (lock hash, ...) as for a measured record, so pooling sees one setup
+    assert adopted["metadata"]["lock_sha256"] == original["metadata"]["lock_sha256"]
 
 
 GPU_GIVEN = """
