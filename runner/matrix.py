@@ -6,6 +6,8 @@ import copy
 import hashlib
 import itertools
 import json
+import os
+import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,7 @@ class Cell:
     environment: str
     api: str
     backend: str | None
-    image: str
+    image: str | None               # images/<image>/, or None for an existing interpreter
     workload: str
     task: str
     batch_size: int
@@ -38,11 +40,13 @@ class Cell:
     repeats: int
     timeout: float
     not_applicable: str | None = None
+    python: str | None = None       # an existing interpreter (environments.<name>.python)
 
     @property
     def coordinates(self) -> dict[str, Any]:
+        where = {"image": self.image} if self.python is None else {"python": self.python}
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
-                "image": self.image, "workload": self.workload, "task": self.task,
+                **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options}
 
     @property
@@ -136,6 +140,17 @@ def check_image(path: Path, env_name: str, image: str) -> None:
                          f"{did_you_mean(image, known)}")
 
 
+def check_python(path: Path, env_name: str, python: str) -> None:
+    """An existing interpreter must be an executable file (whether it can run the worker is
+    checked when the environment is prepared)."""
+    where = f"{path}: environments.{env_name}.python"
+    found = shutil.which(python) if os.sep not in python else python
+    if not found or not Path(found).is_file():
+        raise UsageError(f"{where}: {python!r}: no such file")
+    if not os.access(found, os.X_OK):
+        raise UsageError(f"{where}: {python!r} is not executable")
+
+
 def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) -> Matrix:
     """Read, apply the profile, validate and expand. Raises UsageError with one line."""
     path = Path(path)
@@ -147,7 +162,10 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
     for name, env in spec.environments.items():
-        check_image(path, name, env.image)
+        if env.image is not None:
+            check_image(path, name, env.image)
+        else:
+            check_python(path, name, env.python)
     resolved.get("run", {}).update(profile=chosen)
     matrix = Matrix(path=path, spec=spec, profile=chosen, profile_reason=reason, resolved=resolved)
     matrix.cells = expand(matrix, path)
@@ -170,7 +188,8 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             options = {**catalog.default_sizes(bench.workload, coords["size"]), **chosen_options}
             cell = Cell(
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
-                workload=bench.workload, task=task, batch_size=batch_size, axes=coords,
+                python=env.python, workload=bench.workload, task=task, batch_size=batch_size,
+                axes=coords,
                 options=options, env=worker_env(run, env),
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
                 repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
@@ -213,7 +232,8 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
             if catalog.not_applicable_reason("matmul", env.api, env.backend, axes, "run"):
                 continue
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
-                            image=env.image, workload="matmul", task="run", batch_size=1,
+                            image=env.image, python=env.python, workload="matmul", task="run",
+                            batch_size=1,
                             axes=axes, options={"n": CALIBRATION_N[size]},
                             env=worker_env(run, env), steps=run.steps, warmup_steps=run.warmup_steps,
                             repeats=run.repeats, timeout=run.timeout))

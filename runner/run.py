@@ -13,11 +13,13 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, \
     TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from . import hostinfo, matrix as matrix_mod, record as record_mod, report
 from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from .executors import Attempt, Prepared
+from .environments import Flavour, Source
+from .executors import Attempt, Executor, Prepared
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
 from .store import RESULTS_DIR, Store
@@ -42,22 +44,90 @@ def load_matrix(opts: Options, console: Console) -> Matrix:
     return matrix
 
 
-def choose_executor(matrix: Matrix, requested: str | None):
-    name = requested or matrix.spec.run.executor
+@dataclass
+class Setup:
+    """The run's decisions, made once and shown in its first lines: which executor runs the
+    image-folder environments and why, which flavour of their locks and why. Existing
+    interpreters (python = ...) always run as local processes."""
+
+    executor: Executor
+    reason: str
+    flavour: Flavour
+    local: Executor
+
+    def executor_for(self, source: Source) -> Executor:
+        return self.local if source.existing else self.executor
+
+    def describe(self, source: Source) -> tuple[str, str | None, str]:
+        """(executor name, flavour, what it uses) without building anything."""
+        executor = self.executor_for(source)
+        flavour, uses = executor.describe(source)
+        return executor.name, flavour, uses
+
+    def close(self) -> None:
+        for executor in {id(e): e for e in (self.executor, self.local)}.values():
+            executor.close()
+
+
+def source_of(cell: Cell) -> Source:
+    return Source(image=cell.image, python=cell.python)
+
+
+def sources_to_prepare(plan: Plan) -> list[Source]:
+    """Each source the planned runs need, once (environments may share an image folder)."""
+    return list({source_of(e.cell).key: source_of(e.cell) for e in plan.to_run}.values())
+
+
+def choose_setup(matrix: Matrix | None, requested: str | None) -> Setup:
+    from .environments import decide_flavour
+    from .executors.local import LocalExecutor
+
+    facts = hostinfo.gpu_facts()
+    gpu = bool(facts.get("gpu_count"))
+    flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
+    name = requested or (matrix.spec.run.executor if matrix is not None else "auto")
+    reason = f"--executor {name}" if requested else f"[run] executor = {name!r}"
     if name == "auto":
         # Docker is the GPU path: pinned images need an engine, and only pay off with a GPU.
-        from .executors.docker import engine_reachable
+        from .executors.docker import DockerUnavailable, connect
 
-        name = "docker" if hostinfo.gpu_found() and engine_reachable() else "local"
+        if not gpu:
+            name, reason = "local", "auto: no GPU found, so no Docker images are needed"
+        else:
+            try:
+                connect(timeout=5).close()
+                name, reason = "docker", "auto: a GPU was found and a Docker engine answered"
+            except DockerUnavailable as exc:
+                name, reason = "local", f"auto: no Docker engine answered ({exc})"
+    local = LocalExecutor(flavour, gpu)
     if name == "local":
-        from .executors.local import LocalExecutor
-
-        return LocalExecutor()
+        return Setup(local, reason, flavour, local)
     if name == "docker":
         from .executors.docker import DockerExecutor
 
-        return DockerExecutor()
+        return Setup(DockerExecutor(flavour, gpu), reason, flavour, local)
     raise UsageError(f"executor {name!r} is not available in this version (use local or docker)")
+
+
+def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
+    """Per environment: the executor, the flavour and the lock, image or interpreter it uses."""
+    table = Table(title="Environments", title_justify="left")
+    for column in ("environment", "api", "executor", "flavour"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("uses", overflow="fold")
+    for name in dict.fromkeys(c.environment for c in cells):
+        env = matrix.spec.environments[name]
+        executor, flavour, uses = setup.describe(Source(env.image, env.python))
+        api = env.api + (f"/{env.backend}" if env.backend else "")
+        table.add_row(name, api, executor, flavour or "as installed", escape(uses))
+    return table
+
+
+def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console) -> None:
+    console.print(f"[bold]executor:[/] {setup.executor.name} ({escape(setup.reason)})")
+    console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})")
+    if cells:
+        console.print(environment_table(matrix, setup, cells))
 
 
 def open_store(matrix: Matrix, opts: Options) -> Store:
@@ -99,8 +169,18 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str)
         **cell.axes)
 
 
-def manifest_for(matrix: Matrix, plan: Plan, store: Store, executor_name: str,
+def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
                  prepared: dict[str, Prepared]) -> dict[str, Any]:
+    environments = {}
+    for name, env in matrix.spec.environments.items():
+        source = Source(env.image, env.python)
+        executor, flavour, uses = setup.describe(source)
+        entry = {**env.model_dump(), "executor": executor, "flavour": flavour, "uses": uses}
+        if source.key in prepared:
+            entry.update(prepared[source.key].metadata)
+            if prepared[source.key].warnings:
+                entry["warnings"] = prepared[source.key].warnings
+        environments[name] = entry
     return {
         "schema": 1,
         "name": matrix.spec.run.name,
@@ -108,13 +188,13 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, executor_name: str,
         "matrix": str(matrix.path),
         "profile": matrix.profile,
         "profile_reason": matrix.profile_reason,
-        "executor": executor_name,
+        "executor": setup.executor.name,
+        "executor_reason": setup.reason,
+        "flavour": setup.flavour.name,
+        "flavour_reason": setup.flavour.reason,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": hostinfo.host_summary(),
-        "environments": {
-            name: {**env.model_dump(), **(prepared[env.image].metadata
-                                           if env.image in prepared else {})}
-            for name, env in matrix.spec.environments.items()},
+        "environments": environments,
         # Matrix order, so reports list rows and environment columns as the matrix does.
         "cells": [{"id": c.id, "name": c.name, "environment": c.environment,
                    "repeats": c.repeats, "not_applicable": c.not_applicable}
@@ -130,24 +210,29 @@ def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> N
             store.write_record(key, record_mod.not_applicable_record(spec, cell.not_applicable))
 
 
-def prepare_environments(executor, images: list[str], console: Console) -> dict[str, Prepared]:
+def prepare_environments(setup: Setup, sources: list[Source],
+                         console: Console) -> dict[str, Prepared]:
     prepared: dict[str, Prepared] = {}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
-        for image in images:
-            task = progress.add_task(f"environment {image}: preparing")
+        for source in sources:
+            label = escape(source.key)
+            task = progress.add_task(f"environment {label}: preparing")
             started = time.monotonic()
 
-            def show(line: str, task=task, image=image) -> None:
-                progress.update(task, description=f"environment {image}: {line[:90]}")
+            def show(line: str, task=task, label=label) -> None:
+                progress.update(task, description=f"environment {label}: {escape(line[:90])}")
 
-            prepared[image] = executor.prepare(image, show)
+            ready = setup.executor_for(source).prepare(source, show)
+            prepared[source.key] = ready
             progress.remove_task(task)
             took = time.monotonic() - started
-            if prepared[image].error:
-                console.print(f"[red]✗ environment {image}: {prepared[image].error}[/]")
+            if ready.error:
+                console.print(f"[red]✗ environment {label}: {escape(ready.error)}[/]")
             else:
-                console.print(f"[green]✓[/] environment {image} ready ({took:.0f} s)")
+                console.print(f"[green]✓[/] environment {label} ready ({took:.0f} s)")
+            for warning in ready.warnings:
+                console.print(f"[yellow]! environment {label}: {escape(warning)}[/]")
     return prepared
 
 
@@ -167,7 +252,8 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
     return record
 
 
-def run_entry(executor, entry: Entry, prepared: Prepared, store: Store, seed: int) -> dict[str, Any]:
+def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
+              seed: int) -> dict[str, Any]:
     adopted = adopt_orphan(entry, store, seed, prepared.metadata)
     if adopted is not None:
         return adopted
@@ -186,7 +272,8 @@ def run_entry(executor, entry: Entry, prepared: Prepared, store: Store, seed: in
                           log_path=store.log_path(key), work_dir=work,
                           env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
                                                     if entry.cell.backend else {})},
-                          timeout=entry.cell.timeout)
+                          timeout=entry.cell.timeout,
+                          wants_gpu=entry.cell.axes["device"] != "cpu")
         outcome = executor.run(prepared, attempt)
         worker = record_mod.read_worker_result(result_path)
     record = record_mod.finalize(spec, outcome, worker, prepared.metadata, log_rel)
@@ -212,38 +299,42 @@ def execute(opts: Options, console: Console) -> int:
     plan = make_plan(matrix.cells, opts.only, finished)
     if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
         raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
-    executor = choose_executor(matrix, opts.executor)
+    setup = choose_setup(matrix, opts.executor)
+    show_setup(matrix, setup, plan.cells, console)
     if opts.dry_run:
         console.print(plan_table(matrix, plan))
         return EXIT_OK
 
     store = store or open_store(matrix, opts)
-    images = list(dict.fromkeys(e.cell.image for e in plan.to_run))
+    sources = sources_to_prepare(plan)
     console.print(f"run folder: {store.root}")
     seed = matrix.spec.run.seed
     store.write_matrix(matrix.resolved)
-    manifest = manifest_for(matrix, plan, store, executor.name, {})
+    manifest = manifest_for(matrix, plan, store, setup, {})
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
     interrupted = False
     try:
-        prepared = prepare_environments(executor, images, console)
-        manifest = manifest_for(matrix, plan, store, executor.name, prepared)
+        prepared = prepare_environments(setup, sources, console)
+        manifest = manifest_for(matrix, plan, store, setup, prepared)
         store.write_manifest(manifest)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
             bar = progress.add_task("cells", total=len(plan.to_run))
             for entry in plan.to_run:
-                progress.update(bar, description=f"{entry.cell.name} r{entry.repeat}")
-                record = run_entry(executor, entry, prepared[entry.cell.image], store, seed)
+                progress.update(bar, description=escape(f"{entry.cell.name} r{entry.repeat}"))
+                source = source_of(entry.cell)
+                record = run_entry(setup.executor_for(source), entry, prepared[source.key],
+                                   store, seed)
                 mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
-                progress.console.print(f"{mark} {entry.cell.name} r{entry.repeat}: {describe(record)}")
+                progress.console.print(
+                    f"{mark} {escape(entry.cell.name)} r{entry.repeat}: {escape(describe(record))}")
                 progress.advance(bar)
     except KeyboardInterrupt:
         interrupted = True
         console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
     finally:
-        executor.close()
+        setup.close()
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest["interrupted"] = interrupted
         store.write_manifest(manifest)
@@ -260,10 +351,11 @@ def build_only(opts: Options, console: Console) -> int:
     """`runner build`: prepare every environment the matrix needs, run nothing."""
     matrix = load_matrix(opts, console)
     plan = make_plan(matrix.cells, opts.only)
-    executor = choose_executor(matrix, opts.executor)
-    images = list(dict.fromkeys(e.cell.image for e in plan.to_run))
-    prepared = prepare_environments(executor, images, console)
-    executor.close()
+    setup = choose_setup(matrix, opts.executor)
+    show_setup(matrix, setup, plan.cells, console)
+    sources = sources_to_prepare(plan)
+    prepared = prepare_environments(setup, sources, console)
+    setup.close()
     return EXIT_FAILED_CELLS if any(p.error for p in prepared.values()) else EXIT_OK
 
 

@@ -104,13 +104,20 @@ PROFILE_KEYS = PROFILE_RUN_KEYS + AXES
 
 
 class EnvironmentSpec(_Strict):
-    image: str = Field(min_length=1)
+    # Where the environment comes from: an image folder images/<image>/ (its lock becomes a local
+    # venv or a Docker image), or an existing interpreter used as it is (a VM's preinstalled
+    # stack, a conda environment), like asv's "existing" environments.
+    image: str | None = Field(None, min_length=1)
+    python: str | None = Field(None, min_length=1)
     api: Literal[catalog.APIS]  # type: ignore[valid-type]
     backend: Literal[catalog.KERAS_BACKENDS] | None = None  # type: ignore[valid-type]
     env: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _backend_only_with_keras(self) -> "EnvironmentSpec":
+        if (self.image is None) == (self.python is None):
+            raise ValueError("give image = '<folder under images/>' or python = "
+                             "'/path/to/python' (an existing interpreter), exactly one of them")
         if self.api == "keras" and self.backend is None:
             raise ValueError("api = 'keras' needs backend = 'tensorflow' | 'jax' | 'torch'")
         if self.api != "keras" and self.backend is not None:

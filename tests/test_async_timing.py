@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import envs
+from runner.environments import venvs
 
 REPO = Path(__file__).resolve().parents[1]
 N = 1024          # one float32 1024³ product: ~2 GFLOP, tens of ms on a 2-core CPU
@@ -80,7 +80,7 @@ def reference(python: Path, tmp_path: Path) -> dict:
 
 @pytest.mark.slow
 def test_worker_times_the_work_not_the_dispatch(tmp_path):
-    python = envs.build("jax").python
+    python = venvs.build("jax").python
     before = reference(python, tmp_path)
 
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from runner import cli, images
+from runner import cli, environments
+from runner.environments import images
 from runner.matrix import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -66,7 +67,7 @@ def numpy_image(engine):
 @pytest.fixture
 def base_env(monkeypatch):
     monkeypatch.setenv(images.BASE_ENV, BASE)
-    monkeypatch.setenv(images.FLAVOUR_ENV, "cpu")
+    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")
 
 
 def runner_containers(client) -> list:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import images
+from runner.environments import Source, images
 from runner.executors import Attempt, Prepared
 from runner.matrix import IMAGES_DIR, REPO_ROOT
 
@@ -170,16 +170,6 @@ def test_recipe_tags_labels_and_build_args():
     assert images.recipe("numpy", "cpu").recipe_sha256 != rec.recipe_sha256  # the base counts
 
 
-def test_flavour_is_cuda_only_with_a_gpu_and_a_cuda_lock(monkeypatch):
-    monkeypatch.delenv(images.FLAVOUR_ENV, raising=False)
-    assert images.choose_flavour("jax", gpu=True) == "cuda"
-    assert images.choose_flavour("jax", gpu=False) == "cpu"
-    assert images.choose_flavour("numpy", gpu=True) == "cpu"
-    monkeypatch.setenv(images.FLAVOUR_ENV, "gpu")
-    with pytest.raises(images.ImageError, match="expected one of cpu, cuda"):
-        images.choose_flavour("jax", gpu=True)
-
-
 def test_missing_image_folder_is_one_clear_error():
     with pytest.raises(images.ImageError, match="nope.*missing"):
         images.recipe("nope")
@@ -214,15 +204,15 @@ def test_host_gpu_sampling_on_a_gpu(dockerx, tmp_path):
 
 
 def test_explicit_docker_executor_is_chosen_without_touching_an_engine(dockerx):
-    from runner.run import choose_executor
+    from runner.run import choose_setup
 
-    executor = choose_executor(None, "docker")
+    executor = choose_setup(None, "docker").executor
     assert isinstance(executor, dockerx.DockerExecutor) and executor._client is None
 
 
 def test_a_prepare_without_engine_fails_the_images_cells_with_the_fix(dockerx, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    prepared = dockerx.DockerExecutor(gpu=False).prepare("numpy", lambda line: None)
+    prepared = dockerx.DockerExecutor(gpu=False).prepare(Source("numpy"), lambda line: None)
     assert prepared.error and "no Docker engine answers" in prepared.error
     assert "systemctl start docker" in prepared.error
 

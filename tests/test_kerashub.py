@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import envs, matrix
+from runner import matrix
+from runner.environments import venvs
 from runner.worker import catalog
 from runner.worker.apis import kerashub_models as hub
 from runner.worker.protocol import CellSpec
@@ -74,7 +75,7 @@ def make_spec(environment: str, cell: tuple, result_path: Path) -> CellSpec:
 
 
 def run_cells(environment: str, cells: list[tuple], folder: Path) -> list[tuple[tuple, dict]]:
-    env = envs.build(ENVIRONMENTS[environment][0])
+    env = venvs.build(ENVIRONMENTS[environment][0])
     pairs, specs = [], {}
     for cell in cells:
         name = f"{cell[0]}-{cell[1]}"
@@ -130,7 +131,7 @@ def test_every_model_and_task(environment, tmp_path):
 def test_full_size_configurations_match_the_presets(tmp_path):
     """Parameter counts of the full configurations, built under jax.eval_shape (no weights are
     allocated: an 8.5 B-parameter Gemma costs a few seconds and no memory)."""
-    env = envs.build("jax")
+    env = venvs.build("jax")
     script = textwrap.dedent("""
         import json, os
         os.environ["KERAS_BACKEND"] = "jax"

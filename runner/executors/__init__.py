@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..environments import Source
 from ..record import Outcome
 
 
@@ -13,8 +14,12 @@ from ..record import Outcome
 class Prepared:
     """An environment ready to run cells, and what the record should say about it."""
 
-    image: str
+    key: str                                                   # Source.key: image or python:PATH
+    uses: str = ""                                             # the lock, image tag or interpreter
+    flavour: str | None = None                                 # cpu | cuda; None: an existing one
+    python: Path | None = None                                 # the interpreter (local cells)
     metadata: dict[str, Any] = field(default_factory=dict)  # lock_sha256, image_id, env_path, ...
+    warnings: list[str] = field(default_factory=list)         # shown once, kept in the manifest
     error: str | None = None                                   # preparation failed: cells fail
 
 
@@ -28,12 +33,13 @@ class Attempt:
     work_dir: Path
     env: dict[str, str]
     timeout: float
+    wants_gpu: bool = True          # device = "auto" or "gpu": the GPU, where the host has one
 
 
 class Executor(Protocol):
     name: str
 
-    def prepare(self, image: str, on_line: Callable[[str], None]) -> Prepared: ...
+    def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared: ...
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome: ...
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import images
+from ..environments import Flavour, Source, image_flavour, images
 from ..matrix import REPO_ROOT
 from ..record import Outcome
 from ..worker.protocol import GPU_GIVEN_ENV
@@ -205,23 +205,16 @@ def _pid_alive(pid: int) -> bool:
 class DockerExecutor:
     name = "docker"
 
-    def __init__(self, gpu_id: str | None = None, base: str | None = None,
-                 mem_limit: str | None = None, gpu: bool | None = None):
+    def __init__(self, flavour: Flavour | None = None, gpu: bool = False,
+                 gpu_id: str | None = None, base: str | None = None, mem_limit: str | None = None):
+        self.flavour = flavour or Flavour("cpu", "default")
+        self.gpu = gpu                    # the host has a GPU: cells that want one get it
         self.gpu_id = gpu_id if gpu_id is not None else os.environ.get(GPU_ENV, "0")
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
         self.mem_limit = mem_limit or os.environ.get(MEMORY_ENV) or None
-        self._gpu = gpu                   # None: ask NVML when first needed
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
         self.ulimits = ULIMITS            # lowered once if the engine refuses them
-
-    @property
-    def gpu(self) -> bool:
-        if self._gpu is None:
-            from ..hostinfo import gpu_found
-
-            self._gpu = gpu_found()
-        return self._gpu
 
     def client(self) -> Any:
         if self._client is None:
@@ -229,19 +222,33 @@ class DockerExecutor:
             remove_leftovers(self._client)
         return self._client
 
-    def prepare(self, image: str, on_line: Callable[[str], None]) -> Prepared:
+    def recipe(self, source: Source) -> images.Recipe:
+        return images.recipe(source.image, image_flavour(self.flavour, source.image), self.base)
+
+    def describe(self, source: Source) -> tuple[str | None, str]:
+        """(flavour, image tag) without touching the engine: for the plan and the first lines."""
+        try:
+            rec = self.recipe(source)
+        except images.ImageError as exc:
+            return image_flavour(self.flavour, source.image), str(exc)
+        return rec.flavour, rec.tag
+
+    def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         import docker.errors
 
+        flavour, uses = self.describe(source)
         try:
             client = self.client()
-            rec = images.recipe(image, images.choose_flavour(image, self.gpu), self.base)
+            rec = self.recipe(source)
             built, _ = images.ensure(client, rec, on_line)
         except (DockerUnavailable, images.ImageError) as exc:
-            return Prepared(image, error=str(exc))
+            return Prepared(source.key, uses, flavour, error=str(exc))
         except docker.errors.DockerException as exc:
-            return Prepared(image, error=f"image {image}: docker: {exc}")
-        self.image_ids[image] = built.id   # run by id: a later rebuild cannot swap it mid-run
-        return Prepared(image, metadata=images.record_metadata(built, rec))
+            return Prepared(source.key, uses, flavour, error=f"image {source.image}: docker: {exc}")
+        self.image_ids[source.key] = built.id   # run by id: a rebuild cannot swap it mid-run
+        return Prepared(source.key, uses, flavour,
+                        metadata={**images.record_metadata(built, rec), "env_source": "image",
+                                  "flavour": rec.flavour})
 
     def gpu_for(self, spec: dict[str, Any]) -> str | None:
         return self.gpu_id if spec.get("device", "gpu") != "cpu" and self.gpu else None
@@ -254,7 +261,7 @@ class DockerExecutor:
                                  f"in the cell's work folder {attempt.work_dir}")
         labels = {LABEL_OWNER: owner_label(), LABEL_RUN: str(spec.get("run_id", "")),
                   LABEL_CELL: f"{spec.get('cell_id', '')}-r{spec.get('repeat', '')}"}
-        return run_options(self.image_ids.get(prepared.image, prepared.image), attempt.work_dir,
+        return run_options(self.image_ids.get(prepared.key, prepared.key), attempt.work_dir,
                            attempt.env, labels=labels, gpu_id=self.gpu_for(spec),
                            user=container_user(), mem_limit=self.mem_limit,
                            ulimits=self.ulimits)

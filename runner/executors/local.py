@@ -1,5 +1,6 @@
-"""The embedded default: one local virtual environment per image, one fresh process per cell ×
-repeat, in its own process group (killed whole on timeout or Ctrl-C)."""
+"""The embedded default: one local virtual environment per image folder (built from the lock of
+the run's flavour) or an existing interpreter, one fresh process per cell × repeat, in its own
+process group (killed whole on timeout or Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .. import envs
+from ..environments import (Flavour, Source, existing, image_flavour, installed, lock_path,
+                            venvs)
 from ..matrix import REPO_ROOT
 from ..record import Outcome
+from ..worker.protocol import GPU_GIVEN_ENV
 from . import Attempt, Prepared
 
 KILL_GRACE_S = 5.0
@@ -59,7 +62,11 @@ def worker_environment(extra: dict[str, str]) -> dict[str, str]:
     the runner package on the import path and the cell's own variables."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
-    env.update(PYTHONPATH=str(REPO_ROOT), PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1")
+    # PYTHONSAFEPATH (-P): the working directory is not put on sys.path, so a folder named jax
+    # or torch there cannot shadow the real package (an older existing interpreter ignores it;
+    # the cell's work folder holds only its spec and result anyway).
+    env.update(PYTHONPATH=str(REPO_ROOT), PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONSAFEPATH="1")
     env.update(extra)
     return env
 
@@ -67,31 +74,67 @@ def worker_environment(extra: dict[str, str]) -> dict[str, str]:
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, env_root: Path | None = None):
+    def __init__(self, flavour: Flavour | None = None, gpu: bool = False,
+                 env_root: Path | None = None):
+        self.flavour = flavour or Flavour("cpu", "default")
+        self.gpu = gpu                      # the host has a GPU: workers that want one get it
         self.env_root = env_root
-        self.environments: dict[str, envs.LocalEnv] = {}
 
-    def prepare(self, image: str, on_line: Callable[[str], None]) -> Prepared:
+    def describe(self, source: Source) -> tuple[str | None, str]:
+        """(flavour, what it uses) without building anything: for the plan and the first lines."""
+        if source.existing:
+            return None, f"python {source.python}"
+        flavour = image_flavour(self.flavour, source.image)
+        return flavour, f"images/{source.image}/{lock_path(source.image, flavour).name}"
+
+    def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
+        flavour, uses = self.describe(source)
+        if source.existing:
+            try:
+                interpreter = existing.probe(source.python)
+            except existing.InterpreterError as exc:
+                return Prepared(source.key, uses, error=str(exc))
+            return Prepared(source.key, uses, python=interpreter.python,
+                            metadata={"executor": self.name, "env_source": "existing"})
         try:
-            env = envs.build(image, self.env_root, on_line)
-        except envs.EnvironmentBuildError as exc:
-            return Prepared(image, error=str(exc))
-        self.environments[image] = env
-        return Prepared(image, metadata={"lock_sha256": env.lock_sha256, "env_path": str(env.path),
-                                         "executor": self.name})
+            env = venvs.build(source.image, flavour, self.env_root, on_line)
+        except venvs.EnvironmentBuildError as exc:
+            return Prepared(source.key, uses, flavour, error=str(exc))
+        return Prepared(source.key, uses, flavour, python=env.python,
+                        metadata={"lock_sha256": env.lock_sha256, "env_path": str(env.path),
+                                  "executor": self.name, "env_source": "lock",
+                                  "flavour": flavour},
+                        warnings=self.check_installed(env))
 
-    def command(self, image: str, attempt: Attempt) -> list[str]:
-        # -P: the working directory is not put on sys.path (a folder named jax or torch there
-        # would shadow the real package); the cell's work folder is the working directory.
-        return [str(self.environments[image].python), "-P", "-m", "runner.worker",
-                str(attempt.spec_path), str(attempt.result_path)]
+    @staticmethod
+    def check_installed(env: venvs.LocalEnv) -> list[str]:
+        """A lock-built environment that no longer holds exactly its lock (changed by hand)."""
+        try:
+            found = installed.list_installed(env.python)
+        except Exception as exc:  # noqa: BLE001 - reported, never fatal
+            return [f"could not list what {env.path} holds: {exc}"]
+        diff = installed.differences(installed.lock_pins(env.lock), found)
+        if not diff:
+            return []
+        shown = "; ".join(diff[:5]) + (f"; and {len(diff) - 5} more" if len(diff) > 5 else "")
+        return [f"{env.path} differs from images/{env.image}/{env.lock.name}: {shown} "
+                f"(delete the folder to rebuild it)"]
+
+    def command(self, prepared: Prepared, attempt: Attempt) -> list[str]:
+        return [str(prepared.python), "-m", "runner.worker", str(attempt.spec_path),
+                str(attempt.result_path)]
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
         started = time.monotonic()
         with attempt.log_path.open("ab") as log:
+            extra = dict(attempt.env)
+            if self.gpu and attempt.wants_gpu:
+                # The host has a GPU: a framework that cannot see it fails the cell (no_gpu)
+                # instead of measuring the CPU, device = "auto" included.
+                extra[GPU_GIVEN_ENV] = "1"
             process = subprocess.Popen(
-                self.command(prepared.image, attempt), cwd=attempt.work_dir,
-                env=worker_environment(attempt.env), stdin=subprocess.DEVNULL, stdout=log,
+                self.command(prepared, attempt), cwd=attempt.work_dir,
+                env=worker_environment(extra), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
             timed_out = False
             try:

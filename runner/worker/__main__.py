@@ -14,6 +14,8 @@ import sys
 import traceback
 from typing import Any
 
+from . import distributions
+from .apis import NoGpuError
 from .bench import StepClock, run_loop
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
@@ -26,6 +28,8 @@ OOM_MARKERS = ("out of memory", "resource_exhausted", "resourceexhausted", "oom 
 
 def status_for_exception(exc: BaseException) -> str:
     """The one place a worker exception becomes a status."""
+    if isinstance(exc, NoGpuError):
+        return "no_gpu"
     if isinstance(exc, MemoryError):
         return "oom"
     text = f"{type(exc).__name__} {exc}".lower()
@@ -105,6 +109,18 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     result["extra"].update(bench.extra)
 
 
+def record_distributions(result: dict[str, Any]) -> None:
+    """What is installed in this environment (after the timed window: it reads every
+    distribution's metadata from disk)."""
+    try:
+        installed = distributions.installed()
+    except Exception as exc:  # a broken distribution's metadata: say so, keep the result
+        result["extra"]["distributions_error"] = f"{type(exc).__name__}: {exc}"
+        return
+    result["distributions"] = installed
+    result["metadata"]["distributions_sha256"] = distributions.digest(installed)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m runner.worker SPEC.json RESULT.json", file=sys.stderr)
@@ -127,6 +143,7 @@ def main(argv: list[str]) -> int:
         result["error"] = "".join(lines).strip()[-4000:]
     finally:
         result["rss_peak_mb"] = peak_rss_mb()
+        record_distributions(result)
         write_json_atomic(result_path, result)
     print(f"runner.worker: {spec.cell_name} r{spec.repeat}: {result['status']}", flush=True)
     return 0

@@ -53,6 +53,10 @@ KEYS: dict[str, tuple[str, bool]] = {
     "image_digest": ("Docker repo digest when pushed (host)", True),
     "lock_sha256": ("sha256 of the environment's lock file (host)", True),
     "env_path": ("local virtual environment path (host)", False),
+    "env_source": ("where the environment came from: lock (a local venv built from it), image, "
+                   "or existing (an interpreter given as python = ...) (host)", False),
+    "flavour": ("cpu or cuda: which lock of the image folder was installed (host)", False),
+    "distributions_sha256": ("sha256 of the environment's installed name==version list", True),
     "executor": ("local, docker or ray (host)", False),
 }
 

@@ -17,12 +17,16 @@ SCHEMA_VERSION = 1
 
 # Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
 # worker, `runner.record.status_from_outcome` on the host.
-# Set by an executor that handed the worker a GPU (the Docker executor's device request): there,
+# Set by an executor that handed the worker a GPU (a container's device request, or a local
+# worker on a host with a GPU): there,
 # device = "auto" means the GPU, and a framework that does not see it is a broken image, never a
 # silent CPU run.
 GPU_GIVEN_ENV = "DL_BENCH_GPU_GIVEN"
 
-STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "not_applicable")
+# no_gpu: the host has a GPU and the cell asked for it (device = "auto" or "gpu"), but the
+# framework in the environment cannot see it (a CPU build, CUDA libraries it cannot load): the
+# cell fails rather than measuring the CPU silently.
+STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable")
 
 
 @dataclass
@@ -36,7 +40,7 @@ class CellSpec:
     environment: str
     api: str
     backend: str | None
-    image: str
+    image: str | None              # None: an existing interpreter (python = ...)
     workload: str
     task: str
     batch_size: int
@@ -67,7 +71,7 @@ class CellSpec:
 # "host": added by the host when it stores the record (summaries are never computed in a worker).
 RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "schema": ("worker", "record schema version"),
-    "status": ("worker", "ok | failed | crashed | timeout | oom | not_applicable"),
+    "status": ("worker", "ok | failed | crashed | timeout | oom | no_gpu | not_applicable"),
     "error": ("worker", "error text when status is not ok, else null"),
     **{f.name: ("spec", "cell coordinate / run setting") for f in fields(CellSpec)
        if f.name != "result_path"},
@@ -105,6 +109,8 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
     "effective": ("worker", "axis values actually in effect inside the framework"),
     "metadata": ("worker", "flat dict of prefixed keys from runner.worker.metadata.KEYS"),
+    "distributions": ("worker", "distributions installed in the environment, name → version "
+                      "(their digest is metadata.distributions_sha256)"),
     # host
     "returncode": ("host", "worker exit code (null when killed on timeout)"),
     "wall_s": ("host", "wall time of the whole worker process or container, s"),

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from runner import envs  # noqa: E402
+from runner.environments import venvs  # noqa: E402
 
 BARE = {
     "numpy": """
@@ -73,7 +73,7 @@ def runner_median(image: str, api: str, n: int, steps: int, warmup: int, folder:
 
 def bare_median(image: str, api: str, n: int, steps: int, warmup: int) -> float:
     code = textwrap.dedent(BARE[api]).format(n=n, steps=steps, warmup=warmup)
-    python = envs.build(image).python
+    python = venvs.build(image).python
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
 

@@ -39,16 +39,20 @@ class FrameworkBase:
         return {}
 
 
+class NoGpuError(RuntimeError):
+    """The cell wants the GPU and the framework cannot see one: status no_gpu."""
+
+
 def resolve_device(requested: str, has_gpu: bool) -> str:
     """`auto` takes the GPU when one is there; an explicit `gpu` without one is an error (JAX,
-    for one, would otherwise fall back to the CPU silently), and so is `auto` in a container the
-    executor gave a GPU to."""
+    for one, would otherwise fall back to the CPU silently), and so is `auto` where the executor
+    gave the worker a GPU (a container's device request, a local worker on a GPU host)."""
     if requested == "auto" and os.environ.get(GPU_GIVEN_ENV) == "1":
         requested = "gpu"
     if requested == "gpu" and not has_gpu:
-        given = " although the executor gave it one" if os.environ.get(GPU_GIVEN_ENV) == "1" else ""
-        raise RuntimeError(f"device = 'gpu' but the framework sees no GPU in this "
-                           f"environment{given} (a CPU-only build, or CUDA libraries it cannot load)")
+        given = " although the host has one" if os.environ.get(GPU_GIVEN_ENV) == "1" else ""
+        raise NoGpuError(f"device = 'gpu' but the framework sees no GPU in this "
+                         f"environment{given} (a CPU-only build, or CUDA libraries it cannot load)")
     if requested == "auto":
         return "gpu" if has_gpu else "cpu"
     return requested

@@ -19,31 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .matrix import IMAGES_DIR
+from ..matrix import IMAGES_DIR
+from . import LOCKS
+from .venvs import sha256_file
 
 LABEL = "org.dl-bench"
-LOCKS = {"cpu": "requirements.lock", "cuda": "requirements-cuda.lock"}
 BASE_ENV = "DL_BENCH_BASE_IMAGE"      # replaces the Dockerfiles' BASE (tests, mirrors)
-FLAVOUR_ENV = "DL_BENCH_FLAVOUR"      # cpu | cuda; default: cuda where a GPU and a CUDA lock exist
 CA_ENVS = ("DL_BENCH_BUILD_CA", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 
 
 class ImageError(Exception):
     """An image cannot be built or found; the message is one line for the user."""
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def choose_flavour(name: str, gpu: bool, images_dir: Path = IMAGES_DIR) -> str:
-    """cuda on a GPU machine when the image has a CUDA lock (NumPy has none), else cpu."""
-    wanted = os.environ.get(FLAVOUR_ENV)
-    if wanted:
-        if wanted not in LOCKS:
-            raise ImageError(f"{FLAVOUR_ENV}={wanted!r}: expected one of {', '.join(LOCKS)}")
-        return wanted
-    return "cuda" if gpu and (images_dir / name / LOCKS["cuda"]).is_file() else "cpu"
 
 
 def extra_ca_bundle() -> Path | None:

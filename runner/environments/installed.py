@@ -1,0 +1,52 @@
+"""What a lock-built environment actually holds, against what its lock pins: a venv that someone
+changed by hand (pip install into it) no longer measures the locked stack, and the run says so."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from ..matrix import REPO_ROOT
+from ..worker.distributions import canonical
+
+# Installed by the venv itself, never pinned by a lock.
+VENV_TOOLS = {"pip", "setuptools", "wheel"}
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
+
+
+def lock_pins(lock: Path) -> dict[str, str]:
+    """name → version of every `name==version` line of a lock."""
+    pins = {}
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        found = PIN.match(line.strip())
+        if found:
+            pins[canonical(found.group(1))] = found.group(2)
+    return pins
+
+
+def list_installed(python: Path, timeout: float = 120.0) -> dict[str, str]:
+    """The distributions installed for `python`, read by the worker's own module."""
+    done = subprocess.run([str(python), "-m", "runner.worker.distributions"],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT,
+                          stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise RuntimeError((done.stderr.strip().splitlines() or ["no output"])[-1])
+    return json.loads(done.stdout)
+
+
+def differences(pins: dict[str, str], found: dict[str, str]) -> list[str]:
+    """Human-readable differences between a lock's pins and an installed set, sorted."""
+    out = []
+    for name in sorted(set(pins) | set(found)):
+        if name in VENV_TOOLS:
+            continue
+        want, have = pins.get(name), found.get(name)
+        if want is None:
+            out.append(f"{name} {have} installed, not in the lock")
+        elif have is None:
+            out.append(f"{name} missing (lock: {want})")
+        elif want != have:
+            out.append(f"{name} {have} (lock: {want})")
+    return out
