@@ -44,6 +44,12 @@ def build_parser(command: str) -> argparse.ArgumentParser:
                             metavar="RUN_DIR",
                             help="continue a run (default: the latest run of this matrix's name); "
                                  "finished cells × repeats are skipped")
+    if command == "doctor":
+        parser.add_argument("matrix", type=Path, nargs="?", default=None,
+                            help="the matrix whose path to check (default: matrix.toml of the "
+                                 "repository)")
+        parser.add_argument("--executor", choices=("auto", "local", "docker", "ray"),
+                            help="check this executor instead of the matrix's")
     if command == "report":
         parser.add_argument("run_dir", type=Path, help="a run folder under results/")
     if command == "compare":
@@ -95,8 +101,11 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         return run.report_only(args.run_dir, console)
     if command == "doctor":
         from . import doctor
+        from .matrix import REPO_ROOT
 
-        return doctor.main(console)
+        default = REPO_ROOT / "matrix.toml"
+        matrix = args.matrix or (default if default.is_file() else None)
+        return doctor.main(console, matrix, args.executor)
     if command == "compare":
         from .compare import run_compare
 

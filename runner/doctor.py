@@ -1,10 +1,15 @@
-"""`python -m runner doctor`: can this machine run the GPU path? Docker engine, NVIDIA container
-toolkit, driver against the CUDA 12 wheels' needs, GPUs, free disk. Every failure comes with its
-fix on one line. Exit code 0 when all is good, 1 otherwise.
+"""`python -m runner doctor [MATRIX]`: which path would a run of this matrix take here, and can
+it? The executor and why, the flavour and why, per environment what it uses; then the checks
+behind them: GPUs, the driver against each CUDA lock's needs, the Docker engine and NVIDIA
+container toolkit, the locks' Python, existing interpreters, free disk. Every problem comes with
+its fix on one line. Exit code 0 when the run can go ahead (problems that only rule out another
+path, such as no Docker engine on a machine where the local path serves, are shown, not fatal);
+1 when no path can run it.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,18 +19,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import EXIT_FAILED_CELLS, EXIT_OK
+from .environments import Flavour
 from .matrix import REPO_ROOT
 
-# CUDA 12.x wheels (every GPU lock here) run on drivers >= 525.60.13 through CUDA minor-version
-# compatibility; CUDA 13 wheels (torch >= 2.11 on PyPI) need >= 580.
-CUDA12_MIN_DRIVER = (525, 60, 13)
-CUDA13_MIN_DRIVER = (580, 0, 0)
-MIN_FREE_GB = 40.0          # the five GPU images take 5-10 GB each
+# CUDA 12.x wheels run on drivers >= 525.60.13 through CUDA minor-version compatibility; CUDA 13
+# wheels (torch >= 2.11 on PyPI) need >= 580.
+MIN_DRIVER = {12: (525, 60, 13), 13: (580, 0, 0)}
+MIN_FREE_GB = 40.0          # the five GPU images (or CUDA venvs) take 5-10 GB each
 TOOLKIT_DOCS = ("https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
                 "install-guide.html")
 TOOLKIT_FIX = (f"install the NVIDIA Container Toolkit ({TOOLKIT_DOCS}), then run "
                "`sudo nvidia-ctk runtime configure --runtime=docker && "
                "sudo systemctl restart docker`")
+# nvidia-cublas-cu12, jax-cuda12-plugin, ...: the CUDA major a lock's wheels were built for.
+CUDA_WHEEL = re.compile(r"^(?:nvidia-[a-z0-9-]+-cu|jax-cuda)(\d+)", re.MULTILINE)
 
 
 @dataclass
@@ -34,32 +41,47 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    blocking: bool = True        # False: it rules out another path, not this run
 
 
 def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.strip().split(".") if part.isdigit())
 
 
-def check_driver(version: str | None) -> Check:
+def cuda_majors(lock: Path) -> set[int]:
+    """The CUDA major versions a lock's wheels were built for (empty for a CPU lock)."""
+    try:
+        return {int(major) for major in CUDA_WHEEL.findall(lock.read_text(encoding="utf-8"))}
+    except OSError:
+        return set()
+
+
+def check_driver(version: str | None, needs: dict[str, set[int]] | None = None) -> Check:
+    """The driver against what each CUDA lock in use needs ({lock label: CUDA majors})."""
+    needs = needs if needs is not None else {"CUDA 12 wheels": {12}}
     if not version:
         return Check("driver", False, "no NVIDIA driver found",
                      "install the NVIDIA driver >= 525.60.13 (CUDA 12), e.g. `sudo apt install "
                      "nvidia-driver-550`")
     have = parse_version(version)
-    if have < CUDA12_MIN_DRIVER:
-        return Check("driver", False, f"driver {version} is older than the CUDA 12 wheels need "
-                     "(>= 525.60.13)", "upgrade the NVIDIA driver to >= 525.60.13 (550+ advised)")
-    note = "CUDA 12 wheels ok" + ("; CUDA 13 wheels ok too" if have >= CUDA13_MIN_DRIVER
-                                  else "; CUDA 13 wheels (torch >= 2.11) would need >= 580")
-    return Check("driver", True, f"driver {version}: {note}")
+    too_old = {label: major for label, majors in needs.items() for major in majors
+               if have < MIN_DRIVER.get(major, (0,))}
+    if too_old:
+        label, major = next(iter(too_old.items()))
+        need = ".".join(map(str, MIN_DRIVER[major]))
+        return Check("driver", False, f"driver {version} is older than {label} need (CUDA "
+                     f"{major}: >= {need})", f"upgrade the NVIDIA driver to >= {need}")
+    majors = sorted({m for ms in needs.values() for m in ms})
+    shown = ", ".join(f"CUDA {m}" for m in majors) or "no CUDA lock in use"
+    return Check("driver", True, f"driver {version}: {shown} ok")
 
 
 def check_gpus(facts: dict[str, Any]) -> Check:
     count = facts.get("gpu_count") or 0
     if not count:
-        return Check("GPUs", False, "no NVIDIA GPU seen through NVML",
-                     "run on a GPU machine with the NVIDIA driver, or use `--executor local` "
-                     "(CPU) instead of Docker")
+        return Check("GPUs", False, "no NVIDIA GPU seen through NVML: the CPU flavour runs "
+                     "(smoke profile unless --profile full)",
+                     "on a GPU machine, install the NVIDIA driver", blocking=False)
     return Check("GPUs", True, f"{count} × {facts.get('gpu_name', 'GPU')}")
 
 
@@ -71,8 +93,8 @@ def check_disk(path: Path) -> Check:
                      "point Docker's data-root at a mounted disk")
     if free_gb < MIN_FREE_GB:
         return Check("disk", False, f"{free_gb:.0f} GB free under {path} (< {MIN_FREE_GB:.0f} GB "
-                     "for the GPU images)", "free space (`docker system prune`) or move Docker's "
-                     "data-root to a larger disk")
+                     "for the GPU stacks)", "free space (`docker system prune`, old environments "
+                     "under ~/.cache/dl-bench-runner/envs) or use a larger disk", blocking=False)
     return Check("disk", True, f"{free_gb:.0f} GB free under {path}")
 
 
@@ -89,8 +111,8 @@ def check_toolkit(client: Any) -> Check:
     """A tiny container with a GPU request: the toolkit mounts nvidia-smi into it."""
     import docker.errors
 
+    from .environments.images import LABEL
     from .executors.docker import GPU_CAPABILITIES
-    from .images import LABEL
 
     image = probe_image(client)
     if image is None:
@@ -122,7 +144,7 @@ def check_toolkit(client: Any) -> Check:
 
 def probe_image(client: Any) -> str | None:
     """A local image to run the toolkit probe in: one of ours, else any local image."""
-    from .images import LABEL
+    from .environments.images import LABEL
 
     ours = client.images.list(filters={"label": f"{LABEL}.image"})
     candidates = ours or client.images.list()
@@ -132,46 +154,108 @@ def probe_image(client: Any) -> str | None:
     return candidates[0].id if candidates else None
 
 
-def run_checks() -> list[Check]:
-    from . import hostinfo
+def check_engine(required: bool) -> tuple[Check, Any]:
+    """(the check, a client or None). Not blocking unless the run must use Docker."""
     from .executors.docker import DockerUnavailable, connect
 
-    checks: list[Check] = []
-    client = None
     try:
         client = connect(timeout=10)
         version = client.version()
-        checks.append(Check("Docker engine", True, f"Docker {version.get('Version')} "
-                            f"(API {version.get('ApiVersion')})"))
     except DockerUnavailable as exc:
-        fix = "pip install 'docker>=7'" if "SDK" in str(exc) else \
-            "install Docker (`sudo apt install docker.io`) and start it " \
-            "(`sudo systemctl start docker`)"
-        checks.append(Check("Docker engine", False, str(exc).split(";")[0], fix))
+        fix = "install Docker (`sudo apt install docker.io`) and start it " \
+              "(`sudo systemctl start docker`)"
+        return Check("Docker engine", False, str(exc).split(";")[0], fix, blocking=required), None
+    return Check("Docker engine", True, f"Docker {version.get('Version')} "
+                 f"(API {version.get('ApiVersion')})"), client
 
-    facts = hostinfo.gpu_facts()
-    gpus = check_gpus(facts)
-    checks.append(gpus)
-    if gpus.ok:
-        checks.append(check_driver(facts.get("driver_version")))
-        if client is not None:
-            checks.append(check_toolkit(client))
-    root = Path("/var/lib/docker")
-    if client is not None:
-        root = Path(client.info().get("DockerRootDir") or root)
-    checks.append(check_disk(root if root.exists() else REPO_ROOT))
-    if client is not None:
-        client.close()
+
+def check_local_builds(images: list[str], flavour: Flavour) -> Check:
+    """The local executor builds venvs with each lock's Python: uv finds or fetches it."""
+    from .environments import image_flavour, lock_path, lock_python
+    from .environments.venvs import find_uv
+
+    wanted = sorted({lock_python(lock_path(i, image_flavour(flavour, i))) for i in images})
+    if find_uv():
+        return Check("local environments", True, f"uv builds them with Python "
+                     f"{', '.join(wanted) or '-'} (the locks')")
+    return Check("local environments", False, "uv is missing: only the runner's own Python "
+                 "can build them", "pip install uv (a dependency of the runner: reinstall it)")
+
+
+def check_interpreters(pythons: list[str]) -> list[Check]:
+    from .environments import existing
+
+    checks = []
+    for python in pythons:
+        try:
+            found = existing.probe(python)
+            checks.append(Check("interpreter", True, f"{python}: Python {found.version}"))
+        except existing.InterpreterError as exc:
+            checks.append(Check("interpreter", False, str(exc),
+                                "point python = ... at a working interpreter (3.10 or newer)"))
     return checks
 
 
-def main(console: Console, checks: Callable[[], list[Check]] = run_checks) -> int:
-    results = checks()
-    for check in results:
-        mark = "[green]✓[/]" if check.ok else "[red]✗[/]"
+@dataclass
+class Diagnosis:
+    checks: list[Check]
+    path: Callable[[Console], None] = lambda console: None   # prints the path a run would take
+
+
+def diagnose(matrix_path: Path | None, executor: str | None) -> Diagnosis:
+    from . import hostinfo, matrix as matrix_mod, run
+    from .environments import image_flavour, lock_path
+
+    facts = hostinfo.gpu_facts()
+    checks = [check_gpus(facts)]
+    matrix = matrix_mod.load(matrix_path, gpu_found=bool(facts.get("gpu_count"))) \
+        if matrix_path else None
+    setup = run.choose_setup(matrix, executor)
+    envs = list(matrix.spec.environments.values()) if matrix else []
+    images = sorted({e.image for e in envs if e.image})
+    if facts.get("gpu_count"):
+        needs = {}
+        for image in images:
+            lock = lock_path(image, image_flavour(setup.flavour, image))
+            needs[f"images/{image}/{lock.name}"] = cuda_majors(lock)
+        checks.append(check_driver(facts.get("driver_version"), needs if matrix else None))
+    engine, client = check_engine(required=setup.executor.name == "docker")
+    checks.append(engine)
+    if client is not None and facts.get("gpu_count"):
+        toolkit = check_toolkit(client)
+        toolkit.blocking = setup.executor.name == "docker"
+        checks.append(toolkit)
+    if setup.executor.name == "local" and images:
+        checks.append(check_local_builds(images, setup.flavour))
+    checks += check_interpreters([e.python for e in envs if e.python])
+    root = Path("/var/lib/docker")
+    if client is not None:
+        root = Path(client.info().get("DockerRootDir") or root)
+        client.close()
+    checks.append(check_disk(root if root.exists() else REPO_ROOT))
+
+    def path(console: Console) -> None:
+        if matrix is not None:
+            console.print(f"[bold]path for {escape(str(matrix.path))}:[/]")
+            run.show_setup(matrix, setup, matrix.cells, console)
+        setup.close()
+    return Diagnosis(checks, path)
+
+
+def main(console: Console, matrix_path: Path | None = None, executor: str | None = None,
+         diagnosis: Callable[[], Diagnosis] | None = None) -> int:
+    found = diagnosis() if diagnosis else diagnose(matrix_path, executor)
+    for check in found.checks:
+        mark = "[green]✓[/]" if check.ok else ("[red]✗[/]" if check.blocking else "[yellow]–[/]")
         # soft_wrap: each fix stays one line, whatever the terminal's width.
         console.print(f"{mark} {check.name}: {escape(check.detail)}", highlight=False,
                       soft_wrap=True)
         if not check.ok and check.fix:
             console.print(f"    fix: {escape(check.fix)}", highlight=False, soft_wrap=True)
-    return EXIT_OK if all(c.ok for c in results) else EXIT_FAILED_CELLS
+    found.path(console)
+    blocking = [c for c in found.checks if not c.ok and c.blocking]
+    if blocking:
+        console.print(f"[red]no path can run this here[/]: {escape(blocking[0].name)}",
+                      highlight=False)
+        return EXIT_FAILED_CELLS
+    return EXIT_OK

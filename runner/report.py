@@ -17,7 +17,7 @@ from .worker.catalog import AXIS_DEFAULTS, default_sizes
 
 AXIS_KEYS = tuple(AXIS_DEFAULTS)
 # Worst first: the status shown for a cell whose repeats disagree.
-STATUS_ORDER = ("crashed", "timeout", "oom", "failed", "not_applicable", "ok")
+STATUS_ORDER = ("crashed", "timeout", "oom", "no_gpu", "failed", "not_applicable", "ok")
 
 
 def _median(values: list[Any]) -> float | None:

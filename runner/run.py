@@ -40,7 +40,7 @@ class Options:
 def load_matrix(opts: Options, console: Console) -> Matrix:
     gpu = hostinfo.gpu_found()
     matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=gpu)
-    console.print(f"[bold]profile:[/] {matrix.profile} ({matrix.profile_reason})")
+    console.print(f"[bold]profile:[/] {matrix.profile} ({matrix.profile_reason})", soft_wrap=True)
     return matrix
 
 
@@ -98,7 +98,8 @@ def choose_setup(matrix: Matrix | None, requested: str | None) -> Setup:
                 connect(timeout=5).close()
                 name, reason = "docker", "auto: a GPU was found and a Docker engine answered"
             except DockerUnavailable as exc:
-                name, reason = "local", f"auto: no Docker engine answered ({exc})"
+                why = str(exc).split(";")[0]   # the first clause; the fix is doctor's
+                name, reason = "local", f"auto: a GPU was found, but {why}"
     local = LocalExecutor(flavour, gpu)
     if name == "local":
         return Setup(local, reason, flavour, local)
@@ -124,8 +125,11 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
 
 
 def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console) -> None:
-    console.print(f"[bold]executor:[/] {setup.executor.name} ({escape(setup.reason)})")
-    console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})")
+    # soft_wrap: one line each, whatever the terminal's width (logs and tests read them).
+    console.print(f"[bold]executor:[/] {setup.executor.name} ({escape(setup.reason)})",
+                  soft_wrap=True)
+    console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})",
+                  soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells))
 

@@ -261,8 +261,8 @@ def test_doctor_reports_engine_and_one_line_fixes(engine, capsys):
     from runner import hostinfo
 
     if not hostinfo.gpu_found():
-        assert code == 1
-        assert "✗ GPUs" in out
+        assert code == 0                    # the local CPU path can run the matrix
+        assert "– GPUs" in out
         fix_lines = [line for line in out.splitlines() if line.strip().startswith("fix:")]
         assert fix_lines and all(len(line) < 300 for line in fix_lines)
 
@@ -283,7 +283,7 @@ def test_toolkit_probe_without_nvidia_runtime_names_the_fix(engine, numpy_image)
 def test_doctor_without_an_engine_says_how_to_start_one(monkeypatch, capsys):
     pytest.importorskip("docker", reason="the docker SDK is not installed")
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    assert cli.main(["doctor"]) == 1
+    assert cli.main(["doctor", "--executor", "docker"]) == 1
     out = capsys.readouterr().out
     assert "✗ Docker engine" in out
     assert "fix: install Docker" in out

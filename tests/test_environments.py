@@ -1,0 +1,121 @@
+"""runner/environments: the flavour decision, lock selection, existing interpreters, and what an
+environment holds against its lock."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner import environments
+from runner.environments import (Flavour, Source, decide_flavour, existing, image_flavour,
+                                 installed, lock_path, lock_python, venvs)
+from runner.errors import UsageError
+from runner.matrix import IMAGES_DIR
+from runner.worker import distributions
+
+
+# --- flavour ------------------------------------------------------------------------------------
+
+def test_flavour_is_cuda_exactly_when_a_gpu_is_present(monkeypatch):
+    monkeypatch.delenv(environments.FLAVOUR_ENV, raising=False)
+    assert decide_flavour(0).name == "cpu"
+    assert "no NVIDIA GPU" in decide_flavour(0).reason
+    chosen = decide_flavour(2, "NVIDIA A100-SXM4-40GB")
+    assert chosen.name == "cuda" and chosen.reason == "2 × NVIDIA A100-SXM4-40GB found"
+
+
+def test_flavour_override_and_its_one_line_error(monkeypatch):
+    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")
+    assert decide_flavour(4, "A100") == Flavour("cpu", "DL_BENCH_FLAVOUR=cpu")
+    monkeypatch.setenv(environments.FLAVOUR_ENV, "gpu")
+    with pytest.raises(UsageError, match="DL_BENCH_FLAVOUR='gpu': expected one of cpu, cuda"):
+        decide_flavour(1)
+
+
+def test_an_image_without_a_cuda_lock_stays_cpu():
+    cuda = Flavour("cuda", "test")
+    assert image_flavour(cuda, "jax") == "cuda"
+    assert image_flavour(cuda, "numpy") == "cpu"       # the CPU baseline has no CUDA lock
+    assert image_flavour(Flavour("cpu", "test"), "jax") == "cpu"
+
+
+def test_local_environments_are_cached_by_flavour_and_lock(tmp_path):
+    cpu, cuda = venvs.env_for("torch", "cpu", tmp_path), venvs.env_for("torch", "cuda", tmp_path)
+    assert cpu.lock == IMAGES_DIR / "torch" / "requirements.lock"
+    assert cuda.lock == IMAGES_DIR / "torch" / "requirements-cuda.lock"
+    assert cpu.path.name == f"torch-cpu-py311-{cpu.lock_sha256[:12]}"
+    assert cuda.path.name == f"torch-cuda-py311-{cuda.lock_sha256[:12]}"
+    assert cpu.lock_sha256 != cuda.lock_sha256
+    with pytest.raises(venvs.EnvironmentBuildError, match="requirements-cuda.lock is missing"):
+        venvs.env_for("numpy", "cuda", tmp_path)
+
+
+def test_venvs_are_made_with_the_locks_python():
+    assert lock_python(lock_path("jax", "cuda")) == "3.11"      # from the uv header
+    assert lock_python(lock_path("numpy", "cpu")) == environments.LOCK_PYTHON
+    env = venvs.env_for("numpy", "cpu")
+    command = venvs.venv_command(env)
+    assert command[command.index("--python") + 1] == "3.11"
+
+
+def test_source_keys():
+    assert Source(image="jax").key == "jax" and not Source(image="jax").existing
+    assert Source(python="/opt/py/bin/python").key == "python:/opt/py/bin/python"
+
+
+# --- existing interpreters -------------------------------------------------------------------------
+
+def test_probe_an_existing_interpreter():
+    found = existing.probe(sys.executable)
+    assert found.version.startswith(f"{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def test_probe_refuses_what_cannot_serve(tmp_path):
+    with pytest.raises(existing.InterpreterError, match="no such interpreter"):
+        existing.probe(str(tmp_path / "nope"))
+    script = tmp_path / "fake-python"
+    script.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\nexit 3\n")
+    script.chmod(0o755)
+    with pytest.raises(existing.InterpreterError, match="exited 3: Python 2.7.18"):
+        existing.probe(str(script))
+
+
+# --- what an environment holds ---------------------------------------------------------------------
+
+def test_lock_pins_read_every_pinned_line():
+    pins = installed.lock_pins(lock_path("torch", "cpu"))
+    assert pins["torch"] == "2.13.0+cpu"
+    assert pins["keras-hub"] == "0.32.0"          # canonical names
+    assert all("#" not in v and "\\" not in v for v in pins.values())
+
+
+def test_differences_name_every_kind_of_drift():
+    pins = {"numpy": "2.4.6", "psutil": "7.0.0", "nvidia-ml-py": "13.615.71"}
+    found = {"numpy": "2.4.6", "psutil": "7.1.0", "pip": "25.0", "requests": "2.32.0"}
+    assert installed.differences(pins, found) == [
+        "nvidia-ml-py missing (lock: 13.615.71)", "psutil 7.1.0 (lock: 7.0.0)",
+        "requests 2.32.0 installed, not in the lock"]
+    assert installed.differences(pins, {**pins, "pip": "25.0", "setuptools": "80"}) == []
+
+
+def test_the_runners_own_interpreter_lists_its_distributions():
+    """The same code the worker records with, run by an interpreter as the host runs it."""
+    found = installed.list_installed(Path(sys.executable))
+    assert found["numpy"] and found["rich"]
+    assert distributions.RUNNER_DISTRIBUTION not in found     # the runner is not the environment
+    assert distributions.digest(found) == distributions.digest(dict(reversed(found.items())))
+    assert json.dumps(found)  # plain JSON for the record
+
+
+@pytest.mark.slow
+def test_a_lock_built_environment_matches_its_lock_and_a_changed_one_warns():
+    from runner.executors.local import LocalExecutor
+
+    env = venvs.build("numpy", "cpu")
+    assert LocalExecutor.check_installed(env) == []
+    pins = installed.lock_pins(env.lock)
+    drifted = {**installed.list_installed(env.python), "numpy": "1.0.0"}
+    assert installed.differences(pins, drifted) == [f"numpy 1.0.0 (lock: {pins['numpy']})"]
