@@ -53,7 +53,7 @@ def connect(timeout: float = 60.0) -> Any:
         import docker
     except ImportError as exc:
         raise DockerUnavailable("the docker SDK is not installed: pip install 'docker>=7' "
-                                "(or the runner's [docker] extra)") from exc
+                                "(a dependency of the runner: reinstall it)") from exc
     problem = unix_socket_problem(os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock")
     if problem:
         raise DockerUnavailable(f"no Docker engine answers ({problem}); start one "
@@ -86,14 +86,6 @@ def unix_socket_problem(host: str) -> str | None:
         except OSError as exc:
             return f"{path}: {exc.strerror or exc}"
     return None
-
-
-def engine_reachable() -> bool:
-    try:
-        connect(timeout=5).close()
-    except DockerUnavailable:
-        return False
-    return True
 
 
 def container_user() -> str:
