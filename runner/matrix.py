@@ -35,12 +35,14 @@ class Cell:
     axes: dict[str, Any]            # precision, jit, size, tf32, steps_per_execution, data, device
     options: dict[str, Any]         # size presets merged with the benchmark's options
     env: dict[str, str]
-    steps: int
+    steps: int | str                # or "auto"
     warmup_steps: int
     repeats: int
     timeout: float
     not_applicable: str | None = None
     python: str | None = None       # an existing interpreter (environments.<name>.python)
+    min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
+    max_time_s: float = 60.0
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -195,6 +197,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
                 not_applicable=catalog.not_applicable_reason(
                     bench.workload, env.api, env.backend, coords, task),
+                min_time_s=run.min_time, max_time_s=run.max_time,
             )
             if cell.id in cells:
                 raise UsageError(f"{path}: benchmarks[{index}] repeats cell {cell.name} of "
@@ -236,5 +239,6 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
                             batch_size=1,
                             axes=axes, options={"n": CALIBRATION_N[size]},
                             env=worker_env(run, env), steps=run.steps, warmup_steps=run.warmup_steps,
-                            repeats=run.repeats, timeout=run.timeout))
+                            repeats=run.repeats, timeout=run.timeout,
+                            min_time_s=run.min_time, max_time_s=run.max_time))
     return out

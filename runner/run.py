@@ -170,7 +170,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str)
         environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
-        **cell.axes)
+        min_time_s=cell.min_time_s, max_time_s=cell.max_time_s, **cell.axes)
 
 
 def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,

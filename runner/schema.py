@@ -36,6 +36,14 @@ def _positive_int(value: Any) -> int:
     return value
 
 
+def _steps(value: Any) -> int | str:
+    """Timed steps: a positive whole number or "auto"."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"expected a positive whole number or \"auto\", got {value!r}"
+                     f"{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {value!r}")
@@ -83,7 +91,11 @@ class RunSettings(_Strict):
     name: str = Field("run", pattern=RUN_NAME_PATTERN)
     repeats: PositiveInt = 3
     warmup_steps: PositiveInt = 2
-    steps: PositiveInt = 100
+    # Timed steps per repeat: a number, or "auto" (the default): the timed window runs until it
+    # holds at least 10 samples and lasts min_time seconds, or until max_time.
+    steps: Any = "auto"
+    min_time: PositiveFloat = 1.0
+    max_time: PositiveFloat = 60.0
     timeout: PositiveFloat = 1800.0
     executor: Literal["auto", "local", "docker", "ray"] = "auto"
     profile: Literal["auto", "full", "smoke"] = "auto"
@@ -96,6 +108,18 @@ class RunSettings(_Strict):
     # the GPU at start, so VRAM figures compare fairly (torch's caching allocator never
     # preallocates). Each result records the allocator settings in force.
     preallocate: bool = True
+
+    @field_validator("steps", mode="after")
+    @classmethod
+    def _steps(cls, value: Any) -> int | str:
+        return _steps(value)
+
+    @model_validator(mode="after")
+    def _time_window(self) -> "RunSettings":
+        if self.min_time > self.max_time:
+            raise ValueError(f"run.min_time ({self.min_time:g} s) is above run.max_time "
+                             f"({self.max_time:g} s)")
+        return self
 
 
 # Keys a [profiles.*] table may override: any [run] key but name/profile, and any benchmark axis.
@@ -130,7 +154,7 @@ class BenchmarkSpec(_Strict):
     environments: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
     options: dict[str, Any] = Field(default_factory=dict)
     # Per-benchmark overrides of [run] counts.
-    steps: PositiveInt | None = None
+    steps: Any = None
     warmup_steps: PositiveInt | None = None
     repeats: PositiveInt | None = None
     timeout: PositiveFloat | None = None
@@ -149,6 +173,11 @@ class BenchmarkSpec(_Strict):
     @classmethod
     def _axis(cls, value: Any, info) -> Any:
         return None if value is None else check_axis(info.field_name, value)
+
+    @field_validator("steps", mode="after")
+    @classmethod
+    def _steps(cls, value: Any) -> int | str | None:
+        return None if value is None else _steps(value)
 
     @model_validator(mode="after")
     def _against_workload(self) -> "BenchmarkSpec":

@@ -153,6 +153,12 @@ def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> l
     if energy_windows and min(energy_windows) < MIN_WINDOW_S:
         out.append(f"energy window {min(energy_windows):.2f} s < {MIN_WINDOW_S:.0f} s "
                    "(NVML energy counter too coarse)")
+    outliers = [(r.get("repeat"), int(i)) for r in ok_records for i, _ in r.get("outliers") or []]
+    if outliers:
+        shown = ", ".join(f"r{rep}#{i}" for rep, i in outliers[:5])
+        more = f" and {len(outliers) - 5} more" if len(outliers) > 5 else ""
+        out.append(f"{len(outliers)} timed sample(s) above 10× the median (a recompilation or "
+                   f"a stall inside the timed window): {shown}{more}")
     disagree, p = repeats_disagree([r.get("samples_ms") or [] for r in ok_records])
     if disagree:
         medians = summary.get("repeat_medians_ms") or []

@@ -14,8 +14,10 @@ REJECTIONS = [
     # (matrix text added to the environments, expected fragment of the error line)
     ("[run]\nrepeat = 3\n" + VALID_BENCH, "run.repeat: unknown key (did you mean 'repeats'?)"),
     ("[run]\nrepeats = 0\n" + VALID_BENCH, "run.repeats: must be > 0, got 0"),
-    ("[run]\nsteps = -5\n" + VALID_BENCH, "run.steps: must be > 0"),
-    ("[run]\nsteps = \"10\"\n" + VALID_BENCH, "run.steps: expected a whole number, got str '10'"),
+    ("[run]\nsteps = -5\n" + VALID_BENCH, 'run.steps: expected a positive whole number or "auto", got -5'),
+    ("[run]\nsteps = \"10\"\n" + VALID_BENCH, 'run.steps: expected a positive whole number or "auto", got \'10\''),
+    ("[run]\nsteps = \"aut\"\n" + VALID_BENCH, "did you mean 'auto'?"),
+    ("[run]\nmin_time = 5.0\nmax_time = 2.0\n" + VALID_BENCH, "run.min_time (5 s) is above run.max_time (2 s)"),
     ("[run]\ntimeout = 0\n" + VALID_BENCH, "run.timeout: must be > 0"),
     ("[run]\nexecutor = \"dockr\"\n" + VALID_BENCH, "did you mean 'docker'?"),
     ("[run]\nprofile = \"smok\"\n" + VALID_BENCH, "did you mean 'smoke'?"),

@@ -11,12 +11,13 @@ import json
 import math
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
 from . import distributions
 from .apis import NoGpuError
-from .bench import StepClock, run_loop
+from .bench import BLOCK_TARGET_S, StepClock, run_loop
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
 from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
@@ -52,10 +53,12 @@ def prepare_process_environment(spec: CellSpec) -> None:
 
 def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     prepare_process_environment(spec)
+    started = time.perf_counter()
     package = f"{__package__}.apis.{API_PACKAGES[spec.api]}"
     framework = importlib.import_module(package)
     workload = importlib.import_module(f"{package}.{spec.workload}")
     fw = framework.Framework(spec)
+    result["import_s"] = time.perf_counter() - started
     result["rss_initial_mb"] = rss_mb()
     vram = fw.vram_mb()
     result["vram_initial_mb"] = vram[0] if vram else None
@@ -67,27 +70,40 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     result["metadata"] = clean(meta)
     fw.reset_peak()
 
+    started = time.perf_counter()
     bench = workload.build(spec, fw)
+    result["setup_s"] = time.perf_counter() - started
     per_call = bench.steps_per_call
     monitor = Monitor(gpu=gpu)
+    fixed = spec.steps != "auto"
     clock = StepClock(warmup_calls=spec.warmup_steps,
-                      timed_calls=max(1, math.ceil(spec.steps / per_call)),
-                      sync=bench.sync, on_timed_start=monitor.__enter__)
+                      timed_calls=max(1, math.ceil(int(spec.steps) / per_call)) if fixed else None,
+                      sync=bench.sync, on_timed_start=monitor.__enter__,
+                      min_time_s=spec.min_time_s, max_time_s=spec.max_time_s)
     try:
         run_loop(bench, clock)
     finally:
         if clock.done:
             monitor.__exit__(None, None, None)
     if not clock.done:
-        raise RuntimeError(f"the workload ran {len(clock.timed_s)} of {clock.timed_calls} timed calls")
+        raise RuntimeError(f"the workload stopped after {len(clock.timed_s)} timed samples, "
+                           "before its timed window was complete")
 
     telemetry = monitor.summary()
     result.update({k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
     result["extra"].update({k: v for k, v in telemetry.items() if k not in RECORD_FIELDS})
+    per_sample = per_call * clock.calls_per_sample
+    timing = bench.timing
+    if clock.calls_per_sample > 1:
+        timing = (f"blocks of {clock.calls_per_sample} calls timed together, the device "
+                  f"synchronised once at the end of each block (calibrated to last at least "
+                  f"{BLOCK_TARGET_S * 1000:.0f} ms); one call: {timing}")
     result.update(
-        samples_ms=[t * 1000.0 / per_call for t in clock.timed_s],
+        samples_ms=[t * 1000.0 / per_sample for t in clock.timed_s],
         steps_per_call=per_call,
-        timing=bench.timing,
+        calls_per_sample=clock.calls_per_sample,
+        outliers=[[i, t * 1000.0 / per_sample] for i, t in clock.outliers()],
+        timing=timing,
         compile_s=clock.warmup_s[0],
         warmup_s=clock.warmup_s,
         train_s=sum(clock.timed_s),
@@ -133,6 +149,7 @@ def main(argv: list[str]) -> int:
         print(f"runner.worker: cannot read spec {spec_path}: {exc}", file=sys.stderr)
         return 2
     result = empty_result(spec)
+    started = time.perf_counter()
     try:
         measure(spec, result)
         result["status"] = "ok"
@@ -144,6 +161,7 @@ def main(argv: list[str]) -> int:
     finally:
         result["rss_peak_mb"] = peak_rss_mb()
         record_distributions(result)
+        result["worker_s"] = time.perf_counter() - started
         write_json_atomic(result_path, result)
     print(f"runner.worker: {spec.cell_name} r{spec.repeat}: {result['status']}", flush=True)
     return 0

@@ -8,6 +8,7 @@ the loop (Keras `model.fit` with a callback that ticks the clock once per call).
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,22 +23,48 @@ class Bench:
     loss: Callable[[Any], float] | None = None        # loss from a step's output
     evaluate: Callable[[], dict[str, Any]] | None = None  # after the loop (accuracy, ...)
     steps_per_call: int = 1
+    # True where step() already waits for the device and copies its result to the host (Keras
+    # train_on_batch / predict_on_batch, generate): those are timed call by call.
+    returns_to_host: bool = False
     flops_per_step: float | None = None
     timing: str = "one step() call per sample, device synchronised before the clock is read"
     effective: dict[str, Any] = field(default_factory=dict)  # axis values in effect
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# Block samples: a sample times this many consecutive calls with one device synchronisation at
+# its end, chosen so that a sample lasts at least BLOCK_TARGET_S: the synchronisation's own cost
+# (the dispatch latency a per-call sync adds to every call) is then spread over the block.
+BLOCK_TARGET_S = 0.01
+MAX_CALLS_PER_SAMPLE = 1024
+# Under steps = "auto": the timed window runs until it holds MIN_SAMPLES samples and lasts
+# min_time_s, or until max_time_s (whichever comes first once one sample is in).
+MIN_SAMPLES = 10
+# A timed sample this many times the median is an outlier (a recompilation, a stall): counted
+# and reported with its index, never removed.
+OUTLIER_FACTOR = 10.0
+
+
 @dataclass
 class StepClock:
     """Times consecutive calls: each tick synchronises the device on the call's output, reads the
     clock, and files the interval since the previous tick as a warm-up or a timed sample.
-    Intervals are contiguous, so the timed samples add up to the timed window exactly."""
+    Intervals are contiguous, so the timed samples add up to the timed window exactly.
+
+    A timed sample covers `calls_per_sample` calls (1 unless the loop calibrated blocks). With
+    `timed_calls` None (steps = "auto") the window ends by the time rule instead of a count."""
 
     warmup_calls: int
-    timed_calls: int
+    timed_calls: int | None
     sync: Callable[[Any], None]
     on_timed_start: Callable[[], None] = lambda: None
+    min_time_s: float = 1.0
+    max_time_s: float = 60.0
+    min_samples: int = MIN_SAMPLES
+    calls_per_sample: int = 1
+    # Called once, between the last warm-up call and the first timed one: returns the calls per
+    # sample (the step-based loop's block calibration); its time is not a step's.
+    calibrate: Callable[[], int] | None = None
     warmup_s: list[float] = field(default_factory=list)
     timed_s: list[float] = field(default_factory=list)
     first_out: Any = None
@@ -45,12 +72,27 @@ class StepClock:
     _last: float = 0.0
 
     @property
-    def total_calls(self) -> int:
-        return self.warmup_calls + self.timed_calls
+    def timed_window_s(self) -> float:
+        return sum(self.timed_s)
+
+    @property
+    def calls_bound(self) -> int:
+        """An upper bound of the calls still to make, for loops that must size themselves up
+        front (Keras fit's epochs); they stop as soon as `done`."""
+        if self.timed_calls is not None:
+            return self.warmup_calls + self.timed_calls
+        return self.warmup_calls + 1_000_000
 
     @property
     def done(self) -> bool:
-        return len(self.timed_s) >= self.timed_calls
+        calls = len(self.timed_s) * self.calls_per_sample
+        if self.timed_calls is not None:
+            return calls >= self.timed_calls
+        window = self.timed_window_s
+        if not self.timed_s:
+            return False
+        return (len(self.timed_s) >= self.min_samples and window >= self.min_time_s) \
+            or window >= self.max_time_s
 
     def start(self) -> None:
         self._last = time.perf_counter()
@@ -64,20 +106,59 @@ class StepClock:
             if len(self.warmup_s) == 1:
                 self.first_out = out
             if len(self.warmup_s) == self.warmup_calls:
+                if self.calibrate is not None:
+                    self.calls_per_sample = self.calibrate()
                 self.on_timed_start()
-                self._last = time.perf_counter()  # the hook's own time is not a step's
+                self._last = time.perf_counter()  # calibration and the hook are not steps
         else:
             self.timed_s.append(elapsed)
             self.last_out = out
 
+    def outliers(self) -> list[list[float]]:
+        """[index, seconds] of every timed sample above OUTLIER_FACTOR × the median."""
+        if len(self.timed_s) < 3:
+            return []
+        median = statistics.median(self.timed_s)
+        return [[i, t] for i, t in enumerate(self.timed_s) if t > OUTLIER_FACTOR * median]
+
+
+def calibrate_block(step: Callable[[], Any], sync: Callable[[Any], None],
+                    target_s: float = BLOCK_TARGET_S) -> tuple[int, list[tuple[int, float]]]:
+    """timeit's autorange: the smallest power of two of calls whose synchronised run lasts at
+    least target_s; returns it and the (calls, seconds) trials (untimed extra warm-up)."""
+    calls, trials = 1, []
+    while True:
+        started = time.perf_counter()
+        out = None
+        for _ in range(calls):
+            out = step()
+        sync(out)
+        elapsed = time.perf_counter() - started
+        trials.append((calls, elapsed))
+        if elapsed >= target_s or calls >= MAX_CALLS_PER_SAMPLE:
+            return calls, trials
+        calls *= 2
+
 
 def run_loop(bench: Bench, clock: StepClock) -> None:
-    """Drive a step-based bench through warm-up and timed calls."""
+    """Drive a bench through warm-up and timed calls. A step-based bench whose step leaves work
+    on the device is timed in calibrated blocks (one synchronisation per block); one whose step
+    already returns to the host is timed call by call."""
     if bench.drive is not None:
         clock.start()
         bench.drive(clock)
         return
     step = bench.step
+    if not bench.returns_to_host and clock.calibrate is None:
+        def calibrate() -> int:
+            calls, trials = calibrate_block(step, clock.sync)
+            bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]
+            return calls
+        clock.calibrate = calibrate
     clock.start()
-    for _ in range(clock.total_calls):
+    for _ in range(clock.warmup_calls):
+        clock.tick(step())
+    while not clock.done:
+        for _ in range(clock.calls_per_sample - 1):
+            step()
         clock.tick(step())

@@ -52,10 +52,12 @@ class CellSpec:
     data: str
     device: str
     options: dict[str, Any]
-    steps: int
+    steps: int | str                # timed steps, or "auto": until min_time_s (see bench.py)
     warmup_steps: int
     seed: int
     result_path: str
+    min_time_s: float = 1.0        # steps = "auto": the timed window lasts at least this long
+    max_time_s: float = 60.0       # ... and at most this long (once one sample is in)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "CellSpec":
@@ -76,12 +78,21 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     **{f.name: ("spec", "cell coordinate / run setting") for f in fields(CellSpec)
        if f.name != "result_path"},
     # time
-    "samples_ms": ("worker", "raw per-step times of the timed loop (ms)"),
+    "samples_ms": ("worker", "raw samples of the timed loop, per step (ms): sample time / "
+                   "(steps_per_call × calls_per_sample)"),
     "steps_per_call": ("worker", "steps the framework ran per timed call; samples are call time / this"),
+    "calls_per_sample": ("worker", "calls timed together in one sample with one device "
+                         "synchronisation at its end (block samples; 1: every call synchronised)"),
     "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
+    "outliers": ("worker", "[index, ms] of timed samples above 10× the median (counted, never "
+                 "removed)"),
+    "import_s": ("worker", "importing the framework and the workload module, s"),
+    "setup_s": ("worker", "building the model and its data, s"),
     "compile_s": ("worker", "duration of the first warm-up call (tracing/compilation included), s"),
     "warmup_s": ("worker", "durations of all warm-up calls, s"),
     "train_s": ("worker", "duration of the whole timed loop, s"),
+    "worker_s": ("worker", "the worker from its first line to writing the result (the interpreter's "
+                 "own start-up is the rest of wall_s), s"),
     "items_per_step": ("worker", "samples (or tokens / elements) processed per step"),
     # memory
     "rss_initial_mb": ("worker", "process RSS after the framework import, before the workload is built"),

@@ -276,11 +276,12 @@ def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, ex
         return model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)
 
     return Bench(step=step, items_per_step=batch, loss=lambda logs: float(logs["loss"]),
+                 returns_to_host=True,
                  timing=FIT_TIMING, effective=dict(effective or {}), extra=dict(extra or {}))
 
 
 def predict_bench(model, x, *, batch: int, effective=None, extra=None) -> Bench:
-    return Bench(step=lambda: model.predict_on_batch(x), items_per_step=batch,
+    return Bench(step=lambda: model.predict_on_batch(x), items_per_step=batch, returns_to_host=True,
                  timing=PREDICT_TIMING, effective=dict(effective or {}), extra=dict(extra or {}))
 
 
@@ -339,7 +340,7 @@ def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokeniz
     facts.update(max_length=max_length, prompt_tokens=int(inputs["padding_mask"].astype(bool).sum()),
                  new_tokens_per_call=new_tokens, tokenizer_vocabulary=tokenizer.vocabulary_size(),
                  sampler=type(model.sampler).__name__ if hasattr(model, "sampler") else None)
-    bench = Bench(items_per_step=batch, timing=GENERATE_TIMING,
+    bench = Bench(items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
                   effective={"jit_compile": jit_in_effect(model)}, extra=facts)
     durations: list[float] = []
 

@@ -146,7 +146,7 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
                 self.model.stop_training = True
 
     def drive(clock: StepClock) -> None:
-        epochs = math.ceil(clock.total_calls * per_call / data.steps_per_epoch)
+        epochs = math.ceil(clock.calls_bound * per_call / data.steps_per_epoch)
         model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[Clocked(clock)])
         extra["epoch_s"] = cc.epoch_estimate(clock, per_call, data)
 

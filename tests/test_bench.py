@@ -1,0 +1,135 @@
+"""The worker's clock (runner/worker/bench.py) on a deliberately asynchronous fake device.
+
+The fake device is a thread that runs queued "kernels" (sleeps of KERNEL_S) in order; a step only
+enqueues one and returns at once, as CUDA or JAX dispatch does; synchronising waits for the
+kernel and costs SYNC_S on top (the dispatch latency a per-step synchronisation adds to every
+step). Checked: the clock cannot be fooled (a sample never reads the dispatch time), block
+samples drop the per-step synchronisation cost, steps = "auto" fills its window, and a stall
+inside the window is flagged as an outlier with its index.
+"""
+
+from __future__ import annotations
+
+import queue
+import statistics
+import threading
+import time
+
+import pytest
+
+from runner.worker.bench import Bench, StepClock, run_loop
+
+KERNEL_S = 0.002
+SYNC_S = 0.002
+
+
+class FakeDevice:
+    def __init__(self):
+        self.work: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        self.stall_at: int | None = None
+        self.launched = 0
+
+    def _run(self) -> None:
+        while True:
+            duration, done = self.work.get()
+            time.sleep(duration)
+            done.set()
+
+    def step(self) -> threading.Event:
+        """Enqueue one kernel and return at once (asynchronous dispatch)."""
+        done = threading.Event()
+        stall = self.stall_at is not None and self.launched == self.stall_at
+        self.work.put((0.1 if stall else KERNEL_S, done))
+        self.launched += 1
+        return done
+
+    @staticmethod
+    def sync(handle: threading.Event | None) -> None:
+        if handle is not None:
+            handle.wait()
+            time.sleep(SYNC_S)
+
+
+def measure(device: FakeDevice, *, per_step: bool, steps: int | None = 40, **clock) -> StepClock:
+    bench = Bench(items_per_step=1, step=device.step, sync=device.sync)
+    clock_ = StepClock(warmup_calls=2, timed_calls=steps, sync=device.sync, **clock)
+    if per_step:
+        clock_.calibrate = lambda: 1          # every step synchronised, as before block samples
+    run_loop(bench, clock_)
+    return clock_
+
+
+def per_step_ms(clock: StepClock) -> list[float]:
+    return [t * 1000 / clock.calls_per_sample for t in clock.timed_s]
+
+
+def test_dispatch_alone_is_far_cheaper_than_the_kernel():
+    """What a clock that did not synchronise would read."""
+    device = FakeDevice()
+    started = time.perf_counter()
+    handle = device.step()
+    dispatch = time.perf_counter() - started
+    device.sync(handle)
+    assert dispatch < KERNEL_S / 10
+
+
+def test_the_clock_cannot_be_fooled_by_asynchronous_dispatch():
+    for per_step in (True, False):
+        clock = measure(FakeDevice(), per_step=per_step)
+        # Every sample covers its kernels' whole run, never just their dispatch.
+        assert min(per_step_ms(clock)) >= KERNEL_S * 1000 * 0.95
+
+
+def test_block_samples_drop_the_per_step_synchronisation_cost():
+    synced = measure(FakeDevice(), per_step=True)
+    blocked = measure(FakeDevice(), per_step=False)
+    assert synced.calls_per_sample == 1
+    assert blocked.calls_per_sample >= 4      # 4 kernels + one sync last >= 10 ms
+    synced_ms = statistics.median(per_step_ms(synced))
+    blocked_ms = statistics.median(per_step_ms(blocked))
+    assert synced_ms >= (KERNEL_S + SYNC_S) * 1000 * 0.95
+    # The sync is paid once per block: per step it costs SYNC_S / calls_per_sample.
+    assert blocked_ms < synced_ms - SYNC_S * 1000 * 0.5
+    assert blocked_ms >= KERNEL_S * 1000 * 0.95
+    # A fixed step count is honoured in whole blocks.
+    assert len(blocked.timed_s) * blocked.calls_per_sample >= 40
+
+
+def test_auto_steps_fill_the_minimum_window_with_enough_samples():
+    clock = measure(FakeDevice(), per_step=False, steps=None, min_time_s=0.3, max_time_s=5.0)
+    assert clock.timed_window_s >= 0.3
+    assert len(clock.timed_s) >= 10
+    assert clock.timed_window_s < 1.0         # and stops soon after
+
+
+def test_auto_steps_stop_at_the_maximum_window():
+    clock = measure(FakeDevice(), per_step=True, steps=None, min_time_s=30.0, max_time_s=0.2)
+    assert 0.2 <= clock.timed_window_s < 0.5   # min_time 30 s is not waited for
+
+
+def test_a_stall_inside_the_window_is_an_outlier_with_its_index():
+    device = FakeDevice()
+    device.stall_at = 2 + 5                    # two warm-up calls, then the sixth timed one
+    clock = measure(device, per_step=True, steps=20)
+    assert [index for index, _ in clock.outliers()] == [5]
+    assert clock.outliers()[0][1] >= 0.1
+
+
+@pytest.mark.parametrize("steps", [None, 7])
+def test_host_returning_steps_are_timed_call_by_call(steps):
+    device = FakeDevice()
+
+    def blocking_step():
+        handle = device.step()
+        device.sync(handle)                    # the result is copied to the host
+        return None
+
+    bench = Bench(items_per_step=1, step=blocking_step, returns_to_host=True)
+    clock = StepClock(warmup_calls=1, timed_calls=steps, sync=lambda out: None,
+                      min_time_s=0.05, max_time_s=1.0)
+    run_loop(bench, clock)
+    assert clock.calls_per_sample == 1 and "block_calibration" not in bench.extra
+    if steps:
+        assert len(clock.timed_s) == steps
