@@ -139,8 +139,8 @@ def memory_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
 
 
 def energy_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
-    return _per_cell_bars(summaries, [("gpu_energy_j", "NVML energy")], path,
-                          "GPU energy over the timed window per cell", "J (median over repeats)")
+    return _per_cell_bars(summaries, [("energy_per_step_j", "NVML energy per step")], path,
+                          "GPU energy per step", "J per step (median over repeats)")
 
 
 PLOTS: list[tuple[str, str, Callable[[list[dict[str, Any]], Path], str | None]]] = [

@@ -31,10 +31,10 @@ def _max(values: list[Any]) -> float | None:
 
 
 def row_label(record: dict[str, Any]) -> str:
-    """'workload (task)' plus every non-default axis and every option that is not the size
-    preset's, so cells that differ only there get rows of their own."""
-    extras = [f"{k}={record[k]}" for k in AXIS_KEYS
-              if k != "size" and record.get(k) != AXIS_DEFAULTS[k]]
+    """'workload (task)' plus every non-default axis (size included: a tiny cell must never sit
+    in a full-size row) and every option that is not the size preset's, so cells that differ
+    only there get rows of their own."""
+    extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]]
     preset = default_sizes(record["workload"], record.get("size") or "full")
     extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v]
     return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")
@@ -47,6 +47,21 @@ def allocator_settings(record: dict[str, Any]) -> dict[str, str]:
     return {key: "unset" if value is None else str(value)
             for key, value in (record.get("allocator") or {}).items()
             if key.isupper() and (value is None or isinstance(value, str))}
+
+
+def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median energy over the repeats whose window NVML resolves; the reason when none does."""
+    measured, notes = [], []
+    for record in ok:
+        figures, note = stats.energy_of(record)
+        if figures:
+            measured.append(figures)
+        elif note:
+            notes.append(note)
+    out = {key: _median([m[key] for m in measured])
+           for key in ("gpu_energy_j", "energy_per_step_j", "energy_per_item_j")}
+    out["energy_note"] = None if measured else (notes[0] if notes else None)
+    return out
 
 
 def cell_summaries(records: list[dict[str, Any]],
@@ -81,7 +96,7 @@ def cell_summaries(records: list[dict[str, Any]],
             vram_initial_mb=_median([r.get("vram_initial_mb") for r in ok]),
             vram_peak_mb=_max([r.get("vram_peak_mb") for r in ok]),
             nvml_memory_peak_mb=_max([r.get("nvml_memory_peak_mb") for r in ok]),
-            gpu_energy_j=_median([r.get("gpu_energy_j") for r in ok]),
+            **energy_summary(ok),
             gpu_power_mean_w=_median([r.get("gpu_power_mean_w") for r in ok]),
             cpu_util_mean=_median([r.get("cpu_util_mean") for r in ok]),
             loss_first=_median([r.get("loss_first") for r in ok]),
@@ -93,6 +108,13 @@ def cell_summaries(records: list[dict[str, Any]],
         )
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
         out.append(summary)
+    seen: set[tuple[str, int, str]] = set()
+    for summary in out:
+        slot = (summary["label"], summary["batch_size"], summary["environment"])
+        if slot in seen:
+            # Two cells on one table slot would hide one of them: give it a row of its own.
+            summary["label"] += f" #{summary['cell_id']}"
+        seen.add((summary["label"], summary["batch_size"], summary["environment"]))
     stats.add_fraction_of_peak(out)
     return out
 
@@ -104,7 +126,8 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "train_s", "epoch_s", "items_per_s", "achieved_tflops", "device_name", "peak_tflops",
                "fraction_of_peak", "rss_initial_mb",
                "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
-               "gpu_energy_j", "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
+               "gpu_energy_j", "energy_per_step_j", "energy_per_item_j", "energy_note",
+               "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
                "accuracy", "warnings", "error")
 
 
@@ -122,9 +145,15 @@ def summary_csv(summaries: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
 def _fmt(value: float | None, digits: int = 2) -> str:
     if value is None:
         return "–"
+    if abs(value) >= 1e5:   # 191.6 G, not 191,556,811,552
+        scale, prefix = next((f, p) for f, p in SI_PREFIXES if abs(value) >= f)
+        return f"{value / scale:.4g} {prefix}"
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     if abs(value) >= 100:
@@ -312,9 +341,15 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                   markdown_table(summaries, "nvml_memory_peak_mb", bold_best=False), "",
                   "Allocator settings in force (unset: the framework's default):", "",
                   *allocator_lines(summaries), ""]
-    if any(s.get("gpu_energy_j") is not None for s in summaries):
-        parts += ["## Energy over the timed window (J, NVML)", "",
-                  markdown_table(summaries, "gpu_energy_j"), ""]
+    if any(s.get("energy_per_step_j") is not None or s.get("energy_note") for s in summaries):
+        parts += ["## Energy per step (J, NVML; lower is better)", "",
+                  markdown_table(summaries, "energy_per_step_j"), "",
+                  "The NVML total-energy counter's delta over the timed window divided by the "
+                  "steps in it (per item: also by the batch); – where the window was too short "
+                  "for the counter to resolve, never 0:", ""]
+        parts += [f"- `{s['cell_name']}`: {s['energy_note']}" for s in summaries
+                  if s.get("energy_note")]
+        parts.append("")
     parts += ["## Cells", "",
               "| Cell | Status | Repeats ok | Median ms | 95 % CI of median | IQR ms | p10–p90 ms | "
               "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | % of peak | "
@@ -352,7 +387,9 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
 
 
 def terminal_table(summaries: list[dict[str, Any]], title: str):
-    """A rich table of median ms/step, rows × environments."""
+    """A rich table of median ms/step, rows × environments (labels escaped: `[precision=...]`
+    is not markup)."""
+    from rich.markup import escape
     from rich.table import Table
 
     environments, rows, grid = pivot(summaries)
@@ -360,7 +397,7 @@ def terminal_table(summaries: list[dict[str, Any]], title: str):
     table.add_column("Workload (task)")
     table.add_column("Batch", justify="right")
     for env in environments:
-        table.add_column(env, justify="right")
+        table.add_column(escape(env), justify="right")
     for label, batch in rows:
         ok = [grid[(label, batch, e)]["median_ms"] for e in environments
               if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
@@ -375,7 +412,7 @@ def terminal_table(summaries: list[dict[str, Any]], title: str):
             if (grid.get((label, batch, env)) or {}).get("warnings"):
                 text += " [yellow]![/]"
             cells.append(text)
-        table.add_row(label, str(batch), *cells)
+        table.add_row(escape(label), str(batch), *cells)
     flagged = sum(1 for s in summaries if s.get("warnings"))
     table.caption = ("median ms/step over all repeats; best in green; NA = not applicable"
                      + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)" if flagged else ""))

@@ -119,6 +119,27 @@ def repeats_disagree(per_repeat: list[list[float]], alpha: float = REPEAT_ALPHA,
     return (p < alpha and wide), p
 
 
+def energy_of(record: dict[str, Any]) -> tuple[dict[str, float] | None, str | None]:
+    """A record's energy over its timed window, per step and per item, where NVML's counter
+    resolves it: (figures, None), or (None, why not). Never a zero that means "not measured"."""
+    energy = record.get("gpu_energy_j")
+    if energy is None:
+        return None, None
+    window = _window_s(record)
+    if window is None or window < MIN_WINDOW_S:
+        return None, (f"timed window {window or 0:.2f} s is shorter than NVML's energy counter "
+                      f"resolves (needs ≥ {MIN_WINDOW_S:.0f} s: steps = \"auto\" or more steps)")
+    if energy <= 0:
+        return None, "NVML's energy counter did not advance over the timed window"
+    steps = len(record.get("samples_ms") or []) * (record.get("calls_per_sample") or 1) \
+        * (record.get("steps_per_call") or 1)
+    items = record.get("items_per_step")
+    figures = {"gpu_energy_j": energy,
+               "energy_per_step_j": energy / steps if steps else None,
+               "energy_per_item_j": energy / (steps * items) if steps and items else None}
+    return figures, None
+
+
 def _window_s(record: dict[str, Any]) -> float | None:
     """The energy counter's window: the telemetry window when recorded, else the timed loop."""
     window = (record.get("extra") or {}).get("telemetry_window_s")

@@ -38,7 +38,54 @@ def test_report_subcommand_regenerates_every_output(run, capsys):
     for name in ("time.png", "keras_speedup.png", "memory.png", "energy.png"):
         assert (run / "plots" / name).read_bytes()[:8] == PNG_MAGIC, name
     assert len((run / "results.jsonl").read_text().splitlines()) == 22  # every record
-    assert "cell(s) with warnings" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())      # the caption wraps with the width
+    assert "cell(s) with warnings" in out
+    assert "elementwise (run) [jit=False]" in out or "[jit=False]" in out   # not eaten as markup
+
+
+def record_like(**fields):
+    base = {"cell_id": "c0", "cell_name": "x", "environment": "jax", "api": "jax",
+            "backend": None, "image": "jax", "workload": "matmul", "task": "run",
+            "batch_size": 1, "precision": "float32", "jit": "auto", "size": "full", "tf32": None,
+            "steps_per_execution": 1, "data": "arrays", "device": "auto", "options": {"n": 4096},
+            "repeat": 1, "status": "ok", "error": None, "samples_ms": [1.0, 1.1, 0.9, 1.0, 1.05],
+            "items_per_step": 1, "flops_per_step": None, "metadata": {}, "extra": {}}
+    return {**base, **fields}
+
+
+def test_cells_that_differ_only_in_size_or_precision_get_rows_of_their_own():
+    from rich.console import Console
+
+    records = [
+        record_like(cell_id="full", samples_ms=[50.0] * 5),
+        record_like(cell_id="tiny", size="tiny", options={"n": 256}, samples_ms=[1.0] * 5),
+        record_like(cell_id="bf16", precision="bfloat16", samples_ms=[20.0] * 5),
+    ]
+    summaries = report.cell_summaries(records, ["full", "tiny", "bf16"])
+    labels = [s["label"] for s in summaries]
+    assert labels == ["matmul (run)", "matmul (run) [size=tiny]",
+                      "matmul (run) [precision=bfloat16]"]
+    console = Console(width=200, record=True)
+    console.print(report.terminal_table(summaries, "t"))
+    text = console.export_text()
+    assert "[size=tiny]" in text and "[precision=bfloat16]" in text
+    for ms in ("50.0", "1.00", "20.0"):          # every cell is shown, none replaced
+        assert ms in text
+    markdown = report.markdown_table(summaries, "median_ms")
+    assert markdown.count("| matmul (run)") == 3
+
+
+def test_a_table_slot_is_never_shared():
+    records = [record_like(cell_id="a", samples_ms=[2.0] * 5),
+               record_like(cell_id="b", samples_ms=[3.0] * 5)]       # same coordinates shown
+    summaries = report.cell_summaries(records, ["a", "b"])
+    assert [s["label"] for s in summaries] == ["matmul (run)", "matmul (run) #b"]
+
+
+def test_large_figures_use_si_prefixes():
+    assert report._fmt(191_556_811_552) == "191.6 G"
+    assert report._fmt(7_952.67) == "7,953"
+    assert report._fmt(12.345) == "12.3"
 
 
 def test_summary_csv_has_statistics_and_warnings(summaries):
@@ -141,3 +188,18 @@ def test_html_failure_keeps_the_other_outputs(run, monkeypatch, capsys):
     assert "report.html not written (ValueError: bad page)" in capsys.readouterr().err
     assert (run / "report.md").exists() and (run / "plots" / "time.png").exists()
     assert not (run / "report.html").exists()
+
+
+def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
+    short = record_like(cell_id="short", environment="torch", gpu_energy_j=0.0, train_s=0.2,
+                        samples_ms=[2.0] * 100)
+    long = record_like(cell_id="long", gpu_energy_j=300.0, train_s=1.5, calls_per_sample=2,
+                       samples_ms=[7.5] * 100, items_per_step=4)
+    summaries = report.cell_summaries([short, long], ["short", "long"])
+    by_id = {s["cell_id"]: s for s in summaries}
+    assert by_id["short"]["gpu_energy_j"] is None and by_id["short"]["energy_per_step_j"] is None
+    assert "shorter than NVML's energy counter resolves" in by_id["short"]["energy_note"]
+    assert by_id["long"]["energy_per_step_j"] == pytest.approx(1.5)     # 300 J / 200 steps
+    assert by_id["long"]["energy_per_item_j"] == pytest.approx(0.375)
+    table = report.markdown_table(summaries, "energy_per_step_j")
+    assert "| **1.50** |" in table and "0.00" not in table and "**–**" not in table
