@@ -58,7 +58,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--threshold", type=float, default=0.05,
                             help="practical threshold on the ratio of medians (default 0.05)")
         parser.add_argument("--alpha", type=float, default=0.05,
-                            help="significance level of the Mann-Whitney U test (default 0.05)")
+                            help="significance level of the test on repeat medians (default 0.05)")
         parser.add_argument("--markdown", type=Path, default=None, metavar="FILE",
                             help="write the Markdown here (default: RUN_B/compare-<A>.md)")
     return parser

@@ -1,11 +1,18 @@
 """`python -m runner compare RUN_A RUN_B`: did B get faster or slower than A, cell by cell?
 
-A cell changed only when two tests agree (asv's rule): Mann-Whitney U on the raw pooled step
-samples says the distributions differ (p < alpha), and the ratio of medians B/A is outside the
-practical threshold (> 1 + threshold: slower; < 1 / (1 + threshold): faster). Cells whose
-comparability metadata differ (runner.worker.metadata.KEYS entries flagged True: GPU, driver,
-CUDA, framework version, lock hash, image digest, CPU model, ...) are never merged into a verdict:
-they are "not comparable", naming the keys. So are cells with too few samples on a side.
+The independent unit is the repeat (a fresh process): steps of one process share its state
+(allocator, clocks, placement), so pooling them as if independent makes any two runs look
+different. Per cell, each repeat is summarised by its median step time, and a change is called
+only when two tests agree (asv's rule):
+- statistical: Welch's t-test on the log repeat medians of A and B says they differ (p < alpha);
+- practical: the ratio B/A (of the geometric means of the repeat medians) is outside the
+  threshold *and* outside the run-to-run spread of repeat medians on either side (the largest
+  max/min of one side's repeat medians): a change smaller than the noise between processes of
+  one run is no change.
+Cells whose comparability metadata differ (runner.worker.metadata.KEYS entries flagged True:
+GPU, driver, CUDA, framework version, lock hash, image digest, CPU model, ...) are never merged
+into a verdict: they are "not comparable", naming the keys. So are cells with fewer than two
+repeats or too few samples on a side.
 
 Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 for bad input.
 """
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,7 @@ from .store import Store
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
 MIN_SAMPLES = 5
+MIN_REPEATS = 2
 
 FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparable"
 
@@ -43,8 +52,9 @@ class CellComparison:
     median_b_ms: float | None = None
     samples_a: int = 0
     samples_b: int = 0
-    ratio: float | None = None           # median B / median A
-    p_value: float | None = None         # Mann-Whitney U, two-sided
+    ratio: float | None = None           # B / A, geometric means of the repeat medians
+    p_value: float | None = None         # Welch's t-test on log repeat medians, two-sided
+    spread: float | None = None          # run-to-run spread of repeat medians (max/min - 1)
     differing_keys: list[str] = field(default_factory=list)
 
 
@@ -107,6 +117,25 @@ def _samples(records: list[dict[str, Any]]) -> list[float]:
     return [s for r in records for s in r.get("samples_ms") or []]
 
 
+def repeat_medians(records: list[dict[str, Any]]) -> list[float]:
+    return [statistics.median(r["samples_ms"]) for r in records if r.get("samples_ms")]
+
+
+def repeat_test(medians_a: list[float], medians_b: list[float]) -> tuple[float, float, float]:
+    """(ratio B/A, two-sided p of Welch's t-test on the logs, run-to-run spread)."""
+    from scipy.stats import ttest_ind
+
+    logs_a = [math.log(m) for m in medians_a]
+    logs_b = [math.log(m) for m in medians_b]
+    ratio = math.exp(statistics.fmean(logs_b) - statistics.fmean(logs_a))
+    spread = max(max(m) / min(m) for m in (medians_a, medians_b)) - 1
+    if statistics.pvariance(logs_a) == 0 and statistics.pvariance(logs_b) == 0:
+        p = 1.0 if ratio == 1 else 0.0           # no noise at all: equal, or certainly not
+    else:
+        p = float(ttest_ind(logs_b, logs_a, equal_var=False).pvalue)
+    return ratio, p, spread
+
+
 def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | None,
                  records_a: list[dict[str, Any]], records_b: list[dict[str, Any]],
                  threshold: float, alpha: float) -> CellComparison:
@@ -126,8 +155,10 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
         out.reason = f"status A {summary_a['status']}, B {summary_b['status']}"
         return out
     out.differing_keys = differing_keys(ok_a, ok_b)
-    if out.median_a_ms and out.median_b_ms:
-        out.ratio = out.median_b_ms / out.median_a_ms
+    medians_a, medians_b = repeat_medians(ok_a), repeat_medians(ok_b)
+    if medians_a and medians_b:
+        out.ratio = math.exp(statistics.fmean(map(math.log, medians_b))
+                             - statistics.fmean(map(math.log, medians_a)))
     if out.differing_keys:
         values_a, values_b = metadata_values(ok_a), metadata_values(ok_b)
         out.reason = "metadata differ: " + ", ".join(
@@ -136,19 +167,25 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     if min(len(samples_a), len(samples_b)) < MIN_SAMPLES:
         out.reason = f"too few samples ({len(samples_a)} vs {len(samples_b)}, need {MIN_SAMPLES})"
         return out
+    if min(len(medians_a), len(medians_b)) < MIN_REPEATS:
+        out.reason = (f"too few repeats ({len(medians_a)} vs {len(medians_b)}, need "
+                      f"{MIN_REPEATS} per side: the run-to-run spread is unknown)")
+        return out
     flagged = [side for side, s in (("A", summary_a), ("B", summary_b)) if s.get("warnings")]
     if flagged:  # the verdict stands, but say that its inputs were already flagged
         out.reason = f"caution: warnings in {' and '.join(flagged)} (see report.md)"
-    from scipy.stats import mannwhitneyu
-
-    out.p_value = float(mannwhitneyu(samples_a, samples_b, alternative="two-sided").pvalue)
+    out.ratio, out.p_value, out.spread = repeat_test(medians_a, medians_b)
     significant = out.p_value < alpha
-    if significant and out.ratio > 1 + threshold:
+    margin = max(threshold, out.spread)
+    if significant and out.ratio > 1 + margin:
         out.verdict = SLOWER
-    elif significant and out.ratio < 1 / (1 + threshold):
+    elif significant and out.ratio < 1 / (1 + margin):
         out.verdict = FASTER
     else:
         out.verdict = SAME
+        if significant and abs(math.log(out.ratio)) > math.log(1 + threshold):
+            note = f"within the run-to-run spread ({out.spread * 100:.0f} %)"
+            out.reason = f"{out.reason}; {note}" if out.reason else note
     return out
 
 
@@ -191,9 +228,11 @@ def summary_line(comparison: Comparison) -> str:
 def markdown(comparison: Comparison) -> str:
     c = comparison
     lines = [f"# Compare: `{c.run_b}` (B) against `{c.run_a}` (A)", "",
-             f"Ratio = median ms/step of B ÷ A (below 1: B faster). A cell is faster or slower "
-             f"only when Mann-Whitney U on the raw samples gives p < {c.alpha:g} **and** the ratio "
-             f"is beyond {c.threshold * 100:g} %.", "",
+             f"Ratio = B ÷ A of the geometric means of the repeat medians (below 1: B faster). "
+             f"A cell is faster or slower only when Welch's t-test on the log repeat medians (the "
+             f"repeat, a fresh process, is the independent unit) gives p < {c.alpha:g} **and** "
+             f"the ratio is beyond both {c.threshold * 100:g} % and the run-to-run spread of "
+             f"repeat medians.", "",
              f"**{summary_line(c)}**", "",
              "| Workload (task) | Batch size | Environment | A ms | B ms | B/A | p | Verdict | Note |",
              "|---|---:|---|---:|---:|---:|---:|---|---|"]
@@ -223,8 +262,9 @@ def terminal_table(comparison: Comparison):
         table.add_row(f"{cell.label}, b{cell.batch_size}", cell.environment,
                       _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
                       _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict, cell.reason)
-    table.caption = f"B/A: median ms/step ratio; p: Mann-Whitney U (alpha {comparison.alpha:g}); " \
-                    f"threshold {comparison.threshold * 100:g} %"
+    table.caption = (f"B/A: ratio of repeat medians; p: Welch's t-test on log repeat medians "
+                     f"(alpha {comparison.alpha:g}); threshold {comparison.threshold * 100:g} % "
+                     "and the run-to-run spread")
     return table
 
 
