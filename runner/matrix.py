@@ -43,13 +43,17 @@ class Cell:
     python: str | None = None       # an existing interpreter (environments.<name>.python)
     min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
     max_time_s: float = 60.0
+    calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
 
     @property
     def coordinates(self) -> dict[str, Any]:
         where = {"image": self.image} if self.python is None else {"python": self.python}
+        calibration = {"calibration_sizes": list(self.calibration_sizes)} \
+            if self.calibration_sizes else {}
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
-                "batch_size": self.batch_size, **self.axes, "options": self.options}
+                "batch_size": self.batch_size, **self.axes, "options": self.options,
+                **calibration}
 
     @property
     def id(self) -> str:
@@ -80,6 +84,7 @@ class Matrix:
     profile_reason: str              # why ("--profile smoke", "auto: no GPU found", ...)
     resolved: dict[str, Any] = field(default_factory=dict)  # the TOML data after profile overrides
     cells: list[Cell] = field(default_factory=list)
+    calibration: list[Cell] = field(default_factory=list)   # [run] calibrate: the peak's cells
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -171,6 +176,8 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
     resolved.get("run", {}).update(profile=chosen)
     matrix = Matrix(path=path, spec=spec, profile=chosen, profile_reason=reason, resolved=resolved)
     matrix.cells = expand(matrix, path)
+    if spec.run.calibrate:
+        matrix.calibration = calibration_cells(matrix)
     return matrix
 
 
@@ -204,9 +211,6 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                                  f"benchmarks[{origin[cell.id]}]")
             cells[cell.id] = cell
             origin[cell.id] = index
-    if run.calibrate:
-        for cell in calibration_cells(matrix):
-            cells.setdefault(cell.id, cell)
     return list(cells.values())
 
 
@@ -219,13 +223,15 @@ def worker_env(run: schema.RunSettings, env: schema.EnvironmentSpec) -> dict[str
     return {**({} if run.preallocate else NO_PREALLOCATION_ENV), **env.env}
 
 
-# Matrix side of the calibration matmul per size: large enough on a GPU that launch overhead is
-# negligible (8192³ × 2 = 1.1 TFLOP per step), small under the smoke profile.
-CALIBRATION_N = {"full": 8192, "small": 2048, "tiny": 256}
+# Matrix sides of the calibration matmuls per size profile: on a GPU the largest are long enough
+# that launch overhead is negligible (8192³ × 2 = 1.1 TFLOP per step); the fastest counts.
+CALIBRATION_SIZES = {"full": (4096, 8192, 16384), "small": (1024, 2048), "tiny": (128, 256)}
 
 
 def calibration_cells(matrix: Matrix) -> list[Cell]:
-    """One matmul cell per environment and precision (float32, bfloat16) where it applies."""
+    """The measured peak ([run] calibrate): one calibration per environment and precision
+    (float32, bfloat16) where a matmul applies, each timing several sizes and keeping the
+    fastest. They run before the cells and are never cells of the run."""
     run = matrix.spec.run
     size = matrix.spec.profiles.get(matrix.profile, {}).get("size", "full")
     out = []
@@ -237,8 +243,9 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
                             image=env.image, python=env.python, workload="matmul", task="run",
                             batch_size=1,
-                            axes=axes, options={"n": CALIBRATION_N[size]},
-                            env=worker_env(run, env), steps=run.steps, warmup_steps=run.warmup_steps,
-                            repeats=run.repeats, timeout=run.timeout,
-                            min_time_s=run.min_time, max_time_s=run.max_time))
+                            axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
+                            env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
+                            repeats=1, timeout=run.timeout,
+                            min_time_s=run.min_time, max_time_s=run.max_time,
+                            calibration_sizes=CALIBRATION_SIZES[size]))
     return out

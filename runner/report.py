@@ -64,9 +64,10 @@ def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def cell_summaries(records: list[dict[str, Any]],
-                   cell_order: list[str] | None = None) -> list[dict[str, Any]]:
-    """One summary per cell, its repeats pooled; in plan order (the manifest's cell list)."""
+def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None = None,
+                   peaks: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One summary per cell, its repeats pooled; in plan order (the manifest's cell list);
+    % of peak against the run's calibration peaks (the manifest's)."""
     rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
     by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (rank.get(r["cell_id"], len(rank)), r["cell_id"],
@@ -104,6 +105,8 @@ def cell_summaries(records: list[dict[str, Any]],
             accuracy=_median([r.get("accuracy") for r in ok]),
             epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
             device_name=stats.device_name(ok[0]) if ok else None,
+            peak_kind=stats.peak_kind(first.get("precision"),
+                                      (ok[0] if ok else first).get("effective")),
             allocator=allocator_settings(ok[0]) if ok else None,
         )
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
@@ -115,7 +118,7 @@ def cell_summaries(records: list[dict[str, Any]],
             # Two cells on one table slot would hide one of them: give it a row of its own.
             summary["label"] += f" #{summary['cell_id']}"
         seen.add((summary["label"], summary["batch_size"], summary["environment"]))
-    stats.add_fraction_of_peak(out)
+    stats.add_fraction_of_peak(out, peaks)
     return out
 
 
@@ -369,8 +372,17 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                      f"{_percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
     parts += ["", "95 % CI: distribution-free (binomial order-statistic) interval of the median of "
               "the pooled samples; CV: stdev / mean of the pooled samples; % of peak: achieved "
-              "TFLOP/s over the fastest matmul cell of this run on the same device and precision "
-              "(a measured peak, not a datasheet figure; – without such a cell).", ""]
+              "TFLOP/s over the run's calibration peak for the same device and precision (TF32 "
+              "counted apart from float32): dense matmuls at several sizes measured before the "
+              "cells, the fastest kept — a measured peak, never a cell of the run and never a "
+              "datasheet figure; – without `[run] calibrate = true`.", ""]
+    calibration = manifest.get("calibration") or {}
+    if calibration.get("peaks"):
+        parts += ["## Measured peak", "", "| Device | Precision | TFLOP/s | Environment | n |",
+                  "|---|---|---:|---|---:|"]
+        parts += [f"| {p['device']} | {p['kind']} | {_fmt(p['tflops'], 4)} | {p['environment']} "
+                  f"| {p.get('n')} |" for p in calibration["peaks"]]
+        parts += ["", f"How: {calibration.get('method')}.", ""]
     problems = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     if problems:
         parts += ["## Problems", ""]
@@ -427,7 +439,8 @@ def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]
     """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
     HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
     records = store.records()
-    summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
+    summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
+                               (manifest.get("calibration") or {}).get("peaks"))
     store.write_text("results.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     store.write_text("summary.csv", summary_csv(summaries))
     plots: list[Any] = []

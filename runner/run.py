@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.markup import escape
 from rich.table import Table
 
-from . import hostinfo, matrix as matrix_mod, record as record_mod, report
+from . import hostinfo, matrix as matrix_mod, record as record_mod, report, stats
 from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from .environments import Flavour, Source
 from .executors import Attempt, Executor, Prepared
@@ -73,9 +73,11 @@ def source_of(cell: Cell) -> Source:
     return Source(image=cell.image, python=cell.python)
 
 
-def sources_to_prepare(plan: Plan) -> list[Source]:
-    """Each source the planned runs need, once (environments may share an image folder)."""
-    return list({source_of(e.cell).key: source_of(e.cell) for e in plan.to_run}.values())
+def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
+    """Each source the planned runs (and calibrations) need, once (environments may share an
+    image folder)."""
+    cells = [e.cell for e in plan.to_run] + list(extra)
+    return list({source_of(c).key: source_of(c) for c in cells}.values())
 
 
 def choose_setup(matrix: Matrix | None, requested: str | None) -> Setup:
@@ -170,7 +172,8 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str)
         environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
-        min_time_s=cell.min_time_s, max_time_s=cell.max_time_s, **cell.axes)
+        min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
+        calibration_sizes=list(cell.calibration_sizes), **cell.axes)
 
 
 def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
@@ -285,6 +288,40 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     return record
 
 
+CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
+                      "environment, steps = auto with block samples; the fastest median TFLOP/s "
+                      "per device and precision is the peak (a measurement of this run, before its "
+                      "cells; never a cell of the run, never a datasheet figure)")
+
+
+def run_calibration(setup: Setup, matrix: Matrix, prepared: dict[str, Prepared], store: Store,
+                    seed: int, console: Console) -> dict[str, Any] | None:
+    """[run] calibrate: measure each device's peak per precision before the cells (kept in
+    calibration/ and in the manifest; on --resume the stored ones are reused)."""
+    if not matrix.calibration:
+        return None
+    sub = store.calibration()
+    done = sub.finished()
+    records = []
+    for cell in matrix.calibration:
+        entry = Entry(cell, 1)
+        source = source_of(cell)
+        if entry.key in done or source.key not in prepared:
+            continue
+        record = run_entry(setup.executor_for(source), entry, prepared[source.key], sub, seed)
+        mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
+        console.print(f"{mark} calibration {escape(cell.environment)} "
+                      f"{cell.axes['precision']}: {escape(describe_peak(record))}")
+    records = sub.records()
+    return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(records)}
+
+
+def describe_peak(record: dict[str, Any]) -> str:
+    if record["status"] != "ok":
+        return describe(record)
+    return f"{record['achieved_tflops']:.4g} TFLOP/s at n={record['options'].get('n')}"
+
+
 def describe(record: dict[str, Any]) -> str:
     if record["status"] == "ok":
         return f"{record['median_ms']:.3f} ms/step"
@@ -310,7 +347,7 @@ def execute(opts: Options, console: Console) -> int:
         return EXIT_OK
 
     store = store or open_store(matrix, opts)
-    sources = sources_to_prepare(plan)
+    sources = sources_to_prepare(plan, matrix.calibration)
     console.print(f"run folder: {store.root}")
     seed = matrix.spec.run.seed
     store.write_matrix(matrix.resolved)
@@ -321,6 +358,7 @@ def execute(opts: Options, console: Console) -> int:
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
+        manifest["calibration"] = run_calibration(setup, matrix, prepared, store, seed, console)
         store.write_manifest(manifest)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:

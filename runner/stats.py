@@ -218,7 +218,6 @@ def pooled(records: list[dict[str, Any]]) -> dict[str, Any]:
 # Compute efficiency. The peak is measured, never taken from a datasheet: the fastest matmul cell
 # of the same run on the same device at the same compute precision (each environment's matmul
 # uses the best library it has, so the fastest of them is the device's achievable peak).
-CALIBRATION_WORKLOAD = "matmul"
 PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "bfloat16",
                   "mixed_float16": "float16"}
 
@@ -231,16 +230,36 @@ def device_name(record: dict[str, Any]) -> str | None:
     return meta.get("cpu_model") if on_cpu or not meta.get("gpu_name") else meta["gpu_name"]
 
 
-def add_fraction_of_peak(summaries: list[dict[str, Any]]) -> None:
-    """Set peak_tflops and fraction_of_peak on each summary (None without a calibration figure).
-    Summaries need achieved_tflops, precision, workload and device_name."""
-    peaks: dict[tuple[Any, Any], float] = {}
+def peak_kind(precision: Any, effective: dict[str, Any] | None) -> str | None:
+    """What a peak is measured for: bfloat16, float16, float32, or tf32 (float32 inputs run on
+    TF32 tensor cores: a different peak, so float32 cells say whether TF32 was in effect)."""
+    kind = PEAK_PRECISION.get(precision)
+    if kind == "float32" and (effective or {}).get("tf32"):
+        return "tf32"
+    return kind
+
+
+def peaks_from(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fastest calibration per device and peak kind: [{device, kind, tflops, ...}]."""
+    best: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for r in records:
+        if r.get("status") != "ok" or not r.get("achieved_tflops"):
+            continue
+        key = (device_name(r), peak_kind(r.get("precision"), r.get("effective")))
+        if key not in best or r["achieved_tflops"] > best[key]["tflops"]:
+            best[key] = {"device": key[0], "kind": key[1], "tflops": r["achieved_tflops"],
+                         "environment": r["environment"], "n": (r.get("options") or {}).get("n"),
+                         "sizes": (r.get("extra") or {}).get("calibration")}
+    return list(best.values())
+
+
+def add_fraction_of_peak(summaries: list[dict[str, Any]],
+                         peaks: list[dict[str, Any]] | None = None) -> None:
+    """Set peak_tflops and fraction_of_peak on each summary from the run's calibration (the
+    manifest's peaks; None without one: never from the cells themselves)."""
+    table = {(p["device"], p["kind"]): p["tflops"] for p in peaks or []}
     for s in summaries:
-        if s["workload"] == CALIBRATION_WORKLOAD and s["status"] == "ok" and s.get("achieved_tflops"):
-            key = (s.get("device_name"), PEAK_PRECISION.get(s.get("precision")))
-            peaks[key] = max(peaks.get(key, 0.0), s["achieved_tflops"])
-    for s in summaries:
-        peak = peaks.get((s.get("device_name"), PEAK_PRECISION.get(s.get("precision"))))
+        peak = table.get((s.get("device_name"), s.get("peak_kind")))
         s["peak_tflops"] = peak
         s["fraction_of_peak"] = (s["achieved_tflops"] / peak
                                  if peak and s.get("achieved_tflops") and s["status"] == "ok" else None)

@@ -18,11 +18,18 @@ RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 
 class Store:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, records_folder: str = "cells"):
         self.root = root
-        self.cells = root / "cells"
+        self.cells = root / records_folder
         self.logs = root / "logs"
         self.work = root / "work"
+
+    def calibration(self) -> "Store":
+        """The same run folder, its calibration records kept apart in calibration/ (they are
+        the run's measured peak, never cells of the run)."""
+        store = Store(self.root, "calibration")
+        store.cells.mkdir(parents=True, exist_ok=True)
+        return store
 
     @classmethod
     def create(cls, name: str, results_dir: Path = RESULTS_DIR) -> "Store":

@@ -93,7 +93,7 @@ def test_cell_names_show_non_default_axes(write_matrix):
     assert "matmul-run-keras-jax-b2-bfloat16" in names
 
 
-def test_calibrate_adds_one_matmul_per_environment_and_precision(write_matrix):
+def test_calibrate_measures_one_peak_per_environment_and_precision(write_matrix):
     m = matrix_mod.load(write_matrix("""
         [run]
         calibrate = true
@@ -103,11 +103,14 @@ def test_calibrate_adds_one_matmul_per_environment_and_precision(write_matrix):
         workload = "elementwise"
         environments = ["numpy"]
     """), profile="full")
-    calibration = [c for c in m.cells if c.workload == "matmul"]
-    got = {(c.environment, c.axes["precision"], c.options["n"]) for c in calibration}
+    assert not [c for c in m.cells if c.workload == "matmul"]     # never cells of the run
+    got = {(c.environment, c.axes["precision"], c.calibration_sizes) for c in m.calibration}
     # NumPy has no bfloat16, so its bfloat16 calibration is left out rather than listed as NA.
-    assert got == {("numpy", "float32", 8192), ("keras-jax", "float32", 8192),
-                   ("keras-jax", "bfloat16", 8192)}
+    sizes = (4096, 8192, 16384)
+    assert got == {("numpy", "float32", sizes), ("keras-jax", "float32", sizes),
+                   ("keras-jax", "bfloat16", sizes)}
+    assert all(c.repeats == 1 and c.steps == "auto" for c in m.calibration)
+    assert not {c.id for c in m.calibration} & {c.id for c in m.cells}
     smoke = matrix_mod.load(write_matrix("""
         [run]
         calibrate = true
@@ -117,7 +120,7 @@ def test_calibrate_adds_one_matmul_per_environment_and_precision(write_matrix):
         workload = "elementwise"
         environments = ["numpy"]
     """), profile="smoke")
-    assert {c.options["n"] for c in smoke.cells if c.workload == "matmul"} == {256}
+    assert {c.calibration_sizes for c in smoke.calibration} == {(128, 256)}
 
 
 def test_preallocate_false_sets_the_frameworks_switches_unless_the_environment_does(write_matrix):

@@ -94,9 +94,8 @@ def test_summary_csv_has_statistics_and_warnings(summaries):
     assert float(cnn["median_ci_low_ms"]) < float(cnn["median_ms"]) < float(cnn["median_ci_high_ms"])
     assert float(cnn["iqr_ms"]) > 0 and cnn["samples"] == "60" and cnn["warnings"] == ""
     assert cnn["epoch_s"] == "7.5"
-    # the fastest matmul on the A100 in float32 is the measured peak; the slower one is a fraction
-    assert float(rows["m2mmkrjax0"]["fraction_of_peak"]) == 1.0
-    assert float(rows["m1mmjax000"]["fraction_of_peak"]) == pytest.approx(5.45 / 69.6, rel=0.01)
+    # the fixture run has no calibration: no "% of peak", never the fastest cell as 100 %
+    assert rows["m2mmkrjax0"]["fraction_of_peak"] == rows["m1mmjax000"]["fraction_of_peak"] == ""
     assert rows["m1mmjax000"]["device_name"] == "NVIDIA A100-SXM4-80GB"
     assert rows["m2mmkrjax0"]["warnings"].startswith("CV ")
     assert "; timed window" in rows["m2mmkrjax0"]["warnings"]

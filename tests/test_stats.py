@@ -108,19 +108,44 @@ def test_fixture_run_summaries():
     assert by_id["m3mmkrtf00"]["status"] == "failed" and by_id["m3mmkrtf00"]["warnings"] == []
 
 
-def test_fraction_of_peak_uses_the_fastest_matmul_on_the_same_device_and_precision():
-    def cell(workload, precision, tflops, device="A100", status="ok"):
+def test_fraction_of_peak_divides_by_the_calibration_never_by_the_cells():
+    def cell(workload, precision, tflops, device="A100", kind=None, status="ok"):
         return {"workload": workload, "precision": precision, "achieved_tflops": tflops,
-                "device_name": device, "status": status}
+                "device_name": device, "status": status,
+                "peak_kind": kind or stats.PEAK_PRECISION.get(precision)}
 
+    peaks = [{"device": "A100", "kind": "float32", "tflops": 19.5},
+             {"device": "A100", "kind": "tf32", "tflops": 150.0},
+             {"device": "A100", "kind": "bfloat16", "tflops": 300.0}]
     summaries = [cell("matmul", "float32", 15.0), cell("matmul", "float32", 18.0),
-                 cell("matmul", "bfloat16", 250.0), cell("cnn", "float32", 9.0),
-                 cell("cnn", "mixed_bfloat16", 50.0), cell("cnn", "mixed_float16", 50.0),
+                 cell("matmul", "float32", 120.0, kind="tf32"), cell("matmul", "bfloat16", 250.0),
+                 cell("cnn", "mixed_bfloat16", 60.0), cell("cnn", "mixed_float16", 50.0),
                  cell("cnn", "float32", 9.0, device="AMD EPYC")]
-    stats.add_fraction_of_peak(summaries)
+    stats.add_fraction_of_peak(summaries, peaks)
     assert [s["fraction_of_peak"] for s in summaries] == [
-        pytest.approx(15 / 18), 1.0, 1.0, 0.5, 0.2, None, None]
-    assert summaries[3]["peak_tflops"] == 18.0 and summaries[6]["peak_tflops"] is None
+        pytest.approx(15 / 19.5), pytest.approx(18 / 19.5), pytest.approx(0.8),
+        pytest.approx(250 / 300), pytest.approx(0.2), None, None]
+    assert summaries[1]["fraction_of_peak"] < 1      # the fastest cell is not 100 % of itself
+    stats.add_fraction_of_peak(summaries)            # no calibration: no fraction at all
+    assert all(s["fraction_of_peak"] is None and s["peak_tflops"] is None for s in summaries)
+
+
+def test_peaks_come_from_the_fastest_calibration_per_device_and_kind():
+    def calibration(env, precision, tflops, tf32=None, device="cuda:0"):
+        return {"status": "ok", "environment": env, "precision": precision,
+                "achieved_tflops": tflops, "options": {"n": 8192},
+                "effective": {"device": device, "tf32": tf32},
+                "metadata": {"gpu_name": "H100", "cpu_model": "EPYC"}, "extra": {}}
+
+    peaks = stats.peaks_from([calibration("torch", "float32", 52.0, tf32=False),
+                              calibration("jax", "float32", 372.0, tf32=True),
+                              calibration("keras-jax", "float32", 360.0, tf32=True),
+                              calibration("torch", "bfloat16", 764.0),
+                              calibration("numpy", "float32", 0.3, device="cpu"),
+                              {**calibration("jax", "bfloat16", 1e9), "status": "failed"}])
+    table = {(p["device"], p["kind"]): (p["tflops"], p["environment"]) for p in peaks}
+    assert table == {("H100", "float32"): (52.0, "torch"), ("H100", "tf32"): (372.0, "jax"),
+                     ("H100", "bfloat16"): (764.0, "torch"), ("EPYC", "float32"): (0.3, "numpy")}
 
 
 def test_device_name_follows_where_the_cell_computed():

@@ -6,9 +6,11 @@ file); exit code 2 when the spec itself cannot be read.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
+import statistics
 import os
 import sys
 import time
@@ -70,28 +72,18 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     result["metadata"] = clean(meta)
     fw.reset_peak()
 
-    started = time.perf_counter()
-    bench = workload.build(spec, fw)
-    result["setup_s"] = time.perf_counter() - started
-    per_call = bench.steps_per_call
-    monitor = Monitor(gpu=gpu)
-    fixed = spec.steps != "auto"
-    clock = StepClock(warmup_calls=spec.warmup_steps,
-                      timed_calls=max(1, math.ceil(int(spec.steps) / per_call)) if fixed else None,
-                      sync=bench.sync, on_timed_start=monitor.__enter__,
-                      min_time_s=spec.min_time_s, max_time_s=spec.max_time_s)
-    try:
-        run_loop(bench, clock)
-    finally:
-        if clock.done:
-            monitor.__exit__(None, None, None)
-    if not clock.done:
-        raise RuntimeError(f"the workload stopped after {len(clock.timed_s)} timed samples, "
-                           "before its timed window was complete")
+    if spec.calibration_sizes:
+        bench, clock, monitor = calibrate(spec, fw, workload, gpu, result)
+    else:
+        started = time.perf_counter()
+        bench = workload.build(spec, fw)
+        result["setup_s"] = time.perf_counter() - started
+        clock, monitor = timed_window(spec, bench, gpu)
 
     telemetry = monitor.summary()
     result.update({k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
     result["extra"].update({k: v for k, v in telemetry.items() if k not in RECORD_FIELDS})
+    per_call = bench.steps_per_call
     per_sample = per_call * clock.calls_per_sample
     timing = bench.timing
     if clock.calls_per_sample > 1:
@@ -123,6 +115,48 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     result["allocator"] = fw.allocator()
     result["effective"] = {**fw.effective, **bench.effective}
     result["extra"].update(bench.extra)
+
+
+def timed_window(spec: CellSpec, bench: Any, gpu: Any) -> tuple[StepClock, Monitor]:
+    """Warm-up, then the timed window (a fixed step count or steps = "auto"), the monitor
+    sampling exactly the timed window."""
+    monitor = Monitor(gpu=gpu)
+    fixed = spec.steps != "auto"
+    clock = StepClock(warmup_calls=spec.warmup_steps,
+                      timed_calls=max(1, math.ceil(int(spec.steps) / bench.steps_per_call))
+                      if fixed else None,
+                      sync=bench.sync, on_timed_start=monitor.__enter__,
+                      min_time_s=spec.min_time_s, max_time_s=spec.max_time_s)
+    try:
+        run_loop(bench, clock)
+    finally:
+        if clock.done:
+            monitor.__exit__(None, None, None)
+    if not clock.done:
+        raise RuntimeError(f"the workload stopped after {len(clock.timed_s)} timed samples, "
+                           "before its timed window was complete")
+    return clock, monitor
+
+
+def calibrate(spec: CellSpec, fw: Any, workload: Any, gpu: Any,
+              result: dict[str, Any]) -> tuple[Any, StepClock, Monitor]:
+    """The device's measured peak: the matmul at each of spec.calibration_sizes (steps auto),
+    the fastest in TFLOP/s kept as the result; every size's figure goes to extra."""
+    trials, best = [], None
+    started = time.perf_counter()
+    for n in spec.calibration_sizes:
+        sized = dataclasses.replace(spec, options={**spec.options, "n": int(n)})
+        bench = workload.build(sized, fw)
+        clock, monitor = timed_window(sized, bench, gpu)
+        per_step_s = statistics.median(clock.timed_s) / (clock.calls_per_sample * bench.steps_per_call)
+        tflops = bench.flops_per_step / per_step_s / 1e12
+        trials.append({"n": int(n), "ms_per_step": per_step_s * 1000, "tflops": tflops})
+        if best is None or tflops > best[0]:
+            best = (tflops, bench, clock, monitor, sized.options)
+    result["setup_s"] = time.perf_counter() - started
+    result["extra"]["calibration"] = trials
+    _, bench, clock, monitor, result["options"] = best   # the record is the fastest size's
+    return bench, clock, monitor
 
 
 def record_distributions(result: dict[str, Any]) -> None:

@@ -58,6 +58,8 @@ class CellSpec:
     result_path: str
     min_time_s: float = 1.0        # steps = "auto": the timed window lasts at least this long
     max_time_s: float = 60.0       # ... and at most this long (once one sample is in)
+    # A calibration (matmul only): time each of these sizes, keep the fastest in TFLOP/s.
+    calibration_sizes: list[int] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "CellSpec":

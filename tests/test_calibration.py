@@ -1,0 +1,60 @@
+"""[run] calibrate end to end with real frameworks: the peak is measured before the cells, kept
+apart from them (calibration/ and the manifest), and "% of peak" divides by it."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+MATRIX = """
+[run]
+name = "calibrated"
+repeats = 1
+warmup_steps = 1
+min_time = 0.2
+calibrate = true
+profile = "smoke"
+
+[profiles.smoke]
+size = "tiny"
+
+[environments.numpy]
+image = "numpy"
+api = "numpy"
+[environments.torch]
+image = "torch"
+api = "torch"
+
+[[benchmarks]]
+workload = "matmul"
+environments = ["numpy"]
+"""
+
+
+def test_the_peak_is_measured_apart_and_divides_the_cells(write_matrix, run_cli, results_dir):
+    code, out, _ = run_cli(write_matrix(MATRIX, with_environments=False))
+    assert code == 0, out
+    assert "calibration numpy float32:" in out and "calibration torch bfloat16:" in out
+    run = next(results_dir.glob("calibrated/*"))
+    calibrations = [json.loads(p.read_text()) for p in (run / "calibration").glob("*.json")]
+    assert {(c["environment"], c["precision"]) for c in calibrations} == {
+        ("numpy", "float32"), ("torch", "float32"), ("torch", "bfloat16")}
+    for c in calibrations:
+        assert c["status"] == "ok" and c["calibration_sizes"] == [128, 256]
+        assert [t["n"] for t in c["extra"]["calibration"]] == [128, 256]
+        best = max(c["extra"]["calibration"], key=lambda t: t["tflops"])
+        assert c["options"]["n"] == best["n"]
+    cells = [json.loads(p.read_text()) for p in (run / "cells").glob("*.json")]
+    assert [c["environment"] for c in cells] == ["numpy"]          # calibrations are no cells
+    peaks = json.loads((run / "manifest.json").read_text())["calibration"]["peaks"]
+    float32 = max(c["achieved_tflops"] for c in calibrations if c["precision"] == "float32")
+    cpu_peak = next(p for p in peaks if p["kind"] == "float32")
+    assert cpu_peak["tflops"] == pytest.approx(float32)           # both frameworks, the faster
+    (row,) = list(csv.DictReader((run / "summary.csv").read_text().splitlines()))
+    assert float(row["fraction_of_peak"]) == pytest.approx(
+        float(row["achieved_tflops"]) / cpu_peak["tflops"], rel=1e-6)
+    assert "## Measured peak" in (run / "report.md").read_text()
