@@ -92,7 +92,7 @@ class LocalCluster:
         out = []
         for proc in self.processes():
             try:
-                if " ".join(proc.cmdline()).startswith("ray::dl-bench "):
+                if " ".join(proc.cmdline()).startswith("ray::dl-bench cell "):
                     out.append(proc)
             except Exception:
                 continue
@@ -242,6 +242,17 @@ def test_profile_auto_looks_at_the_clusters_gpus(cluster, no_gpu_here, write_mat
     assert out.splitlines()[0].startswith("profile: smoke (auto: no GPU found")
 
 
+def test_doctor_names_the_cluster(cluster, no_gpu_here, write_matrix, capsys):
+    from runner import cli
+
+    code = cli.main(["doctor", str(write_matrix(SAME, with_environments=False)), *ray_args(cluster)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"✓ Ray cluster: the Ray cluster at {cluster.address}: Ray {ray.__version__}, " \
+           "2 node(s), 2 GPUs, 2 CPUs" in out
+    assert "executor: ray" in out and "flavour: node" in out
+
+
 # --- lost tasks ---------------------------------------------------------------------------------------
 
 LONG_CELL = f"""
@@ -249,7 +260,7 @@ LONG_CELL = f"""
 name = "killed"
 repeats = 1
 warmup_steps = 1
-steps = 12
+steps = 8
 timeout = 120
 profile = "full"
 
@@ -259,7 +270,7 @@ api = "numpy"
 
 [[benchmarks]]
 workload = "selftest"
-options = {{ behaviour = "ok", sleep_ms = 400 }}
+options = {{ behaviour = "ok", sleep_ms = 300 }}
 """
 
 
@@ -301,7 +312,7 @@ def test_a_killed_task_is_retried_then_recorded(cluster, no_gpu_here, write_matr
     assert code == 0, out
     assert len(killed) == 1
     (record,) = records(run_dirs(results_dir, "killed")[-1]).values()
-    assert record["status"] == "ok" and len(record["samples_ms"]) == 12   # the retry measured
+    assert record["status"] == "ok" and len(record["samples_ms"]) == 8   # the retry measured
     log = (run_dirs(results_dir, "killed")[-1] / record["log"]).read_text()
     assert "[runner: ray task lost, try 1 on node 127.0.0." in log and "WorkerCrashedError" in log
 
