@@ -456,3 +456,19 @@ def test_an_address_where_no_cluster_answers_is_one_line(write_matrix, run_cli):
                            "ray", "--ray-address", f"127.0.0.1:{free_port()}")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "no Ray cluster answers at 127.0.0.1:" in err and "Connection refused" in err
+
+
+def test_the_example_cluster_passes_rays_own_schema_check():
+    """What `ray up` checks first: the example cluster YAML against Ray's schema."""
+    import yaml
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = yaml.safe_load((REPO / "examples" / "ray-cluster-a100.yaml").read_text())
+    validate_config(prepare_config(config))
+    assert "docker" not in config            # Ray on the VMs; the cells' containers are the runner's
+    workers = config["available_node_types"]["a100"]
+    assert workers["min_workers"] == workers["max_workers"] >= 1
+    setup = "\n".join(config["worker_setup_commands"])
+    assert "nvidia-container-toolkit" in setup and "docker.io" in setup
+    assert "runner build matrix.toml --executor docker" in setup
+    assert "pip install -q -e '.[ray]'" in "\n".join(config["setup_commands"])
