@@ -116,8 +116,17 @@ class LocalCluster:
         psutil.wait_procs(alive, timeout=10)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_auth():
+    """Ray turns token authentication on by itself when ~/.ray/auth_token exists (a local
+    ray.init makes one): the test cluster and its drivers say how, whatever the machine holds."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_AUTH_MODE", "disabled")
+        yield
+
+
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(no_ray_auth):
     root = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))   # Ray's sockets need a short path
     local = LocalCluster(root)
     try:
@@ -237,7 +246,7 @@ def test_profile_auto_looks_at_the_clusters_gpus(cluster, no_gpu_here, write_mat
     matrix = write_matrix(SAME.replace('profile = "full"', ""), with_environments=False)
     code, out, _ = run_cli("plan", matrix, *ray_args(cluster))
     assert code == 0, out
-    assert out.splitlines()[0] == "profile: full (auto: a GPU was found in the Ray cluster (2 GPUs))"
+    assert out.splitlines()[0] == "profile: full (auto: the Ray cluster has 2 GPUs)"
     code, out, _ = run_cli("plan", matrix, "--executor", "local")
     assert out.splitlines()[0].startswith("profile: smoke (auto: no GPU found")
 
@@ -409,6 +418,28 @@ def test_an_interrupted_cluster_run_resumes_without_loss_or_repeats(cluster, wri
     for key, text in before.items():
         assert json.dumps(after[key], sort_keys=True) == text
     assert len((run_dir / "results.jsonl").read_text().splitlines()) == 6
+
+
+# --- a local Ray instance ----------------------------------------------------------------------------
+
+def test_without_an_address_a_local_ray_instance_runs_the_cells(write_matrix, results_dir):
+    """No --ray-address, no RAY_ADDRESS: the runner starts a Ray instance of its own for the
+    run and stops it afterwards. (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps that single-node
+    instance on 127.0.0.1 on this test machine.)"""
+    text = LONG_CELL.replace("steps = 8", "steps = 3").replace('name = "killed"', 'name = "here"')
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    done = subprocess.run([sys.executable, "-m", "runner", str(write_matrix(
+        text, with_environments=False)), "--executor", "ray", "--results-dir", str(results_dir)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "executor: ray (--executor ray; a local Ray instance (no --ray-address or " \
+           "RAY_ADDRESS))" in done.stdout
+    assert "parallel: 1 cell at a time ([run] parallel = 'auto': 1 Ray node(s), no GPU: one " \
+           "cell per node)" in done.stdout
+    (record,) = records(run_dirs(results_dir, "here")[0]).values()
+    assert record["status"] == "ok" and record["metadata"]["node_ip"] == "127.0.0.1"
+    assert "gpu_index" not in record["metadata"]           # a cluster without GPUs: CPU tasks
 
 
 # --- Ray → Docker ---------------------------------------------------------------------------------------

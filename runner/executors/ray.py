@@ -161,7 +161,7 @@ class RayExecutor:
         facts = self.connect()
         slots = facts["gpus"] or len(facts["nodes"]) or 1
         count = slots if parallel == "auto" else max(1, min(int(parallel), slots))
-        what = f"{facts['gpus']} GPUs" if facts["gpus"] else f"{len(facts['nodes'])} nodes, no GPU"
+        what = f"{facts['gpus']} GPUs" if facts["gpus"] else "no GPU: one cell per node"
         return [Lane(f"ray {i + 1}", local=False) for i in range(count)], \
             f"{len(facts['nodes'])} Ray node(s), {what}"
 
