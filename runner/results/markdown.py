@@ -8,7 +8,7 @@ from typing import Any
 
 from . import stats
 from .formatting import cell_text, fmt
-from .summaries import keras_speedups, pivot
+from .summaries import fixed_costs, keras_speedups, pivot
 
 def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
     """One line per environment: its allocator settings (every distinct set, should cells differ)."""
@@ -113,6 +113,18 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                   f"minimum timed window {stats.MIN_WINDOW_S:.0f} s):", ""]
         parts += [f"- `{s['cell_name']}`: " + "; ".join(s["warnings"]) for s in flagged]
         parts.append("")
+    costs = fixed_costs(summaries)
+    if costs:
+        parts += ["## Where a process's time goes (s, medians per environment)", "",
+                  "| Environment | Cells | Import | Setup | Warm-up | Other | Fixed cost | Timed |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        parts += [f"| {c['environment']} | {c['cells']} | {fmt(c['import_s'])} | "
+                  f"{fmt(c['setup_s'])} | {fmt(c['warmup_s'])} | {fmt(c['other_s'])} | "
+                  f"{fmt(c['fixed_s'])} | {fmt(c['timed_s'])} |" for c in costs]
+        parts += ["", "Fixed cost: the worker process's wall time minus its timed window (import "
+                  "of the framework, building the model and data, warm-up with compilation, and "
+                  "the rest: interpreter start, block calibration, telemetry, writing the result).",
+                  ""]
     training = training_table(summaries)
     if training:
         parts += ["## Training", "", training, "",

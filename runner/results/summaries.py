@@ -86,6 +86,10 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(
             compile_s=_median([r.get("compile_s") for r in ok]),
+            import_s=_median([r.get("import_s") for r in ok]),
+            setup_s=_median([r.get("setup_s") for r in ok]),
+            warmup_total_s=_median([sum(r.get("warmup_s") or []) or None for r in ok]),
+            wall_s=_median([r.get("wall_s") for r in ok]),
             train_s=_median([r.get("train_s") for r in ok]),
             items_per_step=(ok[0] if ok else first).get("items_per_step"),
             flops_per_step=(ok[0] if ok else first).get("flops_per_step"),
@@ -166,3 +170,27 @@ def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dic
     return out
 
 
+
+
+def fixed_costs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per environment, where a worker process's time goes outside its timed window (medians
+    over the environment's ok cells): import, setup (model and data), warm-up (compilation
+    included), the rest (interpreter start, calibration of blocks, telemetry, writing), and the
+    fixed cost in all = wall − timed window."""
+    out = []
+    for env in dict.fromkeys(s["environment"] for s in summaries):
+        cells = [s for s in summaries if s["environment"] == env and s["status"] == "ok"
+                 and s.get("wall_s") is not None and s.get("train_s") is not None]
+        if not cells:
+            continue
+        fixed = [s["wall_s"] - s["train_s"] for s in cells]
+        known = [(s.get("import_s") or 0) + (s.get("setup_s") or 0) + (s.get("warmup_total_s") or 0)
+                 for s in cells]
+        out.append({"environment": env, "cells": len(cells),
+                    "import_s": _median([s.get("import_s") for s in cells]),
+                    "setup_s": _median([s.get("setup_s") for s in cells]),
+                    "warmup_s": _median([s.get("warmup_total_s") for s in cells]),
+                    "other_s": _median([f - k for f, k in zip(fixed, known)]),
+                    "fixed_s": _median(fixed),
+                    "timed_s": _median([s["train_s"] for s in cells])})
+    return out

@@ -203,3 +203,16 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     assert by_id["long"]["energy_per_item_j"] == pytest.approx(0.375)
     table = markdown.markdown_table(summaries, "energy_per_step_j")
     assert "| **1.50** |" in table and "0.00" not in table and "**–**" not in table
+
+
+def test_each_environments_fixed_cost_per_process_is_shown():
+    records = [record_like(cell_id=f"c{i}", import_s=2.0, setup_s=0.5, warmup_s=[1.0, 0.1],
+                           wall_s=6.0 + i, train_s=1.2) for i in range(3)]
+    summaries = summarize.cell_summaries(records, ["c0", "c1", "c2"])
+    (cost,) = summarize.fixed_costs(summaries)
+    assert cost["environment"] == "jax" and cost["cells"] == 3
+    assert cost["fixed_s"] == pytest.approx(5.8)          # median wall 7.0 − timed 1.2
+    assert cost["other_s"] == pytest.approx(5.8 - 2.0 - 0.5 - 1.1)
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "## Where a process's time goes" in text
+    assert "| jax | 3 | 2.00 | 0.50 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
