@@ -78,7 +78,7 @@ def main() -> int:
                         default=sorted(p.parent.name for p in IMAGES_DIR.glob(f"*/{LOCKS['cuda']}")))
     parser.add_argument("--keep", action="store_true", help="keep the images afterwards")
     args = parser.parse_args()
-    client = connect()
+    client = connect(timeout=900)   # a vfs engine copies a whole multi-GB file system per container
     failed = 0
     for name in args.images:
         rec = images.recipe(name, "cuda")
