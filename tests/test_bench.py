@@ -133,3 +133,24 @@ def test_host_returning_steps_are_timed_call_by_call(steps):
     assert clock.calls_per_sample == 1 and "block_calibration" not in bench.extra
     if steps:
         assert len(clock.timed_s) == steps
+
+
+def test_samples_that_start_a_new_epoch_are_tagged():
+    """5 calls per epoch, 2 warm-up calls (0-1), blocks of 4: calls 2-5 | 6-9 | 10-13 | 14-17;
+    epochs start at calls 5, 10, 15: in samples 0, 2 and 3."""
+    device = FakeDevice()
+    bench = Bench(items_per_step=1, step=device.step, sync=device.sync, calls_per_epoch=5)
+    clock = StepClock(warmup_calls=2, timed_calls=16, sync=device.sync, epoch_calls=5)
+    clock.calibrate = lambda: 4
+    run_loop(bench, clock)
+    assert clock.calls_per_sample == 4 and len(clock.timed_s) == 4
+    assert clock.epoch_boundaries == [0, 2, 3]
+
+
+def test_calibration_calls_count_towards_the_epoch():
+    device = FakeDevice()
+    bench = Bench(items_per_step=1, step=device.step, sync=device.sync)
+    clock = StepClock(warmup_calls=1, timed_calls=8, sync=device.sync, epoch_calls=1000)
+    run_loop(bench, clock)
+    trials = sum(c for c, _ in bench.extra["block_calibration"])
+    assert clock.calls == 1 + trials + len(clock.timed_s) * clock.calls_per_sample

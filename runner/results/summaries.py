@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from . import stats
+from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 
 AXIS_KEYS = tuple(AXIS_DEFAULTS)
@@ -31,7 +32,10 @@ def row_label(record: dict[str, Any]) -> str:
     """'workload (task)' plus every non-default axis (size included: a tiny cell must never sit
     in a full-size row) and every option that is not the size preset's, so cells that differ
     only there get rows of their own."""
-    extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]]
+    workload = catalog.WORKLOADS.get(record["workload"])
+    uses_data = workload is not None and workload.uses_data_axis
+    extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]
+              and (k != "data" or uses_data)]
     preset = default_sizes(record["workload"], record.get("size") or "full")
     extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v]
     return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")

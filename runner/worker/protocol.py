@@ -88,6 +88,8 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
     "outliers": ("worker", "[index, ms] of timed samples above 10× the median (counted, never "
                  "removed)"),
+    "epoch_boundary_samples": ("worker", "indices of timed samples that contain the first step "
+                               "of a new epoch (iterator rebuild, reshuffle); null without epochs"),
     "import_s": ("worker", "importing the framework and the workload module, s"),
     "setup_s": ("worker", "building the model and its data, s"),
     "compile_s": ("worker", "duration of the first warm-up call (tracing/compilation included), s"),
