@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .summaries import cell_summaries
-from .stats import COMPARABILITY_KEYS, metadata_values
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from .stats import COMPARABILITY_KEYS, metadata_values
 from .store import Store
+from .summaries import cell_summaries
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05

@@ -36,7 +36,5 @@ def summary_csv(summaries: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-
-
 def results_jsonl(records: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in records)

@@ -32,5 +32,3 @@ def cell_text(summary: dict[str, Any] | None, key: str, best: float | None) -> s
     value = summary.get(key)
     text = fmt(value)
     return f"**{text}**" if best is not None and value == best else text
-
-

@@ -10,6 +10,7 @@ from . import stats
 from .formatting import cell_text, fmt
 from .summaries import fixed_costs, keras_speedups, pivot
 
+
 def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
     """One line per environment: its allocator settings (every distinct set, should cells differ)."""
     seen: dict[str, list[str]] = defaultdict(list)
@@ -193,5 +194,3 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
             parts += [f"![{plot.title}]({plot.path})" if plot.path
                       else f"{plot.title}: skipped, {plot.note}.", ""]
     return "\n".join(parts)
-
-

@@ -174,8 +174,6 @@ def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dic
     return out
 
 
-
-
 def fixed_costs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per environment, where a worker process's time goes outside its timed window (medians
     over the environment's ok cells): import, setup (model and data), warm-up (compilation

@@ -7,6 +7,7 @@ from typing import Any
 from .formatting import cell_text
 from .summaries import pivot
 
+
 def terminal_table(summaries: list[dict[str, Any]], title: str):
     """A rich table of median ms/step, rows × environments (labels escaped: `[precision=...]`
     is not markup)."""
@@ -38,5 +39,3 @@ def terminal_table(summaries: list[dict[str, Any]], title: str):
     table.caption = ("median ms/step over all repeats; best in green; NA = not applicable"
                      + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)" if flagged else ""))
     return table
-
-

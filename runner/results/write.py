@@ -10,6 +10,7 @@ from . import files, markdown
 from .store import Store
 from .summaries import cell_summaries
 
+
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
@@ -34,8 +35,8 @@ def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]
     try:
         from . import html
 
-        store.write_text("report.html", html.render(text, store.root,
-                                                           title=f"Benchmark report: {manifest.get('name')}"))
+        title = f"Benchmark report: {manifest.get('name')}"
+        store.write_text("report.html", html.render(text, store.root, title=title))
     except Exception as exc:  # noqa: BLE001
         _warn(f"report.html not written ({type(exc).__name__}: {exc})")
     return summaries
