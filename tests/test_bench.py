@@ -93,8 +93,9 @@ def test_block_samples_drop_the_per_step_synchronisation_cost():
     # The sync is paid once per block: per step it costs SYNC_S / calls_per_sample.
     assert blocked_ms < synced_ms - SYNC_S * 1000 * 0.5
     assert blocked_ms >= KERNEL_S * 1000 * 0.95
-    # A fixed step count is honoured in whole blocks.
+    # A fixed step count is honoured in whole blocks, and still gives min_samples samples.
     assert len(blocked.timed_s) * blocked.calls_per_sample >= 40
+    assert len(blocked.timed_s) >= 10 and blocked.calls_per_sample == 4
 
 
 def test_auto_steps_fill_the_minimum_window_with_enough_samples():

@@ -169,6 +169,10 @@ def run_loop(bench: Bench, clock: StepClock) -> None:
             calls, trials = calibrate_block(step, clock.sync)
             bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]
             clock.calls += sum(c for c, _ in trials)          # they consumed batches too
+            if clock.timed_calls is not None:
+                # A fixed step count still yields min_samples samples where it can: statistics
+                # need samples (a few steps are then synchronised one by one).
+                calls = min(calls, max(1, clock.timed_calls // clock.min_samples))
             return calls
         clock.calibrate = calibrate
     clock.start()
