@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from . import stats
+from . import reference, stats
 from .formatting import cell_text, fmt
 from .summaries import fixed_costs, keras_speedups, pivot
 
@@ -174,6 +174,27 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
               "counted apart from float32): dense matmuls at several sizes measured before the "
               "cells, the fastest kept — a measured peak, never a cell of the run and never a "
               "datasheet figure; – without `[run] calibrate = true`.", ""]
+    rows = reference.beside(summaries)
+    if rows:
+        table = reference.published()
+        parts += [f"## Beside the published figures ({table['hardware']}, ms/step)", "",
+                  "| Workload (task) | Batch size | " + " | ".join(
+                      f"{reference.TITLES[c]}: here / published" for c in reference.COLUMNS) + " |",
+                  "|---|---:|" + "---:|" * len(reference.COLUMNS)]
+        for row in rows:
+            cells = []
+            for column in reference.COLUMNS:
+                c = row["columns"][column]
+                published = fmt(c["published_ms"]) if c["published_ms"] else "NA"
+                here = fmt(c["measured_ms"]) if c["measured_ms"] is not None else (c["status"] or "–")
+                ratio = f" ({c['ratio']:.2f}×)" if c["ratio"] is not None else ""
+                cells.append(f"{here} / {published}{ratio}")
+            parts.append(f"| {row['workload']} ({row['task']}) | {row['batch_size']} | "
+                         + " | ".join(cells) + " |")
+        parts += ["", "Published: the Keras 3 benchmark study's Table 2 "
+                  f"(source: {table['source']}). Hardware, versions and weights differ (random "
+                  "weights here): read ranks and ratios, not absolute values. The ratio here ÷ "
+                  "published is shown only for cells that ran at full size on a GPU.", ""]
     calibration = manifest.get("calibration") or {}
     if calibration.get("peaks"):
         parts += ["## Measured peak", "", "| Device | Precision | TFLOP/s | Environment | n |",

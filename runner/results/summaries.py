@@ -110,6 +110,7 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
             accuracy=_median([r.get("accuracy") for r in ok]),
             epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
             device_name=stats.device_name(ok[0]) if ok else None,
+            on_gpu=bool(ok) and stats.device_name(ok[0]) == (ok[0].get("metadata") or {}).get("gpu_name"),
             peak_kind=stats.peak_kind(first.get("precision"),
                                       (ok[0] if ok else first).get("effective")),
             allocator=allocator_settings(ok[0]) if ok else None,

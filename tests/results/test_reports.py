@@ -216,3 +216,31 @@ def test_each_environments_fixed_cost_per_process_is_shown():
     text = markdown.report_markdown({"name": "t"}, summaries)
     assert "## Where a process's time goes" in text
     assert "| jax | 3 | 2.00 | 0.50 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
+
+
+def test_the_published_table_stands_beside_the_run_with_ratios_only_where_comparable():
+    from runner.results import reference
+
+    rows = reference.published()["rows"]
+    assert len(rows) == 12 and rows[6] == {"workload": "gemma", "task": "fit", "batch_size": 8,
+                                           "keras3_tensorflow": 232.52, "keras3_jax": 273.67,
+                                           "keras3_torch": 525.15}
+    gpu = {"gpu_name": "NVIDIA A100-SXM4-40GB", "cpu_model": "EPYC"}
+    cells = [
+        record_like(cell_id="jax", environment="keras-jax", api="keras", backend="jax",
+                    workload="gemma", task="fit", batch_size=8, options={},
+                    effective={"device": "cuda:0"}, metadata=gpu, samples_ms=[547.34] * 5),
+        record_like(cell_id="torch", environment="keras-torch", api="keras", backend="torch",
+                    workload="gemma", task="fit", batch_size=8, options={}, size="tiny",
+                    effective={"device": "cpu"}, metadata=gpu, samples_ms=[9.0] * 5),
+    ]
+    summaries = summarize.cell_summaries(cells, ["jax", "torch"])
+    (row,) = reference.beside(summaries)
+    assert row["columns"]["keras3_jax"]["ratio"] == pytest.approx(2.0)        # full, on a GPU
+    assert row["columns"]["keras3_torch"]["ratio"] is None                    # tiny, on a CPU
+    assert row["columns"]["keras3_torch"]["measured_ms"] == 9.0
+    assert row["columns"]["keras2"]["published_ms"] is None                   # NA in the study
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "## Beside the published figures (NVIDIA A100 40GB, ms/step)" in text
+    assert "| gemma (fit) | 8 | – / NA | – / 233 | 547 / 274 (2.00×) | 9.00 / 525 |" in text
+    assert "weights differ" in text
