@@ -68,14 +68,19 @@ def training_table(summaries: list[dict[str, Any]]) -> str | None:
             lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | {s['status']} "
                          "| | | | | |")
             continue
-        loss = (f"{fmt(s['loss_first'], 3)} → {fmt(s['loss_last'], 3)}"
-                if s.get("loss_first") is not None else "–")
-        acc = f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
+        loss, acc = _sanity(s)
         lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | "
                      f"{fmt(s.get('epoch_s'))} | {fmt(s.get('train_s'))} | {acc} | {loss} | "
                      f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
                      f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
     return "\n".join(lines)
+
+
+def _sanity(s: dict[str, Any]) -> tuple[str, str]:
+    """'loss first → last' and accuracy, or '–' where the cell has none."""
+    loss = (f"{fmt(s['loss_first'], 3)} → {fmt(s['loss_last'], 3)}"
+            if s.get("loss_first") is not None else "–")
+    return loss, f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
 
 
 def _percent(fraction: float | None) -> str:
@@ -160,9 +165,7 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
         spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
         cv = f"{s['cv'] * 100:.1f} %" if s.get("cv") is not None else "–"
         cv_repeats = f"{s['cv_repeats'] * 100:.1f} %" if s.get("cv_repeats") is not None else "–"
-        loss = (f"{fmt(s['loss_first'], 3)} → {fmt(s['loss_last'], 3)}"
-                if s.get("loss_first") is not None else "–")
-        acc = f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
+        loss, acc = _sanity(s)
         parts.append(f"| `{s['cell_name']}` | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
                      f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
                      f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
