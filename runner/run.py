@@ -18,7 +18,7 @@ from rich.table import Table
 
 from . import hostinfo, matrix as matrix_mod
 from .results import records as record_mod, stats
-from .results.terminal import terminal_table
+from .results.terminal import tables
 from .results.write import write_reports
 from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from .environments import Flavour, Source
@@ -384,7 +384,8 @@ def execute(opts: Options, console: Console) -> int:
         manifest["interrupted"] = interrupted
         store.write_manifest(manifest)
         summaries = write_reports(store, manifest)
-    console.print(terminal_table(summaries, f"{matrix.spec.run.name} ({store.root})"))
+    for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
+        console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
     if interrupted:
         return EXIT_INTERRUPTED
@@ -409,6 +410,7 @@ def report_only(run_dir: Path, console: Console) -> int:
     store = Store.open(run_dir)
     manifest = store.read_manifest()
     summaries = write_reports(store, manifest)
-    console.print(terminal_table(summaries, f"{manifest.get('name')} ({store.root})"))
+    for table in tables(summaries, f"{manifest.get('name')} ({store.root})"):
+        console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
     return EXIT_OK

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import reference, stats
 from .formatting import cell_text, fmt
-from .summaries import fixed_costs, keras_speedups, pivot
+from .summaries import fixed_costs, keras_speedups, keras_view, pivot
 
 
 def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
@@ -25,14 +25,18 @@ def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
 
 
 def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: bool = True,
-                   bold_best: bool = True, keras_columns: bool = False) -> str:
-    """Rows × environments of one summary key. With keras_columns (and both Keras 3 and Keras 2
-    environments in the run), two more columns: the best Keras 3 backend and its speedup over
-    Keras 2, computed on median ms/step whatever `key` is."""
+                   bold_best: bool = True, keras_columns: bool = False,
+                   columns: list[str] | None = None, titles: dict[str, str] | None = None) -> str:
+    """Rows × environments of one summary key (columns in `columns` order, headed by `titles`
+    where given). With keras_columns (and both Keras 3 and Keras 2 environments in the run), two
+    more columns: the best Keras 3 backend and its speedup over Keras 2, computed on median
+    ms/step whatever `key` is."""
     environments, rows, grid = pivot(summaries)
+    environments = columns or environments
     speedups = keras_speedups(summaries) if keras_columns else {}
     extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
-    lines = ["| Workload (task) | Batch size | " + " | ".join(environments) + " |" + extra_head,
+    heads = [(titles or {}).get(e, e) for e in environments]
+    lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
              "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")]
     for label, batch in rows:
         values = [grid[(label, batch, e)].get(key) for e in environments
@@ -103,8 +107,17 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                  f"({manifest.get('profile_reason')}) · executor {manifest.get('executor')} · "
                  f"{manifest.get('started_at')} · CPU {host.get('cpu_model', '?')} "
                  f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}")
+    keras = keras_view(summaries)
+    if keras:
+        rows, columns, titles = keras
+        parts += ["", "## The Keras 3 benchmark table (median ms/step, lower is better; best in "
+                  "bold)", "", markdown_table(rows, "median_ms", keras_columns=True,
+                                               columns=columns, titles=titles), "",
+                  "Rows in the matrix's order (the study's Table 2); Keras 2's Stable Diffusion is "
+                  "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
+                  "row's speedup compares models, not frameworks.", ""]
     parts += ["", "## Median time per step (ms, lower is better; best in bold)", "",
-              markdown_table(summaries, "median_ms", keras_columns=True), ""]
+              markdown_table(summaries, "median_ms", keras_columns=not keras), ""]
     parts += ["Each value is the median of every timed step of every repeat (each repeat a fresh "
               "process); warm-up steps, the first of which includes compilation, are excluded. "
               "NA: the combination does not exist in that environment.", ""]

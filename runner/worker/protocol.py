@@ -16,7 +16,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 # Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
-# worker, `runner.record.status_from_outcome` on the host.
+# worker, `runner.results.records.status_from_outcome` on the host.
 # Set by an executor that handed the worker a GPU (a container's device request, or a local
 # worker on a host with a GPU): there,
 # device = "auto" means the GPU, and a framework that does not see it is a broken image, never a

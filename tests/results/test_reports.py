@@ -244,3 +244,31 @@ def test_the_published_table_stands_beside_the_run_with_ratios_only_where_compar
     assert "## Beside the published figures (NVIDIA A100 40GB, ms/step)" in text
     assert "| gemma (fit) | 8 | – / NA | – / 233 | 547 / 274 (2.00×) | 9.00 / 525 |" in text
     assert "weights differ" in text
+
+
+def test_the_keras_table_has_the_studys_layout_and_no_speedup_across_models():
+    envs = [("keras-torch", "keras", "torch"), ("keras2", "tf-keras", None),
+            ("keras-jax", "keras", "jax"), ("keras-tensorflow", "keras", "tensorflow")]
+    records = []
+    for workload, task, batch in (("sam", "fit", 1), ("stable_diffusion", "fit", 8)):
+        for i, (env, api, backend) in enumerate(envs):
+            records.append(record_like(
+                cell_id=f"{workload}-{env}", environment=env, api=api, backend=backend,
+                workload=workload, task=task, batch_size=batch, options={},
+                effective={"jit_compile": False}, samples_ms=[100.0 + 10 * i] * 5))
+    summaries = summarize.cell_summaries(records, [r["cell_id"] for r in records])
+    rows, columns, titles = summarize.keras_view(summaries)
+    assert columns == ["keras2", "keras-tensorflow", "keras-jax", "keras-torch"]
+    assert [titles[c] for c in columns] == ["Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)",
+                                            "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]
+    speedups = summarize.keras_speedups(summaries)
+    assert speedups[("sam (fit)", 1)]["speedup"] == pytest.approx(110 / 100)   # K2 / best K3
+    assert speedups[("stable_diffusion (fit)", 8)]["speedup"] is None      # v1.4 against SD3
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    head = text.split("## The Keras 3 benchmark table")[1].splitlines()[2]
+    assert head.startswith("| Workload (task) | Batch size | Keras 2 (TensorFlow) | "
+                           "Keras 3 (TensorFlow) | Keras 3 (JAX) | Keras 3 (PyTorch) (eager) |")
+    assert "| stable_diffusion (fit) | 8 | 110 | 130 | 120 | **100** | 100 (torch) | – |" in text
+    printed = terminal.tables(summaries, "t")
+    assert len(printed) == 2 and [c.header for c in printed[0].columns][2:] == [
+        "Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)", "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]
