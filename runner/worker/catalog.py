@@ -114,7 +114,8 @@ WORKLOADS: dict[str, Workload] = {
                                   True)},
             help="StableDiffusion3 medium (Keras 2: keras-cv Stable Diffusion v1.4); fit trains "
                  "the VAE image encoder as the study did; expected peaks at the study's batch "
-                 "sizes, float32, 512×512: fit b8 ~9 GB, predict b13 ~28 GB (README)",
+                 "sizes, float32, 512×512: fit b8 ~28 GB, predict b13 ~30 GB (XLA's buffer "
+                 "plan, benchmarks/sd_memory.py): both fit a 40 GB A100",
         ),
         *(
             Workload(
