@@ -29,8 +29,22 @@ def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
                         help="override [run] profile (auto: smoke when no GPU is found)")
     parser.add_argument("--executor", choices=("auto", "local", "docker", "ray"),
                         help="override [run] executor")
+    parser.add_argument("--parallel", type=_parallel, metavar="N|auto",
+                        help="cells at once: auto (one per GPU) or at most N; 1: one at a time "
+                             "(overrides [run] parallel)")
+    parser.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                        help="the Ray cluster of --executor ray (default: RAY_ADDRESS, else a "
+                             "local Ray instance)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="folder for run folders (default: results/ of the repository)")
+
+
+def _parallel(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive whole number or auto, got {text!r}")
 
 
 def build_parser(command: str) -> argparse.ArgumentParser:
@@ -89,7 +103,8 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
 
     if command in ("run", "plan", "build"):
         opts = run.Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
-                           executor=args.executor,
+                           executor=args.executor, parallel=args.parallel,
+                           ray_address=args.ray_address,
                            resume=getattr(args, "resume", None),
                            dry_run=getattr(args, "dry_run", False) or command == "plan")
         if args.results_dir is not None:

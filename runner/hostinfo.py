@@ -3,17 +3,62 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from .worker.metadata import base_metadata
 from .worker.monitor import Nvml
 
 
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of this host, as NVML numbers it (PCI bus order)."""
+
+    index: int
+    uuid: str | None = None
+    name: str | None = None
+
+    @property
+    def pin(self) -> str:
+        """What CUDA_VISIBLE_DEVICES and a container's device request name it by: the UUID
+        where known (CUDA's own order may differ from NVML's), else the index."""
+        return self.uuid or str(self.index)
+
+
 @functools.lru_cache(maxsize=1)
 def gpu_facts() -> dict[str, Any]:
-    """NVML facts of GPU 0 plus the count; empty when there is no GPU or no driver."""
+    """NVML facts of GPU 0 plus the count and `gpus` (index, uuid, name of each); empty when
+    there is no GPU or no driver."""
     nvml = Nvml.open()
-    return nvml.metadata() if nvml is not None else {}
+    if nvml is None:
+        return {}
+    facts = nvml.metadata()
+    facts["gpus"] = _list_gpus(nvml.nv, facts.get("gpu_count") or 0)
+    return facts
+
+
+def _list_gpus(nv: Any, count: int) -> list[dict[str, Any]]:
+    gpus = []
+    for index in range(count):
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(index)
+            uuid, name = nv.nvmlDeviceGetUUID(handle), nv.nvmlDeviceGetName(handle)
+        except Exception:  # a device NVML cannot describe: known by its index only
+            uuid = name = None
+        gpus.append({"index": index,
+                     "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+                     "name": name.decode() if isinstance(name, bytes) else name})
+    return gpus
+
+
+def gpus() -> list[Gpu]:
+    """Every GPU of this host (from gpu_facts, so tests fake one place)."""
+    facts = gpu_facts()
+    listed = facts.get("gpus")
+    if listed is None:  # facts without the list: the count and GPU 0's name
+        listed = [{"index": i, "name": facts.get("gpu_name")}
+                  for i in range(facts.get("gpu_count") or 0)]
+    return [Gpu(int(g["index"]), g.get("uuid"), g.get("name")) for g in listed]
 
 
 def gpu_found() -> bool:

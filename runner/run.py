@@ -5,18 +5,18 @@ before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, \
-    TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
 
-from . import hostinfo, matrix as matrix_mod
+from . import hostinfo, matrix as matrix_mod, scheduling
 from .results import records as record_mod, stats
 from .results.terminal import tables
 from .results.write import write_reports
@@ -26,6 +26,7 @@ from .executors import Attempt, Executor, Prepared
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
+from .scheduling import Lane
 from .worker.protocol import CellSpec, write_json_atomic
 
 
@@ -38,13 +39,22 @@ class Options:
     resume: Path | bool | None = None     # True: the latest run of this matrix's name
     dry_run: bool = False
     results_dir: Path = RESULTS_DIR
+    parallel: int | str | None = None     # --parallel: overrides [run] parallel
+    ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
 
 
-def load_matrix(opts: Options, console: Console) -> Matrix:
+def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
+    """The matrix and the run's setup. With the Ray executor, profile = "auto" looks at the
+    cluster's GPUs, not at the machine the runner was started on."""
     gpu = hostinfo.gpu_found()
     matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=gpu)
+    setup = choose_setup(matrix, opts.executor, opts.parallel, opts.ray_address)
+    if setup.executor.name == "ray" and matrix.profile_reason.startswith("auto"):
+        cluster_gpus = setup.executor.connect()["gpus"]
+        matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=bool(cluster_gpus))
+        matrix.profile_reason += f" in the Ray cluster ({cluster_gpus} GPUs)"
     console.print(f"[bold]profile:[/] {matrix.profile} ({matrix.profile_reason})", soft_wrap=True)
-    return matrix
+    return matrix, setup
 
 
 @dataclass
@@ -57,15 +67,42 @@ class Setup:
     reason: str
     flavour: Flavour
     local: Executor
+    parallel: int | str = "auto"          # [run] parallel or --parallel
+    parallel_asked: str = "[run] parallel = 'auto'"
+    _lanes: tuple[list[Lane], str] | None = None
 
     def executor_for(self, source: Source) -> Executor:
-        return self.local if source.existing else self.executor
+        # Ray runs existing interpreters on its nodes too (a VM image's preinstalled stack).
+        if source.existing and self.executor.name != "ray":
+            return self.local
+        return self.executor
+
+    def lanes(self) -> tuple[list[Lane], str]:
+        """Where cells run at once, and why: this host's GPUs, or the Ray cluster's slots."""
+        if self._lanes is None:
+            if self.executor.name == "ray":
+                lanes, found = self.executor.lanes(self.parallel)
+                self._lanes = lanes, f"{self.parallel_asked}: {found}"
+            else:
+                gpus = scheduling.visible_gpus(hostinfo.gpus())
+                self._lanes = scheduling.gpu_lanes(self.parallel, gpus, self.parallel_asked)
+        return self._lanes
+
+    def alone(self, cell: Cell) -> bool:
+        """A CPU cell on a host whose lanes are GPUs runs alone (Ray keeps it alone on its node
+        by the resources it asks for)."""
+        lanes, _ = self.lanes()
+        return cell.axes["device"] == "cpu" and lanes[0].local and lanes[0].gpu is not None
 
     def describe(self, source: Source) -> tuple[str, str | None, str]:
         """(executor name, flavour, what it uses) without building anything."""
         executor = self.executor_for(source)
         flavour, uses = executor.describe(source)
         return executor.name, flavour, uses
+
+    def interrupt(self) -> None:
+        for executor in {id(e): e for e in (self.executor, self.local)}.values():
+            executor.interrupt()
 
     def close(self) -> None:
         for executor in {id(e): e for e in (self.executor, self.local)}.values():
@@ -83,7 +120,8 @@ def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
     return list({source_of(c).key: source_of(c) for c in cells}.values())
 
 
-def choose_setup(matrix: Matrix | None, requested: str | None) -> Setup:
+def choose_setup(matrix: Matrix | None, requested: str | None,
+                 parallel: int | str | None = None, ray_address: str | None = None) -> Setup:
     from .environments import decide_flavour
     from .executors.local import LocalExecutor
 
@@ -92,6 +130,11 @@ def choose_setup(matrix: Matrix | None, requested: str | None) -> Setup:
     flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
     name = requested or (matrix.spec.run.executor if matrix is not None else "auto")
     reason = f"--executor {name}" if requested else f"[run] executor = {name!r}"
+    if parallel is not None:
+        lanes = dict(parallel=parallel, parallel_asked=f"--parallel {parallel}")
+    else:
+        setting = matrix.spec.run.parallel if matrix is not None else "auto"
+        lanes = dict(parallel=setting, parallel_asked=f"[run] parallel = {setting!r}")
     if name == "auto":
         # Docker is the GPU path: pinned images need an engine, and only pay off with a GPU.
         from .executors.docker import DockerUnavailable, connect
@@ -107,12 +150,23 @@ def choose_setup(matrix: Matrix | None, requested: str | None) -> Setup:
                 name, reason = "local", f"auto: a GPU was found, but {why}"
     local = LocalExecutor(flavour, gpu)
     if name == "local":
-        return Setup(local, reason, flavour, local)
+        return Setup(local, reason, flavour, local, **lanes)
     if name == "docker":
         from .executors.docker import DockerExecutor
 
-        return Setup(DockerExecutor(flavour, gpu), reason, flavour, local)
-    raise UsageError(f"executor {name!r} is not available in this version (use local or docker)")
+        return Setup(DockerExecutor(flavour, gpu), reason, flavour, local, **lanes)
+    if name == "ray":
+        from .executors.ray import NODE_FLAVOUR, RayExecutor, RayUnavailable
+
+        try:
+            executor = RayExecutor(ray_address)
+            executor.connect()
+        except RayUnavailable as exc:
+            raise UsageError(str(exc)) from None
+        if not flavour.reason.startswith("DL_BENCH_FLAVOUR"):
+            flavour = NODE_FLAVOUR
+        return Setup(executor, f"{reason}; {executor.where}", flavour, local, **lanes)
+    raise UsageError(f"executor {name!r} is not available (use auto, local, docker or ray)")
 
 
 def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
@@ -134,6 +188,9 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
     console.print(f"[bold]executor:[/] {setup.executor.name} ({escape(setup.reason)})",
                   soft_wrap=True)
     console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})",
+                  soft_wrap=True)
+    lanes, why = setup.lanes()
+    console.print(f"[bold]parallel:[/] {scheduling.describe_lanes(lanes)} ({escape(why)})",
                   soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells))
@@ -202,6 +259,7 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "executor_reason": setup.reason,
         "flavour": setup.flavour.name,
         "flavour_reason": setup.flavour.reason,
+        "parallel": parallel_manifest(setup),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": hostinfo.host_summary(),
         "environments": environments,
@@ -210,6 +268,17 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
                    "repeats": c.repeats, "not_applicable": c.not_applicable}
                   for c in matrix.cells if c in plan.cells or c in plan.not_applicable],
     }
+
+
+def parallel_manifest(setup: Setup) -> dict[str, Any]:
+    lanes, why = setup.lanes()
+    out: dict[str, Any] = {"lanes": [lane.label for lane in lanes], "reason": why}
+    gpus = [lane.gpu for lane in lanes if lane.gpu is not None]
+    if gpus:
+        out["gpus"] = [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in gpus]
+    if setup.executor.name == "ray":
+        out["ray"] = {"address": setup.executor.address, **setup.executor.cluster}
+    return out
 
 
 def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:
@@ -263,7 +332,10 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
 
 
 def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
-              seed: int) -> dict[str, Any]:
+              seed: int, lane: Lane = scheduling.CPU_LANE, stop: threading.Event | None = None,
+              on_status: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
+    """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
+    (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted."""
     adopted = adopt_orphan(entry, store, seed, prepared.metadata)
     if adopted is not None:
         return adopted
@@ -272,6 +344,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     spec_path, result_path = work / "spec.json", work / "result.json"
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path))
     log_rel = f"logs/{key}.log"
+    placement = lane.placement()
     if prepared.error:
         outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
@@ -283,10 +356,15 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
                           env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
                                                     if entry.cell.backend else {})},
                           timeout=entry.cell.timeout,
-                          wants_gpu=entry.cell.axes["device"] != "cpu")
+                          wants_gpu=entry.cell.axes["device"] != "cpu",
+                          gpu=lane.gpu.pin if lane.gpu is not None else None,
+                          placement=placement, on_status=on_status)
         outcome = executor.run(prepared, attempt)
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
         worker = record_mod.read_worker_result(result_path)
-    record = record_mod.finalize(spec, outcome, worker, prepared.metadata, log_rel)
+    record = record_mod.finalize(spec, outcome, worker, {**prepared.metadata, **placement},
+                                 log_rel)
     store.write_record(key, record)
     return record
 
@@ -311,7 +389,8 @@ def run_calibration(setup: Setup, matrix: Matrix, prepared: dict[str, Prepared],
         source = source_of(cell)
         if entry.key in done or source.key not in prepared:
             continue
-        record = run_entry(setup.executor_for(source), entry, prepared[source.key], sub, seed)
+        record = run_entry(setup.executor_for(source), entry, prepared[source.key], sub, seed,
+                           lane=setup.lanes()[0][0])
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         console.print(f"{mark} calibration {escape(cell.environment)} "
                       f"{cell.axes['precision']}: {escape(describe_peak(record))}")
@@ -325,6 +404,16 @@ def describe_peak(record: dict[str, Any]) -> str:
     return f"{record['achieved_tflops']:.4g} TFLOP/s at n={record['options'].get('n')}"
 
 
+def ran_on(record: dict[str, Any]) -> str:
+    """[GPU 1] or [127.0.0.3 GPU 0]: where a record's cell ran, for the progress lines of a
+    parallel or Ray run."""
+    meta = record.get("metadata") or {}
+    parts = [meta["node_ip"]] if "node_ip" in meta else []
+    if "gpu_index" in meta:
+        parts.append(f"GPU {meta['gpu_index']}")
+    return f" [{' '.join(parts)}]" if parts else ""
+
+
 def describe(record: dict[str, Any]) -> str:
     if record["status"] == "ok":
         return f"{record['median_ms']:.3f} ms/step"
@@ -333,7 +422,14 @@ def describe(record: dict[str, Any]) -> str:
 
 
 def execute(opts: Options, console: Console) -> int:
-    matrix = load_matrix(opts, console)
+    matrix, setup = load_matrix(opts, console)
+    try:
+        return run_matrix(opts, matrix, setup, console)
+    finally:
+        setup.close()       # also when the input turns out bad (exit 2) after Ray connected
+
+
+def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) -> int:
     store_preview = opts.resume and not opts.dry_run
     finished: set[str] = set()
     store: Store | None = None
@@ -343,7 +439,6 @@ def execute(opts: Options, console: Console) -> int:
     plan = make_plan(matrix.cells, opts.only, finished)
     if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
         raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
-    setup = choose_setup(matrix, opts.executor)
     show_setup(matrix, setup, plan.cells, console)
     if opts.dry_run:
         console.print(plan_table(matrix, plan))
@@ -363,18 +458,7 @@ def execute(opts: Options, console: Console) -> int:
         manifest = manifest_for(matrix, plan, store, setup, prepared)
         manifest["calibration"] = run_calibration(setup, matrix, prepared, store, seed, console)
         store.write_manifest(manifest)
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
-            bar = progress.add_task("cells", total=len(plan.to_run))
-            for entry in plan.to_run:
-                progress.update(bar, description=escape(f"{entry.cell.name} r{entry.repeat}"))
-                source = source_of(entry.cell)
-                record = run_entry(setup.executor_for(source), entry, prepared[source.key],
-                                   store, seed)
-                mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
-                progress.console.print(
-                    f"{mark} {escape(entry.cell.name)} r{entry.repeat}: {escape(describe(record))}")
-                progress.advance(bar)
+        run_cells(setup, plan, prepared, store, seed, console)
     except KeyboardInterrupt:
         interrupted = True
         console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
@@ -393,11 +477,30 @@ def execute(opts: Options, console: Console) -> int:
     return EXIT_FAILED_CELLS if failed else EXIT_OK
 
 
+def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
+              console: Console) -> None:
+    """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time)."""
+    lanes = scheduling.Lanes(setup.lanes()[0], console)
+
+    def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
+        source = source_of(entry.cell)
+        return run_entry(setup.executor_for(source), entry, prepared[source.key], store, seed,
+                         lane=lane, stop=lanes.stop, on_status=show)
+
+    def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
+        mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
+        progress.console.print(f"{mark} {escape(entry.cell.name)} r{entry.repeat}"
+                               f"{escape(ran_on(record))}: {escape(describe(record))}")
+
+    lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
+              alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
+              interrupt=setup.interrupt)
+
+
 def build_only(opts: Options, console: Console) -> int:
     """`runner build`: prepare every environment the matrix needs, run nothing."""
-    matrix = load_matrix(opts, console)
+    matrix, setup = load_matrix(opts, console)
     plan = make_plan(matrix.cells, opts.only)
-    setup = choose_setup(matrix, opts.executor)
     show_setup(matrix, setup, plan.cells, console)
     sources = sources_to_prepare(plan)
     prepared = prepare_environments(setup, sources, console)

@@ -44,6 +44,14 @@ def _steps(value: Any) -> int | str:
                      f"{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
 
 
+def _parallel(value: Any) -> int | str:
+    """Cells at once: a positive whole number or "auto" (one per GPU)."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"expected a positive whole number or \"auto\" (one cell per GPU), got "
+                     f"{value!r}{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {value!r}")
@@ -98,6 +106,10 @@ class RunSettings(_Strict):
     max_time: PositiveFloat = 60.0
     timeout: PositiveFloat = 1800.0
     executor: Literal["auto", "local", "docker", "ray"] = "auto"
+    # Cells at once: "auto" runs one cell per GPU (every GPU of the VM, or of the Ray cluster,
+    # busy), each pinned to its GPU; a number caps that; 1 runs one cell at a time. CPU cells
+    # (device = "cpu", or a host without GPUs) always run one at a time, alone.
+    parallel: Any = "auto"
     profile: Literal["auto", "full", "smoke"] = "auto"
     seed: NonNegativeInt = 0
     # Add matmul calibration cells (float32 and bfloat16, the largest size) in every environment:
@@ -113,6 +125,11 @@ class RunSettings(_Strict):
     @classmethod
     def _steps(cls, value: Any) -> int | str:
         return _steps(value)
+
+    @field_validator("parallel", mode="after")
+    @classmethod
+    def _parallel(cls, value: Any) -> int | str:
+        return _parallel(value)
 
     @model_validator(mode="after")
     def _time_window(self) -> "RunSettings":

@@ -113,6 +113,17 @@ def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(dockerx, tmp_path
     assert opts["labels"][dockerx.LABEL_OWNER].endswith(f":{os.getpid()}")
 
 
+@pytest.mark.parametrize("device, gpu, expected", [("auto", True, "GPU-lane-2"),
+                                                   ("cpu", True, None), ("auto", False, None)])
+def test_a_parallel_lane_pins_its_gpu_in_the_device_request(dockerx, tmp_path, device, gpu,
+                                                             expected):
+    executor = dockerx.DockerExecutor(gpu_id="3", gpu=gpu)
+    attempt = attempt_in(tmp_path, device)
+    attempt.gpu = "GPU-lane-2"      # the lane's GPU wins over DL_BENCH_GPU's
+    opts = executor.options_for(Prepared("numpy"), attempt)
+    assert [r["DeviceIDs"] for r in opts["device_requests"]] == ([[expected]] if expected else [])
+
+
 def test_executor_does_not_touch_the_engine_until_needed(dockerx):
     executor = dockerx.DockerExecutor()     # --dry-run and planning work without an engine
     assert executor._client is None

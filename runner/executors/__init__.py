@@ -34,6 +34,11 @@ class Attempt:
     env: dict[str, str]
     timeout: float
     wants_gpu: bool = True          # device = "auto" or "gpu": the GPU, where the host has one
+    gpu: str | None = None          # the GPU it is pinned to (UUID or index); None: the default
+    # Where it ran, as metadata keys (node_name, gpu_index, gpu_uuid, ...): the lane's GPU, and
+    # what an executor that picks the machine itself (ray) learns from the node.
+    placement: dict[str, Any] = field(default_factory=dict)
+    on_status: Callable[[str], None] = lambda text: None   # progress: where it is, what it does
 
 
 class Executor(Protocol):
@@ -42,5 +47,9 @@ class Executor(Protocol):
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared: ...
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome: ...
+
+    def interrupt(self) -> None:
+        """Ctrl-C during a parallel run: kill every worker in flight now (called from the main
+        thread while run() blocks in others; each of those then returns)."""
 
     def close(self) -> None: ...

@@ -41,6 +41,7 @@ LABEL_CELL = f"{images.LABEL}.cell"
 GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID), default 0
 MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
+POOL_SIZE = 64                              # engine connections: 2 per running container
 
 
 class DockerUnavailable(Exception):
@@ -63,7 +64,8 @@ def connect(timeout: float = 60.0) -> Any:
     probe = docker.from_env(version=docker.constants.MINIMUM_DOCKER_API_VERSION, timeout=10)
     try:
         probe.ping()
-        client = docker.from_env(timeout=int(timeout))
+        # Parallel lanes each hold two connections (the wait and the log stream) per container.
+        client = docker.from_env(timeout=int(timeout), max_pool_size=POOL_SIZE)
     except Exception as exc:  # DockerException, connection errors: all mean "no engine"
         raise DockerUnavailable(f"no Docker engine answers ({exc.__class__.__name__}: {exc}); "
                                 "start one (sudo systemctl start docker) or set DOCKER_HOST") \
@@ -207,6 +209,8 @@ class DockerExecutor:
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
         self.ulimits = ULIMITS            # lowered once if the engine refuses them
+        self._live: dict[str, Any] = {}   # containers in flight (parallel lanes), by id
+        self._lock = threading.Lock()
 
     def client(self) -> Any:
         if self._client is None:
@@ -242,8 +246,11 @@ class DockerExecutor:
                         metadata={**images.record_metadata(built, rec), "env_source": "image",
                                   "flavour": rec.flavour})
 
-    def gpu_for(self, spec: dict[str, Any]) -> str | None:
-        return self.gpu_id if spec.get("device", "gpu") != "cpu" and self.gpu else None
+    def gpu_for(self, spec: dict[str, Any], pinned: str | None = None) -> str | None:
+        """The GPU a cell's container is given: its lane's (pinned), else DL_BENCH_GPU's."""
+        if spec.get("device", "gpu") == "cpu" or not self.gpu:
+            return None
+        return pinned if pinned is not None else self.gpu_id
 
     def options_for(self, prepared: Prepared, attempt: Attempt) -> dict[str, Any]:
         spec = json.loads(attempt.spec_path.read_text(encoding="utf-8"))
@@ -254,7 +261,7 @@ class DockerExecutor:
         labels = {LABEL_OWNER: owner_label(), LABEL_RUN: str(spec.get("run_id", "")),
                   LABEL_CELL: f"{spec.get('cell_id', '')}-r{spec.get('repeat', '')}"}
         return run_options(self.image_ids.get(prepared.key, prepared.key), attempt.work_dir,
-                           attempt.env, labels=labels, gpu_id=self.gpu_for(spec),
+                           attempt.env, labels=labels, gpu_id=self.gpu_for(spec, attempt.gpu),
                            user=container_user(), mem_limit=self.mem_limit,
                            ulimits=self.ulimits)
 
@@ -270,6 +277,8 @@ class DockerExecutor:
                 log.write(f"[runner: docker could not start the container: {exc}]\n")
             return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
                            log_tail=tail(attempt.log_path))
+        with self._lock:
+            self._live[container.id] = container
         logger = threading.Thread(target=save_logs, args=(container, attempt.log_path),
                                   name="container-logs", daemon=True)
         logger.start()
@@ -293,6 +302,8 @@ class DockerExecutor:
             if monitor is not None:
                 host_gpu = save_host_gpu(monitor, attempt.work_dir / HOST_GPU_FILE)
             logger.join(timeout=10)
+            with self._lock:
+                self._live.pop(container.id, None)
             try:
                 container.remove(force=True)
             except docker.errors.DockerException:
@@ -323,6 +334,17 @@ class DockerExecutor:
                     log.write(f"[runner: the engine refused NVIDIA's ulimits; using the host's "
                               f"limits {self.ulimits}]\n")
         raise AssertionError("unreachable")
+
+    def interrupt(self) -> None:
+        import docker.errors
+
+        with self._lock:
+            live = list(self._live.values())
+        for container in live:     # each lane's wait then returns and removes its container
+            try:
+                container.kill()
+            except docker.errors.DockerException:
+                pass
 
     def close(self) -> None:
         if self._client is not None:

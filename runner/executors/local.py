@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -79,6 +80,8 @@ class LocalExecutor:
         self.flavour = flavour or Flavour("cpu", "default")
         self.gpu = gpu                      # the host has a GPU: workers that want one get it
         self.env_root = env_root
+        self._live: set[subprocess.Popen] = set()   # workers in flight (parallel lanes)
+        self._lock = threading.Lock()
 
     def describe(self, source: Source) -> tuple[str | None, str]:
         """(flavour, what it uses) without building anything: for the plan and the first lines."""
@@ -132,10 +135,17 @@ class LocalExecutor:
                 # The host has a GPU: a framework that cannot see it fails the cell (no_gpu)
                 # instead of measuring the CPU, device = "auto" included.
                 extra[GPU_GIVEN_ENV] = "1"
+            if attempt.gpu is not None and attempt.wants_gpu:
+                # Pinned: the worker sees its lane's GPU only (as device 0); an index is read in
+                # NVML's (PCI bus) order, the order the runner numbered the GPUs in.
+                extra["CUDA_VISIBLE_DEVICES"] = attempt.gpu
+                extra["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             process = subprocess.Popen(
                 self.command(prepared, attempt), cwd=attempt.work_dir,
                 env=worker_environment(extra), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+            with self._lock:
+                self._live.add(process)
             timed_out = False
             try:
                 process.wait(timeout=attempt.timeout)
@@ -146,6 +156,8 @@ class LocalExecutor:
                 kill_group(process)
                 raise
             finally:
+                with self._lock:
+                    self._live.discard(process)
                 # A worker that exited may have left children (compile workers) in its group.
                 try:
                     os.killpg(process.pid, signal.SIGKILL)
@@ -153,6 +165,21 @@ class LocalExecutor:
                     pass
         return Outcome(returncode=None if timed_out else process.returncode, timed_out=timed_out,
                        wall_s=time.monotonic() - started, log_tail=tail(attempt.log_path))
+
+    def interrupt(self) -> None:
+        with self._lock:
+            live = list(self._live)
+        for process in live:     # all at once: SIGTERM now, SIGKILL what is left after the grace
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + KILL_GRACE_S
+        for process in live:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                kill_group(process)
 
     def close(self) -> None:
         pass

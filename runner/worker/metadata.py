@@ -58,6 +58,12 @@ KEYS: dict[str, tuple[str, bool]] = {
     "flavour": ("cpu or cuda: which lock of the image folder was installed (host)", False),
     "distributions_sha256": ("sha256 of the environment's installed name==version list", True),
     "executor": ("local, docker or ray (host)", False),
+    # Where the cell ran (host): the machine and the GPU its lane or Ray task was pinned to.
+    "node_name": ("host name of the machine that ran the cell (a Ray node's own) (host)", False),
+    "node_ip": ("the Ray node's IP address (host)", False),
+    "ray_node_id": ("the Ray node's id (host)", False),
+    "node_executor": ("what ran the cell on the Ray node: local or docker (host)", False),
+    "gpu_index": ("NVML index, on its machine, of the GPU the cell was pinned to (host)", False),
 }
 
 # Prefixes of environment variables that change what a framework does.

@@ -1,0 +1,559 @@
+"""The Ray executor: each cell × repeat is one Ray task, on a cluster of GPU machines.
+
+Ray only schedules. A task asks for one GPU (a CPU cell, or any cell on a cluster without GPUs,
+asks for all CPUs of a node, so it runs alone there) and, on the node it lands on, runs the
+existing local or docker executor: the node builds exactly the lock's environment or image
+itself (cached as on any host), checks its lock hash against the driver's, and runs the worker
+pinned to the GPU Ray gave the task. Ray is never installed inside the framework environments.
+
+No shared file system: the runner's code and the image folders travel with the job (Ray's
+`working_dir`, staged from this checkout), the spec goes out in the task's arguments, and the
+worker's result, its log and the node's facts come back as the task's return values; the driver
+stores them exactly as a local run does. A task whose process or node is lost is submitted
+again, at most DL_BENCH_RAY_RETRIES times (Ray places it on a node that is alive), then the cell
+is recorded as crashed with each loss named.
+
+`ray` is imported lazily: the runner works without it until this executor is asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, decide_flavour, image_flavour, \
+    lock_path
+from ..environments.venvs import sha256_file
+from ..matrix import IMAGES_DIR, REPO_ROOT
+from ..results.records import Outcome, read_worker_result
+from ..worker.protocol import write_json_atomic
+from . import Attempt, Prepared
+from .local import tail
+
+ADDRESS_ENV = "RAY_ADDRESS"
+RETRIES_ENV = "DL_BENCH_RAY_RETRIES"       # resubmissions of a lost task (default 2)
+NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
+DEFAULT_RETRIES = 2
+# The driver's settings every node must share (the base image its Docker builds start from, a
+# forced flavour, a container memory limit, the node executor).
+FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, NODE_EXECUTOR_ENV)
+NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
+LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to the driver
+CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
+
+
+class RayUnavailable(Exception):
+    """Ray is not installed or no cluster answers; the message is one line for the user."""
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("executor 'ray' needs Ray on this machine: pip install -e '.[ray]' "
+                             "(see the README's cluster section)") from None
+    return ray
+
+
+def address_problem(address: str, timeout: float = 5.0) -> str | None:
+    """Why nothing answers at a cluster address (HOST:PORT or ray://HOST:PORT), tried with a
+    plain TCP connection first: ray.init would retry an unreachable address for minutes."""
+    target = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return None                      # "auto" and the like: Ray resolves them itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+    return None
+
+
+def stage_code(folder: Path) -> Path:
+    """What every node needs of this checkout, copied into `folder`: the runner package (host
+    and worker code) and the image folders (locks, Dockerfiles). Shipped as the job's
+    working_dir, so a node runs exactly the driver's code and locks."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO_ROOT / "runner", folder / "runner", ignore=ignore)
+    shutil.copytree(IMAGES_DIR, folder / "images", ignore=ignore)
+    return folder
+
+
+def expected_locks(source: Source) -> dict[str, str]:
+    """flavour → sha256 of the driver's lock of that flavour (what every node must build)."""
+    if source.existing:
+        return {}
+    return {flavour: sha256_file(lock_path(source.image, flavour))
+            for flavour in LOCKS if lock_path(source.image, flavour).is_file()}
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str | None = None, retries: int | None = None):
+        self.ray = import_ray()
+        self.address = address or os.environ.get(ADDRESS_ENV) or None
+        self.retries = retries if retries is not None else \
+            int(os.environ.get(RETRIES_ENV, DEFAULT_RETRIES))
+        self.node_executor = os.environ.get(NODE_EXECUTOR_ENV, "auto")
+        if self.node_executor not in ("auto", "local", "docker"):
+            raise RayUnavailable(f"{NODE_EXECUTOR_ENV}={self.node_executor!r}: expected auto, "
+                                 "local or docker")
+        self.cluster: dict[str, Any] = {}
+        self._staged: tempfile.TemporaryDirectory | None = None
+        self._task: Any = None
+        self._live: set[Any] = set()
+        self._lock = threading.Lock()
+        self._connected_here = False
+
+    @property
+    def where(self) -> str:
+        return f"the Ray cluster at {self.address}" if self.address else \
+            "a local Ray instance (no --ray-address or RAY_ADDRESS)"
+
+    # --- the driver ------------------------------------------------------------------------------
+
+    def connect(self) -> dict[str, Any]:
+        """Join the cluster (or start a local instance), ship the code; the cluster's figures."""
+        ray = self.ray
+        if self._task is None:
+            if not ray.is_initialized():
+                problem = address_problem(self.address) if self.address else None
+                if problem:
+                    raise RayUnavailable(f"no Ray cluster answers at {self.address} ({problem}); "
+                                         "start one (ray up, or ray start --head) or fix "
+                                         "--ray-address / RAY_ADDRESS")
+                self._staged = tempfile.TemporaryDirectory(prefix="dl-bench-ray-code-")
+                runtime_env = {"working_dir": str(stage_code(Path(self._staged.name))),
+                               "env_vars": {k: os.environ[k] for k in FORWARDED_ENV
+                                            if k in os.environ}}
+                try:
+                    ray.init(address=self.address or "local", runtime_env=runtime_env,
+                             log_to_driver=False, logging_level=logging.WARNING,
+                             **({} if self.address else {"include_dashboard": False}))
+                except (ConnectionError, RuntimeError, ValueError) as exc:
+                    self._drop_stage()
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc)
+                    raise RayUnavailable(f"no Ray cluster answers at {self.address}: {first}") \
+                        from None
+                self._connected_here = True
+            self._task = ray.remote(run_on_node)
+            self.cluster = cluster_facts(ray)
+        return self.cluster
+
+    def lanes(self, parallel: int | str) -> tuple[list[Any], str]:
+        """Task slots the driver keeps in flight: one per GPU of the cluster (one per node on a
+        cluster without GPUs), capped by [run] parallel; Ray places them."""
+        from ..scheduling import Lane
+
+        facts = self.connect()
+        slots = facts["gpus"] or len(facts["nodes"]) or 1
+        count = slots if parallel == "auto" else max(1, min(int(parallel), slots))
+        what = f"{facts['gpus']} GPUs" if facts["gpus"] else f"{len(facts['nodes'])} nodes, no GPU"
+        return [Lane(f"ray {i + 1}", local=False) for i in range(count)], \
+            f"{len(facts['nodes'])} Ray node(s), {what}"
+
+    def describe(self, source: Source) -> tuple[str | None, str]:
+        if source.existing:
+            return None, f"python {source.python} on each node"
+        flavour = os.environ.get(FLAVOUR_ENV) or None
+        locks = "/".join(sorted({lock_path(source.image, image_flavour(
+            Flavour(f, ""), source.image)).name for f in ([flavour] if flavour else LOCKS)}))
+        return flavour or NODE_FLAVOUR.name, f"images/{source.image}/{locks}, built on each node"
+
+    def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
+        """Nothing is built here: each node builds (or finds) the lock's environment before its
+        first cell. The driver checks that its locks exist and remembers their hashes."""
+        flavour, uses = self.describe(source)
+        try:
+            self.connect()
+        except RayUnavailable as exc:
+            return Prepared(source.key, uses, flavour, error=str(exc))
+        locks = expected_locks(source)
+        if not source.existing and not locks:
+            return Prepared(source.key, uses, flavour,
+                            error=f"images/{source.image}: no requirements lock")
+        metadata: dict[str, Any] = {"executor": self.name,
+                                    "env_source": "existing" if source.existing else "lock"}
+        forced = os.environ.get(FLAVOUR_ENV)
+        if forced and forced in locks:
+            metadata["lock_sha256"] = locks[forced]
+        return Prepared(source.key, uses, flavour, metadata=metadata)
+
+    def resources(self, wants_gpu: bool) -> dict[str, Any]:
+        """A GPU cell: one GPU (and one CPU for its host threads). A CPU cell: every CPU of the
+        smallest node, so that it runs alone on whichever node it lands."""
+        if wants_gpu and self.cluster.get("gpus"):
+            return {"num_gpus": 1, "num_cpus": 1}
+        return {"num_gpus": 0, "num_cpus": self.cluster.get("cpus_per_node") or 1}
+
+    def request_for(self, prepared: Prepared, attempt: Attempt, source: Source) -> dict[str, Any]:
+        return {"spec": json.loads(attempt.spec_path.read_text(encoding="utf-8")),
+                "source": {"image": source.image, "python": source.python},
+                "locks": expected_locks(source), "env": attempt.env, "timeout": attempt.timeout,
+                "wants_gpu": attempt.wants_gpu, "node_executor": self.node_executor}
+
+    def submit(self, request: dict[str, Any], wants_gpu: bool) -> Any:
+        spec = request["spec"]
+        return self._task.options(
+            **self.resources(wants_gpu), max_retries=0,   # lost tasks are resubmitted in run()
+            name=f"dl-bench {spec.get('cell_name')} r{spec.get('repeat')}").remote(request)
+
+    def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
+        ray = self.ray
+        started = time.monotonic()
+        source = source_from_key(prepared.key)
+        request = self.request_for(prepared, attempt, source)
+        losses: list[str] = []
+        for tries in range(1, self.retries + 2):
+            attempt.on_status("waiting for a Ray node" + (f" (try {tries})" if tries > 1 else ""))
+            placement: dict[str, Any] = {}
+            generator = self.submit(request, attempt.wants_gpu)
+            with self._lock:
+                self._live.add(generator)
+            try:
+                placement = ray.get(next(generator))["placement"]
+                attempt.placement.update(placement)
+                attempt.on_status(f"on {where(placement)}")
+                reply = ray.get(next(generator))
+            except ray.exceptions.TaskCancelledError:
+                raise KeyboardInterrupt from None
+            except ray.exceptions.RayTaskError as exc:   # the node's code raised: no retry
+                return self.crashed(attempt, started, f"the Ray task on {where(placement)} "
+                                    f"failed: {exc}")
+            except KeyboardInterrupt:
+                self.cancel(generator)
+                raise
+            except ray.exceptions.RayError as exc:       # process, node or object lost: retry
+                loss = f"try {tries} on {where(placement)}: {type(exc).__name__}: " \
+                       f"{first_line(exc)}"
+                losses.append(loss)
+                with attempt.log_path.open("a", encoding="utf-8") as log:
+                    log.write(f"[runner: ray task lost, {loss}]\n")
+                continue
+            finally:
+                with self._lock:
+                    self._live.discard(generator)
+            return self.received(reply, attempt, started)
+        return self.crashed(attempt, started, f"the Ray task was lost {len(losses)} times "
+                            f"({self.retries} retries): " + "; ".join(losses))
+
+    def received(self, reply: dict[str, Any], attempt: Attempt, started: float) -> Outcome:
+        """Store what the node sent where a local worker would have left it."""
+        if reply.get("error"):
+            return self.crashed(attempt, started, reply["error"], reply.get("log", ""))
+        with attempt.log_path.open("a", encoding="utf-8") as log:
+            log.write(reply.get("log", ""))
+        if reply.get("result") is not None:
+            write_json_atomic(attempt.result_path, reply["result"])
+        attempt.placement.update({**reply.get("metadata", {}), "executor": self.name})
+        outcome = Outcome(**reply["outcome"])
+        outcome.log_tail = tail(attempt.log_path)
+        return outcome
+
+    def crashed(self, attempt: Attempt, started: float, error: str, log: str = "") -> Outcome:
+        """The task could not report a worker's result: the executor writes it (crashed)."""
+        with attempt.log_path.open("a", encoding="utf-8") as handle:
+            handle.write(log + f"[runner: {error}]\n")
+        write_json_atomic(attempt.result_path, {"schema": 1, "status": "crashed", "error": error})
+        attempt.placement.setdefault("executor", self.name)
+        return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
+                       log_tail=tail(attempt.log_path))
+
+    def cancel(self, generator: Any) -> None:
+        """Stop a task: its node kills the worker (or container) and cleans up; a task that
+        does not stop within the grace period is killed with its process."""
+        ray = self.ray
+        try:
+            ray.cancel(generator)
+            ready, _ = ray.wait([generator.completed()], timeout=CANCEL_GRACE_S)
+            if not ready:
+                ray.cancel(generator, force=True)
+        except Exception:  # already finished, or the cluster is gone: nothing left to stop
+            pass
+
+    def interrupt(self) -> None:
+        with self._lock:
+            live = list(self._live)
+        for generator in live:
+            try:
+                self.ray.cancel(generator)
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        if self._connected_here and self.ray.is_initialized():
+            self.ray.shutdown()
+        self._connected_here = False
+        self._task = None
+        self._drop_stage()
+
+    def _drop_stage(self) -> None:
+        if self._staged is not None:
+            self._staged.cleanup()
+            self._staged = None
+
+
+def source_from_key(key: str) -> Source:
+    return Source(python=key[len("python:"):]) if key.startswith("python:") else Source(image=key)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def where(placement: dict[str, Any]) -> str:
+    """node 10.0.0.7 (gpu-vm-3) GPU 2"""
+    if not placement:
+        return "an unknown node (lost before it started)"
+    text = f"node {placement.get('node_ip')} ({placement.get('node_name')})"
+    if "gpu_index" in placement:
+        text += f" GPU {placement['gpu_index']}"
+    return text
+
+
+def cluster_facts(ray: Any) -> dict[str, Any]:
+    nodes = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        resources = node.get("Resources") or {}
+        nodes.append({"node_ip": node.get("NodeManagerAddress"),
+                      "node_name": node.get("NodeManagerHostname"),
+                      "ray_node_id": node.get("NodeID"),
+                      "cpus": int(resources.get("CPU", 0)), "gpus": int(resources.get("GPU", 0))})
+    cpus = [n["cpus"] for n in nodes if n["cpus"]]
+    return {"nodes": nodes, "gpus": sum(n["gpus"] for n in nodes),
+            "cpus": sum(n["cpus"] for n in nodes), "cpus_per_node": min(cpus) if cpus else 1,
+            "ray_version": ray.__version__}
+
+
+# --- the node --------------------------------------------------------------------------------------
+# What runs inside a Ray task on the node it landed on. Executors and prepared environments are
+# kept per Ray worker process (Ray reuses workers across tasks); a file lock per environment keeps
+# two tasks of one node from building the same environment at once.
+
+_NODE_STATE: dict[Any, Any] = {}
+_NODE_STATE_LOCK = threading.Lock()
+
+
+def run_on_node(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The Ray task: first where it runs (so a lost task can still be placed), then the result."""
+    placement = node_placement()
+    yield {"placement": placement}
+    try:
+        yield run_here(request, placement)
+    except Exception as exc:  # noqa: BLE001 - a bug on the node becomes the cell's error text
+        import traceback
+
+        yield {"error": f"on {where(placement)}: {type(exc).__name__}: {exc}",
+               "log": traceback.format_exc()}
+
+
+def node_placement() -> dict[str, Any]:
+    import ray
+
+    from .. import hostinfo
+
+    placement: dict[str, Any] = {"node_name": socket.gethostname(),
+                                 "node_ip": ray.util.get_node_ip_address(),
+                                 "ray_node_id": ray.get_runtime_context().get_node_id()}
+    ids = [str(i) for i in ray.get_gpu_ids()]
+    if ids:
+        known = hostinfo.gpus()
+        match = [g for g in known if ids[0] in (str(g.index), g.uuid)]
+        if match:
+            placement["gpu_index"] = match[0].index
+            if match[0].uuid:
+                placement["gpu_uuid"] = match[0].uuid
+        elif ids[0].isdigit():                   # a GPU Ray knows of but NVML does not list
+            placement["gpu_index"] = int(ids[0])
+    return placement
+
+
+def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, Any]:
+    source = Source(**request["source"])
+    kind, executor = node_executor(request["node_executor"])
+    prepared = prepare_here(executor, source, request["locks"])
+    work = Path(tempfile.mkdtemp(prefix=f"{request['spec'].get('cell_id')}-",
+                                 dir=node_work_root()))
+    try:
+        log_path = work / "worker.log"
+        log_path.touch()
+        if prepared.error:
+            outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
+            result: dict[str, Any] | None = {"schema": 1, "status": "failed",
+                                              "error": prepared.error}
+        else:
+            spec_path, result_path = work / "spec.json", work / "result.json"
+            write_json_atomic(spec_path, {**request["spec"], "result_path": str(result_path)})
+            gpu = placement.get("gpu_uuid") or (str(placement["gpu_index"])
+                                                if "gpu_index" in placement else None)
+            attempt = Attempt(spec_path=spec_path, result_path=result_path, log_path=log_path,
+                              work_dir=work, env=request["env"], timeout=request["timeout"],
+                              wants_gpu=request["wants_gpu"], gpu=gpu)
+            outcome = run_interruptibly(executor, prepared, attempt)
+            result = read_worker_result(result_path)
+        return {"outcome": dataclasses.asdict(outcome), "result": result,
+                "log": read_log(log_path),
+                "metadata": {**prepared.metadata, **placement, "node_executor": kind}}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_interruptibly(executor: Any, prepared: Prepared, attempt: Attempt) -> Outcome:
+    """Run the cell in a helper thread: Ray's cancel arrives as KeyboardInterrupt in this (the
+    task's) thread only between Python instructions, never inside a blocking wait; then the
+    executor kills the worker or container and cleans up before the task ends."""
+    done: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            done["outcome"] = executor.run(prepared, attempt)
+        except BaseException as exc:  # noqa: BLE001 - handed to the task's thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=target, name="cell", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except BaseException:
+        executor.interrupt()
+        thread.join(60)
+        raise
+    if "error" in done:
+        raise done["error"]
+    return done["outcome"]
+
+
+def node_work_root() -> Path:
+    root = Path(tempfile.gettempdir()) / "dl-bench-ray" / "work"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def read_log(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_LIMIT))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return (f"[runner: the first {size - LOG_LIMIT} bytes of the log were left on the node]\n"
+            if size > LOG_LIMIT else "") + text
+
+
+def node_executor(wanted: str) -> tuple[str, Any]:
+    """(kind, executor) of this node: docker when asked for, or (auto) when the node has a GPU
+    and a Docker engine answers; local otherwise. Made once per Ray worker process."""
+    with _NODE_STATE_LOCK:
+        key = ("executor", wanted)
+        if key not in _NODE_STATE:
+            from .. import hostinfo
+            from .docker import DockerExecutor, DockerUnavailable, connect
+            from .local import LocalExecutor
+
+            gpu = hostinfo.gpu_found()
+            facts = hostinfo.gpu_facts()
+            flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
+            kind = wanted
+            if wanted == "auto":            # the same rule as the executor "auto" of one host
+                kind = "local"
+                if gpu:
+                    try:
+                        connect(timeout=5).close()
+                        kind = "docker"
+                    except DockerUnavailable:
+                        pass
+            executor = DockerExecutor(flavour, gpu) if kind == "docker" else \
+                LocalExecutor(flavour, gpu)
+            _NODE_STATE[key] = (kind, executor)
+        return _NODE_STATE[key]
+
+
+@contextlib.contextmanager
+def node_file_lock(name: str) -> Iterator[None]:
+    """One holder per node (across Ray worker processes) at a time."""
+    folder = Path(tempfile.gettempdir()) / "dl-bench-ray" / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    with (folder / f"{digest}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepared:
+    """The environment on this node, built from the lock when missing, after checking that this
+    node's lock is the driver's; and that what was built holds that lock."""
+    flavour = image_flavour(executor.flavour, source.image) if not source.existing else None
+    want = locks.get(flavour) if flavour else None
+    key = ("prepared", executor.name, source.key, flavour, want)
+    with _NODE_STATE_LOCK:
+        if key in _NODE_STATE:
+            return _NODE_STATE[key]
+    mismatch = lock_mismatch(source, flavour, want)
+    if mismatch:
+        return Prepared(source.key, error=mismatch)
+    with node_file_lock(f"{executor.name}:{source.key}:{flavour}"):
+        prepared = executor.prepare(source, lambda line: None)
+    if not prepared.error and want is not None:
+        built = built_lock_sha256(executor, prepared)
+        if built != want:
+            prepared = Prepared(source.key, error=f"node {socket.gethostname()}: the "
+                                f"{source.image} environment built here holds lock sha256 "
+                                f"{str(built)[:12]}, the driver's lock is {want[:12]}")
+    if not prepared.error:
+        with _NODE_STATE_LOCK:
+            _NODE_STATE[key] = prepared
+    return prepared
+
+
+def lock_mismatch(source: Source, flavour: str | None, want: str | None) -> str | None:
+    """Why this node cannot build the driver's environment, or None."""
+    if source.existing:
+        return None
+    lock = lock_path(source.image, flavour)
+    here = f"node {socket.gethostname()}"
+    if want is None:
+        return f"{here} needs images/{source.image}/{lock.name}, which the driver does not have"
+    if not lock.is_file():
+        return f"{here}: images/{source.image}/{lock.name} is missing"
+    have = sha256_file(lock)
+    if have != want:
+        return (f"{here}: images/{source.image}/{lock.name} has sha256 {have[:12]}, the "
+                f"driver's has {want[:12]}: the node would not run the lock's environment")
+    return None
+
+
+def built_lock_sha256(executor: Any, prepared: Prepared) -> str | None:
+    """The lock hash the built environment itself carries: a venv's completion marker, an
+    image's label."""
+    if executor.name == "local":
+        marker = Path(prepared.metadata.get("env_path", "")) / ".complete"
+        try:
+            return marker.read_text(encoding="utf-8").split()[0]
+        except (OSError, IndexError):
+            return None
+    from ..environments.images import LABEL
+
+    image = executor.client().images.get(executor.image_ids[prepared.key])
+    return (image.labels or {}).get(f"{LABEL}.lock-sha256")

@@ -1,0 +1,187 @@
+"""Which cells run at once, and where: one lane per GPU, each cell pinned to its lane's GPU.
+
+A lane is one place a cell runs at a time: a GPU of this host (local and docker executors), the
+CPU (a host without GPUs, or a cell with device = "cpu"), or one of a Ray cluster's task slots
+(Ray itself then picks the node and GPU). With one lane the plan runs in order in the calling
+thread, exactly as a serial run; with several, GPU cells run concurrently, one per lane, and a
+CPU cell runs alone: it waits until the running cells finish and nothing starts beside it (CPU
+cells would disturb each other and the GPU cells' host threads).
+
+Ctrl-C stops the run as in a serial run: the executors kill what is in flight, cells that did
+not finish write nothing, every finished record is already stored (--resume goes on).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, TypeVar
+
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
+from rich.console import Console
+
+from .hostinfo import Gpu
+
+GPU_ENV = "DL_BENCH_GPU"        # the GPU(s) a run may use: indices or UUIDs, comma-separated
+STOP_GRACE_S = 60.0              # after Ctrl-C: how long in-flight cells get to be killed
+
+Entry = TypeVar("Entry")
+
+
+@dataclass(frozen=True)
+class Lane:
+    label: str                    # "GPU 0", "CPU", "ray 1"
+    gpu: Gpu | None = None        # the GPU its cells are pinned to (None: none, or Ray's pick)
+    local: bool = True            # a lane of this host (False: a Ray slot; the node says where)
+
+    def placement(self) -> dict[str, Any]:
+        """Metadata keys of where a cell of this lane runs (a Ray slot: the node tells)."""
+        if not self.local:
+            return {}
+        out: dict[str, Any] = {"node_name": socket.gethostname()}
+        if self.gpu is not None:
+            out["gpu_index"] = self.gpu.index
+            if self.gpu.uuid:
+                out["gpu_uuid"] = self.gpu.uuid
+        return out
+
+
+CPU_LANE = Lane("CPU")
+
+
+class _CellsOnly(BarColumn):
+    """The bar, shown on the overall row only (the lanes' rows say what each lane does)."""
+
+    def render(self, task):
+        return "" if task.fields.get("lane") else super().render(task)
+
+
+class _CountCellsOnly(MofNCompleteColumn):
+    def render(self, task):
+        return "" if task.fields.get("lane") else super().render(task)
+
+
+def visible_gpus(gpus: list[Gpu], environ: dict[str, str] | None = None) -> list[Gpu]:
+    """The host's GPUs this run may use: DL_BENCH_GPU's when set, else CUDA_VISIBLE_DEVICES's
+    when set (NVML lists every GPU whatever that says), else all."""
+    environ = os.environ if environ is None else environ
+    for var in (GPU_ENV, "CUDA_VISIBLE_DEVICES"):
+        if var in environ:
+            wanted = [w.strip() for w in environ[var].split(",") if w.strip()]
+            return [g for g in gpus if str(g.index) in wanted or (g.uuid and g.uuid in wanted)]
+    return list(gpus)
+
+
+def gpu_lanes(parallel: int | str, gpus: list[Gpu], asked: str) -> tuple[list[Lane], str]:
+    """(lanes, the reason shown in the run's first lines) for the local and docker executors."""
+    if not gpus:
+        return [CPU_LANE], "no GPU: one cell at a time"
+    count = len(gpus) if parallel == "auto" else min(int(parallel), len(gpus))
+    lanes = [Lane(f"GPU {g.index}", g) for g in gpus[:count]]
+    found = f"{len(gpus)} GPU{'s' if len(gpus) > 1 else ''} visible"
+    return lanes, f"{asked}: {found}"
+
+
+def describe_lanes(lanes: list[Lane]) -> str:
+    if len(lanes) == 1:
+        return "1 cell at a time" + (f", on {lanes[0].label}" if lanes[0].gpu else "")
+    kind = "one per GPU" if all(lane.gpu for lane in lanes) else "task slots"
+    return f"{len(lanes)} cells at once ({kind}); CPU cells one at a time, alone"
+
+
+class Lanes:
+    """Runs entries on lanes; shows what each lane is doing."""
+
+    def __init__(self, lanes: list[Lane], console: Console):
+        self.lanes = lanes
+        self.console = console
+        self.stop = threading.Event()     # set on Ctrl-C: a cell that finishes now is dropped
+
+    def run(self, entries: Iterable[Entry], *, label: Callable[[Entry], str],
+            alone: Callable[[Entry], bool],
+            run_one: Callable[[Entry, Lane, Callable[[str], None]], Any],
+            done: Callable[[Entry, Any, Progress], None],
+            interrupt: Callable[[], None]) -> None:
+        """run_one(entry, lane, show) -> result, in a thread of its own when several lanes;
+        done(entry, result, progress) in the calling thread, in the order cells finish."""
+        entries = list(entries)
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), _CellsOnly(),
+                      _CountCellsOnly(), TimeElapsedColumn(), console=self.console) as progress:
+            bar = progress.add_task("cells", total=len(entries))
+            if len(self.lanes) == 1:
+                self._serial(entries, label, alone, run_one, done, progress, bar)
+            else:
+                self._parallel(entries, label, alone, run_one, done, interrupt, progress, bar)
+
+    def _serial(self, entries, label, alone, run_one, done, progress, bar) -> None:
+        lane = self.lanes[0]
+        for entry in entries:
+            where = CPU_LANE if alone(entry) else lane
+            progress.update(bar, description=escape(label(entry)))
+
+            def show(text: str, entry=entry) -> None:
+                progress.update(bar, description=escape(f"{label(entry)}: {text}"))
+
+            done(entry, run_one(entry, where, show), progress)
+            progress.advance(bar)
+
+    def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar) -> None:
+        rows = {lane: progress.add_task(escape(f"{lane.label}: idle"), total=None, lane=True)
+                for lane in [*self.lanes, CPU_LANE]}
+        progress.update(rows[CPU_LANE], visible=False)
+        pending = deque(entries)
+        running: dict[Future, tuple[Any, Lane]] = {}
+        free = list(self.lanes)
+        pool = ThreadPoolExecutor(max_workers=len(self.lanes), thread_name_prefix="lane")
+
+        def start(entry: Any, lane: Lane) -> None:
+            row = rows[lane]
+            progress.reset(row, description=escape(f"{lane.label}: {label(entry)}"),
+                           visible=True)
+
+            def show(text: str) -> None:
+                progress.update(row, description=escape(f"{lane.label}: {label(entry)}: {text}"))
+
+            running[pool.submit(run_one, entry, lane, show)] = (entry, lane)
+
+        try:
+            while pending or running:
+                while pending:
+                    entry = pending[0]
+                    cpu_busy = any(lane is CPU_LANE for _, lane in running.values())
+                    if cpu_busy:
+                        break                       # a CPU cell runs alone
+                    if alone(entry):
+                        if running:
+                            break                   # wait until the GPU cells finish
+                        start(pending.popleft(), CPU_LANE)
+                        break
+                    if not free:
+                        break
+                    start(pending.popleft(), free.pop(0))
+                finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    entry, lane = running.pop(future)
+                    result = future.result()        # a bug in a lane stops the run
+                    if lane is CPU_LANE:
+                        progress.update(rows[lane], visible=False)
+                    else:
+                        free.append(lane)
+                        free.sort(key=self.lanes.index)
+                        progress.update(rows[lane], description=escape(f"{lane.label}: idle"))
+                    done(entry, result, progress)
+                    progress.advance(bar)
+        except BaseException:
+            # Ctrl-C (or a bug): stop starting, kill what runs, let the lanes drop their cells.
+            self.stop.set()
+            interrupt()
+            wait(list(running), timeout=STOP_GRACE_S)
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
