@@ -51,25 +51,23 @@ SETUP = {
         product, sync = (lambda: f(a, b)), (lambda out: out.block_until_ready())
     """,
 }
-BARE = """
-    import statistics, time
-{setup}
-    for _ in range(5):
-        sync(product())
-    per_product = []
-    for _ in range(15):
-        started = time.perf_counter()
-        for _ in range({block}):
-            out = product()
-        sync(out)
-        per_product.append((time.perf_counter() - started) / {block} * 1000)
-    print(statistics.median(per_product))
+TIMED_LOOP = """
+import statistics, time
+for _ in range(5):
+    sync(product())
+per_product = []
+for _ in range(15):
+    started = time.perf_counter()
+    for _ in range({block}):
+        out = product()
+    sync(out)
+    per_product.append((time.perf_counter() - started) / {block} * 1000)
+print(statistics.median(per_product))
 """
 
 
 def bare_ms(api: str, n: int, block: int) -> float:
-    setup = textwrap.indent(textwrap.dedent(SETUP[api]).format(n=n), "    ")
-    code = textwrap.dedent(BARE).format(setup=setup, block=block)
+    code = textwrap.dedent(SETUP[api]).format(n=n) + TIMED_LOOP.format(block=block)
     python = venvs.build(IMAGES[api], "cpu").python
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])

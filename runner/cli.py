@@ -125,7 +125,7 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         matrix = args.matrix or (default if default.is_file() else None)
         return doctor.main(console, matrix, args.executor, ray_address=args.ray_address)
     if command == "compare":
-        from .compare import run_compare
+        from .results.compare import run_compare
 
         return run_compare(args.run_a, args.run_b, args.threshold, args.alpha, args.markdown,
                            console)

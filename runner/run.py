@@ -16,14 +16,17 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
 
-from . import hostinfo, matrix as matrix_mod, record as record_mod, report, scheduling, stats
+from . import hostinfo, matrix as matrix_mod, scheduling
+from .results import records as record_mod, stats
+from .results.terminal import tables
+from .results.write import write_reports
 from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from .environments import Flavour, Source
 from .executors import Attempt, Executor, Prepared
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
+from .results.store import RESULTS_DIR, Store
 from .scheduling import Lane
-from .store import RESULTS_DIR, Store
 from .worker.protocol import CellSpec, write_json_atomic
 
 
@@ -465,8 +468,9 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest["interrupted"] = interrupted
         store.write_manifest(manifest)
-        summaries = report.write_reports(store, manifest)
-    console.print(report.terminal_table(summaries, f"{matrix.spec.run.name} ({store.root})"))
+        summaries = write_reports(store, manifest)
+    for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
+        console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
     if interrupted:
         return EXIT_INTERRUPTED
@@ -509,7 +513,8 @@ def report_only(run_dir: Path, console: Console) -> int:
     """`runner report RUN_DIR`: rebuild the merged outputs of a run from its cell records."""
     store = Store.open(run_dir)
     manifest = store.read_manifest()
-    summaries = report.write_reports(store, manifest)
-    console.print(report.terminal_table(summaries, f"{manifest.get('name')} ({store.root})"))
+    summaries = write_reports(store, manifest)
+    for table in tables(summaries, f"{manifest.get('name')} ({store.root})"):
+        console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
     return EXIT_OK

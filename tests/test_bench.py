@@ -93,8 +93,9 @@ def test_block_samples_drop_the_per_step_synchronisation_cost():
     # The sync is paid once per block: per step it costs SYNC_S / calls_per_sample.
     assert blocked_ms < synced_ms - SYNC_S * 1000 * 0.5
     assert blocked_ms >= KERNEL_S * 1000 * 0.95
-    # A fixed step count is honoured in whole blocks.
+    # A fixed step count is honoured in whole blocks, and still gives min_samples samples.
     assert len(blocked.timed_s) * blocked.calls_per_sample >= 40
+    assert len(blocked.timed_s) >= 10 and blocked.calls_per_sample == 4
 
 
 def test_auto_steps_fill_the_minimum_window_with_enough_samples():
@@ -133,3 +134,24 @@ def test_host_returning_steps_are_timed_call_by_call(steps):
     assert clock.calls_per_sample == 1 and "block_calibration" not in bench.extra
     if steps:
         assert len(clock.timed_s) == steps
+
+
+def test_samples_that_start_a_new_epoch_are_tagged():
+    """5 calls per epoch, 2 warm-up calls (0-1), blocks of 4: calls 2-5 | 6-9 | 10-13 | 14-17;
+    epochs start at calls 5, 10, 15: in samples 0, 2 and 3."""
+    device = FakeDevice()
+    bench = Bench(items_per_step=1, step=device.step, sync=device.sync, calls_per_epoch=5)
+    clock = StepClock(warmup_calls=2, timed_calls=16, sync=device.sync, epoch_calls=5)
+    clock.calibrate = lambda: 4
+    run_loop(bench, clock)
+    assert clock.calls_per_sample == 4 and len(clock.timed_s) == 4
+    assert clock.epoch_boundaries == [0, 2, 3]
+
+
+def test_calibration_calls_count_towards_the_epoch():
+    device = FakeDevice()
+    bench = Bench(items_per_step=1, step=device.step, sync=device.sync)
+    clock = StepClock(warmup_calls=1, timed_calls=8, sync=device.sync, epoch_calls=1000)
+    run_loop(bench, clock)
+    trials = sum(c for c, _ in bench.extra["block_calibration"])
+    assert clock.calls == 1 + trials + len(clock.timed_s) * clock.calls_per_sample

@@ -107,7 +107,7 @@ def records(tmp_path_factory) -> list[dict]:
 
 
 def pick(records: list[dict], environment: str, **axes) -> dict:
-    axes = {"precision": "float32", "jit": "auto", "steps_per_execution": 1, "data": "arrays", **axes}
+    axes = {"precision": "float32", "jit": "auto", "steps_per_execution": 1, "data": "device", **axes}
     (record,) = [r for r in records if r["environment"] == environment
                  and all(r[k] == v for k, v in axes.items())]
     return record

@@ -34,7 +34,7 @@ ENVIRONMENTS = {
     "keras-tensorflow": ("tensorflow", "keras", "tensorflow"),
     "keras-jax": ("jax", "keras", "jax"),
     "keras-torch": ("torch", "keras", "torch"),
-    "keras2-hub": ("keras2-tf215", "tf-keras", None),
+    "keras2": ("keras2-tf215", "tf-keras", None),
 }
 
 # (workload, task, batch size, precision, options): tiny configurations, small batches; the
@@ -44,8 +44,8 @@ KERAS3_CELLS = [
     ("bert", "predict", 8, "float32", {"sequence_length": 24}),
     ("sam", "fit", 1, "float32", {}),
     ("sam", "predict", 2, "float32", {}),
-    ("stable_diffusion", "fit", 2, "float32", {}),
-    ("stable_diffusion", "predict", 2, "float32", {"num_steps": 2}),
+    ("stable_diffusion", "fit", 2, "float32", {"image_size": 96}),
+    ("stable_diffusion", "predict", 2, "float32", {"num_steps": 2, "image_size": 96}),
     ("gemma", "fit", 2, "bfloat16", {"sequence_length": 16, "lora_rank": 4}),
     ("gemma", "generate", 2, "bfloat16", {"max_length": 12}),
     ("mistral", "fit", 2, "bfloat16", {"sequence_length": 16, "lora_rank": 4}),
@@ -99,7 +99,7 @@ def run_cells(environment: str, cells: list[tuple], folder: Path) -> list[tuple[
 @pytest.mark.slow
 @pytest.mark.parametrize("environment", list(ENVIRONMENTS))
 def test_every_model_and_task(environment, tmp_path):
-    cells = KERAS2_CELLS if environment == "keras2-hub" else KERAS3_CELLS
+    cells = KERAS2_CELLS if environment == "keras2" else KERAS3_CELLS
     results = run_cells(environment, cells, tmp_path)
     failures = {f"{c[0]}-{c[1]}": r["error"] for c, r in results if r["status"] != "ok"}
     assert not failures, failures
@@ -121,10 +121,17 @@ def test_every_model_and_task(environment, tmp_path):
             else:
                 assert r["extra"]["generated_length"] == options["max_length"], where
                 assert r["extra"]["tokens_per_s"] > 0, where
+        if workload == "stable_diffusion":
+            # The model is built for options.image_size (not the config's default side).
+            assert r["effective"]["image_size"] == r["extra"]["image_size"] == 96, where
+        if workload == "stable_diffusion" and task == "fit":
+            # The study's step: the VAE image encoder, its output at 1/8 of the image side.
+            assert r["extra"]["target_shape"][:2] == [12, 12], where
+            assert r["extra"]["trained_params"] < r["extra"]["params"], where
         if workload == "stable_diffusion" and task == "predict":
             # A sample is one denoising step: the call's time divided by num_steps.
             assert r["steps_per_call"] == options["num_steps"], where
-            assert r["extra"]["images_shape"][0] == batch, where
+            assert r["extra"]["images_shape"][:3] == [batch, 96, 96], where
 
 
 @pytest.mark.slow
@@ -177,7 +184,7 @@ def test_matrix_rows():
         assert cell.environment in ENVIRONMENTS
         if cell.workload in ("gemma", "mistral"):
             assert cell.axes["precision"] == "bfloat16"
-            assert (cell.not_applicable is not None) == (cell.environment == "keras2-hub")
+            assert (cell.not_applicable is not None) == (cell.environment == "keras2")
         else:
             assert cell.not_applicable is None, cell.name
         if cell.workload == "bert":
@@ -187,6 +194,15 @@ def test_matrix_rows():
             assert cell.options["max_length"] == 50
     assert seen == expected
     assert {c.environment for c in cells} == set(ENVIRONMENTS)
+    # The study's order: SAM, Stable Diffusion, BERT, Gemma, Mistral; fit before predict.
+    rows = list(dict.fromkeys((c.workload, c.task, c.batch_size) for c in cells))
+    assert rows == [("sam", "fit", 1), ("sam", "predict", 4), ("stable_diffusion", "fit", 8),
+                    ("stable_diffusion", "predict", 13), ("bert", "fit", 32),
+                    ("bert", "predict", 256), ("gemma", "fit", 8), ("gemma", "generate", 32),
+                    ("gemma", "generate", 1), ("mistral", "fit", 8), ("mistral", "generate", 32),
+                    ("mistral", "generate", 1)]
+    keras2 = {c.environment for c in full.cells if c.api == "tf-keras"}
+    assert keras2 == {"keras2"}               # one Keras 2 column, CNN and models alike
     smoke = matrix.load(ROOT / "matrix.toml", profile="smoke")
     tiny = [c for c in smoke.cells if c.workload in hub.PRESET_PARAMS]
     assert tiny and all(c.axes["size"] == "tiny" for c in tiny)
@@ -200,3 +216,13 @@ def test_presets_only_from_local_folders(tmp_path):
         hub.local_preset({"preset": "bert_base_en"})
     with pytest.raises(ValueError, match="not an existing local folder"):
         hub.local_preset({"preset": "kaggle://keras/gemma/keras/gemma_7b_en/2"})
+
+
+def test_an_image_side_sd3_cannot_take_is_an_error():
+    from runner.worker.apis import kerashub_models as hub
+
+    for side, size in ((512, "full"), (1024, "full"), (96, "tiny")):
+        hub.check_sd3_side(side, hub.config(hub.SD3, size))
+    for side, size in ((500, "full"), (144, "tiny")):
+        with pytest.raises(ValueError, match="StableDiffusion3 needs a multiple of 16"):
+            hub.check_sd3_side(side, hub.config(hub.SD3, size))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.store import Store
+from runner.results.store import Store
 
 pytestmark = pytest.mark.slow
 

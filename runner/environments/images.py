@@ -3,7 +3,8 @@ built, building it (BuildKit through the docker CLI, else the SDK), what a recor
 
 An image is `dl-bench/<name>:<flavour>-<lock sha256[:12]>`, also tagged `dl-bench/<name>:<flavour>`
 (what compose.yaml runs). Its labels record the lock's sha256 and a hash of the whole recipe
-(Dockerfile, lock, base), so a rebuild is skipped exactly when nothing that goes into it changed.
+(the shared images/Dockerfile, the lock, the base), so a rebuild is skipped exactly when nothing
+that goes into it changed.
 The `docker` package is imported by the callers that hold a client, never here at import time.
 """
 
@@ -24,7 +25,7 @@ from . import LOCKS
 from .venvs import sha256_file
 
 LABEL = "org.dl-bench"
-BASE_ENV = "DL_BENCH_BASE_IMAGE"      # replaces the Dockerfiles' BASE (tests, mirrors)
+BASE_ENV = "DL_BENCH_BASE_IMAGE"      # replaces the Dockerfile's BASE (tests, mirrors)
 CA_ENVS = ("DL_BENCH_BUILD_CA", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 
 
@@ -66,7 +67,8 @@ class Recipe:
 
     @property
     def dockerfile(self) -> Path:
-        return self.folder / "Dockerfile"
+        """The one recipe every image shares (images/Dockerfile)."""
+        return self.folder.parent / "Dockerfile"
 
     @property
     def recipe_sha256(self) -> str:
@@ -79,7 +81,7 @@ class Recipe:
     def build_args(self) -> dict[str, str]:
         # The Dockerfile turns these into its labels (labels given to the build API would cost
         # one layer each, a full file-system copy apiece on a vfs engine).
-        args = {"LOCK": self.lock.name, "LOCK_SHA256": self.lock_sha256,
+        args = {"IMAGE": self.name, "LOCK": self.lock.name, "LOCK_SHA256": self.lock_sha256,
                 "RECIPE_SHA256": self.recipe_sha256, "FLAVOUR": self.flavour}
         if self.base:
             args["BASE"] = self.base
@@ -96,7 +98,7 @@ def recipe(name: str, flavour: str = "cpu", base: str | None = None,
            images_dir: Path = IMAGES_DIR) -> Recipe:
     folder = images_dir / name
     lock = folder / LOCKS.get(flavour, "?")
-    for needed in (folder / "Dockerfile", lock):
+    for needed in (images_dir / "Dockerfile", lock):
         if not needed.is_file():
             raise ImageError(f"image {name!r} ({flavour}): {needed} is missing")
     return Recipe(name=name, flavour=flavour, folder=folder, lock=lock,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..environments import Source
-from ..record import Outcome
+from ..results.records import Outcome
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..environments import Flavour, Source, image_flavour, images
 from ..matrix import REPO_ROOT
-from ..record import Outcome
+from ..results.records import Outcome
 from ..worker.protocol import GPU_GIVEN_ENV
 from . import Attempt, Prepared
 from .local import tail

@@ -15,7 +15,7 @@ from typing import Callable
 from ..environments import (Flavour, Source, existing, image_flavour, installed, lock_path,
                             venvs)
 from ..matrix import REPO_ROOT
-from ..record import Outcome
+from ..results.records import Outcome
 from ..worker.protocol import GPU_GIVEN_ENV
 from . import Attempt, Prepared
 

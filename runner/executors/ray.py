@@ -37,7 +37,7 @@ from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, decide_flavour, 
     lock_path
 from ..environments.venvs import sha256_file
 from ..matrix import IMAGES_DIR, REPO_ROOT
-from ..record import Outcome, read_worker_result
+from ..results.records import Outcome, read_worker_result
 from ..worker.protocol import write_json_atomic
 from . import Attempt, Prepared
 from .local import tail

@@ -95,6 +95,7 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
         steps_per_call=per_call,
         calls_per_sample=clock.calls_per_sample,
         outliers=[[i, t * 1000.0 / per_sample] for i, t in clock.outliers()],
+        epoch_boundary_samples=clock.epoch_boundaries if bench.calls_per_epoch else None,
         timing=timing,
         compile_s=clock.warmup_s[0],
         warmup_s=clock.warmup_s,
@@ -126,7 +127,8 @@ def timed_window(spec: CellSpec, bench: Any, gpu: Any) -> tuple[StepClock, Monit
                       timed_calls=max(1, math.ceil(int(spec.steps) / bench.steps_per_call))
                       if fixed else None,
                       sync=bench.sync, on_timed_start=monitor.__enter__,
-                      min_time_s=spec.min_time_s, max_time_s=spec.max_time_s)
+                      min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
+                      epoch_calls=bench.calls_per_epoch)
     try:
         run_loop(bench, clock)
     finally:

@@ -26,6 +26,9 @@ class Bench:
     # True where step() already waits for the device and copies its result to the host (Keras
     # train_on_batch / predict_on_batch, generate): those are timed call by call.
     returns_to_host: bool = False
+    # Calls per pass over the training data, where the workload has epochs: a timed sample that
+    # contains the first call of a new epoch (iterator rebuild, reshuffle) is tagged.
+    calls_per_epoch: int | None = None
     flops_per_step: float | None = None
     timing: str = "one step() call per sample, device synchronised before the clock is read"
     effective: dict[str, Any] = field(default_factory=dict)  # axis values in effect
@@ -65,8 +68,11 @@ class StepClock:
     # Called once, between the last warm-up call and the first timed one: returns the calls per
     # sample (the step-based loop's block calibration); its time is not a step's.
     calibrate: Callable[[], int] | None = None
+    epoch_calls: int | None = None
     warmup_s: list[float] = field(default_factory=list)
     timed_s: list[float] = field(default_factory=list)
+    epoch_boundaries: list[int] = field(default_factory=list)   # timed samples that start an epoch
+    calls: int = 0                                              # calls made so far (all kinds)
     first_out: Any = None
     last_out: Any = None
     _last: float = 0.0
@@ -97,10 +103,12 @@ class StepClock:
     def start(self) -> None:
         self._last = time.perf_counter()
 
-    def tick(self, out: Any = None) -> None:
+    def tick(self, out: Any = None, calls: int = 1) -> None:
+        """File the interval since the last tick, which covered `calls` calls."""
         self.sync(out)
         now = time.perf_counter()
         elapsed, self._last = now - self._last, now
+        before, self.calls = self.calls, self.calls + calls
         if len(self.warmup_s) < self.warmup_calls:
             self.warmup_s.append(elapsed)
             if len(self.warmup_s) == 1:
@@ -111,8 +119,15 @@ class StepClock:
                 self.on_timed_start()
                 self._last = time.perf_counter()  # calibration and the hook are not steps
         else:
+            if self.epoch_calls and self._starts_epoch(before, self.calls):
+                self.epoch_boundaries.append(len(self.timed_s))
             self.timed_s.append(elapsed)
             self.last_out = out
+
+    def _starts_epoch(self, first: int, end: int) -> bool:
+        """Whether calls [first, end) hold the first call of an epoch after the first one."""
+        epoch = max(1, -(-first // self.epoch_calls))          # ceil, at least the second epoch
+        return epoch * self.epoch_calls < end
 
     def outliers(self) -> list[list[float]]:
         """[index, seconds] of every timed sample above OUTLIER_FACTOR × the median."""
@@ -125,16 +140,21 @@ class StepClock:
 def calibrate_block(step: Callable[[], Any], sync: Callable[[Any], None],
                     target_s: float = BLOCK_TARGET_S) -> tuple[int, list[tuple[int, float]]]:
     """timeit's autorange: the smallest power of two of calls whose synchronised run lasts at
-    least target_s; returns it and the (calls, seconds) trials (untimed extra warm-up)."""
+    least target_s; returns it and the (calls, seconds) trials (untimed extra warm-up). Each size
+    is tried twice and the faster counts, so one stall (a preempted thread) cannot end the
+    search at a block too short for the step."""
     calls, trials = 1, []
     while True:
-        started = time.perf_counter()
-        out = None
-        for _ in range(calls):
-            out = step()
-        sync(out)
-        elapsed = time.perf_counter() - started
-        trials.append((calls, elapsed))
+        elapsed = float("inf")
+        for _ in range(2):
+            started = time.perf_counter()
+            out = None
+            for _ in range(calls):
+                out = step()
+            sync(out)
+            took = time.perf_counter() - started
+            trials.append((calls, took))
+            elapsed = min(elapsed, took)
         if elapsed >= target_s or calls >= MAX_CALLS_PER_SAMPLE:
             return calls, trials
         calls *= 2
@@ -153,6 +173,11 @@ def run_loop(bench: Bench, clock: StepClock) -> None:
         def calibrate() -> int:
             calls, trials = calibrate_block(step, clock.sync)
             bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]
+            clock.calls += sum(c for c, _ in trials)          # they consumed batches too
+            if clock.timed_calls is not None:
+                # A fixed step count still yields min_samples samples where it can: statistics
+                # need samples (a few steps are then synchronised one by one).
+                calls = min(calls, max(1, clock.timed_calls // clock.min_samples))
             return calls
         clock.calibrate = calibrate
     clock.start()
@@ -161,4 +186,4 @@ def run_loop(bench: Bench, clock: StepClock) -> None:
     while not clock.done:
         for _ in range(clock.calls_per_sample - 1):
             step()
-        clock.tick(step())
+        clock.tick(step(), clock.calls_per_sample)

@@ -16,7 +16,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 # Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
-# worker, `runner.record.status_from_outcome` on the host.
+# worker, `runner.results.records.status_from_outcome` on the host.
 # Set by an executor that handed the worker a GPU (a container's device request, or a local
 # worker on a host with a GPU): there,
 # device = "auto" means the GPU, and a framework that does not see it is a broken image, never a
@@ -88,6 +88,8 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
     "outliers": ("worker", "[index, ms] of timed samples above 10× the median (counted, never "
                  "removed)"),
+    "epoch_boundary_samples": ("worker", "indices of timed samples that contain the first step "
+                               "of a new epoch (iterator rebuild, reshuffle); null without epochs"),
     "import_s": ("worker", "importing the framework and the workload module, s"),
     "setup_s": ("worker", "building the model and its data, s"),
     "compile_s": ("worker", "duration of the first warm-up call (tracing/compilation included), s"),

@@ -151,7 +151,8 @@ def epoch_estimate(clock: StepClock, steps_per_call: int, data: CnnData) -> floa
     """Seconds one epoch of `samples` takes at the median timed step: median call time / steps
     per call × steps per epoch (the study's "time per epoch", without running a whole epoch in
     every cell; a summary in the worker, but of the one figure the host cannot rebuild)."""
-    return statistics.median(clock.timed_s) / steps_per_call * data.epoch_steps
+    per_step = statistics.median(clock.timed_s) / (steps_per_call * clock.calls_per_sample)
+    return per_step * data.epoch_steps
 
 
 EPOCH_S_METHOD = "median timed step × steps_per_epoch (estimated, not a measured epoch)"
@@ -163,7 +164,7 @@ def stepped_drive(step: Callable[[], Any], extra: dict[str, Any],
     for the APIs whose training loop is a plain step function."""
 
     def drive(clock: StepClock) -> None:
-        run_loop(Bench(items_per_step=0, step=step), clock)
+        run_loop(Bench(items_per_step=0, step=step, extra=extra), clock)
         extra["epoch_s"] = epoch_estimate(clock, 1, data)
 
     return drive

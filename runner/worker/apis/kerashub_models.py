@@ -219,18 +219,6 @@ def sam_inputs(seed: int, batch: int, image_size: int, mask_size: int) -> dict[s
     }
 
 
-def noised_latents(seed: int, batch: int, latent_shape: tuple[int, ...]):
-    """A rectified-flow training pair (SD3's objective): x_t = (1 - σ) x0 + σ ε at random σ; the
-    model is trained to predict the noise ε of the noised latents (MSE). Returns x_t, the timestep
-    (σ × 1000, as SD3's scheduler maps sigmas to timesteps) and ε."""
-    r = rng(seed)
-    x0 = r.standard_normal((batch, *latent_shape), dtype=np.float32)
-    eps = r.standard_normal((batch, *latent_shape), dtype=np.float32)
-    sigma = r.uniform(0.0, 1.0, (batch,)).astype(np.float32)
-    s = sigma.reshape((batch,) + (1,) * len(latent_shape))
-    return (1.0 - s) * x0 + s * eps, (sigma * 1000.0).reshape(batch, 1), eps
-
-
 # --- tokenizers built in memory ---------------------------------------------------------------
 
 def sentencepiece_proto(special: dict[str, tuple[int, str]], vocab_size: int = 40) -> bytes:
@@ -406,10 +394,37 @@ SD_PREDICT_TIMING = ("one text-to-image generate call of num_steps denoising ste
                      "the denoising loop with classifier-free guidance, VAE decode; images copied "
                      "to the host) per timed call; a sample is the call time / num_steps, i.e. "
                      "time per denoising step as in the study")
-SD_FIT_DOC = ("StableDiffusion training step (keras-hub has none): the diffusion model alone "
-              "(text encoders and VAE frozen, their outputs precomputed as SD training does) "
-              "predicts the noise of noised latents x_t = (1 - σ) x0 + σ ε at random σ; MSE "
-              "against ε")
+SD_FIT_DOC = ("the Keras 3 benchmark study's Stable Diffusion training step: the VAE image "
+              "encoder (up to its latent moments, before sampling) regresses fixed random "
+              "targets of its output shape from images of image_size, MSE, Adam, one batch per "
+              "train_on_batch (keras-hub and keras-cv have no fit for Stable Diffusion)")
+
+
+def check_sd3_side(side: int, cfg: dict[str, Any]) -> None:
+    """An image side SD3 can take: the VAE halves it three times and the MMDiT takes 2×2 patches
+    of the latent, up to its position table."""
+    patches = side // 16
+    if side % 16 or patches > cfg["mmdit"]["mmdit_position_size"]:
+        raise ValueError(f"options.image_size = {side}: StableDiffusion3 needs a multiple of 16 "
+                         f"up to {16 * cfg['mmdit']['mmdit_position_size']} at this size")
+
+
+def encoder_fit_bench(keras, encoder, side: int, batch: int, seed: int, facts: dict[str, Any],
+                      jit_compile) -> Bench:
+    """The study's SD fit: the image encoder trained alone on images of side × side."""
+    images = keras.Input((side, side, 3))
+    trainer = keras.Model(images, encoder(images), name="sd_image_encoder_trainer")
+    out_shape = tuple(int(d) for d in trainer.output_shape[1:])
+    r = rng(seed + 5)
+    x = r.uniform(-1.0, 1.0, (batch, side, side, 3)).astype(np.float32)
+    y = r.standard_normal((batch, *out_shape)).astype(np.float32)
+    trainer.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.MeanSquaredError(),
+                    jit_compile=jit_compile)
+    facts.update(training_step=SD_FIT_DOC, trained_params=trainer.count_params(),
+                 target_shape=list(out_shape))
+    return fit_bench(trainer, x, y, batch=batch,
+                     effective={"jit_compile": jit_in_effect(trainer), "image_size": side},
+                     extra=facts)
 
 
 def import_keras2(name: str):
@@ -427,9 +442,10 @@ def import_keras2(name: str):
 
 # --- keras-hub backbones from the configurations (Keras 3) ------------------------------------
 
-def keras_hub_backbone(keras_hub, workload: str, size: str):
+def keras_hub_backbone(keras_hub, workload: str, size: str, image_size: int | None = None):
     """The random-weight keras-hub backbone of `workload` at `size` (the tests build the full
-    ones under jax.eval_shape to count parameters without allocating them)."""
+    ones under jax.eval_shape to count parameters without allocating them); Stable Diffusion
+    at `image_size` when given (parameter counts do not depend on it)."""
     models = keras_hub.models
     if workload == "bert":
         return models.BertBackbone(**config(BERT, size))
@@ -451,7 +467,8 @@ def keras_hub_backbone(keras_hub, workload: str, size: str):
         from keras_hub.src.models.vae.vae_backbone import VAEBackbone  # not exported in 0.32
 
         cfg = config(SD3, size)
-        side = cfg["image_size"]
+        side = image_size or cfg["image_size"]
+        check_sd3_side(side, cfg)
         return models.StableDiffusion3Backbone(
             **cfg["mmdit"], vae=VAEBackbone(**cfg["vae"]),
             clip_l=models.CLIPTextEncoder(**cfg["clip_l"], name="clip_l"),

@@ -121,7 +121,7 @@ def build(spec, fw) -> Bench:
     parameters = sum(int(np.prod(p.shape)) for p in jax.tree_util.tree_leaves(params))
     extra = cc.base_extra(data, weights, parameters, initial)
     return Bench(
-        drive=cc.stepped_drive(step, extra, data),
+        drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out[0]),
         evaluate=lambda: cc.evaluation(logits_of, data),
         timing="one training step per sample (next batch, jitted value_and_grad + optax update), "

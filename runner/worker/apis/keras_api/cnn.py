@@ -152,6 +152,7 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
 
     return Bench(
         drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
+        calls_per_epoch=data.steps_per_epoch // per_call,
         loss=float, sync=lambda out: None,
         evaluate=lambda: cc.evaluation(
             lambda x: model.predict(x, batch_size=cc.EVAL_BATCH, verbose=0), data,

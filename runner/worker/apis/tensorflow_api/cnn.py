@@ -102,7 +102,7 @@ def build(spec, fw) -> Bench:
     extra = cc.base_extra(data, weights, sum(int(np.prod(v.shape)) for v in model.weights),
                           initial)
     return Bench(
-        drive=cc.stepped_drive(step, extra, data),
+        drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out),
         evaluate=lambda: cc.evaluation(logits_of, data),
         timing="one training step per sample (next batch, GradientTape forward and backward, "

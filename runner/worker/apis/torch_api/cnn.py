@@ -125,7 +125,7 @@ def build(spec, fw) -> Bench:
 
     extra = cc.base_extra(data, weights, sum(p.numel() for p in net.parameters()), initial)
     return Bench(
-        drive=cc.stepped_drive(step, extra, data),
+        drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out),
         evaluate=lambda: cc.evaluation(logits_of, data),
         timing="one training step per sample (next batch, forward, backward, optimizer step), "

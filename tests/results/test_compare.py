@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner import cli, compare
+from runner import cli
+from runner.results import compare
 from runner.errors import UsageError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 MEASURED = 6  # ok cells in every fixture run; the failed cell is never comparable
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from runner import report, stats
-from runner.store import Store
+from runner.results import stats, summaries as summarize
+from runner.results.store import Store
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 
 
 def test_summarize_known_answers():
@@ -93,7 +93,7 @@ def test_failed_repeats_are_not_pooled():
 def test_fixture_run_summaries():
     store = Store(FIXTURES / "base")
     manifest = store.read_manifest()
-    by_id = {s["cell_id"]: s for s in report.cell_summaries(
+    by_id = {s["cell_id"]: s for s in summarize.cell_summaries(
         store.records(), [c["id"] for c in manifest["cells"]])}
     cnn = by_id["f2cnnkrjax"]
     assert cnn["repeats_ok"] == 3 and cnn["samples"] == 60

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .report import keras_speedups, pivot
+from .summaries import keras_speedups, pivot
 
 DPI = 110
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from .worker.metadata import KEYS
+from ..worker.metadata import KEYS
 
 # The worker's telemetry module is standard library only, so the host may read its names.
-from .worker.monitor import SLOWDOWN_EVENTS
+from ..worker.monitor import SLOWDOWN_EVENTS
 
 CONFIDENCE = 0.95
 CV_LIMIT = 0.05              # warn above this coefficient of variation of the pooled samples

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runner.errors import UsageError
-from runner.store import Store
+from runner.results.store import Store
 from runner.worker.protocol import write_json_atomic
 
 

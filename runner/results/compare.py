@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import report
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from .stats import COMPARABILITY_KEYS, metadata_values
-from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from .store import Store
+from .summaries import cell_summaries
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -197,7 +197,7 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
     for path in (run_a, run_b):
         store, manifest = open_run(path)
         records = store.records()
-        summaries = report.cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
+        summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
         sides.append(({s["cell_id"]: s for s in summaries},
                       {cid: [r for r in records if r["cell_id"] == cid] for cid in
                        {r["cell_id"] for r in records}}))

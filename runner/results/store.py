@@ -11,10 +11,10 @@ from typing import Any
 
 import tomli_w
 
-from .errors import UsageError
-from .worker.protocol import SCHEMA_VERSION, STATUSES, write_json_atomic
+from ..errors import UsageError
+from ..worker.protocol import SCHEMA_VERSION, STATUSES, write_json_atomic
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 
 
 class Store:

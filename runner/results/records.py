@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import stats
-from .worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES, CellSpec, empty_result
+from ..worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES, CellSpec, empty_result
 
 
 @dataclass

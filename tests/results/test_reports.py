@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from runner import cli, plots, report
-from runner.store import Store
+from runner import cli
+from runner.results import files, formatting, markdown, plots, summaries as summarize, terminal
+from runner.results.store import Store
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -28,7 +29,7 @@ def run(tmp_path) -> Path:
 @pytest.fixture
 def summaries(run):
     store = Store(run)
-    return report.cell_summaries(store.records(), [c["id"] for c in store.read_manifest()["cells"]])
+    return summarize.cell_summaries(store.records(), [c["id"] for c in store.read_manifest()["cells"]])
 
 
 def test_report_subcommand_regenerates_every_output(run, capsys):
@@ -61,35 +62,35 @@ def test_cells_that_differ_only_in_size_or_precision_get_rows_of_their_own():
         record_like(cell_id="tiny", size="tiny", options={"n": 256}, samples_ms=[1.0] * 5),
         record_like(cell_id="bf16", precision="bfloat16", samples_ms=[20.0] * 5),
     ]
-    summaries = report.cell_summaries(records, ["full", "tiny", "bf16"])
+    summaries = summarize.cell_summaries(records, ["full", "tiny", "bf16"])
     labels = [s["label"] for s in summaries]
     assert labels == ["matmul (run)", "matmul (run) [size=tiny]",
                       "matmul (run) [precision=bfloat16]"]
     console = Console(width=200, record=True)
-    console.print(report.terminal_table(summaries, "t"))
+    console.print(terminal.terminal_table(summaries, "t"))
     text = console.export_text()
     assert "[size=tiny]" in text and "[precision=bfloat16]" in text
     for ms in ("50.0", "1.00", "20.0"):          # every cell is shown, none replaced
         assert ms in text
-    markdown = report.markdown_table(summaries, "median_ms")
-    assert markdown.count("| matmul (run)") == 3
+    table_md = markdown.markdown_table(summaries, "median_ms")
+    assert table_md.count("| matmul (run)") == 3
 
 
 def test_a_table_slot_is_never_shared():
     records = [record_like(cell_id="a", samples_ms=[2.0] * 5),
                record_like(cell_id="b", samples_ms=[3.0] * 5)]       # same coordinates shown
-    summaries = report.cell_summaries(records, ["a", "b"])
+    summaries = summarize.cell_summaries(records, ["a", "b"])
     assert [s["label"] for s in summaries] == ["matmul (run)", "matmul (run) #b"]
 
 
 def test_large_figures_use_si_prefixes():
-    assert report._fmt(191_556_811_552) == "191.6 G"
-    assert report._fmt(7_952.67) == "7,953"
-    assert report._fmt(12.345) == "12.3"
+    assert formatting.fmt(191_556_811_552) == "191.6 G"
+    assert formatting.fmt(7_952.67) == "7,953"
+    assert formatting.fmt(12.345) == "12.3"
 
 
 def test_summary_csv_has_statistics_and_warnings(summaries):
-    rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(report.summary_csv(summaries)))}
+    rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(files.summary_csv(summaries)))}
     cnn = rows["f2cnnkrjax"]
     assert float(cnn["median_ci_low_ms"]) < float(cnn["median_ms"]) < float(cnn["median_ci_high_ms"])
     assert float(cnn["iqr_ms"]) > 0 and cnn["samples"] == "60" and cnn["warnings"] == ""
@@ -102,7 +103,7 @@ def test_summary_csv_has_statistics_and_warnings(summaries):
 
 
 def test_markdown_main_table_has_keras3_columns(summaries):
-    text = report.report_markdown({"name": "fixture"}, summaries)
+    text = markdown.report_markdown({"name": "fixture"}, summaries)
     header = next(line for line in text.splitlines() if line.startswith("| Workload (task) | Batch size | keras"))
     assert header.endswith("| Best Keras 3 | Speedup of best Keras 3 over Keras 2 |")
     cnn = next(line for line in text.splitlines() if line.startswith("| cnn (fit) | 128 |"))
@@ -112,7 +113,7 @@ def test_markdown_main_table_has_keras3_columns(summaries):
 
 
 def test_markdown_warnings_and_training_sections(summaries):
-    text = report.report_markdown({"name": "fixture"}, summaries)
+    text = markdown.report_markdown({"name": "fixture"}, summaries)
     warnings = text.split("## Warnings")[1].split("\n## ")[0]
     assert "`matmul-run-jax-b1`: GPU clock slowdown: hw_thermal_slowdown" in warnings
     assert "repeats disagree" in warnings and "energy window" in warnings
@@ -124,7 +125,7 @@ def test_markdown_warnings_and_training_sections(summaries):
 
 
 def test_nvml_memory_is_shown_with_the_allocator_settings(summaries):
-    memory = report.report_markdown({"name": "fixture"}, summaries).split("## Peak memory")[1]
+    memory = markdown.report_markdown({"name": "fixture"}, summaries).split("## Peak memory")[1]
     memory = memory.split("\n## ")[0]
     assert "NVML device memory used, peak (MB)" in memory and "| 1,200 |" in memory
     settings = memory.split("Allocator settings in force")[1]
@@ -136,9 +137,9 @@ def test_nvml_memory_is_shown_with_the_allocator_settings(summaries):
 
 def test_no_keras_columns_without_keras2(summaries):
     without = [s for s in summaries if s["api"] != "tf-keras"]
-    text = report.report_markdown({"name": "fixture"}, without)
+    text = markdown.report_markdown({"name": "fixture"}, without)
     assert "Best Keras 3" not in text
-    assert report.keras_speedups(without) == {}
+    assert summarize.keras_speedups(without) == {}
 
 
 def test_speedup_plot_is_skipped_with_a_note_without_keras2(summaries, tmp_path):
@@ -147,7 +148,7 @@ def test_speedup_plot_is_skipped_with_a_note_without_keras2(summaries, tmp_path)
     skipped = written["Speedup of the best Keras 3 backend over Keras 2"]
     assert skipped.path is None and "Keras 2" in skipped.note
     assert not (tmp_path / "plots" / "keras_speedup.png").exists()
-    text = report.report_markdown({"name": "fixture"}, without, list(written.values()))
+    text = markdown.report_markdown({"name": "fixture"}, without, list(written.values()))
     assert "Speedup of the best Keras 3 backend over Keras 2: skipped, no row has both" in text
 
 
@@ -177,12 +178,12 @@ def test_plot_failure_keeps_the_other_outputs(run, monkeypatch, capsys):
 
 
 def test_html_failure_keeps_the_other_outputs(run, monkeypatch, capsys):
-    from runner import html_report
+    from runner.results import html
 
     def broken(*args, **kwargs):
         raise ValueError("bad page")
 
-    monkeypatch.setattr(html_report, "render", broken)
+    monkeypatch.setattr(html, "render", broken)
     assert cli.main(["report", str(run)]) == 0
     assert "report.html not written (ValueError: bad page)" in capsys.readouterr().err
     assert (run / "report.md").exists() and (run / "plots" / "time.png").exists()
@@ -194,11 +195,80 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
                         samples_ms=[2.0] * 100)
     long = record_like(cell_id="long", gpu_energy_j=300.0, train_s=1.5, calls_per_sample=2,
                        samples_ms=[7.5] * 100, items_per_step=4)
-    summaries = report.cell_summaries([short, long], ["short", "long"])
+    summaries = summarize.cell_summaries([short, long], ["short", "long"])
     by_id = {s["cell_id"]: s for s in summaries}
     assert by_id["short"]["gpu_energy_j"] is None and by_id["short"]["energy_per_step_j"] is None
     assert "shorter than NVML's energy counter resolves" in by_id["short"]["energy_note"]
     assert by_id["long"]["energy_per_step_j"] == pytest.approx(1.5)     # 300 J / 200 steps
     assert by_id["long"]["energy_per_item_j"] == pytest.approx(0.375)
-    table = report.markdown_table(summaries, "energy_per_step_j")
+    table = markdown.markdown_table(summaries, "energy_per_step_j")
     assert "| **1.50** |" in table and "0.00" not in table and "**–**" not in table
+
+
+def test_each_environments_fixed_cost_per_process_is_shown():
+    records = [record_like(cell_id=f"c{i}", import_s=2.0, setup_s=0.5, warmup_s=[1.0, 0.1],
+                           wall_s=6.0 + i, train_s=1.2) for i in range(3)]
+    summaries = summarize.cell_summaries(records, ["c0", "c1", "c2"])
+    (cost,) = summarize.fixed_costs(summaries)
+    assert cost["environment"] == "jax" and cost["cells"] == 3
+    assert cost["fixed_s"] == pytest.approx(5.8)          # median wall 7.0 − timed 1.2
+    assert cost["other_s"] == pytest.approx(5.8 - 2.0 - 0.5 - 1.1)
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "## Where a process's time goes" in text
+    assert "| jax | 3 | 2.00 | 0.50 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
+
+
+def test_the_published_table_stands_beside_the_run_with_ratios_only_where_comparable():
+    from runner.results import reference
+
+    rows = reference.published()["rows"]
+    assert len(rows) == 12 and rows[6] == {"workload": "gemma", "task": "fit", "batch_size": 8,
+                                           "keras3_tensorflow": 232.52, "keras3_jax": 273.67,
+                                           "keras3_torch": 525.15}
+    gpu = {"gpu_name": "NVIDIA A100-SXM4-40GB", "cpu_model": "EPYC"}
+    cells = [
+        record_like(cell_id="jax", environment="keras-jax", api="keras", backend="jax",
+                    workload="gemma", task="fit", batch_size=8, options={},
+                    effective={"device": "cuda:0"}, metadata=gpu, samples_ms=[547.34] * 5),
+        record_like(cell_id="torch", environment="keras-torch", api="keras", backend="torch",
+                    workload="gemma", task="fit", batch_size=8, options={}, size="tiny",
+                    effective={"device": "cpu"}, metadata=gpu, samples_ms=[9.0] * 5),
+    ]
+    summaries = summarize.cell_summaries(cells, ["jax", "torch"])
+    (row,) = reference.beside(summaries)
+    assert row["columns"]["keras3_jax"]["ratio"] == pytest.approx(2.0)        # full, on a GPU
+    assert row["columns"]["keras3_torch"]["ratio"] is None                    # tiny, on a CPU
+    assert row["columns"]["keras3_torch"]["measured_ms"] == 9.0
+    assert row["columns"]["keras2"]["published_ms"] is None                   # NA in the study
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "## Beside the published figures (NVIDIA A100 40GB, ms/step)" in text
+    assert "| gemma (fit) | 8 | – / NA | – / 233 | 547 / 274 (2.00×) | 9.00 / 525 |" in text
+    assert "weights differ" in text
+
+
+def test_the_keras_table_has_the_studys_layout_and_no_speedup_across_models():
+    envs = [("keras-torch", "keras", "torch"), ("keras2", "tf-keras", None),
+            ("keras-jax", "keras", "jax"), ("keras-tensorflow", "keras", "tensorflow")]
+    records = []
+    for workload, task, batch in (("sam", "fit", 1), ("stable_diffusion", "fit", 8)):
+        for i, (env, api, backend) in enumerate(envs):
+            records.append(record_like(
+                cell_id=f"{workload}-{env}", environment=env, api=api, backend=backend,
+                workload=workload, task=task, batch_size=batch, options={},
+                effective={"jit_compile": False}, samples_ms=[100.0 + 10 * i] * 5))
+    summaries = summarize.cell_summaries(records, [r["cell_id"] for r in records])
+    rows, columns, titles = summarize.keras_view(summaries)
+    assert columns == ["keras2", "keras-tensorflow", "keras-jax", "keras-torch"]
+    assert [titles[c] for c in columns] == ["Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)",
+                                            "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]
+    speedups = summarize.keras_speedups(summaries)
+    assert speedups[("sam (fit)", 1)]["speedup"] == pytest.approx(110 / 100)   # K2 / best K3
+    assert speedups[("stable_diffusion (fit)", 8)]["speedup"] is None      # v1.4 against SD3
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    head = text.split("## The Keras 3 benchmark table")[1].splitlines()[2]
+    assert head.startswith("| Workload (task) | Batch size | Keras 2 (TensorFlow) | "
+                           "Keras 3 (TensorFlow) | Keras 3 (JAX) | Keras 3 (PyTorch) (eager) |")
+    assert "| stable_diffusion (fit) | 8 | 110 | 130 | 120 | **100** | 100 (torch) | – |" in text
+    printed = terminal.tables(summaries, "t")
+    assert len(printed) == 2 and [c.header for c in printed[0].columns][2:] == [
+        "Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)", "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]

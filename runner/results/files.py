@@ -1,0 +1,40 @@
+"""The machine-readable outputs: results.jsonl (every record) and summary.csv (one row per cell)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from .summaries import AXIS_KEYS
+
+CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workload", "task",
+               "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "median_ms", "mean_ms",
+               "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms", "samples", "iqr_ms",
+               "median_ci_low_ms", "median_ci_high_ms", "cv", "cv_repeats", "import_s", "setup_s",
+               "compile_s", "wall_s",
+               "train_s", "epoch_s", "items_per_s", "achieved_tflops", "device_name", "peak_tflops",
+               "fraction_of_peak", "rss_initial_mb",
+               "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
+               "gpu_energy_j", "energy_per_step_j", "energy_per_item_j", "energy_note",
+               "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
+               "accuracy", "warnings", "error")
+
+
+def summary_csv(summaries: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for summary in summaries:
+        row = dict(summary)
+        if row.get("error"):
+            row["error"] = row["error"].splitlines()[0][:300]
+        row["warnings"] = "; ".join(row.get("warnings") or [])
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+def results_jsonl(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)

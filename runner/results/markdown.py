@@ -1,0 +1,233 @@
+"""report.md: the Keras-3-benchmarks table first, then warnings, training, memory, energy,
+per-cell statistics, the measured peak, problems and plots."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from . import reference, stats
+from .formatting import cell_text, fmt
+from .summaries import fixed_costs, keras_speedups, keras_view, pivot
+
+
+def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
+    """One line per environment: its allocator settings (every distinct set, should cells differ)."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for s in summaries:
+        if s.get("allocator") is None:  # no ok repeat: nothing ran
+            continue
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(s["allocator"].items()))
+        if shown not in seen[s["environment"]]:
+            seen[s["environment"]].append(shown)
+    return [f"- `{env}`: " + ("; ".join(sets) if any(sets) else "not recorded")
+            for env, sets in seen.items()]
+
+
+def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: bool = True,
+                   bold_best: bool = True, keras_columns: bool = False,
+                   columns: list[str] | None = None, titles: dict[str, str] | None = None) -> str:
+    """Rows × environments of one summary key (columns in `columns` order, headed by `titles`
+    where given). With keras_columns (and both Keras 3 and Keras 2 environments in the run), two
+    more columns: the best Keras 3 backend and its speedup over Keras 2, computed on median
+    ms/step whatever `key` is."""
+    environments, rows, grid = pivot(summaries)
+    environments = columns or environments
+    speedups = keras_speedups(summaries) if keras_columns else {}
+    extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
+    heads = [(titles or {}).get(e, e) for e in environments]
+    lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
+             "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")]
+    for label, batch in rows:
+        values = [grid[(label, batch, e)].get(key) for e in environments
+                  if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
+        values = [v for v in values if v is not None]
+        best = (min(values) if lower_is_better else max(values)) if values and bold_best else None
+        cells = [cell_text(grid.get((label, batch, e)), key, best) for e in environments]
+        if speedups:
+            entry = speedups.get((label, batch))
+            cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
+            cells.append(f"{entry['speedup']:.2f}×" if entry and entry["speedup"] else "–")
+        lines.append(f"| {label} | {batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _pair(first: float | None, second: float | None) -> str:
+    return "–" if first is None and second is None else f"{fmt(first)} / {fmt(second)}"
+
+
+def training_table(summaries: list[dict[str, Any]]) -> str | None:
+    """One line per fit cell (rows in matrix order, environments in column order)."""
+    fits = [s for s in summaries if s["task"] == "fit" and s["status"] != "not_applicable"]
+    if not fits:
+        return None
+    environments, rows, _ = pivot(summaries)
+    fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
+                             environments.index(s["environment"])))
+    lines = ["| Workload (task) | Batch size | Environment | Epoch s | Train s (timed) | Accuracy | "
+             "Loss first → last | RSS initial / peak MB | VRAM initial / peak MB |",
+             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    for s in fits:
+        if s["status"] != "ok":
+            lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | {s['status']} "
+                         "| | | | | |")
+            continue
+        loss, acc = _sanity(s)
+        lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | "
+                     f"{fmt(s.get('epoch_s'))} | {fmt(s.get('train_s'))} | {acc} | {loss} | "
+                     f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
+                     f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
+    return "\n".join(lines)
+
+
+def _sanity(s: dict[str, Any]) -> tuple[str, str]:
+    """'loss first → last' and accuracy, or '–' where the cell has none."""
+    loss = (f"{fmt(s['loss_first'], 3)} → {fmt(s['loss_last'], 3)}"
+            if s.get("loss_first") is not None else "–")
+    return loss, f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
+
+
+def _percent(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def _ci_text(s: dict[str, Any]) -> str:
+    if s.get("median_ci_low_ms") is None:
+        return "–"
+    return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
+
+
+def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
+                    plots: list[Any] | None = None) -> str:
+    """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
+    note on why it was skipped) are listed at the end."""
+    parts = [f"# Benchmark report: {manifest.get('name')}", ""]
+    host = manifest.get("host", {})
+    parts.append(f"Run `{manifest.get('run_id')}` · profile **{manifest.get('profile')}** "
+                 f"({manifest.get('profile_reason')}) · executor {manifest.get('executor')} · "
+                 f"{manifest.get('started_at')} · CPU {host.get('cpu_model', '?')} "
+                 f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}")
+    keras = keras_view(summaries)
+    if keras:
+        rows, columns, titles = keras
+        parts += ["", "## The Keras 3 benchmark table (median ms/step, lower is better; best in "
+                  "bold)", "", markdown_table(rows, "median_ms", keras_columns=True,
+                                               columns=columns, titles=titles), "",
+                  "Rows in the matrix's order (the study's Table 2); Keras 2's Stable Diffusion is "
+                  "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
+                  "row's speedup compares models, not frameworks.", ""]
+    parts += ["", "## Median time per step (ms, lower is better; best in bold)", "",
+              markdown_table(summaries, "median_ms", keras_columns=not keras), ""]
+    parts += ["Each value is the median of every timed step of every repeat (each repeat a fresh "
+              "process); warm-up steps, the first of which includes compilation, are excluded. "
+              "NA: the combination does not exist in that environment.", ""]
+    if keras_speedups(summaries):
+        parts += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
+                  "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
+                  "faster.", ""]
+    flagged = [s for s in summaries if s.get("warnings")]
+    if flagged:
+        parts += ["## Warnings", "",
+                  f"Numbers of these cells deserve caution (CV limit {stats.CV_LIMIT * 100:.0f} %, "
+                  f"minimum timed window {stats.MIN_WINDOW_S:.0f} s):", ""]
+        parts += [f"- `{s['cell_name']}`: " + "; ".join(s["warnings"]) for s in flagged]
+        parts.append("")
+    costs = fixed_costs(summaries)
+    if costs:
+        parts += ["## Where a process's time goes (s, medians per environment)", "",
+                  "| Environment | Cells | Import | Setup | Warm-up | Other | Fixed cost | Timed |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        parts += [f"| {c['environment']} | {c['cells']} | {fmt(c['import_s'])} | "
+                  f"{fmt(c['setup_s'])} | {fmt(c['warmup_s'])} | {fmt(c['other_s'])} | "
+                  f"{fmt(c['fixed_s'])} | {fmt(c['timed_s'])} |" for c in costs]
+        parts += ["", "Fixed cost: the worker process's wall time minus its timed window (import "
+                  "of the framework, building the model and data, warm-up with compilation, and "
+                  "the rest: interpreter start, block calibration, telemetry, writing the result).",
+                  ""]
+    training = training_table(summaries)
+    if training:
+        parts += ["## Training", "", training, "",
+                  "Epoch s: one epoch as the workload reports it; train s: the timed loop; "
+                  "medians over repeats, peaks the largest repeat.", ""]
+    parts += ["## Peak memory", "", "Process RSS peak (MB):", "",
+              markdown_table(summaries, "rss_peak_mb", bold_best=False), ""]
+    if any(s.get("vram_peak_mb") is not None for s in summaries):
+        parts += ["Framework-native device memory peak (MB):", "",
+                  markdown_table(summaries, "vram_peak_mb", bold_best=False), ""]
+    if any(s.get("nvml_memory_peak_mb") is not None for s in summaries):
+        parts += ["NVML device memory used, peak (MB): the whole device, including what an "
+                  "allocator reserved or preallocated, so read it with the settings below:", "",
+                  markdown_table(summaries, "nvml_memory_peak_mb", bold_best=False), "",
+                  "Allocator settings in force (unset: the framework's default):", "",
+                  *allocator_lines(summaries), ""]
+    if any(s.get("energy_per_step_j") is not None or s.get("energy_note") for s in summaries):
+        parts += ["## Energy per step (J, NVML; lower is better)", "",
+                  markdown_table(summaries, "energy_per_step_j"), "",
+                  "The NVML total-energy counter's delta over the timed window divided by the "
+                  "steps in it (per item: also by the batch); – where the window was too short "
+                  "for the counter to resolve, never 0:", ""]
+        parts += [f"- `{s['cell_name']}`: {s['energy_note']}" for s in summaries
+                  if s.get("energy_note")]
+        parts.append("")
+    parts += ["## Cells", "",
+              "| Cell | Status | Repeats ok | Median ms | 95 % CI of median | IQR ms | p10–p90 ms | "
+              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | % of peak | "
+              "Loss first → last | Accuracy |",
+              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for s in summaries:
+        spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
+        cv = f"{s['cv'] * 100:.1f} %" if s.get("cv") is not None else "–"
+        cv_repeats = f"{s['cv_repeats'] * 100:.1f} %" if s.get("cv_repeats") is not None else "–"
+        loss, acc = _sanity(s)
+        parts.append(f"| `{s['cell_name']}` | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
+                     f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
+                     f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
+                     f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
+                     f"{_percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
+    parts += ["", "95 % CI: distribution-free (binomial order-statistic) interval of the median of "
+              "the pooled samples; CV: stdev / mean of the pooled samples; % of peak: achieved "
+              "TFLOP/s over the run's calibration peak for the same device and precision (TF32 "
+              "counted apart from float32): dense matmuls at several sizes measured before the "
+              "cells, the fastest kept — a measured peak, never a cell of the run and never a "
+              "datasheet figure; – without `[run] calibrate = true`.", ""]
+    rows = reference.beside(summaries)
+    if rows:
+        table = reference.published()
+        parts += [f"## Beside the published figures ({table['hardware']}, ms/step)", "",
+                  "| Workload (task) | Batch size | " + " | ".join(
+                      f"{reference.TITLES[c]}: here / published" for c in reference.COLUMNS) + " |",
+                  "|---|---:|" + "---:|" * len(reference.COLUMNS)]
+        for row in rows:
+            cells = []
+            for column in reference.COLUMNS:
+                c = row["columns"][column]
+                published = fmt(c["published_ms"]) if c["published_ms"] else "NA"
+                here = fmt(c["measured_ms"]) if c["measured_ms"] is not None else (c["status"] or "–")
+                ratio = f" ({c['ratio']:.2f}×)" if c["ratio"] is not None else ""
+                cells.append(f"{here} / {published}{ratio}")
+            parts.append(f"| {row['workload']} ({row['task']}) | {row['batch_size']} | "
+                         + " | ".join(cells) + " |")
+        parts += ["", "Published: the Keras 3 benchmark study's Table 2 "
+                  f"(source: {table['source']}). Hardware, versions and weights differ (random "
+                  "weights here): read ranks and ratios, not absolute values. The ratio here ÷ "
+                  "published is shown only for cells that ran at full size on a GPU.", ""]
+    calibration = manifest.get("calibration") or {}
+    if calibration.get("peaks"):
+        parts += ["## Measured peak", "", "| Device | Precision | TFLOP/s | Environment | n |",
+                  "|---|---|---:|---|---:|"]
+        parts += [f"| {p['device']} | {p['kind']} | {fmt(p['tflops'], 4)} | {p['environment']} "
+                  f"| {p.get('n')} |" for p in calibration["peaks"]]
+        parts += ["", f"How: {calibration.get('method')}.", ""]
+    problems = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
+    if problems:
+        parts += ["## Problems", ""]
+        for s in problems:
+            first = (s.get("error") or "").strip().splitlines()
+            parts.append(f"- `{s['cell_name']}`: **{s['status']}** — {first[-1] if first else ''}")
+        parts.append("")
+    if plots:
+        parts += ["## Plots", ""]
+        for plot in plots:
+            parts += [f"![{plot.title}]({plot.path})" if plot.path
+                      else f"{plot.title}: skipped, {plot.note}.", ""]
+    return "\n".join(parts)

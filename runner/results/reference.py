@@ -1,0 +1,58 @@
+"""The Keras 3 benchmark study's published Table 2 (reference/keras3_benchmarks_table2.toml) and
+this run's cells beside it: plain data for the renderers."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from pathlib import Path
+from typing import Any
+
+TABLE2 = Path(__file__).with_name("reference") / "keras3_benchmarks_table2.toml"
+# The study's columns, and how an environment of a run maps onto them.
+COLUMNS = ("keras2", "keras3_tensorflow", "keras3_jax", "keras3_torch")
+TITLES = {"keras2": "Keras 2 (TensorFlow)", "keras3_tensorflow": "Keras 3 TensorFlow",
+          "keras3_jax": "Keras 3 JAX", "keras3_torch": "Keras 3 PyTorch"}
+
+
+@functools.lru_cache(maxsize=1)
+def published() -> dict[str, Any]:
+    with TABLE2.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def column_of(summary: dict[str, Any]) -> str | None:
+    if summary.get("api") == "tf-keras":
+        return "keras2"
+    if summary.get("api") == "keras":
+        return f"keras3_{summary.get('backend')}"
+    return None
+
+
+def beside(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per study row the run has cells for: per column the published ms/step, the
+    measured median, and their ratio where the cell is comparable in kind (ran ok on a GPU at
+    the full size; a tiny smoke cell or a CPU run gets no ratio)."""
+    out = []
+    for row in published()["rows"]:
+        cells = [s for s in summaries if (s["workload"], s["task"], s["batch_size"]) ==
+                 (row["workload"], row["task"], row["batch_size"]) and column_of(s)]
+        if not cells:
+            continue
+        columns = {}
+        for column in COLUMNS:
+            mine = [s for s in cells if column_of(s) == column]
+            ok = [s for s in mine if s["status"] == "ok" and s.get("median_ms")]
+            best = min(ok, key=lambda s: s["median_ms"]) if ok else None
+            full_gpu = best is not None and best.get("size") == "full" and best.get("on_gpu")
+            columns[column] = {
+                "published_ms": row.get(column),
+                "measured_ms": best["median_ms"] if best else None,
+                "status": best["status"] if best else (mine[0]["status"] if mine else None),
+                "size": best.get("size") if best else None,
+                "ratio": best["median_ms"] / row[column]
+                if full_gpu and row.get(column) else None,
+            }
+        out.append({"workload": row["workload"], "task": row["task"],
+                    "batch_size": row["batch_size"], "columns": columns})
+    return out

@@ -1,0 +1,244 @@
+"""Summaries: a run's records pooled per cell (statistics, memory, energy, % of peak), then
+pivoted to the Keras-3-benchmarks table (rows × environment columns) with the Keras 3 over
+Keras 2 speedups. Plain data, no formatting: every renderer (terminal, Markdown, HTML, files,
+plots, compare) reads these and nothing else."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from . import stats
+from ..worker import catalog
+from ..worker.catalog import AXIS_DEFAULTS, default_sizes
+
+AXIS_KEYS = tuple(AXIS_DEFAULTS)
+# Worst first: the status shown for a cell whose repeats disagree.
+STATUS_ORDER = ("crashed", "timeout", "oom", "no_gpu", "failed", "not_applicable", "ok")
+
+
+def _median(values: list[Any]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _max(values: list[Any]) -> float | None:
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def row_label(record: dict[str, Any]) -> str:
+    """'workload (task)' plus every non-default axis (size included: a tiny cell must never sit
+    in a full-size row) and every option that is not the size preset's, so cells that differ
+    only there get rows of their own."""
+    workload = catalog.WORKLOADS.get(record["workload"])
+    uses_data = workload is not None and workload.uses_data_axis
+    extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]
+              and (k != "data" or uses_data)]
+    preset = default_sizes(record["workload"], record.get("size") or "full")
+    extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v]
+    return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")
+
+
+def allocator_settings(record: dict[str, Any]) -> dict[str, str]:
+    """The allocator's environment switches a record ran with (XLA_PYTHON_CLIENT_PREALLOCATE,
+    TF_FORCE_GPU_ALLOW_GROWTH, PYTORCH_CUDA_ALLOC_CONF, ...): 'unset' means the framework's
+    default. Measured figures in the same dict (reserved bytes, limits) are left out."""
+    return {key: "unset" if value is None else str(value)
+            for key, value in (record.get("allocator") or {}).items()
+            if key.isupper() and (value is None or isinstance(value, str))}
+
+
+def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median energy over the repeats whose window NVML resolves; the reason when none does."""
+    measured, notes = [], []
+    for record in ok:
+        figures, note = stats.energy_of(record)
+        if figures:
+            measured.append(figures)
+        elif note:
+            notes.append(note)
+    out = {key: _median([m[key] for m in measured])
+           for key in ("gpu_energy_j", "energy_per_step_j", "energy_per_item_j")}
+    out["energy_note"] = None if measured else (notes[0] if notes else None)
+    return out
+
+
+def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None = None,
+                   peaks: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One summary per cell, its repeats pooled; in plan order (the manifest's cell list);
+    % of peak against the run's calibration peaks (the manifest's)."""
+    rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
+    by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in sorted(records, key=lambda r: (rank.get(r["cell_id"], len(rank)), r["cell_id"],
+                                                 r["repeat"])):
+        by_cell[record["cell_id"]].append(record)
+    out = []
+    for cell_id, reps in by_cell.items():
+        first = reps[0]
+        statuses = {r["status"] for r in reps}
+        status = next(s for s in STATUS_ORDER if s in statuses)
+        summary = {
+            "cell_id": cell_id, "cell_name": first["cell_name"], "label": row_label(first),
+            **{k: first.get(k) for k in ("environment", "api", "backend", "image", "workload",
+                                         "task", "batch_size", *AXIS_KEYS)},
+            "status": status,
+            "error": next((r["error"] for r in reps if r["status"] == status and r.get("error")), None),
+            **stats.pooled(reps),
+        }
+        ok = [r for r in reps if r["status"] == "ok"]
+        summary.update(
+            compile_s=_median([r.get("compile_s") for r in ok]),
+            import_s=_median([r.get("import_s") for r in ok]),
+            setup_s=_median([r.get("setup_s") for r in ok]),
+            warmup_total_s=_median([sum(r.get("warmup_s") or []) or None for r in ok]),
+            wall_s=_median([r.get("wall_s") for r in ok]),
+            train_s=_median([r.get("train_s") for r in ok]),
+            items_per_step=(ok[0] if ok else first).get("items_per_step"),
+            flops_per_step=(ok[0] if ok else first).get("flops_per_step"),
+            rss_initial_mb=_median([r.get("rss_initial_mb") for r in ok]),
+            rss_peak_mb=_max([r.get("rss_peak_mb") for r in ok]),
+            vram_initial_mb=_median([r.get("vram_initial_mb") for r in ok]),
+            vram_peak_mb=_max([r.get("vram_peak_mb") for r in ok]),
+            nvml_memory_peak_mb=_max([r.get("nvml_memory_peak_mb") for r in ok]),
+            **energy_summary(ok),
+            gpu_power_mean_w=_median([r.get("gpu_power_mean_w") for r in ok]),
+            cpu_util_mean=_median([r.get("cpu_util_mean") for r in ok]),
+            loss_first=_median([r.get("loss_first") for r in ok]),
+            loss_last=_median([r.get("loss_last") for r in ok]),
+            accuracy=_median([r.get("accuracy") for r in ok]),
+            epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
+            device_name=stats.device_name(ok[0]) if ok else None,
+            on_gpu=bool(ok) and stats.device_name(ok[0]) == (ok[0].get("metadata") or {}).get("gpu_name"),
+            jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
+            peak_kind=stats.peak_kind(first.get("precision"),
+                                      (ok[0] if ok else first).get("effective")),
+            allocator=allocator_settings(ok[0]) if ok else None,
+        )
+        summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
+        out.append(summary)
+    seen: set[tuple[str, int, str]] = set()
+    for summary in out:
+        slot = (summary["label"], summary["batch_size"], summary["environment"])
+        if slot in seen:
+            # Two cells on one table slot would hide one of them: give it a row of its own.
+            summary["label"] += f" #{summary['cell_id']}"
+        seen.add((summary["label"], summary["batch_size"], summary["environment"]))
+    stats.add_fraction_of_peak(out, peaks)
+    return out
+
+
+def pivot(summaries: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, int]],
+                                                    dict[tuple[str, int, str], dict[str, Any]]]:
+    """Environments (columns), (label, batch size) rows, and the summary at each crossing."""
+    environments: list[str] = []
+    rows: list[tuple[str, int]] = []
+    grid: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for summary in summaries:
+        row = (summary["label"], summary["batch_size"])
+        if summary["environment"] not in environments:
+            environments.append(summary["environment"])
+        if row not in rows:
+            rows.append(row)
+        grid[(*row, summary["environment"])] = summary
+    return environments, rows, grid
+
+
+KERAS3_API, KERAS2_API = "keras", "tf-keras"
+DIFFERENT_MODELS = ("stable_diffusion",)   # Keras 2 and Keras 3 columns run different models
+
+
+def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Per (row label, batch size): the best (fastest) Keras 3 environment and, where a Keras 2
+    (tf-keras) cell of the row ran, its speedup = Keras 2 ms / best Keras 3 ms (the Keras 3
+    benchmark page's layout). Empty unless the run has both kinds of environment."""
+    apis = {s["api"] for s in summaries}
+    if not {KERAS3_API, KERAS2_API} <= apis:
+        return {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    _, rows, grid = pivot(summaries)
+    for row in rows:
+        cells = [s for (label, batch, _), s in grid.items() if (label, batch) == row
+                 and s["status"] == "ok" and s.get("median_ms") is not None]
+        keras3 = [s for s in cells if s["api"] == KERAS3_API]
+        keras2 = [s for s in cells if s["api"] == KERAS2_API]
+        if not keras3:
+            continue
+        best = min(keras3, key=lambda s: s["median_ms"])
+        entry = {"best_env": best["environment"], "best_backend": best.get("backend"),
+                 "best_ms": best["median_ms"], "keras2_env": None, "keras2_ms": None,
+                 "speedup": None}
+        if keras2:
+            fastest2 = min(keras2, key=lambda s: s["median_ms"])
+            entry.update(keras2_env=fastest2["environment"], keras2_ms=fastest2["median_ms"])
+            # Keras 2's Stable Diffusion (keras-cv v1.4) and Keras 3's (keras-hub SD3) are
+            # different models: their ratio is no framework speedup.
+            if not any(s["workload"] in DIFFERENT_MODELS for s in cells):
+                entry["speedup"] = fastest2["median_ms"] / best["median_ms"]
+        out[row] = entry
+    return out
+
+
+def fixed_costs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per environment, where a worker process's time goes outside its timed window (medians
+    over the environment's ok cells): import, setup (model and data), warm-up (compilation
+    included), the rest (interpreter start, calibration of blocks, telemetry, writing), and the
+    fixed cost in all = wall − timed window."""
+    out = []
+    for env in dict.fromkeys(s["environment"] for s in summaries):
+        cells = [s for s in summaries if s["environment"] == env and s["status"] == "ok"
+                 and s.get("wall_s") is not None and s.get("train_s") is not None]
+        if not cells:
+            continue
+        fixed = [s["wall_s"] - s["train_s"] for s in cells]
+        known = [(s.get("import_s") or 0) + (s.get("setup_s") or 0) + (s.get("warmup_total_s") or 0)
+                 for s in cells]
+        out.append({"environment": env, "cells": len(cells),
+                    "import_s": _median([s.get("import_s") for s in cells]),
+                    "setup_s": _median([s.get("setup_s") for s in cells]),
+                    "warmup_s": _median([s.get("warmup_total_s") for s in cells]),
+                    "other_s": _median([f - k for f, k in zip(fixed, known)]),
+                    "fixed_s": _median(fixed),
+                    "timed_s": _median([s["train_s"] for s in cells])})
+    return out
+
+
+KERAS_BACKEND_ORDER = ("tensorflow", "jax", "torch")
+BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+
+
+def keras_view(summaries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str],
+                                                         dict[str, str]] | None:
+    """The Keras 3 benchmark study's layout: its rows (the keras-hub models) with columns
+    Keras 2 | Keras 3 TensorFlow | JAX | PyTorch, each named as the study names it (PyTorch
+    "eager" unless its cells compiled). (summaries, column order, titles), or None when the run
+    has no such rows."""
+    rows = [s for s in summaries if s["workload"] in catalog.HUB_WORKLOADS
+            and s["api"] in (KERAS3_API, KERAS2_API)]
+    if not rows:
+        return None
+
+    def rank(env: str) -> tuple[int, int]:
+        first = next(s for s in rows if s["environment"] == env)
+        if first["api"] == KERAS2_API:
+            return (0, 0)
+        backend = first.get("backend")
+        return (1, KERAS_BACKEND_ORDER.index(backend) if backend in KERAS_BACKEND_ORDER else 9)
+
+    columns = sorted(dict.fromkeys(s["environment"] for s in rows), key=rank)
+    titles: dict[str, str] = {}
+    for env in columns:
+        cells = [s for s in rows if s["environment"] == env]
+        if cells[0]["api"] == KERAS2_API:
+            title = "Keras 2 (TensorFlow)"
+        else:
+            backend = cells[0].get("backend")
+            title = f"Keras 3 ({BACKEND_TITLES.get(backend, backend)})"
+            if backend == "torch":
+                compiled = [s.get("jit_compile") for s in cells if s["status"] == "ok"]
+                title += " (compiled)" if compiled and all(compiled) else " (eager)"
+        if title in titles.values():
+            title += f" [{env}]"
+        titles[env] = title
+    return rows, columns, titles

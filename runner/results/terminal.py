@@ -1,0 +1,55 @@
+"""The terminal table printed at the end of a run: median ms/step, rows × environments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formatting import cell_text
+from .summaries import keras_view, pivot
+
+
+def terminal_table(summaries: list[dict[str, Any]], title: str,
+                   columns: list[str] | None = None, titles: dict[str, str] | None = None):
+    """A rich table of median ms/step, rows × environments (in `columns` order, headed by
+    `titles` where given; labels escaped: `[precision=...]` is not markup)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    environments, rows, grid = pivot(summaries)
+    environments = columns or environments
+    table = Table(title=title, title_justify="left")
+    table.add_column("Workload (task)")
+    table.add_column("Batch", justify="right")
+    for env in environments:
+        table.add_column(escape((titles or {}).get(env, env)), justify="right")
+    for label, batch in rows:
+        ok = [grid[(label, batch, e)]["median_ms"] for e in environments
+              if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
+        best = min(ok) if ok else None
+        cells = []
+        for env in environments:
+            text = cell_text(grid.get((label, batch, env)), "median_ms", best)
+            if text.startswith("**"):
+                text = f"[bold green]{text.strip('*')}[/]"
+            elif text and text not in ("NA",) and not text[0].isdigit() and text != "–":
+                text = f"[red]{text}[/]"
+            if (grid.get((label, batch, env)) or {}).get("warnings"):
+                text += " [yellow]![/]"
+            cells.append(text)
+        table.add_row(escape(label), str(batch), *cells)
+    flagged = sum(1 for s in summaries if s.get("warnings"))
+    table.caption = ("median ms/step over all repeats; best in green; NA = not applicable"
+                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)" if flagged else ""))
+    return table
+
+
+def tables(summaries: list[dict[str, Any]], title: str) -> list[Any]:
+    """What a run prints at its end: the Keras 3 benchmark table in the study's layout when the
+    run has its rows, then every cell."""
+    out = []
+    keras = keras_view(summaries)
+    if keras:
+        rows, columns, titles = keras
+        out.append(terminal_table(rows, f"Keras 3 benchmark table — {title}", columns, titles))
+    out.append(terminal_table(summaries, title))
+    return out

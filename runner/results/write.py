@@ -1,0 +1,42 @@
+"""Every merged output of a run, rewritten from its cell records: summaries first, then each
+renderer fed with them (renderers never import each other)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import files, markdown
+from .store import Store
+from .summaries import cell_summaries
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
+    HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
+    records = store.records()
+    summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
+                               (manifest.get("calibration") or {}).get("peaks"))
+    store.write_text("results.jsonl", files.results_jsonl(records))
+    store.write_text("summary.csv", files.summary_csv(summaries))
+    plots: list[Any] = []
+    try:
+        from .plots import write_plots
+
+        plots = write_plots(store.root, summaries)
+    except Exception as exc:  # noqa: BLE001 - a plot must never cost the tables
+        _warn(f"plots not written ({type(exc).__name__}: {exc})")
+    text = markdown.report_markdown(manifest, summaries, plots)
+    store.write_text("report.md", text)
+    try:
+        from . import html
+
+        title = f"Benchmark report: {manifest.get('name')}"
+        store.write_text("report.html", html.render(text, store.root, title=title))
+    except Exception as exc:  # noqa: BLE001
+        _warn(f"report.html not written ({type(exc).__name__}: {exc})")
+    return summaries
