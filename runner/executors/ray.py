@@ -145,9 +145,9 @@ class RayExecutor:
                              **({} if self.address else {"include_dashboard": False}))
                 except (ConnectionError, RuntimeError, ValueError) as exc:
                     self._drop_stage()
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc)
-                    raise RayUnavailable(f"no Ray cluster answers at {self.address}: {first}") \
-                        from None
+                    what = f"no Ray cluster answers at {self.address}" if self.address else \
+                        "a local Ray instance could not start"
+                    raise RayUnavailable(f"{what}: {first_line(exc)}") from None
                 self._connected_here = True
             self._task = ray.remote(run_on_node)
             self.cluster = cluster_facts(ray)
