@@ -64,6 +64,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
                                  "repository)")
         parser.add_argument("--executor", choices=("auto", "local", "docker", "ray"),
                             help="check this executor instead of the matrix's")
+        parser.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                            help="the Ray cluster to check (default: RAY_ADDRESS, else a local "
+                                 "Ray instance)")
     if command == "report":
         parser.add_argument("run_dir", type=Path, help="a run folder under results/")
     if command == "compare":
@@ -120,7 +123,7 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
 
         default = REPO_ROOT / "matrix.toml"
         matrix = args.matrix or (default if default.is_file() else None)
-        return doctor.main(console, matrix, args.executor)
+        return doctor.main(console, matrix, args.executor, ray_address=args.ray_address)
     if command == "compare":
         from .results.compare import run_compare
 

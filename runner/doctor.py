@@ -169,6 +169,18 @@ def check_engine(required: bool) -> tuple[Check, Any]:
                  f"(API {version.get('ApiVersion')})"), client
 
 
+def check_ray(executor: Any) -> Check:
+    """The cluster the ray executor joined (choose_setup already failed when none answers)."""
+    facts = executor.connect()
+    nodes = facts["nodes"]
+    detail = (f"{executor.where}: Ray {facts['ray_version']}, {len(nodes)} node(s), "
+              f"{facts['gpus']} GPUs, {facts['cpus']} CPUs")
+    if not any(n["cpus"] for n in nodes):
+        return Check("Ray cluster", False, detail + ": no node has a CPU to run cells on",
+                     "start worker nodes (ray up with min_workers >= 1)")
+    return Check("Ray cluster", True, detail)
+
+
 def check_local_builds(images: list[str], flavour: Flavour) -> Check:
     """The local executor builds venvs with each lock's Python: uv finds or fetches it."""
     from .environments import image_flavour, lock_path, lock_python
@@ -202,7 +214,8 @@ class Diagnosis:
     path: Callable[[Console], None] = lambda console: None   # prints the path a run would take
 
 
-def diagnose(matrix_path: Path | None, executor: str | None) -> Diagnosis:
+def diagnose(matrix_path: Path | None, executor: str | None,
+             ray_address: str | None = None) -> Diagnosis:
     from . import hostinfo, matrix as matrix_mod, run
     from .environments import image_flavour, lock_path
 
@@ -210,7 +223,7 @@ def diagnose(matrix_path: Path | None, executor: str | None) -> Diagnosis:
     checks = [check_gpus(facts)]
     matrix = matrix_mod.load(matrix_path, gpu_found=bool(facts.get("gpu_count"))) \
         if matrix_path else None
-    setup = run.choose_setup(matrix, executor)
+    setup = run.choose_setup(matrix, executor, ray_address=ray_address)
     envs = list(matrix.spec.environments.values()) if matrix else []
     images = sorted({e.image for e in envs if e.image})
     if facts.get("gpu_count"):
@@ -219,6 +232,8 @@ def diagnose(matrix_path: Path | None, executor: str | None) -> Diagnosis:
             lock = lock_path(image, image_flavour(setup.flavour, image))
             needs[f"images/{image}/{lock.name}"] = cuda_majors(lock)
         checks.append(check_driver(facts.get("driver_version"), needs if matrix else None))
+    if setup.executor.name == "ray":
+        checks.append(check_ray(setup.executor))
     engine, client = check_engine(required=setup.executor.name == "docker")
     checks.append(engine)
     if client is not None and facts.get("gpu_count"):
@@ -243,8 +258,8 @@ def diagnose(matrix_path: Path | None, executor: str | None) -> Diagnosis:
 
 
 def main(console: Console, matrix_path: Path | None = None, executor: str | None = None,
-         diagnosis: Callable[[], Diagnosis] | None = None) -> int:
-    found = diagnosis() if diagnosis else diagnose(matrix_path, executor)
+         diagnosis: Callable[[], Diagnosis] | None = None, ray_address: str | None = None) -> int:
+    found = diagnosis() if diagnosis else diagnose(matrix_path, executor, ray_address)
     for check in found.checks:
         mark = "[green]✓[/]" if check.ok else ("[red]✗[/]" if check.blocking else "[yellow]–[/]")
         # soft_wrap: each fix stays one line, whatever the terminal's width.

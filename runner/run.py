@@ -52,7 +52,8 @@ def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
     if setup.executor.name == "ray" and matrix.profile_reason.startswith("auto"):
         cluster_gpus = setup.executor.connect()["gpus"]
         matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=bool(cluster_gpus))
-        matrix.profile_reason += f" in the Ray cluster ({cluster_gpus} GPUs)"
+        matrix.profile_reason = f"auto: the Ray cluster has {cluster_gpus} GPUs" + \
+            ("" if cluster_gpus else ", so the smoke profile is in force")
     console.print(f"[bold]profile:[/] {matrix.profile} ({matrix.profile_reason})", soft_wrap=True)
     return matrix, setup
 

@@ -145,9 +145,9 @@ class RayExecutor:
                              **({} if self.address else {"include_dashboard": False}))
                 except (ConnectionError, RuntimeError, ValueError) as exc:
                     self._drop_stage()
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc)
-                    raise RayUnavailable(f"no Ray cluster answers at {self.address}: {first}") \
-                        from None
+                    what = f"no Ray cluster answers at {self.address}" if self.address else \
+                        "a local Ray instance could not start"
+                    raise RayUnavailable(f"{what}: {first_line(exc)}") from None
                 self._connected_here = True
             self._task = ray.remote(run_on_node)
             self.cluster = cluster_facts(ray)
@@ -161,7 +161,7 @@ class RayExecutor:
         facts = self.connect()
         slots = facts["gpus"] or len(facts["nodes"]) or 1
         count = slots if parallel == "auto" else max(1, min(int(parallel), slots))
-        what = f"{facts['gpus']} GPUs" if facts["gpus"] else f"{len(facts['nodes'])} nodes, no GPU"
+        what = f"{facts['gpus']} GPUs" if facts["gpus"] else "no GPU: one cell per node"
         return [Lane(f"ray {i + 1}", local=False) for i in range(count)], \
             f"{len(facts['nodes'])} Ray node(s), {what}"
 
@@ -174,23 +174,48 @@ class RayExecutor:
         return flavour or NODE_FLAVOUR.name, f"images/{source.image}/{locks}, built on each node"
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
-        """Nothing is built here: each node builds (or finds) the lock's environment before its
-        first cell. The driver checks that its locks exist and remembers their hashes."""
+        """Every node that can run cells builds (or finds) the lock's environment now, all at
+        once; a node that joins later builds it before its first cell. A node that cannot is
+        named in a warning (its cells will fail, saying why); if none can, the environment
+        fails."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         flavour, uses = self.describe(source)
-        try:
-            self.connect()
-        except RayUnavailable as exc:
-            return Prepared(source.key, uses, flavour, error=str(exc))
         locks = expected_locks(source)
         if not source.existing and not locks:
             return Prepared(source.key, uses, flavour,
                             error=f"images/{source.image}: no requirements lock")
+        request = {"source": {"image": source.image, "python": source.python}, "locks": locks,
+                   "node_executor": self.node_executor}
+        nodes = [n for n in self.connect()["nodes"] if n["cpus"]]
+        task = self.ray.remote(prepare_on_node)
+        pending = {task.options(num_cpus=0, name=f"dl-bench prepare {source.key}",
+                                scheduling_strategy=NodeAffinitySchedulingStrategy(
+                                    n["ray_node_id"], soft=False)).remote(request): n
+                   for n in nodes}
+        on_line(f"preparing on {len(nodes)} Ray node(s)")
+        ready, failures, notes = [], [], []
+        while pending:
+            done, _ = self.ray.wait(list(pending), num_returns=1)
+            node = pending.pop(done[0])
+            try:
+                reply = self.ray.get(done[0])
+            except self.ray.exceptions.RayError as exc:
+                reply = {"error": f"{type(exc).__name__}: {first_line(exc)}"}
+            name = f"node {node['node_ip']} ({node['node_name']})"
+            (failures if reply.get("error") else ready).append(f"{name}: {reply.get('error')}")
+            notes += [f"{name}: {warning}" for warning in reply.get("warnings") or []]
+            on_line(f"{len(ready)}/{len(nodes)} nodes ready" +
+                    (f", {len(failures)} failed" if failures else ""))
         metadata: dict[str, Any] = {"executor": self.name,
                                     "env_source": "existing" if source.existing else "lock"}
         forced = os.environ.get(FLAVOUR_ENV)
         if forced and forced in locks:
             metadata["lock_sha256"] = locks[forced]
-        return Prepared(source.key, uses, flavour, metadata=metadata)
+        if failures and not ready:
+            return Prepared(source.key, uses, flavour, metadata=metadata,
+                            error="no Ray node could prepare it: " + "; ".join(failures))
+        return Prepared(source.key, uses, flavour, metadata=metadata, warnings=failures + notes)
 
     def resources(self, wants_gpu: bool) -> dict[str, Any]:
         """A GPU cell: one GPU (and one CPU for its host threads). A CPU cell: every CPU of the
@@ -209,7 +234,7 @@ class RayExecutor:
         spec = request["spec"]
         return self._task.options(
             **self.resources(wants_gpu), max_retries=0,   # lost tasks are resubmitted in run()
-            name=f"dl-bench {spec.get('cell_name')} r{spec.get('repeat')}").remote(request)
+            name=f"dl-bench cell {spec.get('cell_name')} r{spec.get('repeat')}").remote(request)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
         ray = self.ray
@@ -382,6 +407,16 @@ def node_placement() -> dict[str, Any]:
         elif ids[0].isdigit():                   # a GPU Ray knows of but NVML does not list
             placement["gpu_index"] = int(ids[0])
     return placement
+
+
+def prepare_on_node(request: dict[str, Any]) -> dict[str, Any]:
+    """The Ray task that builds (or finds) one environment on the node it is pinned to."""
+    try:
+        _, executor = node_executor(request["node_executor"])
+        prepared = prepare_here(executor, Source(**request["source"]), request["locks"])
+    except Exception as exc:  # noqa: BLE001 - reported per node by the driver
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"error": prepared.error, "warnings": prepared.warnings}
 
 
 def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, Any]:
