@@ -10,10 +10,12 @@ inside the window is flagged as an outlier with its index.
 
 from __future__ import annotations
 
+import gc
 import queue
 import statistics
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -155,3 +157,34 @@ def test_calibration_calls_count_towards_the_epoch():
     run_loop(bench, clock)
     trials = sum(c for c, _ in bench.extra["block_calibration"])
     assert clock.calls == 1 + trials + len(clock.timed_s) * clock.calls_per_sample
+
+
+@pytest.mark.parametrize("keep_outputs", [False, True])
+def test_a_loop_without_a_loss_holds_no_output_between_steps(keep_outputs):
+    """As a bare loop: each step's output is released before the next step runs (a held output
+    keeps one more buffer alive, and changes what the allocator does on every step)."""
+    class Output:
+        pass
+
+    alive_at_step: list[int] = []
+    outputs: weakref.WeakSet = weakref.WeakSet()
+
+    def step():
+        gc.collect()
+        alive_at_step.append(len(outputs))
+        out = Output()
+        outputs.add(out)
+        return out
+
+    bench = Bench(items_per_step=1, step=step)
+    clock = StepClock(warmup_calls=2, timed_calls=40, sync=lambda out: None,
+                      keep_outputs=keep_outputs)
+    clock.calibrate = lambda: 4
+    run_loop(bench, clock)
+    timed = alive_at_step[2:]
+    if keep_outputs:       # the first output (for the loss) and the last sample's
+        assert clock.first_out is not None and clock.last_out is not None
+        assert max(timed) == 2
+    else:
+        assert clock.first_out is None and clock.last_out is None
+        assert max(timed) == 0

@@ -128,7 +128,7 @@ def timed_window(spec: CellSpec, bench: Any, gpu: Any) -> tuple[StepClock, Monit
                       if fixed else None,
                       sync=bench.sync, on_timed_start=monitor.__enter__,
                       min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
-                      epoch_calls=bench.calls_per_epoch)
+                      epoch_calls=bench.calls_per_epoch, keep_outputs=bench.loss is not None)
     try:
         run_loop(bench, clock)
     finally:
