@@ -3,8 +3,13 @@
     .venv/bin/python benchmarks/overhead.py [--apis numpy torch jax] [--n 512] [--rounds 3]
 
 Harness overhead: the runner's median ms/step of the matmul cell (steps = "auto", block samples)
-÷ a bare loop of the same product in the same environment (`block` products, one device
-synchronisation at the end, median over 15 such blocks). Targets: ≤ 1.03 on a CPU, ≤ 1.01 on a
+÷ a bare loop of the same product in the same environment, timed the same way: blocks of as many
+products as the runner's calibration chose (only the last one's output kept, as in the
+runner's loop: holding the previous output changes what the allocator does), one device
+synchronisation per block, for as long as
+the runner's timed window, median over the blocks. Rounds run in ABBA order (runner then bare,
+bare then runner) and the overhead is the median of the rounds' ratios, shown with their
+quartiles: on a shared 2-core VM one round's ratio swings by ±20 % with the neighbours' load. Targets: ≤ 1.03 on a CPU, ≤ 1.01 on a
 GPU. Fixed cost per process: the worker process's wall time minus its timed window, and that
 minus the framework's import (target ≤ 2 s beyond the import). A benchmark script: it measures
 and prints, it does not assert; rounds alternate bare and runner so drift hits both alike.
@@ -25,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from runner.environments import venvs  # noqa: E402
+from runner.worker.protocol import CellSpec  # noqa: E402
 
 IMAGES = {"numpy": "numpy", "torch": "torch", "jax": "jax"}
 SETUP = {
@@ -56,18 +62,78 @@ import statistics, time
 for _ in range(5):
     sync(product())
 per_product = []
-for _ in range(15):
+window_started = time.perf_counter()
+while time.perf_counter() - window_started < {seconds} or len(per_product) < 10:
     started = time.perf_counter()
-    for _ in range({block}):
-        out = product()
-    sync(out)
+    for _ in range({block} - 1):
+        product()
+    sync(product())
     per_product.append((time.perf_counter() - started) / {block} * 1000)
 print(statistics.median(per_product))
 """
 
 
-def bare_ms(api: str, n: int, block: int) -> float:
-    code = textwrap.dedent(SETUP[api]).format(n=n) + TIMED_LOOP.format(block=block)
+# One process, the worker's own code: the cell's Bench built by the worker's API module, then
+# the worker's clock (calibrated blocks, run_loop) and a bare loop over the same step, alternated
+# ROUNDS_IN_PROCESS times for about a quarter second each. Both sides see the machine at nearly
+# the same moment, which isolates the clock's own cost from the process-to-process spread.
+ROUNDS_IN_PROCESS = 21
+IN_PROCESS = """
+import importlib, json, statistics, sys, time
+from runner.worker.__main__ import prepare_process_environment
+from runner.worker.bench import StepClock, run_loop
+from runner.worker.catalog import API_PACKAGES
+from runner.worker.protocol import CellSpec
+
+spec = CellSpec.from_dict(json.loads(sys.argv[1]))
+prepare_process_environment(spec)
+package = importlib.import_module("runner.worker.apis." + API_PACKAGES[spec.api])
+workload = importlib.import_module(package.__name__ + "." + spec.workload)
+bench = workload.build(spec, package.Framework(spec))
+step, sync = bench.step, bench.sync
+
+
+def bare(block, seconds):
+    times, started = [], time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        began = time.perf_counter()
+        for _ in range(block - 1):
+            step()
+        sync(step())
+        times.append((time.perf_counter() - began) / block)
+    return statistics.median(times) * 1000
+
+
+ratios = []
+for _ in range({rounds}):
+    clock = StepClock(warmup_calls=1, timed_calls=None, sync=sync, min_time_s=0.25,
+                      max_time_s=0.25)
+    run_loop(bench, clock)
+    clocked = statistics.median(clock.timed_s) / clock.calls_per_sample * 1000
+    bared = bare(clock.calls_per_sample, 0.25)
+    ratios.append(clocked / bared)
+json.dump({{"ratio": statistics.median(ratios), "quartiles": statistics.quantiles(ratios, n=4),
+           "k": clock.calls_per_sample}}, sys.stdout)
+"""
+
+
+def in_process(api: str, record: dict) -> dict:
+    fields = CellSpec.__dataclass_fields__
+    spec = {name: record[name] for name in fields if name in record} | {"result_path": ""}
+    python = venvs.build(IMAGES[api], "cpu").python
+    out = subprocess.run([str(python), "-c", IN_PROCESS.format(rounds=ROUNDS_IN_PROCESS),
+                          json.dumps(spec)], check=False, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    if out.returncode:
+        raise SystemExit(f"in-process measure failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def bare_ms(api: str, n: int, block: int, seconds: float) -> float:
+    """Median ms per product of a bare loop timed like the runner's window: blocks of `block`
+    products, one synchronisation per block, for `seconds` of wall time."""
+    code = textwrap.dedent(SETUP[api]).format(n=n) + TIMED_LOOP.format(block=block,
+                                                                      seconds=seconds)
     python = venvs.build(IMAGES[api], "cpu").python
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -100,15 +166,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--apis", nargs="+", default=list(IMAGES), choices=list(IMAGES))
     parser.add_argument("--n", type=int, default=512)
-    parser.add_argument("--block", type=int, default=20, help="products per bare-loop sample")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for api in args.apis:
             ratios, fixed, beyond = [], [], []
+            block = 8
             for k in range(1, args.rounds + 1):
-                bare = bare_ms(api, args.n, args.block)
-                record = runner_record(api, args.n, Path(tmp))
+                # ABBA order: drift on a shared machine hits the bare loop and the runner alike.
+                if k % 2:
+                    record = runner_record(api, args.n, Path(tmp))
+                    block = record["calls_per_sample"]
+                    bare = bare_ms(api, args.n, block, record["train_s"])
+                else:
+                    bare = bare_ms(api, args.n, block, 1.0)
+                    record = runner_record(api, args.n, Path(tmp))
                 ratio = record["median_ms"] / bare
                 rest = record["wall_s"] - record["train_s"]
                 ratios.append(ratio)
@@ -119,9 +191,16 @@ def main() -> None:
                       f"ratio {ratio:.3f} | process {record['wall_s']:.2f} s: import "
                       f"{record['import_s']:.2f}, setup {record['setup_s']:.2f}, warm-up "
                       f"{sum(record['warmup_s']):.2f}, timed {record['train_s']:.2f}", flush=True)
+            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
             print(f"== {api} matmul n={args.n}: overhead runner/bare {statistics.median(ratios):.3f}"
+                  f" (rounds' quartiles {quartiles[0]:.3f}–{quartiles[2]:.3f})"
                   f" (target ≤ 1.03 on CPU); fixed cost per process {statistics.median(fixed):.2f} s, "
                   f"{statistics.median(beyond):.2f} s beyond the import (target ≤ 2 s)", flush=True)
+            paired = in_process(api, record)
+            print(f"== {api} matmul n={args.n}: in-process overhead (the worker's clock ÷ a bare "
+                  f"loop, alternated {ROUNDS_IN_PROCESS}×, blocks of {paired['k']}) "
+                  f"{paired['ratio']:.3f} (quartiles {paired['quartiles'][0]:.3f}–"
+                  f"{paired['quartiles'][2]:.3f})", flush=True)
 
 
 if __name__ == "__main__":
