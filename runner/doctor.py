@@ -218,6 +218,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
              ray_address: str | None = None) -> Diagnosis:
     from . import hostinfo, matrix as matrix_mod, run
     from .environments import image_flavour, lock_path
+    from .schema import is_image_reference
 
     facts = hostinfo.gpu_facts()
     checks = [check_gpus(facts)]
@@ -225,7 +226,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
         if matrix_path else None
     setup = run.choose_setup(matrix, executor, ray_address=ray_address)
     envs = list(matrix.spec.environments.values()) if matrix else []
-    images = sorted({e.image for e in envs if e.image})
+    images = sorted({e.image for e in envs if e.image and not is_image_reference(e.image)})
     if facts.get("gpu_count"):
         needs = {}
         for image in images:
