@@ -20,14 +20,17 @@ from .worker import catalog
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 # An image in a registry, named by its content: REGISTRY/NAME@sha256:<64 hex digits>. A tag can
 # move; a digest names exactly one image, so a run (and its reproduction) gets what it asked for.
-IMAGE_REFERENCE = re.compile(r"^(?P<repository>[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]+)?"
-                             r"(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)+)@(?P<digest>sha256:[0-9a-f]{64})$")
+# Without a registry host the name is Docker Hub's, as for `docker pull`.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(rf"^(?P<repository>(?:[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]+)?/)?"
+                             rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+                             r"@(?P<digest>sha256:[0-9a-f]{64})$")
 
 
 def is_image_reference(image: str) -> bool:
-    """A registry reference rather than a folder under images/ (folder names have none of
-    these characters)."""
-    return any(mark in image for mark in "/:@")
+    """A registry reference (a digest or a tag) rather than a folder under images/: folder names
+    hold neither '@' nor ':'."""
+    return "@" in image or ":" in image
 
 
 def _image(value: str | None) -> str | None:
