@@ -176,7 +176,8 @@ def refuse(run_dir: Path, environment: str, what: str) -> UsageError:
 
 
 def pin_environments(run_dir: Path, matrix: matrix_mod.Matrix, setup: run.Setup,
-                     names: list[str], recorded: dict[str, dict[str, Any]]) -> None:
+                     names: list[str], recorded: dict[str, dict[str, Any]],
+                     console: Console) -> None:
     """Check every environment can be had exactly as recorded, pinning the Docker ones to the
     recorded image; UsageError (one line) naming the first that cannot."""
     for name in names:
@@ -195,7 +196,7 @@ def pin_environments(run_dir: Path, matrix: matrix_mod.Matrix, setup: run.Setup,
                              f"{(here or 'none')[:12]}… here, the run used "
                              f"{facts['lock_sha256'][:12]}… (check out the commit that ran it)")
             continue
-        pin_image(run_dir, name, source, executor, facts)
+        pin_image(run_dir, name, source, executor, facts, console)
 
 
 def compare_lock(lock: Path) -> str | None:
@@ -205,7 +206,7 @@ def compare_lock(lock: Path) -> str | None:
 
 
 def pin_image(run_dir: Path, name: str, source: Source, executor: Any,
-              facts: dict[str, Any]) -> None:
+              facts: dict[str, Any], console: Console) -> None:
     """Make the Docker executor run exactly the recorded image: by its digest when the run
     recorded one (pulled when missing), else by its id (an image kept or imported here)."""
     import docker.errors
@@ -219,18 +220,31 @@ def pin_image(run_dir: Path, name: str, source: Source, executor: Any,
         client = executor.client()
     except DockerUnavailable as exc:
         raise refuse(run_dir, name, f"its image needs Docker: {exc}") from None
-    if not source.pinned:
-        if digest and "@" in digest:
-            executor.pins[source.key] = digest
-        else:
-            try:
-                client.images.get(image_id)
-            except docker.errors.ImageNotFound:
-                raise refuse(run_dir, name, f"image {image_id[:19]} is not on this engine and "
-                             "the run recorded no registry digest (runner import an archive "
-                             "of it from runner export)") from None
-            executor.pins[source.key] = image_id
+
+    def here(image: str | None) -> bool:
+        try:
+            return image is not None and client.images.get(image) is not None
+        except docker.errors.ImageNotFound:
+            return False
+
+    if digest and "@" in digest and not source.pinned:
+        executor.pins[source.key] = digest
+    elif not source.pinned:
+        if not here(image_id):
+            raise refuse(run_dir, name, f"image {image_id[:19]} is not on this engine and the "
+                         "run recorded no registry digest (runner import an archive of it from "
+                         "runner export)")
+        executor.pins[source.key] = image_id
     ready = executor.prepare(source, lambda line: None)
+    if ready.error and digest and here(image_id):
+        # No registry here, but the recorded image itself (an imported archive: a load brings
+        # no repo digests). Its id is the digest of its content, the one the run's digest named.
+        executor.pins[source.key] = image_id
+        executor.pin_metadata[source.key] = {"image_digest": digest}
+        ready = executor.prepare(source, lambda line: None)
+        console.print(f"environment {escape(name)}: {escape(digest)} cannot be pulled here; "
+                      f"running the recorded image {image_id[:19]} kept on this engine",
+                      soft_wrap=True)
     if ready.error:
         raise refuse(run_dir, name, ready.error)
     got = ready.metadata.get("image_id")
@@ -259,7 +273,8 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     setup = run.choose_setup(matrix, executor, flavour=flavour)
     try:
         names = list(dict.fromkeys(c.environment for c in cells))
-        pin_environments(run_dir, matrix, setup, names, recorded_environments(store, manifest))
+        pin_environments(run_dir, matrix, setup, names, recorded_environments(store, manifest),
+                         console)
         console.print(f"reproducing {run_dir}: {len(cells)} cells in {len(names)} environments, "
                       f"each as recorded", soft_wrap=True)
         opts = run.Options(matrix_path=matrix_path, only=[c.id for c in cells],

@@ -5,6 +5,7 @@ before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -573,9 +574,12 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
         pushed[source.key] = {"image": reference, "image_id": image.id,
                               "flavour": rec.flavour, "lock": f"images/{rec.name}/{rec.lock.name}",
                               "lock_sha256": rec.lock_sha256, "recipe_sha256": rec.recipe_sha256}
-    environments = {name: pushed[env.image] for name, env in matrix.spec.environments.items() if env.image in pushed}
-    if environments:
-        target = opts.results_dir / matrix.spec.run.name / "images.json"
+    target = opts.results_dir / matrix.spec.run.name / "images.json"
+    earlier = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
+    environments = {**earlier.get("environments", {})} if earlier.get("registry") == opts.push \
+        else {}
+    environments |= {name: pushed[env.image] for name, env in matrix.spec.environments.items() if env.image in pushed}
+    if pushed:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(target, {
             "schema": 1, "registry": opts.push, "matrix": str(matrix.path),

@@ -163,6 +163,24 @@ def test_build_push_records_digests_and_reproduce_runs_them(engine, numpy_image,
         assert redone["metadata"]["image_digest"] == entry["image"]
         assert redone["metadata"]["image_id"] == image.id
         assert "| numpy | same stack |" in (again / f"compare-{original.name}.md").read_text()
+        capsys.readouterr()
+
+        # On a VM that cannot reach the registry but holds the image (imported from an archive,
+        # which brings no repo digests): the recorded image runs, by its id, and says so.
+        offline = tmp_path / "offline" / "registry" / original.name
+        shutil.copytree(original, offline)
+        unreachable = f"127.0.0.1:{free_port()}/dl-bench/numpy@{entry['image'].split('@')[1]}"
+        for path in (offline / "cells").glob("*.json"):
+            changed = json.loads(path.read_text())
+            changed["metadata"]["image_digest"] = unreachable
+            path.write_text(json.dumps(changed))
+        assert cli.main(["reproduce", str(offline), "--results-dir", str(tmp_path / "r2")]) == 0
+        out = capsys.readouterr().out
+        assert (f"environment numpy: {unreachable} cannot be pulled here; running the recorded "
+                f"image {image.id[:19]} kept on this engine") in out
+        [kept] = records_of(only_run(tmp_path / "r2", "registry")).values()
+        assert kept["status"] == "ok" and kept["metadata"]["image_id"] == image.id
+        assert kept["metadata"]["image_digest"] == unreachable
     finally:
         forget_registry(engine, registry)
 

@@ -214,6 +214,9 @@ class DockerExecutor:
         # Source key -> the exact image to run instead of the recipe's (an image id or a
         # REGISTRY/NAME@sha256:… reference): `runner reproduce` pins the images a run used.
         self.pins: dict[str, str] = {}
+        # Source key -> metadata a pinned image's records carry beyond what the engine says (the
+        # recorded digest of an image pinned by its id: an archive loads no repo digests).
+        self.pin_metadata: dict[str, dict[str, Any]] = {}
 
     def client(self) -> Any:
         if self._client is None:
@@ -269,7 +272,7 @@ class DockerExecutor:
         except docker.errors.DockerException as exc:
             return Prepared(source.key, uses, error=f"image {uses}: docker: {exc}")
         self.image_ids[source.key] = image.id
-        metadata = images.pinned_metadata(image, uses)
+        metadata = {**images.pinned_metadata(image, uses), **self.pin_metadata.get(source.key, {})}
         return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
 
     def gpu_for(self, spec: dict[str, Any], pinned: str | None = None) -> str | None:
