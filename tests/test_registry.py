@@ -185,16 +185,21 @@ def test_build_push_records_digests_and_reproduce_runs_them(engine, numpy_image,
         forget_registry(engine, registry)
 
 
+OTHER_LOCK = "e" * 64
+
+
 def test_an_image_named_by_digest_is_pulled_and_run_exactly(engine, numpy_image, registry,  # noqa: F811
-                                                            tmp_path):
-    """An image of its own (the numpy image plus one empty layer), so that removing it locally
-    takes nothing from the other tests: pushed, removed, then run by digest."""
+                                                            tmp_path, capsys):
+    """An image of its own (the numpy image plus one empty layer, labelled with another lock),
+    so that removing it locally takes nothing from the other tests: pushed, removed, run by
+    digest; then exported, removed again and imported."""
     import docker.errors
 
     rec, image = numpy_image
     container = engine.containers.create(image.id, ["true"], network_mode="none")
     try:
-        copy = container.commit(repository="dl-bench-test/numpy-copy", tag=str(time.time_ns()))
+        copy = container.commit(repository="dl-bench-test/numpy-copy", tag=str(time.time_ns()),
+                                changes=[f"LABEL {images.LABEL}.lock-sha256={OTHER_LOCK}"])
     finally:
         container.remove(force=True)
     copy_rec = dataclasses.replace(rec, name="numpy-copy")
@@ -206,16 +211,28 @@ def test_an_image_named_by_digest_is_pulled_and_run_exactly(engine, numpy_image,
 
         results = tmp_path / "results"
         # executor auto → local here (no GPU): the digest environment still runs in Docker.
-        code = cli.main([str(numpy_matrix(tmp_path, reference, "by-digest")),
-                         "--results-dir", str(results)])
-        assert code == 0
+        matrix = numpy_matrix(tmp_path, reference, "by-digest")
+        assert cli.main([str(matrix), "--results-dir", str(results)]) == 0
         [record] = records_of(only_run(results, "by-digest")).values()
         assert record["status"] == "ok", record["error"]
         meta = record["metadata"]
         assert meta["image_digest"] == reference
         assert meta["image_id"] == copy.id == engine.images.get(reference).id
-        assert meta["lock_sha256"] == rec.lock_sha256        # from the image's labels
+        assert meta["lock_sha256"] == OTHER_LOCK              # from the image's labels
         assert meta["executor"] == "docker" and meta["host_in_container"] is True
+
+        # The images a matrix needs, to an archive; on an engine without the image, import loads
+        # it and says that its lock is not this checkout's (exit 1).
+        archive = tmp_path / "matrix-images.tar"
+        assert cli.main(["export", str(matrix), "-o", str(archive)]) == 0
+        engine.images.remove(copy.id, force=True)
+        capsys.readouterr()
+        assert cli.main(["import", str(archive)]) == 1
+        out = capsys.readouterr().out
+        assert engine.images.get(copy.id).labels[f"{images.LABEL}.lock-sha256"] == OTHER_LOCK
+        assert (f"! {reference}: loaded {copy.id[:19]}, but lock sha256 {OTHER_LOCK[:12]}… in "
+                f"the image, {rec.lock_sha256[:12]}… in images/numpy/requirements.lock here") in out
+        archive.unlink()
     finally:
         try:
             engine.images.remove(copy.id, force=True)
