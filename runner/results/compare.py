@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values
 from .store import Store
 from .summaries import cell_summaries
@@ -275,6 +276,6 @@ def run_compare(run_a: Path, run_b: Path, threshold: float, alpha: float,
     console.print(terminal_table(comparison))
     console.print(summary_line(comparison), soft_wrap=True)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
-    target.write_text(markdown(comparison), encoding="utf-8")
+    write_text_atomic(target, markdown(comparison))
     console.print(f"compare: {target}", soft_wrap=True)
     return comparison.exit_code
