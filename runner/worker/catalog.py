@@ -99,8 +99,8 @@ WORKLOADS: dict[str, Workload] = {
         ),
         Workload(
             "sam", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS, dict(_HUB_OPTIONS),
-            help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit regresses "
-                 "fixed random mask and IoU targets",
+            help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains "
+                 "the image encoder alone against random embedding targets, as the study did",
         ),
         Workload(
             "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
