@@ -124,6 +124,11 @@ def test_every_model_and_task(environment, tmp_path):
         if workload == "stable_diffusion":
             # The model is built for options.image_size (not the config's default side).
             assert r["effective"]["image_size"] == r["extra"]["image_size"] == 96, where
+        if workload == "sam" and task == "fit":
+            # The study's step: the image encoder alone, its embeddings at 1/16 of the side.
+            side = r["extra"]["image_size"]
+            assert r["extra"]["target_shape"][:2] == [side // 16, side // 16], where
+            assert r["extra"]["trained_params"] < r["extra"]["params"], where
         if workload == "stable_diffusion" and task == "fit":
             # The study's step: the VAE image encoder, its output at 1/8 of the image side.
             assert r["extra"]["target_shape"][:2] == [12, 12], where

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import tarfile
 import tempfile
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..worker.protocol import atomic_target, write_text_atomic
 from . import images
 
 INDEX = "index.json"
@@ -55,45 +55,31 @@ def export_images(client: Any, wanted: list[Exported], archive: Path,
     """Write the archive (temp file + rename) and its checksum file; return the index."""
     archive.parent.mkdir(parents=True, exist_ok=True)
     entries = []
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{archive.name}.", dir=archive.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o666 & ~umask)         # mkstemp's 0600 would keep the archive from others
-    try:
-        with tarfile.open(tmp, "w") as outer, tempfile.TemporaryDirectory(
-                prefix="dl-bench-export-", dir=archive.parent) as scratch:
-            for number, item in enumerate(wanted, 1):
-                image = item.image
-                name = f"images/{number}.tar"
-                saved = Path(scratch) / f"{number}.tar"
-                on_line(f"saving {item.key} ({image.short_id})")
-                digest = hashlib.sha256()
-                with saved.open("wb") as handle:
-                    # named: the save carries the image's tags, so a load restores them.
-                    for chunk in image.save(chunk_size=CHUNK, named=_first_tag(image)):
-                        handle.write(chunk)
-                        digest.update(chunk)
-                outer.add(saved, arcname=name)
-                saved.unlink()
-                entries.append({"key": item.key, "file": name, "image_id": image.id,
-                                "tags": list(image.tags), "sha256": digest.hexdigest(),
-                                "repo_digests": image.attrs.get("RepoDigests") or [],
-                                "labels": images.labels_of(image)})
-            index = {"schema": 1, "images": entries}
-            data = json.dumps(index, indent=2, sort_keys=True).encode()
-            info = tarfile.TarInfo(INDEX)
-            info.size, info.mtime = len(data), int(time.time())
-            outer.addfile(info, io.BytesIO(data))
-        tmp.replace(archive)
-    finally:
-        tmp.unlink(missing_ok=True)
-    line = f"{sha256_of(archive)}  {archive.name}\n"
-    target = checksum_path(archive)
-    tmp_sum = target.with_name(f".{target.name}.tmp")
-    tmp_sum.write_text(line, encoding="utf-8")
-    tmp_sum.replace(target)
+    with atomic_target(archive) as tmp, tarfile.open(tmp, "w") as outer, \
+            tempfile.TemporaryDirectory(prefix="dl-bench-export-", dir=archive.parent) as scratch:
+        for number, item in enumerate(wanted, 1):
+            image = item.image
+            name = f"images/{number}.tar"
+            saved = Path(scratch) / f"{number}.tar"
+            on_line(f"saving {item.key} ({image.short_id})")
+            digest = hashlib.sha256()
+            with saved.open("wb") as handle:
+                # named: the save carries the image's tags, so a load restores them.
+                for chunk in image.save(chunk_size=CHUNK, named=_first_tag(image)):
+                    handle.write(chunk)
+                    digest.update(chunk)
+            outer.add(saved, arcname=name)
+            saved.unlink()
+            entries.append({"key": item.key, "file": name, "image_id": image.id,
+                            "tags": list(image.tags), "sha256": digest.hexdigest(),
+                            "repo_digests": image.attrs.get("RepoDigests") or [],
+                            "labels": images.labels_of(image)})
+        index = {"schema": 1, "images": entries}
+        data = json.dumps(index, indent=2, sort_keys=True).encode()
+        info = tarfile.TarInfo(INDEX)
+        info.size, info.mtime = len(data), int(time.time())
+        outer.addfile(info, io.BytesIO(data))
+    write_text_atomic(checksum_path(archive), f"{sha256_of(archive)}  {archive.name}\n")
     return index
 
 

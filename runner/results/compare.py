@@ -33,6 +33,7 @@ from typing import Any
 from rich.markup import escape
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values
 from .store import Store
 from .summaries import cell_summaries
@@ -377,8 +378,6 @@ def run_compare(run_a: Path, run_b: Path, threshold: float, alpha: float,
     console.print(terminal_table(comparison))
     console.print(summary_line(comparison), soft_wrap=True)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
-    tmp = target.with_name(f".{target.name}.tmp")    # written atomically, like every output
-    tmp.write_text(markdown(comparison), encoding="utf-8")
-    tmp.replace(target)
+    write_text_atomic(target, markdown(comparison))
     console.print(f"compare: {target}", soft_wrap=True)
     return comparison.exit_code

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..worker.protocol import atomic_target
 from .summaries import keras_speedups, pivot
 
 DPI = 110
@@ -32,6 +33,12 @@ def _figure(width: float, height: float):
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
+
+
+def save(fig: Any, path: Path) -> None:
+    """A plot is a result too: written whole or not at all."""
+    with atomic_target(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format=path.suffix.lstrip(".") or "png")
 
 
 def _colors(environments: list[str]) -> dict[str, Any]:
@@ -77,7 +84,7 @@ def time_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
     for ax in list(axes.flat)[len(rows):]:
         ax.set_visible(False)
     fig.suptitle("Time per step by workload and environment (lower is better)")
-    fig.savefig(path, dpi=DPI)
+    save(fig, path)
     return None
 
 
@@ -101,7 +108,7 @@ def keras_speedup_plot(summaries: list[dict[str, Any]], path: Path) -> str | Non
     ax.set_xlabel("Keras 2 ms/step ÷ best Keras 3 ms/step (above 1: Keras 3 faster)")
     ax.set_xlim(0, max(values) * 1.3)
     fig.suptitle("Speedup of the best Keras 3 backend over Keras 2")
-    fig.savefig(path, dpi=DPI)
+    save(fig, path)
     return None
 
 
@@ -128,7 +135,7 @@ def _per_cell_bars(summaries: list[dict[str, Any]], series: list[tuple[str, str]
     else:
         ax.set_title(series[0][1], fontsize=9)
     fig.suptitle(title)
-    fig.savefig(path, dpi=DPI)
+    save(fig, path)
     return None
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import tomli_w
 
 from ..errors import UsageError
-from ..worker.protocol import SCHEMA_VERSION, STATUSES, write_json_atomic
+from ..worker.protocol import SCHEMA_VERSION, STATUSES, write_json_atomic, write_text_atomic
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 
@@ -119,14 +119,9 @@ class Store:
         return json.loads((self.root / "manifest.json").read_text(encoding="utf-8"))
 
     def write_matrix(self, resolved: dict[str, Any]) -> None:
-        target = self.root / "matrix.toml"
-        tmp = target.with_suffix(".toml.tmp")
-        tmp.write_text(tomli_w.dumps(resolved), encoding="utf-8")
-        tmp.replace(target)
+        write_text_atomic(self.root / "matrix.toml", tomli_w.dumps(resolved))
 
     def write_text(self, name: str, text: str) -> Path:
         target = self.root / name
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
+        write_text_atomic(target, text)
         return target

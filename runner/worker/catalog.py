@@ -95,12 +95,17 @@ WORKLOADS: dict[str, Workload] = {
             "bert", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
             {**_HUB_OPTIONS,
              "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
-            help="BERT text classifier, bert_base_en architecture (random weights)",
+            help="BERT text classifier, bert_base_en architecture (random weights); expected "
+                 "peaks, float32, 512 tokens: fit b32 ~26 GB, predict b256 ~7 GB "
+                 "(benchmarks/peak_memory.py)",
         ),
         Workload(
             "sam", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS, dict(_HUB_OPTIONS),
-            help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit regresses "
-                 "fixed random mask and IoU targets",
+            help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains "
+                 "the image encoder alone against random embedding targets, as the study did; "
+                 "expected peaks, float32, 1024×1024: fit b1 ~50 GB before the GPU compiler's "
+                 "rematerialisation (the study ran it on 40 GB), predict b4 ~4 GB "
+                 "(benchmarks/peak_memory.py)",
         ),
         Workload(
             "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
@@ -114,8 +119,8 @@ WORKLOADS: dict[str, Workload] = {
                                   True)},
             help="StableDiffusion3 medium (Keras 2: keras-cv Stable Diffusion v1.4); fit trains "
                  "the VAE image encoder as the study did; expected peaks at the study's batch "
-                 "sizes, float32, 512×512: fit b8 ~28 GB, predict b13 ~30 GB (XLA's buffer "
-                 "plan, benchmarks/sd_memory.py): both fit a 40 GB A100",
+                 "sizes, float32, 512×512: fit b8 ~34 GB, predict b13 ~19 GB (XLA's buffer "
+                 "plan, benchmarks/peak_memory.py): both fit a 40 GB A100",
         ),
         *(
             Workload(
@@ -127,8 +132,12 @@ WORKLOADS: dict[str, Workload] = {
                 help=help_text,
             )
             for name, help_text in (
-                ("gemma", "Gemma causal LM, gemma_7b_en architecture; fit with LoRA"),
-                ("mistral", "Mistral causal LM, mistral_7b_en architecture; fit with LoRA"),
+                ("gemma", "Gemma causal LM, gemma_7b_en architecture; fit with LoRA; expected "
+                          "peaks, bfloat16: fit b8 ~29 GB, generate b32 ~22 GB "
+                          "(benchmarks/peak_memory.py)"),
+                ("mistral", "Mistral causal LM, mistral_7b_en architecture; fit with LoRA; "
+                            "expected peaks, bfloat16: fit b8 ~24 GB, generate b32 ~16 GB "
+                            "(benchmarks/peak_memory.py)"),
             )
         ),
     )

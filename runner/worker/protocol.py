@@ -6,12 +6,13 @@ statuses, the spec and the result record), and the worker must never import host
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Iterator
 
 SCHEMA_VERSION = 1
 
@@ -153,25 +154,37 @@ def empty_result(spec: CellSpec) -> dict[str, Any]:
     return result
 
 
-def write_json_atomic(path: str | os.PathLike, payload: Any) -> None:
-    """Write JSON through a temporary file in the same folder and rename it into place, so a
-    reader never sees a half-written file, whatever kills the writer."""
+@contextlib.contextmanager
+def atomic_target(path: str | os.PathLike) -> Iterator[str]:
+    """A temporary file beside `path` to write to; when the block ends it is flushed to disk and
+    renamed into place, so a reader never sees a half-written file, whatever kills the writer;
+    when the block raises it is removed and `path` keeps what it had. The temporary name is
+    hidden and ends in .tmp, so no `*.json` (or `*.png`) pattern ever matches one."""
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(_finite(payload), handle, indent=1, allow_nan=False, default=_json_default)
-            handle.write("\n")
-            handle.flush()
+        yield tmp
+        os.chmod(tmp, 0o644)                    # mkstemp's 0600 would hide results from others
+        with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    with atomic_target(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def write_json_atomic(path: str | os.PathLike, payload: Any) -> None:
+    """Serialise first (a payload that cannot be written leaves the old file), then write."""
+    text = json.dumps(_finite(payload), indent=1, allow_nan=False, default=_json_default) + "\n"
+    write_text_atomic(path, text)
 
 
 def _finite(value: Any) -> Any:

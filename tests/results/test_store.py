@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from runner.errors import UsageError
 from runner.results.store import Store
-from runner.worker.protocol import write_json_atomic
+from runner.worker.protocol import atomic_target, write_json_atomic
 
 
 def test_write_record_is_atomic_and_never_overwrites(tmp_path):
@@ -26,7 +27,7 @@ def test_finished_ignores_partial_and_foreign_files(tmp_path):
     store.write_record("a-r1", {"schema": 1, "status": "failed"})
     (store.cells / "b-r1.json").write_text('{"schema": 1, "status": "o')   # torn write
     (store.cells / "c-r1.json").write_text('{"schema": 99, "status": "ok"}')
-    (store.cells / ".tmp-x.json").write_text("{}")
+    (store.cells / ".b-r1.json.x1y2.tmp").write_text("{}")
     assert store.finished() == {"a-r1"}
 
 
@@ -40,6 +41,20 @@ def test_atomic_writer_leaves_old_file_when_serialisation_fails(tmp_path):
     with pytest.raises(RuntimeError):
         write_json_atomic(target, {"v": Unreadable()})  # fails half-way through serialising
     assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_a_write_in_progress_is_invisible_to_record_patterns(tmp_path):
+    """A reader globbing *.json (pathlib's glob matches hidden files) while a record is being
+    written sees the old record only, never the partial one."""
+    target = tmp_path / "r.json"
+    write_json_atomic(target, {"v": 1})
+    with atomic_target(target) as tmp:
+        Path(tmp).write_text('{"v": 2')                 # half-way through
+        assert [p.name for p in tmp_path.glob("*.json")] == ["r.json"]
+        assert json.loads(target.read_text()) == {"v": 1}
+        Path(tmp).write_text('{"v": 2}')
+    assert json.loads(target.read_text()) == {"v": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 

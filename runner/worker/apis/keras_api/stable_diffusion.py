@@ -36,7 +36,7 @@ def build(spec, fw):
 
     if spec.task == "fit":
         return hub.encoder_fit_bench(keras, backbone.vae.encoder, side, batch, spec.seed, facts,
-                                     fw.jit_compile())
+                                     fw.jit_compile(), hub.SD_FIT_DOC)
 
     num_steps = int(options["num_steps"])
     guidance = float(options.get("guidance_scale", 7.0))

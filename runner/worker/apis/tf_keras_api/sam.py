@@ -1,8 +1,7 @@
 """keras-cv 0.8 SegmentAnything (sam_huge_sa1b architecture: ViT-H image encoder) on Keras 2, the
 Keras 2 column of the keras-hub table: the same configuration, inputs and training step as
-keras_api/sam.py (keras-cv, like keras-hub, raises NotImplementedError for SAM's fit, so the
-training step is a plain keras.Model over the SAM graph, MSE on masks and IoU scores against
-fixed random targets, through train_on_batch).
+keras_api/sam.py (the study's fit: SAM's backbone, the ViTDet image encoder, alone, MSE and Adam
+against fixed random targets of its output shape, through train_on_batch).
 """
 
 from __future__ import annotations
@@ -46,23 +45,15 @@ def build(spec, fw):
                 num_multimask_outputs=dec["num_multimask_outputs"],
                 iou_head_depth=dec["iou_head_depth"], iou_head_hidden_dim=dec["iou_head_hidden_dim"]),
         )
-    x = hub.sam_inputs(spec.seed, batch, side, mask_side)
     facts = dict(batch_size=batch, image_size=side, params=model.count_params(),
                  preset=preset or f"random weights, {spec.size} config")
-    # keras-cv's predict_step mishandles the batch tf-keras hands it (a tuple), and its fit raises
-    # NotImplementedError: both tasks run a plain keras.Model over the SAM graph, with every
-    # prompt input given explicitly.
+    if spec.task == "fit":
+        return hub.encoder_fit_bench(keras, model.backbone, side, batch, spec.seed, facts,
+                                     fw.jit_compile(), hub.SAM_FIT_DOC)
+    # keras-cv's predict_step mishandles the batch tf-keras hands it (a tuple): predict runs a
+    # plain keras.Model over the SAM graph, with every prompt input given explicitly.
+    x = hub.sam_inputs(spec.seed, batch, side, mask_side)
     trainer = keras.Model(model.input, model.output, name="sam")
-    if spec.task == "predict":
-        trainer.compile(jit_compile=fw.jit_compile())
-        return hub.predict_bench(trainer, x, batch=batch,
-                                 effective={"jit_compile": hub.jit_in_effect(trainer)}, extra=facts)
-
-    shapes = {k: (batch,) + tuple(int(d) for d in v.shape[1:]) for k, v in trainer.output.items()}
-    y = hub.random_targets(spec.seed, shapes)
-    trainer.compile(optimizer=keras.optimizers.AdamW(1e-4),
-                    loss={k: keras.losses.MeanSquaredError() for k in shapes},
-                    jit_compile=fw.jit_compile())
-    facts["training_step"] = hub.SAM_FIT_DOC
-    return hub.fit_bench(trainer, x, y, batch=batch,
-                         effective={"jit_compile": hub.jit_in_effect(trainer)}, extra=facts)
+    trainer.compile(jit_compile=fw.jit_compile())
+    return hub.predict_bench(trainer, x, batch=batch,
+                             effective={"jit_compile": hub.jit_in_effect(trainer)}, extra=facts)

@@ -44,7 +44,7 @@ def build(spec, fw):
         encoder = ImageEncoder(download_weights=False)
         moments = keras.Model(encoder.inputs, encoder.layers[-3].output)   # as the study did
         return hub.encoder_fit_bench(keras, moments, side, batch, spec.seed, facts,
-                                     fw.jit_compile())
+                                     fw.jit_compile(), hub.SD_FIT_DOC)
 
     num_steps = int(options["num_steps"])
     unet = DiffusionModel(side, side, TEXT_LENGTH, download_weights=False)
