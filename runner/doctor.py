@@ -235,7 +235,8 @@ def diagnose(matrix_path: Path | None, executor: str | None,
         checks.append(check_driver(facts.get("driver_version"), needs if matrix else None))
     if setup.executor.name == "ray":
         checks.append(check_ray(setup.executor))
-    engine, client = check_engine(required=setup.executor.name == "docker")
+    pinned = any(e.image and is_image_reference(e.image) for e in envs)   # run in Docker
+    engine, client = check_engine(required=setup.executor.name == "docker" or pinned)
     checks.append(engine)
     if client is not None and facts.get("gpu_count"):
         toolkit = check_toolkit(client)

@@ -180,8 +180,8 @@ def choose_setup(matrix: Matrix | None, requested: str | None,
         pinned = [n for n, e in (matrix.spec.environments.items() if matrix else ())
                   if e.image is not None and Source(e.image).pinned]
         if pinned:
-            raise UsageError(f"environments.{pinned[0]}.image: an image named by digest runs "
-                             "with the local or docker executor, not ray")
+            raise UsageError(f"{matrix.path}: environments.{pinned[0]}.image: an image named by "
+                             "digest runs with the local or docker executor, not ray")
 
         try:
             executor = RayExecutor(ray_address)

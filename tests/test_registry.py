@@ -292,6 +292,7 @@ def test_export_import_and_reproduce_from_an_archive(engine, numpy_image, base_e
     [redone] = records_of(again).values()
     assert redone["cell_id"] == record["cell_id"] and redone["status"] == "ok"
     assert redone["metadata"]["image_id"] == image.id
+    archive.unlink()                   # half a gigabyte: not kept with pytest's temporary folders
     capsys.readouterr()
 
     # A run whose image is neither here nor in a registry: refused, one line, nothing written.

@@ -62,6 +62,15 @@ def test_a_moving_tag_or_a_bad_digest_is_one_line_exit_2(image, fragment, write_
     assert list(results_dir.iterdir()) == []
 
 
+def test_an_image_named_by_digest_is_refused_on_ray(write_matrix, run_cli):
+    path = write_matrix(env_matrix(f"127.0.0.1:5000/dl-bench/numpy@{DIGEST}"),
+                        with_environments=False)
+    code, out, err = run_cli(path, "--executor", "ray", "--dry-run")
+    assert code == 2
+    assert err.strip() == (f"error: {path}: environments.numpy.image: an image named by digest "
+                           "runs with the local or docker executor, not ray")
+
+
 def test_reproduce_and_export_refuse_what_is_not_a_run_folder(tmp_path, capsys):
     assert cli.main(["reproduce", str(tmp_path / "nowhere")]) == 2
     assert cli.main(["reproduce", str(tmp_path)]) == 2
