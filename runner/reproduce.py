@@ -112,8 +112,8 @@ def write_archive(client: Any, wanted: list[Any], output: Path, console: Console
     for entry in index["images"]:
         console.print(f"[green]✓[/] {escape(entry['key'])}: {entry['image_id'][:19]} "
                       f"{escape(' '.join(entry['tags']))}", soft_wrap=True)
-    console.print(f"archive: {output} ({output.stat().st_size / 1e6:.0f} MB), checksum: "
-                  f"{transfer.checksum_path(output)}", soft_wrap=True)
+    console.print(f"archive: {escape(str(output))} ({output.stat().st_size / 1e6:.0f} MB), "
+                  f"checksum: {escape(str(transfer.checksum_path(output)))}", soft_wrap=True)
     return EXIT_OK
 
 
@@ -266,8 +266,8 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
                          f"used {executor!r}")
     flavour = Flavour(manifest.get("flavour") or "cpu", f"as recorded by {run_dir}")
     matrix = matrix_mod.load(matrix_path, manifest.get("profile"))
-    wanted = [c["id"] for c in manifest.get("cells", []) if not c.get("not_applicable")]
-    cells = [c for c in matrix.cells if c.id in wanted]
+    planned = [c["id"] for c in manifest.get("cells", [])]     # not-applicable ones included
+    cells = [c for c in matrix.cells if c.id in planned and not c.not_applicable]
     if not cells:
         raise UsageError(f"{run_dir}: none of its cells is in its matrix.toml")
     setup = run.choose_setup(matrix, executor, flavour=flavour)
@@ -275,9 +275,9 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
         names = list(dict.fromkeys(c.environment for c in cells))
         pin_environments(run_dir, matrix, setup, names, recorded_environments(store, manifest),
                          console)
-        console.print(f"reproducing {run_dir}: {len(cells)} cells in {len(names)} environments, "
-                      f"each as recorded", soft_wrap=True)
-        opts = run.Options(matrix_path=matrix_path, only=[c.id for c in cells],
+        console.print(f"reproducing {escape(str(run_dir))}: {len(cells)} cells in "
+                      f"{len(names)} environments, each as recorded", soft_wrap=True)
+        opts = run.Options(matrix_path=matrix_path, only=planned,
                            results_dir=results_dir or RESULTS_DIR)
         code = run.run_matrix(opts, matrix, setup, console)
     finally:

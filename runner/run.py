@@ -576,17 +576,18 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
                               "lock_sha256": rec.lock_sha256, "recipe_sha256": rec.recipe_sha256}
     target = opts.results_dir / matrix.spec.run.name / "images.json"
     earlier = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
-    environments = {**earlier.get("environments", {})} if earlier.get("registry") == opts.push \
-        else {}
-    environments |= {name: pushed[env.image] for name, env in matrix.spec.environments.items() if env.image in pushed}
+    same_registry = earlier.get("registry") == opts.push
+    environments = dict(earlier.get("environments", {})) if same_registry else {}
+    environments |= {name: pushed[env.image] for name, env in matrix.spec.environments.items()
+                     if env.image in pushed}
     if pushed:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(target, {
             "schema": 1, "registry": opts.push, "matrix": str(matrix.path),
             "pushed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "environments": environments})
-        console.print(f"digests: {target} (an environment runs exactly its image with "
-                      f"image = \"REGISTRY/NAME@sha256:…\")", soft_wrap=True)
+        console.print(f"digests: {escape(str(target))} (an environment runs exactly its "
+                      f"image with image = \"REGISTRY/NAME@sha256:…\")", soft_wrap=True)
     return ok
 
 

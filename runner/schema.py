@@ -168,8 +168,9 @@ PROFILE_KEYS = PROFILE_RUN_KEYS + AXES
 
 class EnvironmentSpec(_Strict):
     # Where the environment comes from: an image folder images/<image>/ (its lock becomes a local
-    # venv or a Docker image), a registry image by digest (REGISTRY/NAME@sha256:…, run in Docker), or an existing interpreter used as it is (a VM's preinstalled
-    # stack, a conda environment), like asv's "existing" environments.
+    # venv or a Docker image), a registry image by digest (REGISTRY/NAME@sha256:…, run in
+    # Docker), or an existing interpreter used as it is (a VM's preinstalled stack, a conda
+    # environment), like asv's "existing" environments.
     image: str | None = Field(None, min_length=1)
     python: str | None = Field(None, min_length=1)
     api: Literal[catalog.APIS]  # type: ignore[valid-type]

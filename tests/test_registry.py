@@ -41,7 +41,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory, engine):  # noqa: F811 (the imported fixture)
+def registry(tmp_path_factory, engine):
     """HOST:PORT of a registry v2 server on loopback, stopped (and its tags removed from the
     engine's images) afterwards."""
     binary = shutil.which("docker-registry")
@@ -74,7 +74,8 @@ def registry(tmp_path_factory, engine):  # noqa: F811 (the imported fixture)
                         break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the registry did not start: {(root / 'registry.log').read_text()}")
+                    log_text = (root / "registry.log").read_text()
+                    pytest.fail(f"the registry did not start: {log_text}")
                 time.sleep(0.2)
         yield address
     finally:
@@ -136,8 +137,8 @@ def only_run(results: Path, name: str, but: tuple[Path, ...] = ()) -> Path:
     return run_dir
 
 
-def test_build_push_records_digests_and_reproduce_runs_them(engine, numpy_image, registry,  # noqa: F811
-                                                            base_env, tmp_path, capsys):  # noqa: F811
+def test_build_push_records_digests_and_reproduce_runs_them(engine, numpy_image, registry,
+                                                            base_env, tmp_path, capsys):
     rec, image = numpy_image
     matrix, results = numpy_matrix(tmp_path), tmp_path / "results"
     try:
@@ -188,7 +189,7 @@ def test_build_push_records_digests_and_reproduce_runs_them(engine, numpy_image,
 OTHER_LOCK = "e" * 64
 
 
-def test_an_image_named_by_digest_is_pulled_and_run_exactly(engine, numpy_image, registry,  # noqa: F811
+def test_an_image_named_by_digest_is_pulled_and_run_exactly(engine, numpy_image, registry,
                                                             tmp_path, capsys):
     """An image of its own (the numpy image plus one empty layer, labelled with another lock),
     so that removing it locally takes nothing from the other tests: pushed, removed, run by
@@ -230,8 +231,9 @@ def test_an_image_named_by_digest_is_pulled_and_run_exactly(engine, numpy_image,
         assert cli.main(["import", str(archive)]) == 1
         out = capsys.readouterr().out
         assert engine.images.get(copy.id).labels[f"{images.LABEL}.lock-sha256"] == OTHER_LOCK
-        assert (f"! {reference}: loaded {copy.id[:19]}, but lock sha256 {OTHER_LOCK[:12]}… in "
-                f"the image, {rec.lock_sha256[:12]}… in images/numpy/requirements.lock here") in out
+        assert (f"! {reference}: loaded {copy.id[:19]}, but lock sha256 {OTHER_LOCK[:12]}… "
+                f"in the image, {rec.lock_sha256[:12]}… in images/numpy/requirements.lock "
+                "here") in out
         archive.unlink()
     finally:
         try:
@@ -249,7 +251,7 @@ def test_an_image_named_by_digest_is_pulled_and_run_exactly(engine, numpy_image,
     assert record["error"].startswith(f"image {missing}: pull failed")
 
 
-def test_export_import_and_reproduce_from_an_archive(engine, numpy_image, base_env,  # noqa: F811
+def test_export_import_and_reproduce_from_an_archive(engine, numpy_image, base_env,
                                                      tmp_path, capsys):
     rec, image = numpy_image
     results = tmp_path / "results"

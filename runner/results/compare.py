@@ -341,8 +341,8 @@ def terminal_table(comparison: Comparison):
 
     table = Table(title=f"B = {comparison.run_b}\nA = {comparison.run_a}", title_justify="left")
     for name, justify in (("Workload (task), batch", "left"), ("Environment", "left"),
-                          ("Stack", "left"), ("A ms", "right"), ("B ms", "right"), ("B/A", "right"), ("p", "right"),
-                          ("Verdict", "left"), ("Note", "left")):
+                          ("Stack", "left"), ("A ms", "right"), ("B ms", "right"),
+                          ("B/A", "right"), ("p", "right"), ("Verdict", "left"), ("Note", "left")):
         table.add_column(name, justify=justify, no_wrap=name in ("B/A", "p", "Verdict"))
     for cell in comparison.cells:
         style = STYLES[cell.verdict]
