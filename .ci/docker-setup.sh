@@ -32,6 +32,17 @@ if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
         || give_up "apt-get install docker.io debootstrap failed (no root or no network)"
 fi
 
+# A registry v2 server (Debian's docker-registry) for the registry tests, started by the tests
+# themselves on a loopback port; the package's own service is never started.
+if ! command -v docker-registry >/dev/null; then
+    say "installing docker-registry"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get install -y -qq --no-install-recommends docker-registry >/dev/null 2>&1 \
+        || { as_root apt-get update -qq >/dev/null 2>&1; \
+             as_root apt-get install -y -qq --no-install-recommends docker-registry >/dev/null 2>&1; } \
+        || say "docker-registry not installed: the registry tests will skip"
+fi
+
 if ! engine_up; then
     # vfs and no iptables/bridge: works inside unprivileged-ish CI containers without overlayfs or
     # netfilter; containers then only get network_mode none or host, which is all the runner uses.

@@ -1,4 +1,5 @@
-"""Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report.
+"""Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
+compare, doctor, export, import, reproduce.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid matrix or usage; 130 interrupted.
 """
@@ -13,7 +14,8 @@ from rich.console import Console
 
 from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean
 
-SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor")
+SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor", "export", "import",
+               "reproduce")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +54,10 @@ def build_parser(command: str) -> argparse.ArgumentParser:
                      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     if command in ("run", "plan", "build"):
         _add_matrix_options(parser)
+    if command == "build":
+        parser.add_argument("--push", metavar="REGISTRY", default=None,
+                            help="push each built image to REGISTRY (HOST[:PORT]) and record the "
+                                 "digest that names it (results/<name>/images.json)")
     if command == "run":
         parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
         parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
@@ -69,6 +75,23 @@ def build_parser(command: str) -> argparse.ArgumentParser:
                                  "Ray instance)")
     if command == "report":
         parser.add_argument("run_dir", type=Path, help="a run folder under results/")
+    if command == "export":
+        parser.add_argument("source", type=Path, metavar="MATRIX|RUN_DIR",
+                            help="a matrix (the images it needs, built when missing) or a run "
+                                 "folder (exactly the images its cells ran in)")
+        parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+                            help="the archive to write (a tar; FILE.sha256 beside it)")
+        parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                            help="only the environments of cells whose name matches PATTERN")
+        parser.add_argument("--profile", choices=("auto", "full", "smoke"),
+                            help="override [run] profile")
+    if command == "import":
+        parser.add_argument("archive", type=Path, help="an archive written by runner export")
+    if command == "reproduce":
+        parser.add_argument("run_dir", type=Path, help="a finished run folder under results/")
+        parser.add_argument("--results-dir", type=Path, default=None,
+                            help="folder for the new run folder (default: results/ of the "
+                                 "repository)")
     if command == "compare":
         parser.add_argument("run_a", type=Path, help="baseline run folder (A)")
         parser.add_argument("run_b", type=Path, help="run folder to judge against A (B)")
@@ -107,7 +130,7 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
     if command in ("run", "plan", "build"):
         opts = run.Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
                            executor=args.executor, parallel=args.parallel,
-                           ray_address=args.ray_address,
+                           ray_address=args.ray_address, push=getattr(args, "push", None),
                            resume=getattr(args, "resume", None),
                            dry_run=getattr(args, "dry_run", False) or command == "plan")
         if args.results_dir is not None:
@@ -124,6 +147,15 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         default = REPO_ROOT / "matrix.toml"
         matrix = args.matrix or (default if default.is_file() else None)
         return doctor.main(console, matrix, args.executor, ray_address=args.ray_address)
+    if command in ("export", "import", "reproduce"):
+        from . import reproduce
+
+        if command == "export":
+            opts = run.Options(matrix_path=args.source, only=args.only, profile=args.profile)
+            return reproduce.export_only(args.source, args.output, opts, console)
+        if command == "import":
+            return reproduce.import_only(args.archive, console)
+        return reproduce.reproduce(args.run_dir, args.results_dir, console)
     if command == "compare":
         from .results.compare import run_compare
 

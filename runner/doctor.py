@@ -218,6 +218,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
              ray_address: str | None = None) -> Diagnosis:
     from . import hostinfo, matrix as matrix_mod, run
     from .environments import image_flavour, lock_path
+    from .schema import is_image_reference
 
     facts = hostinfo.gpu_facts()
     checks = [check_gpus(facts)]
@@ -225,7 +226,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
         if matrix_path else None
     setup = run.choose_setup(matrix, executor, ray_address=ray_address)
     envs = list(matrix.spec.environments.values()) if matrix else []
-    images = sorted({e.image for e in envs if e.image})
+    images = sorted({e.image for e in envs if e.image and not is_image_reference(e.image)})
     if facts.get("gpu_count"):
         needs = {}
         for image in images:
@@ -234,7 +235,8 @@ def diagnose(matrix_path: Path | None, executor: str | None,
         checks.append(check_driver(facts.get("driver_version"), needs if matrix else None))
     if setup.executor.name == "ray":
         checks.append(check_ray(setup.executor))
-    engine, client = check_engine(required=setup.executor.name == "docker")
+    pinned = any(e.image and is_image_reference(e.image) for e in envs)   # run in Docker
+    engine, client = check_engine(required=setup.executor.name == "docker" or pinned)
     checks.append(engine)
     if client is not None and facts.get("gpu_count"):
         toolkit = check_toolkit(client)

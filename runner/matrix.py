@@ -169,10 +169,10 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
     for name, env in spec.environments.items():
-        if env.image is not None:
-            check_image(path, name, env.image)
-        else:
+        if env.python is not None:
             check_python(path, name, env.python)
+        elif not schema.is_image_reference(env.image):   # a digest reference is checked when pulled
+            check_image(path, name, env.image)
     resolved.get("run", {}).update(profile=chosen)
     matrix = Matrix(path=path, spec=spec, profile=chosen, profile_reason=reason, resolved=resolved)
     matrix.cells = expand(matrix, path)

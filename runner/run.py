@@ -5,6 +5,8 @@ before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ class Options:
     results_dir: Path = RESULTS_DIR
     parallel: int | str | None = None     # --parallel: overrides [run] parallel
     ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
+    push: str | None = None               # build --push REGISTRY
 
 
 def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
@@ -71,11 +74,20 @@ class Setup:
     parallel: int | str = "auto"          # [run] parallel or --parallel
     parallel_asked: str = "[run] parallel = 'auto'"
     _lanes: tuple[list[Lane], str] | None = None
+    _docker: Executor | None = None       # runs images named by digest in a local-executor run
 
     def executor_for(self, source: Source) -> Executor:
         # Ray runs existing interpreters on its nodes too (a VM image's preinstalled stack).
         if source.existing and self.executor.name != "ray":
             return self.local
+        if source.pinned and self.executor.name == "local":
+            # An image named by digest runs only as that image: in Docker, whatever the run's
+            # executor for image folders.
+            if self._docker is None:
+                from .executors.docker import DockerExecutor
+
+                self._docker = DockerExecutor(self.flavour, self.local.gpu)
+            return self._docker
         return self.executor
 
     def lanes(self) -> tuple[list[Lane], str]:
@@ -101,12 +113,16 @@ class Setup:
         flavour, uses = executor.describe(source)
         return executor.name, flavour, uses
 
+    def executors(self) -> list[Executor]:
+        found = [e for e in (self.executor, self.local, self._docker) if e is not None]
+        return list({id(e): e for e in found}.values())
+
     def interrupt(self) -> None:
-        for executor in {id(e): e for e in (self.executor, self.local)}.values():
+        for executor in self.executors():
             executor.interrupt()
 
     def close(self) -> None:
-        for executor in {id(e): e for e in (self.executor, self.local)}.values():
+        for executor in self.executors():
             executor.close()
 
 
@@ -122,13 +138,15 @@ def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
 
 
 def choose_setup(matrix: Matrix | None, requested: str | None,
-                 parallel: int | str | None = None, ray_address: str | None = None) -> Setup:
+                 parallel: int | str | None = None, ray_address: str | None = None,
+                 flavour: Flavour | None = None) -> Setup:
+    """`flavour` forces the locks' flavour (a reproduction uses the recorded one)."""
     from .environments import decide_flavour
     from .executors.local import LocalExecutor
 
     facts = hostinfo.gpu_facts()
     gpu = bool(facts.get("gpu_count"))
-    flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
+    flavour = flavour or decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
     name = requested or (matrix.spec.run.executor if matrix is not None else "auto")
     reason = f"--executor {name}" if requested else f"[run] executor = {name!r}"
     if parallel is not None:
@@ -158,6 +176,12 @@ def choose_setup(matrix: Matrix | None, requested: str | None,
         return Setup(DockerExecutor(flavour, gpu), reason, flavour, local, **lanes)
     if name == "ray":
         from .executors.ray import NODE_FLAVOUR, RayExecutor, RayUnavailable
+
+        pinned = [n for n, e in (matrix.spec.environments.items() if matrix else ())
+                  if e.image is not None and Source(e.image).pinned]
+        if pinned:
+            raise UsageError(f"{matrix.path}: environments.{pinned[0]}.image: an image named by "
+                             "digest runs with the local or docker executor, not ray")
 
         try:
             executor = RayExecutor(ray_address)
@@ -498,15 +522,73 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
               interrupt=setup.interrupt)
 
 
+REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+
+
 def build_only(opts: Options, console: Console) -> int:
-    """`runner build`: prepare every environment the matrix needs, run nothing."""
+    """`runner build`: prepare every environment the matrix needs, run nothing; with --push,
+    push each built image and record the digests that name them."""
+    if opts.push is not None:
+        if not REGISTRY.match(opts.push):
+            raise UsageError(f"--push {opts.push!r}: expected a registry as HOST[:PORT][/PATH] "
+                             "(no scheme), e.g. 127.0.0.1:5000")
+        if opts.executor not in (None, "docker"):
+            raise UsageError(f"--push pushes Docker images: it needs --executor docker, "
+                             f"not {opts.executor}")
+        opts.executor = "docker"
     matrix, setup = load_matrix(opts, console)
-    plan = make_plan(matrix.cells, opts.only)
-    show_setup(matrix, setup, plan.cells, console)
-    sources = sources_to_prepare(plan)
-    prepared = prepare_environments(setup, sources, console)
-    setup.close()
-    return EXIT_FAILED_CELLS if any(p.error for p in prepared.values()) else EXIT_OK
+    try:
+        plan = make_plan(matrix.cells, opts.only)
+        show_setup(matrix, setup, plan.cells, console)
+        sources = sources_to_prepare(plan)
+        prepared = prepare_environments(setup, sources, console)
+        failed = any(p.error for p in prepared.values())
+        if opts.push is not None and not failed:
+            failed = not push_images(matrix, setup, sources, opts, console)
+    finally:
+        setup.close()
+    return EXIT_FAILED_CELLS if failed else EXIT_OK
+
+
+def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Options,
+                console: Console) -> bool:
+    """Push the images of the image folders to opts.push and write the digests that name them
+    to <results-dir>/<name>/images.json (environment -> reference, lock, recipe, image id)."""
+    from .environments import images
+
+    executor = setup.executor
+    pushed: dict[str, dict[str, Any]] = {}
+    ok = True
+    for source in sources:
+        if source.existing or source.pinned:
+            continue
+        rec = executor.recipe(source)
+        image = executor.client().images.get(executor.image_ids[source.key])
+        try:
+            reference = images.push(executor.client(), image, rec, opts.push, lambda line: None)
+        except images.ImageError as exc:
+            console.print(f"[red]✗ {escape(str(exc))}[/]", soft_wrap=True)
+            ok = False
+            continue
+        console.print(f"[green]✓[/] pushed {source.key}: {reference}", soft_wrap=True)
+        pushed[source.key] = {"image": reference, "image_id": image.id,
+                              "flavour": rec.flavour, "lock": f"images/{rec.name}/{rec.lock.name}",
+                              "lock_sha256": rec.lock_sha256, "recipe_sha256": rec.recipe_sha256}
+    target = opts.results_dir / matrix.spec.run.name / "images.json"
+    earlier = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
+    same_registry = earlier.get("registry") == opts.push
+    environments = dict(earlier.get("environments", {})) if same_registry else {}
+    environments |= {name: pushed[env.image] for name, env in matrix.spec.environments.items()
+                     if env.image in pushed}
+    if pushed:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(target, {
+            "schema": 1, "registry": opts.push, "matrix": str(matrix.path),
+            "pushed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "environments": environments})
+        console.print(f"digests: {escape(str(target))} (an environment runs exactly its "
+                      f"image with image = \"REGISTRY/NAME@sha256:…\")", soft_wrap=True)
+    return ok
 
 
 def report_only(run_dir: Path, console: Console) -> int:

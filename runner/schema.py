@@ -8,6 +8,7 @@ Every error becomes one line: "<file>: <key path>: <what is wrong>" with a did-y
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt,
@@ -17,6 +18,27 @@ from .errors import did_you_mean
 from .worker import catalog
 
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+# An image in a registry, named by its content: REGISTRY/NAME@sha256:<64 hex digits>. A tag can
+# move; a digest names exactly one image, so a run (and its reproduction) gets what it asked for.
+# Without a registry host the name is Docker Hub's, as for `docker pull`.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(rf"^(?P<repository>(?:[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]+)?/)?"
+                             rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+                             r"@(?P<digest>sha256:[0-9a-f]{64})$")
+
+
+def is_image_reference(image: str) -> bool:
+    """A registry reference (a digest or a tag) rather than a folder under images/: folder names
+    hold neither '@' nor ':'."""
+    return "@" in image or ":" in image
+
+
+def _image(value: str | None) -> str | None:
+    if value is not None and is_image_reference(value) and not IMAGE_REFERENCE.match(value):
+        raise ValueError(f"{value!r}: name a registry image by its digest, "
+                         f"REGISTRY/NAME@sha256:<64 hex digits> (a tag can move), or give an "
+                         f"image folder under images/")
+    return value
 
 
 def _one_of(choices: tuple[Any, ...]):
@@ -146,13 +168,19 @@ PROFILE_KEYS = PROFILE_RUN_KEYS + AXES
 
 class EnvironmentSpec(_Strict):
     # Where the environment comes from: an image folder images/<image>/ (its lock becomes a local
-    # venv or a Docker image), or an existing interpreter used as it is (a VM's preinstalled
-    # stack, a conda environment), like asv's "existing" environments.
+    # venv or a Docker image), a registry image by digest (REGISTRY/NAME@sha256:…, run in
+    # Docker), or an existing interpreter used as it is (a VM's preinstalled stack, a conda
+    # environment), like asv's "existing" environments.
     image: str | None = Field(None, min_length=1)
     python: str | None = Field(None, min_length=1)
     api: Literal[catalog.APIS]  # type: ignore[valid-type]
     backend: Literal[catalog.KERAS_BACKENDS] | None = None  # type: ignore[valid-type]
     env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("image", mode="after")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return _image(value)
 
     @model_validator(mode="after")
     def _backend_only_with_keras(self) -> "EnvironmentSpec":

@@ -3,6 +3,8 @@
 An environment of the matrix is one of:
 - an image folder `images/<name>/` whose lock the local executor builds into a virtual
   environment (`venvs`) and the Docker executor builds into an image (`images`);
+- a registry image named by digest, `REGISTRY/NAME@sha256:…` (`images.pull_pinned`): exactly
+  that image, pulled when missing and run by the Docker executor;
 - an existing interpreter, `python = "/path/to/python"` (`existing`): a VM's preinstalled stack,
   a conda environment, a vendor container — used as it is, never built.
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..matrix import IMAGES_DIR
+from ..schema import is_image_reference
 
 FLAVOUR_ENV = "DL_BENCH_FLAVOUR"      # cpu | cuda: overrides the decision below
 LOCKS = {"cpu": "requirements.lock", "cuda": "requirements-cuda.lock"}
@@ -50,6 +53,12 @@ class Source:
     @property
     def existing(self) -> bool:
         return self.python is not None
+
+    @property
+    def pinned(self) -> bool:
+        """A registry image named by digest (REGISTRY/NAME@sha256:…): pulled and run as it is,
+        by the Docker executor only."""
+        return self.image is not None and is_image_reference(self.image)
 
 
 def decide_flavour(gpu_count: int, gpu_name: str | None = None) -> Flavour:

@@ -233,3 +233,81 @@ def record_metadata(image: Any, rec: Recipe) -> dict[str, Any]:
     if digests:
         meta["image_digest"] = digests[0]
     return meta
+
+
+# --- registries: push by the recipe's tag, pull and run by digest ------------------------------
+
+def push(client: Any, image: Any, rec: Recipe, registry: str,
+         on_line: Callable[[str], None]) -> str:
+    """Push a built image to REGISTRY (host[:port][/path]) under its recipe's tag and return the
+    reference that names exactly it: REGISTRY/dl-bench/<name>@sha256:…; ImageError on failure."""
+    import docker.errors
+
+    repository = f"{registry.rstrip('/')}/{rec.repository}"
+    tag = rec.tag.rsplit(":", 1)[1]
+    image.tag(repository, tag)
+    digest = None
+    try:
+        for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
+            if "error" in chunk:
+                detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                raise ImageError(f"image {rec.name}: push to {registry} failed: {detail.strip()}")
+            digest = (chunk.get("aux") or {}).get("Digest") or digest
+            if chunk.get("status") and not chunk.get("progressDetail"):
+                on_line(f"push {repository}:{tag}: {chunk['status']}")
+    except docker.errors.APIError as exc:
+        raise ImageError(f"image {rec.name}: push to {registry} failed: "
+                         f"{exc.explanation or exc}") from exc
+    if not digest:
+        raise ImageError(f"image {rec.name}: {registry} answered the push without a digest")
+    return f"{repository}@{digest}"
+
+
+def pull_pinned(client: Any, reference: str, on_line: Callable[[str], None]) -> Any:
+    """The image named by REGISTRY/NAME@sha256:…: the engine's copy when it holds that digest,
+    else pulled (never a tag); ImageError, one line, when it cannot be had."""
+    import docker.errors
+
+    try:
+        image = client.images.get(reference)
+    except docker.errors.ImageNotFound:
+        image = None
+    if image is None:
+        repository, digest = reference.rsplit("@", 1)
+        on_line(f"pulling {reference}")
+        try:
+            for chunk in client.api.pull(repository, tag=digest, stream=True, decode=True):
+                if "error" in chunk:
+                    detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                    raise ImageError(f"image {reference}: pull failed: {detail.strip()}")
+            image = client.images.get(reference)
+        except docker.errors.DockerException as exc:
+            detail = getattr(exc, "explanation", None) or exc
+            raise ImageError(f"image {reference}: pull failed: {detail}") from exc
+    if reference not in (image.attrs.get("RepoDigests") or []):
+        raise ImageError(f"image {reference}: the engine returned an image without that digest")
+    return image
+
+
+def labels_of(image: Any) -> dict[str, str]:
+    """The runner's labels of an image (org.dl-bench.*), without the prefix."""
+    labels = (image.attrs.get("Config") or {}).get("Labels") or {}
+    return {k[len(LABEL) + 1:]: v for k, v in labels.items() if k.startswith(f"{LABEL}.")}
+
+
+def pinned_metadata(image: Any, reference: str | None) -> dict[str, Any]:
+    """What every record says about an image run as it is (by digest, or by id when a
+    reproduction pins it): its id, the digest it was asked for, and the lock and flavour its
+    labels name (an image not built by the runner has neither)."""
+    labels = labels_of(image)
+    meta: dict[str, Any] = {"image_id": image.id, "executor": "docker", "env_source": "image"}
+    digests = image.attrs.get("RepoDigests") or []
+    if reference and "@" in reference:
+        meta["image_digest"] = reference
+    elif digests:
+        meta["image_digest"] = digests[0]
+    if labels.get("lock-sha256"):
+        meta["lock_sha256"] = labels["lock-sha256"]
+    if labels.get("flavour"):
+        meta["flavour"] = labels["flavour"]
+    return meta

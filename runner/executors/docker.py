@@ -211,6 +211,12 @@ class DockerExecutor:
         self.ulimits = ULIMITS            # lowered once if the engine refuses them
         self._live: dict[str, Any] = {}   # containers in flight (parallel lanes), by id
         self._lock = threading.Lock()
+        # Source key -> the exact image to run instead of the recipe's (an image id or a
+        # REGISTRY/NAME@sha256:… reference): `runner reproduce` pins the images a run used.
+        self.pins: dict[str, str] = {}
+        # Source key -> metadata a pinned image's records carry beyond what the engine says (the
+        # recorded digest of an image pinned by its id: an archive loads no repo digests).
+        self.pin_metadata: dict[str, dict[str, Any]] = {}
 
     def client(self) -> Any:
         if self._client is None:
@@ -223,6 +229,8 @@ class DockerExecutor:
 
     def describe(self, source: Source) -> tuple[str | None, str]:
         """(flavour, image tag) without touching the engine: for the plan and the first lines."""
+        if source.pinned or source.key in self.pins:
+            return None, self.pins.get(source.key, source.image)
         try:
             rec = self.recipe(source)
         except images.ImageError as exc:
@@ -233,6 +241,8 @@ class DockerExecutor:
         import docker.errors
 
         flavour, uses = self.describe(source)
+        if source.pinned or source.key in self.pins:
+            return self.prepare_pinned(source, uses, on_line)
         try:
             client = self.client()
             rec = self.recipe(source)
@@ -245,6 +255,25 @@ class DockerExecutor:
         return Prepared(source.key, uses, flavour,
                         metadata={**images.record_metadata(built, rec), "env_source": "image",
                                   "flavour": rec.flavour})
+
+    def prepare_pinned(self, source: Source, uses: str,
+                       on_line: Callable[[str], None]) -> Prepared:
+        """An image run exactly as it is: by digest (pulled when missing) or by a pinned id."""
+        import docker.errors
+
+        try:
+            client = self.client()
+            if "@" in uses:
+                image = images.pull_pinned(client, uses, on_line)
+            else:
+                image = client.images.get(uses)
+        except (DockerUnavailable, images.ImageError) as exc:
+            return Prepared(source.key, uses, error=str(exc))
+        except docker.errors.DockerException as exc:
+            return Prepared(source.key, uses, error=f"image {uses}: docker: {exc}")
+        self.image_ids[source.key] = image.id
+        metadata = {**images.pinned_metadata(image, uses), **self.pin_metadata.get(source.key, {})}
+        return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
 
     def gpu_for(self, spec: dict[str, Any], pinned: str | None = None) -> str | None:
         """The GPU a cell's container is given: its lane's (pinned), else DL_BENCH_GPU's."""

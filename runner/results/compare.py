@@ -14,6 +14,10 @@ GPU, driver, CUDA, framework version, lock hash, image digest, CPU model, ...) a
 into a verdict: they are "not comparable", naming the keys. So are cells with fewer than two
 repeats or too few samples on a side.
 
+Per environment, the stack is compared as a whole first (pyperf refuses to mix incomparable
+runs): the lock hash or image digest and id, the installed distributions, the driver and the GPU
+model. Every row of an environment whose stack differs is marked, whatever its cells' verdicts.
+
 Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 for bad input.
 """
 
@@ -25,6 +29,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rich.markup import escape
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from ..worker.protocol import write_text_atomic
@@ -38,6 +44,9 @@ MIN_SAMPLES = 5
 MIN_REPEATS = 2
 
 FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparable"
+# What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
+STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
+              "driver_version", "gpu_name")
 
 
 @dataclass
@@ -57,6 +66,25 @@ class CellComparison:
     p_value: float | None = None         # Welch's t-test on log repeat medians, two-sided
     spread: float | None = None          # run-to-run spread of repeat medians (max/min - 1)
     differing_keys: list[str] = field(default_factory=list)
+    stack_differs: bool = False          # its environment ran on different stacks in A and B
+
+
+@dataclass
+class StackComparison:
+    """One environment's stack in A against B."""
+
+    environment: str
+    differs: list[str] = field(default_factory=list)   # "lock_sha256 1a2b… → 3c4d…"
+    only_in: str | None = None                         # "A" or "B": measured on one side only
+
+    @property
+    def same(self) -> bool:
+        return not self.differs and self.only_in is None
+
+    def describe(self) -> str:
+        if self.only_in:
+            return f"only in run {self.only_in}"
+        return "same stack" if self.same else "differs: " + ", ".join(self.differs)
 
 
 @dataclass
@@ -66,6 +94,11 @@ class Comparison:
     threshold: float
     alpha: float
     cells: list[CellComparison]
+    stacks: list[StackComparison] = field(default_factory=list)
+
+    @property
+    def different_stacks(self) -> list[StackComparison]:
+        return [s for s in self.stacks if s.differs]
 
     @property
     def comparable(self) -> list[CellComparison]:
@@ -105,6 +138,38 @@ def differing_keys(records_a: list[dict[str, Any]], records_b: list[dict[str, An
     """Comparability keys whose values differ between the two sides."""
     a, b = metadata_values(records_a), metadata_values(records_b)
     return [key for key in COMPARABILITY_KEYS if a[key] != b[key]]
+
+
+def stack_values(records: list[dict[str, Any]]) -> dict[str, set[str]]:
+    values: dict[str, set[str]] = {key: set() for key in STACK_KEYS}
+    for record in records:
+        meta = record.get("metadata") or {}
+        for key in STACK_KEYS:
+            values[key].add(json.dumps(meta.get(key), sort_keys=True))
+    return values
+
+
+def compare_stacks(records_a: list[dict[str, Any]],
+                   records_b: list[dict[str, Any]]) -> list[StackComparison]:
+    """Per environment measured in either run: the same stack, or what differs. A side's stack
+    is read from its ok records (from every measured record when none is ok)."""
+    def by_environment(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for record in records:
+            if record.get("status") != "not_applicable":
+                out.setdefault(record["environment"], []).append(record)
+        return {env: [r for r in rs if r["status"] == "ok"] or rs for env, rs in out.items()}
+
+    sides = by_environment(records_a), by_environment(records_b)
+    stacks = []
+    for env in dict.fromkeys([*sides[0], *sides[1]]):
+        if env not in sides[0] or env not in sides[1]:
+            stacks.append(StackComparison(env, only_in="A" if env in sides[0] else "B"))
+            continue
+        a, b = stack_values(sides[0][env]), stack_values(sides[1][env])
+        stacks.append(StackComparison(env, [f"{key} {_shown(a[key])} → {_shown(b[key])}"
+                                            for key in STACK_KEYS if a[key] != b[key]]))
+    return stacks
 
 
 def _shown(values: set[str]) -> str:
@@ -194,24 +259,29 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
                  alpha: float = DEFAULT_ALPHA) -> Comparison:
     if threshold < 0 or not 0 < alpha < 1:
         raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, {alpha})")
-    sides = []
+    sides, all_records = [], []
     for path in (run_a, run_b):
         store, manifest = open_run(path)
         records = store.records()
+        all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
         sides.append(({s["cell_id"]: s for s in summaries},
                       {cid: [r for r in records if r["cell_id"] == cid] for cid in
                        {r["cell_id"] for r in records}}))
     (sum_a, rec_a), (sum_b, rec_b) = sides
+    stacks = compare_stacks(*all_records)
+    differing = {s.environment for s in stacks if s.differs}
     order = list(sum_a) + [cid for cid in sum_b if cid not in sum_a]
     cells = []
     for cell_id in order:
         a, b = sum_a.get(cell_id), sum_b.get(cell_id)
         if all(s is None or s["status"] == "not_applicable" for s in (a, b)):
             continue  # nothing was measured on either side
-        cells.append(compare_cell(a, b, rec_a.get(cell_id, []), rec_b.get(cell_id, []),
-                                  threshold, alpha))
-    return Comparison(run_a, run_b, threshold, alpha, cells)
+        cell = compare_cell(a, b, rec_a.get(cell_id, []), rec_b.get(cell_id, []), threshold,
+                            alpha)
+        cell.stack_differs = cell.environment in differing
+        cells.append(cell)
+    return Comparison(run_a, run_b, threshold, alpha, cells, stacks)
 
 
 def _fmt(value: float | None, pattern: str) -> str:
@@ -223,7 +293,14 @@ def summary_line(comparison: Comparison) -> str:
     counts = ", ".join(f"{comparison.count(v)} {v}" for v in (FASTER, SLOWER, SAME, NOT_COMPARABLE))
     mean = (f"geometric mean of B/A over {len(comparison.comparable)} comparable cells: "
             f"{gm:.3f}" if gm is not None else "no comparable cells")
-    return f"{counts}; {mean}"
+    differ = comparison.different_stacks
+    stacks = (f"; {len(differ)} of {len(comparison.stacks)} environments on different stacks "
+              f"({', '.join(s.environment for s in differ)})" if differ else "")
+    return f"{counts}; {mean}{stacks}"
+
+
+def stack_mark(cell: CellComparison) -> str:
+    return "differs" if cell.stack_differs else "same"
 
 
 def markdown(comparison: Comparison) -> str:
@@ -235,11 +312,21 @@ def markdown(comparison: Comparison) -> str:
              f"the ratio is beyond both {c.threshold * 100:g} % and the run-to-run spread of "
              f"repeat medians.", "",
              f"**{summary_line(c)}**", "",
-             "| Workload (task) | Batch size | Environment | A ms | B ms | B/A | p | Verdict | Note |",
-             "|---|---:|---|---:|---:|---:|---:|---|---|"]
+             "## Stacks", "",
+             "Per environment: the lock hash or image digest and id, the installed "
+             "distributions, the driver and the GPU model of A against B.", "",
+             "| Environment | Stack |", "|---|---|"]
+    for stack in c.stacks:
+        text = stack.describe()
+        lines.append(f"| {stack.environment} | {text if stack.same else f'**{text}**'} |")
+    lines += ["", "## Cells", "",
+              "| Workload (task) | Batch size | Environment | Stack | A ms | B ms | B/A | p | "
+              "Verdict | Note |",
+              "|---|---:|---|---|---:|---:|---:|---:|---|---|"]
     for cell in c.cells:
         verdict = f"**{cell.verdict}**" if cell.verdict in (FASTER, SLOWER) else cell.verdict
-        lines.append(f"| {cell.label} | {cell.batch_size} | {cell.environment} | "
+        stack = "**differs**" if cell.stack_differs else "same"
+        lines.append(f"| {cell.label} | {cell.batch_size} | {cell.environment} | {stack} | "
                      f"{_fmt(cell.median_a_ms, '.4g')} | {_fmt(cell.median_b_ms, '.4g')} | "
                      f"{_fmt(cell.ratio, '.3f')} | {_fmt(cell.p_value, '.2g')} | {verdict} | "
                      f"{cell.reason} |")
@@ -254,13 +341,14 @@ def terminal_table(comparison: Comparison):
 
     table = Table(title=f"B = {comparison.run_b}\nA = {comparison.run_a}", title_justify="left")
     for name, justify in (("Workload (task), batch", "left"), ("Environment", "left"),
-                          ("A ms", "right"), ("B ms", "right"), ("B/A", "right"), ("p", "right"),
-                          ("Verdict", "left"), ("Note", "left")):
+                          ("Stack", "left"), ("A ms", "right"), ("B ms", "right"),
+                          ("B/A", "right"), ("p", "right"), ("Verdict", "left"), ("Note", "left")):
         table.add_column(name, justify=justify, no_wrap=name in ("B/A", "p", "Verdict"))
     for cell in comparison.cells:
         style = STYLES[cell.verdict]
         verdict = f"[{style}]{cell.verdict}[/]" if style else cell.verdict
         table.add_row(f"{cell.label}, b{cell.batch_size}", cell.environment,
+                      "[yellow]differs[/]" if cell.stack_differs else "same",
                       _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
                       _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict, cell.reason)
     table.caption = (f"B/A: ratio of repeat medians; p: Welch's t-test on log repeat medians "
@@ -269,10 +357,24 @@ def terminal_table(comparison: Comparison):
     return table
 
 
+def stack_table(comparison: Comparison):
+    """Per environment: the same stack in A and B, or what differs."""
+    from rich.table import Table
+
+    table = Table(title="Stacks (A → B)", title_justify="left")
+    table.add_column("Environment", no_wrap=True)
+    table.add_column("Stack", overflow="fold")
+    for stack in comparison.stacks:
+        text = escape(stack.describe())
+        table.add_row(stack.environment, text if stack.same else f"[yellow]{text}[/]")
+    return table
+
+
 def run_compare(run_a: Path, run_b: Path, threshold: float, alpha: float,
                 markdown_path: Path | None, console) -> int:
-    """The `compare` subcommand: table on the terminal, Markdown to a file, exit code."""
+    """The `compare` subcommand: tables on the terminal, Markdown to a file, exit code."""
     comparison = compare_runs(run_a, run_b, threshold, alpha)
+    console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
     console.print(summary_line(comparison), soft_wrap=True)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
