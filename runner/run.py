@@ -57,7 +57,7 @@ def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
         matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=bool(cluster_gpus))
         matrix.profile_reason = f"auto: the Ray cluster has {cluster_gpus} GPUs" + \
             ("" if cluster_gpus else ", so the smoke profile is in force")
-    console.print(f"[bold]profile:[/] {matrix.profile} ({matrix.profile_reason})", soft_wrap=True)
+    console.print(f"[bold]profile:[/] {matrix.profile} ({escape(matrix.profile_reason)})", soft_wrap=True)
     return matrix, setup
 
 

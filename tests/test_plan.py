@@ -49,3 +49,12 @@ def test_finished_entries_are_skipped(write_matrix):
     assert {e.key for e in resumed.done} == done
     assert len(resumed.to_run) == len(first.to_run) - 2
     assert not done & {e.key for e in resumed.to_run}
+
+
+def test_the_first_line_names_the_profile_and_its_reason_verbatim(write_matrix, run_cli):
+    """The reason quotes the matrix's "[run]" table: printed as text, not read as markup."""
+    matrix = write_matrix('[run]\nname = "why"\nprofile = "full"\n'
+                          '[[benchmarks]]\nworkload = "matmul"\nenvironments = ["numpy"]\n')
+    code, out, _ = run_cli(matrix, "--dry-run")
+    assert code == 0, out
+    assert out.splitlines()[0] == "profile: full ([run] profile full)"
