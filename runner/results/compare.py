@@ -140,15 +140,6 @@ def differing_keys(records_a: list[dict[str, Any]], records_b: list[dict[str, An
     return [key for key in COMPARABILITY_KEYS if a[key] != b[key]]
 
 
-def stack_values(records: list[dict[str, Any]]) -> dict[str, set[str]]:
-    values: dict[str, set[str]] = {key: set() for key in STACK_KEYS}
-    for record in records:
-        meta = record.get("metadata") or {}
-        for key in STACK_KEYS:
-            values[key].add(json.dumps(meta.get(key), sort_keys=True))
-    return values
-
-
 def compare_stacks(records_a: list[dict[str, Any]],
                    records_b: list[dict[str, Any]]) -> list[StackComparison]:
     """Per environment measured in either run: the same stack, or what differs. A side's stack
@@ -166,7 +157,7 @@ def compare_stacks(records_a: list[dict[str, Any]],
         if env not in sides[0] or env not in sides[1]:
             stacks.append(StackComparison(env, only_in="A" if env in sides[0] else "B"))
             continue
-        a, b = stack_values(sides[0][env]), stack_values(sides[1][env])
+        a, b = (metadata_values(side[env], STACK_KEYS) for side in sides)
         stacks.append(StackComparison(env, [f"{key} {_shown(a[key])} → {_shown(b[key])}"
                                             for key in STACK_KEYS if a[key] != b[key]]))
     return stacks

@@ -151,12 +151,14 @@ def _window_s(record: dict[str, Any]) -> float | None:
 COMPARABILITY_KEYS = tuple(key for key, (_, decides) in KEYS.items() if decides)
 
 
-def metadata_values(records: list[dict[str, Any]]) -> dict[str, set[str]]:
-    """Every value each comparability key took in these records (absent counts as None)."""
-    values: dict[str, set[str]] = {key: set() for key in COMPARABILITY_KEYS}
+def metadata_values(records: list[dict[str, Any]],
+                    keys: tuple[str, ...] = COMPARABILITY_KEYS) -> dict[str, set[str]]:
+    """Every value each key (the comparability keys by default) took in these records (absent
+    counts as None)."""
+    values: dict[str, set[str]] = {key: set() for key in keys}
     for record in records:
         meta = record.get("metadata") or {}
-        for key in COMPARABILITY_KEYS:
+        for key in keys:
             values[key].add(json.dumps(meta.get(key), sort_keys=True))
     return values
 
