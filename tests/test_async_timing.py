@@ -102,7 +102,11 @@ def test_worker_times_the_work_not_the_dispatch(tmp_path):
     # synchronise would record a value near `dispatch`.
     assert blocked[0] > 5.0, "the product is too small to tell work from dispatch here"
     assert blocked[0] > 50 * dispatch, "JAX did not dispatch asynchronously"
-    # Close to the true cost (a shared 2-core machine: generous, but far from the dispatch time)...
-    assert 0.6 * blocked[0] <= worker_ms <= 1.6 * blocked[1]
+    # Not below the true cost (what an unsynchronised clock would read), and not grossly above it.
+    # The upper bound is loose on purpose: the worker's window and the reference loops run at
+    # different moments on a shared 2-core machine, where a neighbour's burst once made the
+    # worker's median 1.8× the loops' (21.5 against 11.8 ms); benchmarks/overhead.py measures
+    # the harness's real overhead (≤ 1.03 here), this test only that the clock is not fooled.
+    assert 0.6 * blocked[0] <= worker_ms <= 3.0 * blocked[1]
     # ... and far above what a non-blocking loop measures.
     assert worker_ms > 20 * dispatch
