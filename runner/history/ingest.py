@@ -86,7 +86,11 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
             return Imported(run_id, path, "unchanged")
         if earlier is not None:
             conn.execute(delete(tables.runs).where(tables.runs.c.id == earlier.id))
-        run_pk = insert_run(conn, run_id, path, manifest, hashes["run"], origin)
+        drivers = [(r.get("metadata") or {}).get("driver_version") for r in records]
+        host = {"driver_version": next((d for d in drivers if d), None),
+                **{k: v for k, v in (manifest.get("host") or {}).items() if v is not None}}
+        run_pk = insert_run(conn, run_id, path, {**manifest, "host": host}, hashes["run"],
+                            origin)
         env_pks = insert_environments(conn, run_pk, manifest, records)
         cells = insert_cells(conn, run_pk, env_pks, manifest, records, hashes["records"])
     return Imported(run_id, path, "updated" if earlier is not None else "added", cells)
