@@ -68,6 +68,9 @@ def _bisect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
                         help="where intermediate locks, environments and runs go (default: "
                              "results/bisect/<cell>-<time>)")
+    parser.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
+                        help="a folder of wheels uv may use besides PyPI (repeatable; e.g. a "
+                             "local torch+cpu wheel)")
     parser.add_argument("--db", metavar="URL", default=None,
                         help="history the steps are written to (default as for history)")
 
