@@ -44,6 +44,7 @@ class Options:
     parallel: int | str | None = None     # --parallel: overrides [run] parallel
     ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
     push: str | None = None               # build --push REGISTRY
+    history: bool = True                  # write the finished run to the history database
 
 
 def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
@@ -496,6 +497,10 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
         console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
+    if opts.history and not interrupted:
+        from .history.record import record_finished_run
+
+        record_finished_run(store.root, matrix.spec.history.url, opts.results_dir, console)
     if interrupted:
         return EXIT_INTERRUPTED
     failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
