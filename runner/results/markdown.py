@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from . import reference, stats
-from .formatting import cell_text, fmt
+from .formatting import best_text, cell_text, fmt, percent
 from .summaries import fixed_costs, keras_speedups, keras_view, pivot
 
 
@@ -41,13 +41,12 @@ def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: b
     for label, batch in rows:
         values = [grid[(label, batch, e)].get(key) for e in environments
                   if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
-        values = [v for v in values if v is not None]
-        best = (min(values) if lower_is_better else max(values)) if values and bold_best else None
+        best = best_text(values, lower_is_better) if bold_best else None
         cells = [cell_text(grid.get((label, batch, e)), key, best) for e in environments]
         if speedups:
             entry = speedups.get((label, batch))
             cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
-            cells.append(f"{entry['speedup']:.2f}×" if entry and entry["speedup"] else "–")
+            cells.append(f"{fmt(entry['speedup'])}×" if entry and entry["speedup"] else "–")
         lines.append(f"| {label} | {batch} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -82,18 +81,14 @@ def training_table(summaries: list[dict[str, Any]]) -> str | None:
 
 def _sanity(s: dict[str, Any]) -> tuple[str, str]:
     """'loss first → last' and accuracy, or '–' where the cell has none."""
-    loss = (f"{fmt(s['loss_first'], 3)} → {fmt(s['loss_last'], 3)}"
+    loss = (f"{fmt(s['loss_first'])} → {fmt(s['loss_last'])}"
             if s.get("loss_first") is not None else "–")
-    return loss, f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
-
-
-def _percent(fraction: float | None) -> str:
-    return "–" if fraction is None else f"{fraction * 100:.1f} %"
+    return loss, fmt(s["accuracy"])
 
 
 def _ci_text(s: dict[str, Any]) -> str:
     if s.get("median_ci_low_ms") is None:
-        return "–"
+        return "–, too few repeats" if 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS else "–"
     return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
 
 
@@ -118,9 +113,12 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                   "row's speedup compares models, not frameworks.", ""]
     parts += ["", "## Median time per step (ms, lower is better; best in bold)", "",
               markdown_table(summaries, "median_ms", keras_columns=not keras), ""]
-    parts += ["Each value is the median of every timed step of every repeat (each repeat a fresh "
-              "process); warm-up steps, the first of which includes compilation, are excluded. "
-              "NA: the combination does not exist in that environment.", ""]
+    parts += ["Each value is the median of the repeat medians: each repeat (a fresh process) is "
+              "summarised by the median of its timed steps, and the cell by the median of those, "
+              "so every repeat weighs the same; warm-up steps, the first of which includes "
+              "compilation, are excluded. Bold: the best of a row whose values differ as printed "
+              "(ties as printed are all bold). NA: the combination does not exist in that "
+              "environment.", ""]
     if keras_speedups(summaries):
         parts += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
                   "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
@@ -170,22 +168,27 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                   if s.get("energy_note")]
         parts.append("")
     parts += ["## Cells", "",
-              "| Cell | Status | Repeats ok | Median ms | 95 % CI of median | IQR ms | p10–p90 ms | "
+              "| Cell | Status | Repeats ok | Median ms | 95 % CI of median (across repeats) | "
+              "IQR ms | p10–p90 ms | "
               "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | % of peak | "
               "Loss first → last | Accuracy |",
               "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for s in summaries:
         spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
-        cv = f"{s['cv'] * 100:.1f} %" if s.get("cv") is not None else "–"
-        cv_repeats = f"{s['cv_repeats'] * 100:.1f} %" if s.get("cv_repeats") is not None else "–"
+        cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
         loss, acc = _sanity(s)
         parts.append(f"| `{s['cell_name']}` | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
                      f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
                      f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
                      f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
-                     f"{_percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
-    parts += ["", "95 % CI: distribution-free (binomial order-statistic) interval of the median of "
-              "the pooled samples; CV: stdev / mean of the pooled samples; % of peak: achieved "
+                     f"{percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
+    parts += ["", "Median ms: the median of the repeat medians. 95 % CI of the median (across "
+              "repeats): computed on the repeat medians, each repeat (a process) one observation — "
+              "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
+              "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
+              "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "
+              "(the typical process's step-to-step spread); CV of repeat medians: the spread "
+              "between processes. % of peak: achieved "
               "TFLOP/s over the run's calibration peak for the same device and precision (TF32 "
               "counted apart from float32): dense matmuls at several sizes measured before the "
               "cells, the fastest kept — a measured peak, never a cell of the run and never a "
@@ -203,7 +206,7 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                 c = row["columns"][column]
                 published = fmt(c["published_ms"]) if c["published_ms"] else "NA"
                 here = fmt(c["measured_ms"]) if c["measured_ms"] is not None else (c["status"] or "–")
-                ratio = f" ({c['ratio']:.2f}×)" if c["ratio"] is not None else ""
+                ratio = f" ({fmt(c['ratio'])}×)" if c["ratio"] is not None else ""
                 cells.append(f"{here} / {published}{ratio}")
             parts.append(f"| {row['workload']} ({row['task']}) | {row['batch_size']} | "
                          + " | ".join(cells) + " |")

@@ -1,4 +1,4 @@
-"""Summaries: a run's records pooled per cell (statistics, memory, energy, % of peak), then
+"""Summaries: a run's records summarised per cell (statistics, memory, energy, % of peak), then
 pivoted to the Keras-3-benchmarks table (rows × environment columns) with the Keras 3 over
 Keras 2 speedups. Plain data, no formatting: every renderer (terminal, Markdown, HTML, files,
 plots, compare) reads these and nothing else."""
@@ -67,7 +67,7 @@ def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
 
 def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None = None,
                    peaks: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One summary per cell, its repeats pooled; in plan order (the manifest's cell list);
+    """One summary per cell, the repeat as the unit (stats.across_repeats); in plan order (the manifest's cell list);
     % of peak against the run's calibration peaks (the manifest's)."""
     rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
     by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -85,7 +85,7 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
                                          "task", "batch_size", *AXIS_KEYS)},
             "status": status,
             "error": next((r["error"] for r in reps if r["status"] == status and r.get("error")), None),
-            **stats.pooled(reps),
+            **stats.across_repeats(reps),
         }
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .formatting import cell_text
+from .formatting import best_text, cell_text
 from .summaries import keras_view, pivot
 
 
@@ -25,7 +25,7 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
     for label, batch in rows:
         ok = [grid[(label, batch, e)]["median_ms"] for e in environments
               if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
-        best = min(ok) if ok else None
+        best = best_text(ok)
         cells = []
         for env in environments:
             text = cell_text(grid.get((label, batch, env)), "median_ms", best)
@@ -38,7 +38,8 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
             cells.append(text)
         table.add_row(escape(label), str(batch), *cells)
     flagged = sum(1 for s in summaries if s.get("warnings"))
-    table.caption = ("median ms/step over all repeats; best in green; NA = not applicable"
+    table.caption = ("median of the repeat medians, ms/step; best in green (ties as printed all "
+                     "green); NA = not applicable"
                      + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)" if flagged else ""))
     return table
 

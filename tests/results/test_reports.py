@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner import cli
-from runner.results import files, formatting, markdown, plots, summaries as summarize, terminal
+from runner.results import files, formatting, html, markdown, plots, summaries as summarize, terminal
 from runner.results.store import Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -119,7 +119,7 @@ def test_markdown_warnings_and_training_sections(summaries):
     assert "repeats disagree" in warnings and "energy window" in warnings
     assert "cnn-fit-keras-jax" not in warnings  # a clean cell is not listed
     training = text.split("## Training")[1].split("\n## ")[0]
-    assert "| cnn (fit) | 128 | keras2 | 7.50 | 1.59 | 0.950 | 2.300 → 0.420 | 802 / 1,503 | 100 / 930 |" \
+    assert "| cnn (fit) | 128 | keras2 | 7.50 | 1.59 | 0.950 | 2.30 → 0.420 | 802 / 1,503 | 100 / 930 |" \
         in training
     assert "matmul" not in training
 
@@ -202,7 +202,8 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     assert by_id["long"]["energy_per_step_j"] == pytest.approx(1.5)     # 300 J / 200 steps
     assert by_id["long"]["energy_per_item_j"] == pytest.approx(0.375)
     table = markdown.markdown_table(summaries, "energy_per_step_j")
-    assert "| **1.50** |" in table and "0.00" not in table and "**–**" not in table
+    # a lone value has nothing to be best against: not bold
+    assert "| 1.50 |" in table and "0.00" not in table and "**" not in table
 
 
 def test_each_environments_fixed_cost_per_process_is_shown():
@@ -215,7 +216,7 @@ def test_each_environments_fixed_cost_per_process_is_shown():
     assert cost["other_s"] == pytest.approx(5.8 - 2.0 - 0.5 - 1.1)
     text = markdown.report_markdown({"name": "t"}, summaries)
     assert "## Where a process's time goes" in text
-    assert "| jax | 3 | 2.00 | 0.50 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
+    assert "| jax | 3 | 2.00 | 0.500 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
 
 
 def test_the_published_table_stands_beside_the_run_with_ratios_only_where_comparable():
@@ -272,3 +273,51 @@ def test_the_keras_table_has_the_studys_layout_and_no_speedup_across_models():
     printed = terminal.tables(summaries, "t")
     assert len(printed) == 2 and [c.header for c in printed[0].columns][2:] == [
         "Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)", "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]
+
+
+def test_small_values_print_with_significant_figures_never_as_zero():
+    assert formatting.fmt(0.004) == "0.00400"          # a 4 µs step in ms
+    assert formatting.fmt(0.0021) == "0.00210"         # 2.1 mJ in J
+    assert formatting.fmt(0.5) == "0.500" and formatting.fmt(1.5) == "1.50"
+    assert formatting.fmt(3.4e-6) == "3.40e-06"
+    assert formatting.fmt(0.0) == "0" and formatting.fmt(None) == "–"
+    assert formatting.fmt(999.7) == "1,000" and formatting.fmt(123.456, 4) == "123.5"
+    assert formatting.percent(0.0004) == "0.0400 %"
+
+
+def test_microsecond_steps_and_millijoules_print_everywhere_and_csv_keeps_raw_values():
+    from rich.console import Console
+
+    records = [record_like(cell_id="a", environment="jax", samples_ms=[0.0041] * 5,
+                           gpu_energy_j=0.0123, train_s=2.0, extra={"telemetry_window_s": 2.0}),
+               record_like(cell_id="b", environment="torch", samples_ms=[0.0052] * 5)]
+    summaries = summarize.cell_summaries(records, ["a", "b"])
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "| matmul (run) | 1 | **0.00410** | 0.00520 |" in text
+    assert "0.00 " not in text and "| 0.00 |" not in text
+    energy = text.split("## Energy per step")[1].split("\n## ")[0]
+    assert "| matmul (run) | 1 | 0.00246 | – |" in energy               # 12.3 mJ / 5 steps
+    console = Console(width=200, record=True)
+    console.print(terminal.terminal_table(summaries, "t"))
+    printed = console.export_text()
+    assert "0.00410" in printed and "0.00520" in printed
+    page = html.render(text, Path("."), "t")
+    assert "<strong>0.00410</strong>" in page
+    rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(files.summary_csv(summaries)))}
+    assert float(rows["a"]["median_ms"]) == 0.0041 and rows["a"]["energy_per_step_j"] == "0.00246"
+
+
+def test_best_is_bold_only_among_values_that_differ_as_printed():
+    assert formatting.best_text([1.001, 1.002, 1.3]) == "1.00"     # a printed tie: both bold
+    assert formatting.best_text([1.001, 1.002]) is None            # all print the same: none
+    assert formatting.best_text([2.0]) is None                     # nothing to beat
+    assert formatting.best_text([1.0, 2.0], lower_is_better=False) == "2.00"
+    records = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5)
+               for e, ms in (("jax", 1.001), ("torch", 1.002), ("numpy", 1.3))]
+    table = markdown.markdown_table(summarize.cell_summaries(records, ["jax", "torch", "numpy"]),
+                                    "median_ms")
+    assert "| matmul (run) | 1 | **1.00** | **1.00** | 1.30 |" in table
+    same = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5)
+            for e, ms in (("jax", 1.001), ("torch", 1.002))]
+    table = markdown.markdown_table(summarize.cell_summaries(same, ["jax", "torch"]), "median_ms")
+    assert "**" not in table
