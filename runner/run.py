@@ -20,6 +20,7 @@ from rich.table import Table
 
 from . import hostinfo, matrix as matrix_mod, scheduling
 from .results import records as record_mod, stats
+from .results.formatting import fmt
 from .results.terminal import tables
 from .results.write import write_reports
 from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
@@ -441,7 +442,7 @@ def ran_on(record: dict[str, Any]) -> str:
 
 def describe(record: dict[str, Any]) -> str:
     if record["status"] == "ok":
-        return f"{record['median_ms']:.3f} ms/step"
+        return f"{fmt(record['median_ms'])} ms/step"
     error = (record.get("error") or "").strip().splitlines()
     return f"{record['status']}: {error[-1][:120] if error else ''}"
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from . import reference, stats
 from .formatting import best_text, cell_text, fmt, percent
-from .summaries import fixed_costs, keras_speedups, keras_view, pivot
+from .summaries import (TF32_MARK, TF32_NOTE, fixed_costs, keras_speedups, keras_view, pivot,
+                        tf32_rows)
 
 
 def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
@@ -34,6 +35,7 @@ def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: b
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
     speedups = keras_speedups(summaries) if keras_columns else {}
+    marked = tf32_rows(summaries)
     extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
     heads = [(titles or {}).get(e, e) for e in environments]
     lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
@@ -47,8 +49,9 @@ def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: b
             entry = speedups.get((label, batch))
             cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
             cells.append(f"{fmt(entry['speedup'])}×" if entry and entry["speedup"] else "–")
-        lines.append(f"| {label} | {batch} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        mark = f" {TF32_MARK}" if (label, batch) in marked else ""
+        lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
 
 
 def _pair(first: float | None, second: float | None) -> str:
@@ -63,20 +66,22 @@ def training_table(summaries: list[dict[str, Any]]) -> str | None:
     environments, rows, _ = pivot(summaries)
     fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
                              environments.index(s["environment"])))
+    marked = tf32_rows(summaries)
     lines = ["| Workload (task) | Batch size | Environment | Epoch s | Train s (timed) | Accuracy | "
              "Loss first → last | RSS initial / peak MB | VRAM initial / peak MB |",
              "|---|---:|---|---:|---:|---:|---|---:|---:|"]
     for s in fits:
+        label = s["label"] + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked else "")
         if s["status"] != "ok":
-            lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | {s['status']} "
+            lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | {s['status']} "
                          "| | | | | |")
             continue
         loss, acc = _sanity(s)
-        lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | "
+        lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | "
                      f"{fmt(s.get('epoch_s'))} | {fmt(s.get('train_s'))} | {acc} | {loss} | "
                      f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
                      f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
 
 
 def _sanity(s: dict[str, Any]) -> tuple[str, str]:
@@ -84,6 +89,31 @@ def _sanity(s: dict[str, Any]) -> tuple[str, str]:
     loss = (f"{fmt(s['loss_first'])} → {fmt(s['loss_last'])}"
             if s.get("loss_first") is not None else "–")
     return loss, fmt(s["accuracy"])
+
+
+def _tf32_text(s: dict[str, Any]) -> str:
+    if s["status"] != "ok":
+        return "–"
+    return {True: "on", False: "off"}.get(s.get("tf32_effective"), "not recorded")
+
+
+def tf32_section(summaries: list[dict[str, Any]]) -> list[str]:
+    """Which GPU cells ran their float32 matmuls on TF32 tensor cores, which did not, and which
+    do not say (empty for a run without GPU cells: a CPU has no TF32)."""
+    gpu = [s for s in summaries if s["status"] == "ok" and s.get("on_gpu")]
+    if not gpu:
+        return []
+    lines = ["## TF32", "",
+             "Whether each GPU cell's float32 matmuls and convolutions ran on TF32 tensor cores "
+             "(10-bit mantissa, a different peak from float32), as its worker recorded it from the "
+             "framework (`effective.tf32`):", ""]
+    for state, title in ((True, "TF32 on"), (False, "TF32 off"), (None, "not recorded")):
+        cells = [s for s in gpu if s.get("tf32_effective") is state]
+        if cells:
+            lines.append(f"- {title}: " + ", ".join(
+                f"`{s['cell_name']}`" + (f" ({s['tf32_detail']})" if s.get("tf32_detail") else "")
+                for s in cells))
+    return lines + [""]
 
 
 def _ci_text(s: dict[str, Any]) -> str:
@@ -170,9 +200,9 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
     parts += ["## Cells", "",
               "| Cell | Status | Repeats ok | Median ms | 95 % CI of median (across repeats) | "
               "IQR ms | p10–p90 ms | "
-              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | % of peak | "
+              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
               "Loss first → last | Accuracy |",
-              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     for s in summaries:
         spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
         cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
@@ -181,18 +211,21 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                      f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
                      f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
                      f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
-                     f"{percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
+                     f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
     parts += ["", "Median ms: the median of the repeat medians. 95 % CI of the median (across "
               "repeats): computed on the repeat medians, each repeat (a process) one observation — "
               "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
               "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
               "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "
               "(the typical process's step-to-step spread); CV of repeat medians: the spread "
-              "between processes. % of peak: achieved "
+              "between processes. TF32: whether the cell's float32 matmuls ran on TF32 tensor "
+              "cores, as recorded (off on a CPU). % of peak: achieved "
               "TFLOP/s over the run's calibration peak for the same device and precision (TF32 "
-              "counted apart from float32): dense matmuls at several sizes measured before the "
+              "counted apart from float32; none where a GPU cell's TF32 state is not "
+              "recorded): dense matmuls at several sizes measured before the "
               "cells, the fastest kept — a measured peak, never a cell of the run and never a "
               "datasheet figure; – without `[run] calibrate = true`.", ""]
+    parts += tf32_section(summaries)
     rows = reference.beside(summaries)
     if rows:
         table = reference.published()

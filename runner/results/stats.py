@@ -277,21 +277,40 @@ PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16"
                   "mixed_float16": "float16"}
 
 
-def device_name(record: dict[str, Any]) -> str | None:
-    """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
+def ran_on_gpu(record: dict[str, Any]) -> bool:
+    """Whether a record computed on a GPU (its framework's device, not merely a GPU present)."""
     meta = record.get("metadata") or {}
     device = (record.get("effective") or {}).get("device")  # "cpu", "cuda:0", "/CPU:0", ...
     on_cpu = device is not None and "cpu" in str(device).lower()
-    return meta.get("cpu_model") if on_cpu or not meta.get("gpu_name") else meta["gpu_name"]
+    return bool(meta.get("gpu_name")) and not on_cpu
 
 
-def peak_kind(precision: Any, effective: dict[str, Any] | None) -> str | None:
+def device_name(record: dict[str, Any]) -> str | None:
+    """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
+    meta = record.get("metadata") or {}
+    return meta["gpu_name"] if ran_on_gpu(record) else meta.get("cpu_model")
+
+
+def tf32_state(record: dict[str, Any]) -> bool | None:
+    """Whether the record's float32 matmuls ran on TF32 tensor cores, as its worker recorded
+    (`effective["tf32"]`, decided from what the framework does on that device); False on a CPU
+    (no TF32 there); None where a GPU record does not say: unknown, never assumed off."""
+    if not ran_on_gpu(record):
+        return False
+    value = (record.get("effective") or {}).get("tf32")
+    return None if value is None else bool(value)
+
+
+def peak_kind(precision: Any, tf32: bool | None) -> str | None:
     """What a peak is measured for: bfloat16, float16, float32, or tf32 (float32 inputs run on
-    TF32 tensor cores: a different peak, so float32 cells say whether TF32 was in effect)."""
+    TF32 tensor cores: a different peak). A float32 record whose TF32 state is unknown has no
+    peak kind (None): it is neither compared with a float32 nor with a TF32 peak."""
     kind = PEAK_PRECISION.get(precision)
-    if kind == "float32" and (effective or {}).get("tf32"):
-        return "tf32"
-    return kind
+    if kind != "float32":
+        return kind
+    if tf32 is None:
+        return None
+    return "tf32" if tf32 else "float32"
 
 
 def peaks_from(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -300,7 +319,9 @@ def peaks_from(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in records:
         if r.get("status") != "ok" or not r.get("achieved_tflops"):
             continue
-        key = (device_name(r), peak_kind(r.get("precision"), r.get("effective")))
+        key = (device_name(r), peak_kind(r.get("precision"), tf32_state(r)))
+        if key[1] is None:
+            continue            # float32 with TF32 unknown: no peak of either kind
         if key not in best or r["achieved_tflops"] > best[key]["tflops"]:
             best[key] = {"device": key[0], "kind": key[1], "tflops": r["achieved_tflops"],
                          "environment": r["environment"], "n": (r.get("options") or {}).get("n"),

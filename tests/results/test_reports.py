@@ -321,3 +321,55 @@ def test_best_is_bold_only_among_values_that_differ_as_printed():
             for e, ms in (("jax", 1.001), ("torch", 1.002))]
     table = markdown.markdown_table(summarize.cell_summaries(same, ["jax", "torch"]), "median_ms")
     assert "**" not in table
+
+
+def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
+    from rich.console import Console
+
+    gpu = {"gpu_name": "NVIDIA H100 80GB HBM3", "cpu_model": "EPYC"}
+    records = [
+        record_like(cell_id="jax", cell_name="cnn-fit-keras-jax-b128", environment="keras-jax",
+                    api="keras", backend="jax", workload="cnn", task="fit", batch_size=128,
+                    data="device", options={}, metadata=gpu, samples_ms=[2.0] * 5, loss_first=2.3, loss_last=0.4,
+                    effective={"device": "cuda:0", "tf32": True,
+                               "tf32_detail": "jax_default_matmul_precision=None on sm_90"}),
+        record_like(cell_id="torch", cell_name="cnn-fit-keras-torch-b128",
+                    environment="keras-torch", api="keras", backend="torch", workload="cnn",
+                    task="fit", batch_size=128, data="device", options={}, metadata=gpu,
+                    samples_ms=[8.8] * 5,
+                    loss_first=2.3, loss_last=0.4, effective={"device": "cuda:0", "tf32": False}),
+        record_like(cell_id="mm-jax", environment="keras-jax", metadata=gpu, samples_ms=[3.0] * 5,
+                    effective={"device": "cuda:0", "tf32": True}),
+        record_like(cell_id="mm-torch", environment="keras-torch", metadata=gpu,
+                    samples_ms=[21.0] * 5, effective={"device": "cuda:0", "tf32": True}),
+    ]
+    summaries = summarize.cell_summaries(records, [r["cell_id"] for r in records])
+    assert summarize.tf32_rows(summaries) == {("cnn (fit)", 128)}
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    time_table = text.split("## Median time per step")[1].split("\n## ")[0]
+    assert "| cnn (fit) † | 128 |" in time_table and "| matmul (run) | 1 |" in time_table
+    assert summarize.TF32_NOTE in time_table
+    memory = text.split("## Peak memory")[1].split("\n## ")[0]
+    assert "| cnn (fit) † | 128 |" in memory
+    assert "| cnn (fit) † | 128 | keras-jax |" in text.split("## Training")[1]
+    section = text.split("## TF32")[1].split("\n## ")[0]
+    assert ("- TF32 on: `cnn-fit-keras-jax-b128` (jax_default_matmul_precision=None on sm_90), "
+            "`x`, `x`") in section
+    assert "- TF32 off: `cnn-fit-keras-torch-b128`" in section
+    console = Console(width=200, record=True)
+    console.print(terminal.terminal_table(summaries, "t"))
+    printed = console.export_text()
+    assert "cnn (fit) †" in printed and "TF32 differs" in printed
+    assert "matmul (run) †" not in printed
+    rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(files.summary_csv(summaries)))}
+    assert rows["jax"]["tf32_effective"] == "True" and rows["torch"]["peak_kind"] == "float32"
+
+
+def test_a_cpu_run_has_no_tf32_marks_or_section():
+    records = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5,
+                           metadata={"cpu_model": "EPYC"}, effective={"device": "cpu"})
+               for e, ms in (("jax", 1.0), ("torch", 2.0))]
+    summaries = summarize.cell_summaries(records, ["jax", "torch"])
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "†" not in text and "## TF32" not in text
+    assert [s["peak_kind"] for s in summaries] == ["float32", "float32"]

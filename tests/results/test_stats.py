@@ -245,3 +245,34 @@ def test_device_name_follows_where_the_cell_computed():
     assert stats.device_name({"metadata": meta, "effective": {"device": "cuda:0"}}) == "A100"
     assert stats.device_name({"metadata": meta, "effective": {"device": "/CPU:0"}}) == "EPYC"
     assert stats.device_name({"metadata": {"cpu_model": "EPYC"}, "effective": {}}) == "EPYC"
+
+
+def test_tf32_unknown_is_never_taken_for_off():
+    """A GPU float32 record that does not say whether TF32 was on (JAX before the worker
+    recorded it: JAX's default on sm_80+ is TF32) has no peak kind: no float32 peak from it, no
+    "% of peak" against one. On a CPU float32 is float32."""
+    gpu = {"gpu_name": "H100", "cpu_model": "EPYC"}
+
+    def record(tf32=None, device="cuda:0", precision="float32"):
+        effective = {"device": device} | ({} if tf32 is None else {"tf32": tf32})
+        return {"status": "ok", "environment": "jax", "precision": precision,
+                "achieved_tflops": 372.0, "options": {"n": 8192}, "effective": effective,
+                "metadata": gpu, "extra": {}}
+
+    assert stats.tf32_state(record()) is None
+    assert stats.tf32_state(record(tf32=False)) is False
+    assert stats.tf32_state(record(device="cpu")) is False
+    assert stats.peak_kind("float32", None) is None
+    assert stats.peak_kind("float32", True) == "tf32"
+    assert stats.peak_kind("bfloat16", None) == "bfloat16"
+    assert stats.peaks_from([record()]) == []
+    assert [p["kind"] for p in stats.peaks_from([record(tf32=True)])] == ["tf32"]
+    cell = {**record(), "cell_id": "c", "cell_name": "matmul-run-jax-b1", "repeat": 1,
+            "api": "jax", "backend": None, "image": "jax", "workload": "matmul", "task": "run",
+            "batch_size": 1, "jit": "auto", "size": "full", "tf32": None,
+            "steps_per_execution": 1, "data": "device", "device": "auto", "error": None,
+            "samples_ms": [3.0] * 5, "items_per_step": 1, "flops_per_step": 2 * 8192.0 ** 3}
+    (summary,) = summarize.cell_summaries(
+        [cell], ["c"], [{"device": "H100", "kind": "float32", "tflops": 52.0}])
+    assert summary["tf32_effective"] is None and summary["peak_kind"] is None
+    assert summary["fraction_of_peak"] is None      # not 700 % of torch's float32 peak
