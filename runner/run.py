@@ -30,6 +30,7 @@ from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
 from .scheduling import Lane
+from .version import runner_version
 from .worker.protocol import CellSpec, write_json_atomic
 
 
@@ -226,8 +227,23 @@ def open_store(matrix: Matrix, opts: Options) -> Store:
     if opts.resume:
         root = opts.resume if isinstance(opts.resume, Path) else \
             Store.latest(matrix.spec.run.name, opts.results_dir)
-        return Store.open(root)
+        store = Store.open(root)
+        check_resumable(store)
+        return store
     return Store.create(matrix.spec.run.name, opts.results_dir)
+
+
+def check_resumable(store: Store) -> None:
+    """A run is resumed only by the runner version that made it: another version's cells have
+    other ids and its numbers would not compare (one line, exit 2, nothing written)."""
+    try:
+        made_by = store.read_manifest().get("runner_version")
+    except (OSError, ValueError, AttributeError):
+        made_by = None
+    if made_by != runner_version():
+        raise UsageError(f"--resume {store.root}: made by runner version "
+                         f"{made_by or '(unversioned, older)'}, this is {runner_version()}: its "
+                         "numbers would not compare with this runner's; start a new run")
 
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
@@ -320,6 +336,7 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "schema": 1,
         "name": matrix.spec.run.name,
         "run_id": store.run_id,
+        "runner_version": runner_version(),
         "matrix": str(matrix.path),
         "profile": matrix.profile,
         "profile_reason": matrix.profile_reason,
@@ -383,6 +400,13 @@ def prepare_environments(setup: Setup, sources: list[Source],
     return prepared
 
 
+def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
+    """What the host adds to a record's metadata: the environment's facts (lock, image), where
+    the cell ran, the runner's version and the variables the matrix set for the worker."""
+    return {**prepared.metadata, **placement, "runner_version": runner_version(),
+            "worker_env": dict(entry.cell.env)}
+
+
 def adopt_orphan(entry: Entry, store: Store, seed: int,
                  host_metadata: dict[str, Any]) -> dict[str, Any] | None:
     """On resume: a worker that finished while the runner died before storing its record left
@@ -406,7 +430,8 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
     (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
     calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes)."""
-    adopted = adopt_orphan(entry, store, seed, prepared.metadata)
+    placement = lane.placement()
+    adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))
     if adopted is not None:
         return adopted
     key = entry.key
@@ -415,7 +440,6 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path),
                      calls_per_sample)
     log_rel = f"logs/{key}.log"
-    placement = lane.placement()
     if prepared.error:
         outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
@@ -434,7 +458,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
         worker = record_mod.read_worker_result(result_path)
-    record = record_mod.finalize(spec, outcome, worker, {**prepared.metadata, **placement},
+    record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  log_rel)
     store.write_record(key, record)
     return record
