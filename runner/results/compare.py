@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,8 +261,8 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
 def pairing_keys(summaries: list[dict[str, Any]]) -> dict[str, str]:
     """cell id → what pairs it with a cell of the other run: its name (the id only where two
     cells of one run share a name, which a run made from one matrix never has)."""
-    names = [s["cell_name"] for s in summaries]
-    return {s["cell_id"]: s["cell_name"] if names.count(s["cell_name"]) == 1
+    names = Counter(s["cell_name"] for s in summaries)
+    return {s["cell_id"]: s["cell_name"] if names[s["cell_name"]] == 1
             else f"{s['cell_name']}#{s['cell_id']}" for s in summaries}
 
 

@@ -118,7 +118,8 @@ def tf32_section(summaries: list[dict[str, Any]]) -> list[str]:
 
 def _ci_text(s: dict[str, Any]) -> str:
     if s.get("median_ci_low_ms") is None:
-        return "–, too few repeats" if 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS else "–"
+        too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
+        return "–, too few repeats" if too_few else "–"
     return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
 
 
@@ -213,7 +214,8 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                      f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
                      f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
     parts += ["", "Median ms: the median of the repeat medians. 95 % CI of the median (across "
-              "repeats): computed on the repeat medians, each repeat (a process) one observation — "
+              "repeats): computed on the repeat medians, each repeat (a process) one "
+              "observation — "
               "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
               "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
               "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "

@@ -14,8 +14,9 @@ block, a longer timed window) must not count for more. Choices, and why:
   the mean of the two.
 - The **95 % confidence interval of the median is computed across repeats**, on the repeat
   medians, so it sees the process-to-process spread that an interval on pooled samples ignores
-  (with 2 % spread between processes the pooled interval covered the true median ~15 % of the
-  time). From 6 repeats it is the distribution-free binomial order-statistic interval
+  (simulated with 2 % spread between processes and 100 steps per repeat, the pooled interval
+  covered the true median 27–30 % of the time, less with more steps; tests/results/test_stats.py).
+  From 6 repeats it is the distribution-free binomial order-statistic interval
   (`scipy.stats.quantile_test`), which always contains the headline. With 3 to 5 repeats no
   order-statistic interval reaches 95 % (with 5 values [min, max] is a 94 % interval), so it is a
   Student-t interval on the logarithms of the repeat medians (times are positive and vary by
@@ -107,7 +108,8 @@ def median_ci(repeat_medians: list[float],
         from scipy.stats import t
 
         logs = np.log(values)
-        half = float(t.ppf(0.5 + confidence / 2, len(logs) - 1)) * logs.std(ddof=1) / math.sqrt(len(logs))
+        quantile = float(t.ppf(0.5 + confidence / 2, len(logs) - 1))
+        half = quantile * logs.std(ddof=1) / math.sqrt(len(logs))
         low, high = math.exp(logs.mean() - half), math.exp(logs.mean() + half)
     if not (math.isfinite(low) and math.isfinite(high)):
         return None, None

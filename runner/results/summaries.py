@@ -95,8 +95,8 @@ TF32_NOTE = (f"{TF32_MARK} The environments of this row did not all run float32 
 
 def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None = None,
                    peaks: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One summary per cell, the repeat as the unit (stats.across_repeats); in plan order (the manifest's cell list);
-    % of peak against the run's calibration peaks (the manifest's)."""
+    """One summary per cell, the repeat as the unit (stats.across_repeats); in plan order (the
+    manifest's cell list); % of peak against the run's calibration peaks (the manifest's)."""
     rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
     by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (rank.get(r["cell_id"], len(rank)), r["cell_id"],

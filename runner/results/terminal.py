@@ -42,7 +42,8 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
     flagged = sum(1 for s in summaries if s.get("warnings"))
     table.caption = ("median of the repeat medians, ms/step; best in green (ties as printed all "
                      "green); NA = not applicable"
-                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)" if flagged else "")
+                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)"
+                        if flagged else "")
                      + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
                         if marked else ""))
     return table

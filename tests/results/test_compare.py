@@ -187,7 +187,8 @@ def set_metadata(run_dir: Path, **values) -> None:
 
 
 @pytest.mark.parametrize("key, a, b, shown", [
-    ("runner_version", "aaaaaaaaaaaa", "bbbbbbbbbbbb", "runner_version aaaaaaaaaaaa → bbbbbbbbbbbb"),
+    ("runner_version", "aaaaaaaaaaaa", "bbbbbbbbbbbb",
+     "runner_version aaaaaaaaaaaa → bbbbbbbbbbbb"),
     ("gpu_power_limit_w", 400.0, 300.0, "gpu_power_limit_w 400.0 → 300.0"),
     ("worker_env", {}, {"XLA_FLAGS": "--xla_gpu_autotune_level=0"},
      "worker_env {} → {XLA_FLAGS=--xla_gpu_autotune_level=0}"),

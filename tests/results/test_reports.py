@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from runner import cli
-from runner.results import files, formatting, html, markdown, plots, summaries as summarize, terminal
+from runner.results import (files, formatting, html, markdown, plots, summaries as summarize,
+                            terminal)
 from runner.results.store import Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -330,7 +331,8 @@ def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
     records = [
         record_like(cell_id="jax", cell_name="cnn-fit-keras-jax-b128", environment="keras-jax",
                     api="keras", backend="jax", workload="cnn", task="fit", batch_size=128,
-                    data="device", options={}, metadata=gpu, samples_ms=[2.0] * 5, loss_first=2.3, loss_last=0.4,
+                    data="device", options={}, metadata=gpu, samples_ms=[2.0] * 5,
+                    loss_first=2.3, loss_last=0.4,
                     effective={"device": "cuda:0", "tf32": True,
                                "tf32_detail": "jax_default_matmul_precision=None on sm_90"}),
         record_like(cell_id="torch", cell_name="cnn-fit-keras-torch-b128",
