@@ -132,7 +132,9 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
     parts.append(f"Run `{manifest.get('run_id')}` · profile **{manifest.get('profile')}** "
                  f"({manifest.get('profile_reason')}) · executor {manifest.get('executor')} · "
                  f"{manifest.get('started_at')} · CPU {host.get('cpu_model', '?')} "
-                 f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}")
+                 f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}"
+                 + (f" · runner `{manifest['runner_version']}`" if manifest.get("runner_version")
+                    else ""))
     keras = keras_view(summaries)
     if keras:
         rows, columns, titles = keras

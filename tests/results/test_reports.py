@@ -104,7 +104,9 @@ def test_summary_csv_has_statistics_and_warnings(summaries):
 
 
 def test_markdown_main_table_has_keras3_columns(summaries):
-    text = markdown.report_markdown({"name": "fixture"}, summaries)
+    text = markdown.report_markdown({"name": "fixture", "runner_version": "f1x7u4e0c0de"},
+                                    summaries)
+    assert "· runner `f1x7u4e0c0de`" in text.splitlines()[2]
     header = next(line for line in text.splitlines() if line.startswith("| Workload (task) | Batch size | keras"))
     assert header.endswith("| Best Keras 3 | Speedup of best Keras 3 over Keras 2 |")
     cnn = next(line for line in text.splitlines() if line.startswith("| cnn (fit) | 128 |"))
