@@ -75,9 +75,9 @@ def test_show_gives_the_series_with_stack_changes(history):
     lines = [line for line in out.splitlines() if "fixture/" in line]
     assert [line.split()[1] for line in lines] == ["fixture/base", "fixture/driver",
                                                    "fixture/same", "fixture/slower"]
-    assert "55.04" in lines[0] and "54.79–55.28" in lines[0] and "first" in lines[0]
+    assert "55.03" in lines[0] and "54.85–55.24" in lines[0] and "first" in lines[0]
     assert "driver_version 550.54.15 → 560.35.03" in lines[1]
-    assert "66.04" in lines[3] and "same stack" in lines[3]
+    assert "66.03" in lines[3] and "same stack" in lines[3]
     code, _, err = history("show", "no-such-cell")
     assert code == 2 and err.count("\n") == 1 and "no cell of that name" in err
     code, _, err = history("show", "cnn-fit-*")
