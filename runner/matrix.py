@@ -45,6 +45,9 @@ class Cell:
     min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
     max_time_s: float = 60.0
     calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
+    # The report compares this cell's answer with its row's ([[benchmarks]] check_answers);
+    # not a coordinate: the cell computes the same either way.
+    check_answers: bool = True
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -209,6 +212,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 not_applicable=catalog.not_applicable_reason(
                     bench.workload, env.api, env.backend, coords, task),
                 min_time_s=run.min_time, max_time_s=run.max_time,
+                check_answers=bench.check_answers,
             )
             if cell.id in cells:
                 raise UsageError(f"{path}: benchmarks[{index}] repeats cell {cell.name} of "
