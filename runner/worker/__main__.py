@@ -113,12 +113,26 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
         evaluation = bench.evaluate()
         result["accuracy"] = evaluation.pop("accuracy", None)
         result["extra"].update(evaluation)
+    result["answer"] = answer_of(bench, result)
     vram = fw.vram_mb()
     result["vram_peak_mb"] = vram[1] if vram else None
     result["vram_source"] = fw.vram_source if vram else None
     result["allocator"] = fw.allocator()
     result["effective"] = {**fw.effective, **bench.effective}
     result["extra"].update(bench.extra)
+
+
+def answer_of(bench: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The cell's answer (after the timed loop: never timed). A fingerprint that cannot be
+    taken costs the answer, not the measurement: the reason goes to extra."""
+    try:
+        answer = dict(bench.answer()) if bench.answer is not None else {}
+    except Exception as exc:  # noqa: BLE001
+        result["extra"]["answer_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        return None
+    if bench.first_loss_in_answer and result.get("loss_first") is not None:
+        answer["first_step_loss"] = result["loss_first"]
+    return answer or None
 
 
 def timed_window(spec: CellSpec, bench: Any, gpu: Any) -> tuple[StepClock, Monitor]:

@@ -130,6 +130,10 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "loss_first": ("worker", "loss at the first (warm-up) step"),
     "loss_last": ("worker", "loss at the last timed step"),
     "accuracy": ("worker", "accuracy on a held-out split where it applies"),
+    "answer": ("worker", "a small fingerprint of what the cell computed on its seeded inputs "
+               "(norms of the output, initial loss and logits, first-step loss, first generated "
+               "tokens; runner/worker/apis/answers.py), compared across the environments of a "
+               "row by the report; null where the workload records none"),
     "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
     "effective": ("worker", "axis values actually in effect inside the framework"),
     "metadata": ("worker", "flat dict of prefixed keys from runner.worker.metadata.KEYS"),

@@ -161,4 +161,4 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
                 "on_train_batch_end after float(logs['loss']) waited for the device; divided by "
                 "steps_per_execution"),
         effective=effective,
-        extra=extra)
+        extra=extra, **cc.answer_fields(spec, initial, native_loop=False))
