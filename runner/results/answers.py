@@ -19,7 +19,8 @@ of the same output, so that a mean near zero is not compared relative to itself)
 numbers relative to its largest magnitude; token ids exactly, on the first TOKEN_PREFIX tokens of
 each sequence (greedy decoding flips a token at a near-tie, after which the rest follows it).
 
-The reference of a row is its majority: the cell that agrees with the most others (ties: the
+Keras 2's keras-hub rows (keras-nlp / keras-cv 0.8, other libraries) are compared among Keras 2
+cells only (answer_family). The reference of a row is its majority: the cell that agrees with the most others (ties: the
 first column). Cells outside the reference's agreement are "different"; with no strict majority
 (two cells that disagree, say) every disagreeing cell is "no majority": nothing tells which is
 right. Either way such a cell is marked in every table and never bold "best".
@@ -32,8 +33,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from ..worker.catalog import HUB_WORKLOADS
 from .formatting import DIFFERENT_MARK, fmt
-from .summaries import model_family
+from .summaries import KERAS2_API
 
 TOLERANCES = {"float32": 1e-3, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 5e-2}
 TOKEN_PREFIX = {"float32": 4, "tf32": 2, "float16": 1, "bfloat16": 1}
@@ -173,7 +175,7 @@ def check(summaries: list[dict[str, Any]], unchecked: set[str] = frozenset()) ->
         elif not s.get("answer"):
             s["answer_check"] = NOT_RECORDED
         else:
-            rows[(s["label"], s["batch_size"], model_family(s))].append(s)
+            rows[(s["label"], s["batch_size"], answer_family(s))].append(s)
     for cells in rows.values():
         if len(cells) == 1:
             cells[0]["answer_check"] = ALONE
@@ -183,6 +185,15 @@ def check(summaries: list[dict[str, Any]], unchecked: set[str] = frozenset()) ->
             v = verdicts[cell["cell_id"]]
             cell.update(answer_check=v.status, answer_reference=v.reference,
                         answer_detail=v.detail, answer_differs=v.status in DIFFERING)
+
+
+def answer_family(summary: dict[str, Any]) -> str:
+    """Which cells of a row can compute the same answer: Keras 2's keras-hub rows run keras-nlp
+    and keras-cv 0.8, other libraries whose weights (named differently, none of them
+    loadable into the other) cannot be made those of the Keras 3 models; their answers are
+    compared among Keras 2 cells only. The CNN's weights are set explicitly everywhere."""
+    return "keras2" if summary.get("api") == KERAS2_API and summary["workload"] in HUB_WORKLOADS \
+        else ""
 
 
 def unchecked_cells(manifest: dict[str, Any]) -> set[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import zlib
 from typing import Any
 
 import numpy as np
@@ -221,15 +222,16 @@ def sam_inputs(seed: int, batch: int, image_size: int, mask_size: int) -> dict[s
 
 
 def seeded_weights(model, seed: int) -> dict[str, int]:
-    """Redraw every randomly initialised weight of `model` from one seeded NumPy generator
-    (normal, scaled by 1/√fan-in, fan-in being the product of all but the last dimension), in
-    the model's own weight order; constant weights (zero biases, unit norm scales) are kept.
+    """Redraw every randomly initialised weight of `model` from NumPy (normal, scaled by
+    1/√fan-in, fan-in being the product of all but the last dimension), each from a generator
+    seeded by the run's seed and the weight's path, so that the draw does not depend on the
+    order a backend lists its weights in (Keras on torch lists a model's sublayers in another
+    order than on JAX or TensorFlow); constant weights (zero biases, unit norm scales) are kept.
     Each backend's initialisers draw other numbers from the same seed, and the answers of a
     row's environments can only agree on identical weights. Random weights are still random
     weights: the shapes, hence the work timed, are the configuration's. It runs in setup (never
     timed); host memory holds one weight at a time (twice the largest: Gemma 7B's embedding,
     ~3 GB in float32). Returns the counts."""
-    rng = np.random.default_rng([seed, 3])
     counts = {"redrawn": 0, "kept": 0}
     for variable in model.weights:
         value = np.asarray(variable.numpy())
@@ -241,6 +243,8 @@ def seeded_weights(model, seed: int) -> dict[str, int]:
         shape = value.shape
         del value, flat
         fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else int(np.prod(shape))
+        path = getattr(variable, "path", None) or variable.name      # Keras 2: the name
+        rng = np.random.default_rng([seed, 3, zlib.crc32(path.encode())])
         drawn = rng.standard_normal(shape, dtype=np.float32)
         drawn *= np.float32(1 / np.sqrt(fan_in))
         variable.assign(drawn)
