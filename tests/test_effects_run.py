@@ -84,7 +84,8 @@ def test_the_report_opens_with_findings_and_shows_every_effect(effects_run):
                    if line.startswith("- jit = true against false") and "on jax" in line)
     assert re.search(r"× (faster|slower) \(95 % CI [0-9.,]+–[0-9.,]+\)", jit_jax), jit_jax
     assert "no interval" not in findings
-    assert "All 14 cells compared computed the same answer" in findings
+    # 8 cells share a row with another environment; the 2 bfloat16 matmuls run on JAX alone.
+    assert "All 8 cells compared computed the same answer" in findings
 
     effects = section(text, "Effects")
     assert "![Effects (forest plot)](plots/effects.png)" in effects
@@ -100,7 +101,8 @@ def test_the_report_opens_with_findings_and_shows_every_effect(effects_run):
     assert len([line for line in n.splitlines() if line.startswith("| matmul (run)")]) == 3
     assert (effects_run / "plots" / "effects.png").read_bytes()[:4] == b"\x89PNG"
     answers = section(text, "Different answers")
-    assert "No cell computed a different answer." in answers and "14 same" in answers
+    assert "No cell computed a different answer." in answers
+    assert "Cells: 8 same, 2 alone." in answers
     records = [json.loads(p.read_text()) for p in (effects_run / "cells").glob("*.json")]
     assert all(r["answer"]["output"]["rms"] > 0 for r in records if r["status"] == "ok")
 
@@ -178,7 +180,7 @@ def test_an_environment_that_computes_differently_is_marked_and_never_best(tmp_p
     # The shortcut is twice as fast, and it is the one cell that is not bold-able.
     assert shortcut.endswith(" ≠") and "**" not in shortcut
     assert float(shortcut.split()[0]) < 0.6 * float(numpy.strip("*"))
-    assert "**" in numpy + again
+    assert "**" in numpy + again or numpy == again        # a tie as printed has no bold
     answers = section(text, "Different answers")
     assert "Cells: 2 same, 1 different." in answers
     assert re.search(r"- `selftest-run-numpy-shortcut-b1-sleep_ms=20.0` \(different, against "

@@ -204,6 +204,7 @@ def environment_table(summaries: list[dict[str, Any]], settings: Settings) -> Ef
             if cell is None or cell["status"] == "not_applicable":
                 continue
             table.effects.append(Effect(env, label, batch, env, base, cell, speedup(base, cell)))
+    table.values = [env for env in table.values if table.of(env)]   # shares no row: no column
     return table if table.effects else None
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..worker.protocol import atomic_target
-from .effects import Analysis, keras_speedups
+from .effects import Analysis, keras_speedups, shown
 from .summaries import pivot
 
 DPI = 110
@@ -164,7 +164,7 @@ def _forest_rows(analysis: Analysis) -> list[dict[str, Any]]:
             if not effects:
                 continue
             subject = (f"{value} vs {table.baseline}" if table.factor == "environment"
-                       else f"{table.factor}={value} vs {table.baseline}")
+                       else f"{table.factor}={shown(value)} vs {shown(table.baseline)}")
             if every:
                 for e in effects:
                     where = e.label + ("" if table.factor == "batch_size" else f", b{e.batch_size}")
