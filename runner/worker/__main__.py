@@ -113,13 +113,15 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
         evaluation = bench.evaluate()
         result["accuracy"] = evaluation.pop("accuracy", None)
         result["extra"].update(evaluation)
-    result["answer"] = answer_of(bench, result)
     vram = fw.vram_mb()
     result["vram_peak_mb"] = vram[1] if vram else None
     result["vram_source"] = fw.vram_source if vram else None
     result["allocator"] = fw.allocator()
     result["effective"] = {**fw.effective, **bench.effective}
     result["extra"].update(bench.extra)
+    # The answer last, once the peaks are read: its copies to the host are no part of the cell.
+    result["rss_peak_mb"] = peak_rss_mb()
+    result["answer"] = answer_of(bench, result)
 
 
 def answer_of(bench: Any, result: dict[str, Any]) -> dict[str, Any] | None:
@@ -215,7 +217,8 @@ def main(argv: list[str]) -> int:
         lines = traceback.format_exception_only(type(exc), exc)
         result["error"] = "".join(lines).strip()[-4000:]
     finally:
-        result["rss_peak_mb"] = peak_rss_mb()
+        if result.get("rss_peak_mb") is None:        # a cell that failed before its answer
+            result["rss_peak_mb"] = peak_rss_mb()
         record_distributions(result)
         result["worker_s"] = time.perf_counter() - started
         write_json_atomic(result_path, result)

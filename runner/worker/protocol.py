@@ -109,7 +109,8 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "items_per_step": ("worker", "samples (or tokens / elements) processed per step"),
     # memory
     "rss_initial_mb": ("worker", "process RSS after the framework import, before the workload is built"),
-    "rss_peak_mb": ("worker", "peak process RSS over the worker's life (kernel high-water mark)"),
+    "rss_peak_mb": ("worker", "peak process RSS over the worker's life up to the end of the "
+                    "measurement, before its answer is taken (kernel high-water mark)"),
     "vram_initial_mb": ("worker", "framework-native device memory in use before the workload is built"),
     "vram_peak_mb": ("worker", "framework-native device memory peak (null without a GPU)"),
     "vram_source": ("worker", "which framework counter gave vram_*"),

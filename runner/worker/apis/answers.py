@@ -10,6 +10,7 @@ a transposed layout or a different loss reduction would move.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 HEAD = 20
 TOKENS = 8
 SEQUENCES = 2
+CHUNK = 1 << 20           # values converted to float64 at a time
 
 
 def leaves(structure: Any) -> list[np.ndarray]:
@@ -30,15 +32,26 @@ def leaves(structure: Any) -> list[np.ndarray]:
 
 
 def output(structure: Any) -> dict[str, Any]:
-    """Norms of an output (every array of it together), in float64: {"output": {rms, mean,
-    max_abs}}, or {"output": {"non_finite": count}} when it holds NaN or infinity."""
-    values = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in leaves(structure)])
-    bad = int(np.count_nonzero(~np.isfinite(values)))
+    """Norms of an output (every array of it together), accumulated in float64 a chunk at a time
+    (no float64 copy of a large output): {"output": {rms, mean, max_abs}}, or {"output":
+    {"non_finite": count}} when it holds NaN or infinity."""
+    count, total, squares, largest, bad = 0, 0.0, 0.0, 0.0, 0
+    for array in leaves(structure):
+        flat = np.asarray(array).reshape(-1)
+        for start in range(0, flat.size, CHUNK):
+            chunk = flat[start:start + CHUNK].astype(np.float64)
+            finite = np.isfinite(chunk)
+            bad += int(chunk.size - np.count_nonzero(finite))
+            count += chunk.size
+            total += float(chunk.sum())
+            squares += float(np.dot(chunk, chunk))
+            largest = max(largest, float(np.abs(chunk).max())) if chunk.size else largest
     if bad:
         return {"output": {"non_finite": bad}}
-    return {"output": {"rms": float(np.sqrt(np.mean(values * values))),
-                       "mean": float(np.mean(values)),
-                       "max_abs": float(np.max(np.abs(values)))}}
+    if not count:
+        return {"output": {"values": 0}}
+    return {"output": {"rms": math.sqrt(squares / count), "mean": total / count,
+                       "max_abs": largest}}
 
 
 def head(values: Any, count: int = HEAD) -> list[float]:

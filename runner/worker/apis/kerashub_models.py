@@ -364,7 +364,8 @@ def jit_in_effect(model) -> object:
 
 # --- Gemma and Mistral (Keras 3 only) ---------------------------------------------------------
 
-GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (greedy) from the "
+GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (the model's "
+                   "default sampler, extra.sampler: greedy for Gemma, top-k for Mistral) from the "
                    "prompts to max_length tokens, stop_token_ids=None so every call generates the "
                    "same number of tokens; the token ids are copied to the host")
 
@@ -434,9 +435,17 @@ def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokeniz
         return {"tokens_per_s": new_tokens * len(timed) / sum(timed)}
 
     def answer() -> dict[str, Any]:
-        # The first tokens generated after each prompt (greedy decoding from the same weights).
+        """The next-token logits after each prompt (a forward pass), and the first tokens
+        generated where decoding is greedy: a sampler draws from each backend's own generator."""
         starts = inputs["padding_mask"].astype(bool).sum(axis=1)
-        return answers.tokens(step(), [int(s) for s in starts])
+        logits = model(dict(inputs))
+        last = keras.ops.take_along_axis(
+            logits, keras.ops.convert_to_tensor(starts.astype("int32") - 1)[:, None, None], axis=1)
+        out = {"next_token_logits": answers.output(keras.ops.convert_to_numpy(
+            keras.ops.cast(last, "float32")))["output"]}
+        if facts["sampler"] == "GreedySampler":
+            out |= answers.tokens(step(), [int(s) for s in starts])
+        return out
 
     bench.step, bench.evaluate, bench.answer = step, evaluate, answer
     return bench
