@@ -45,3 +45,21 @@ def test_a_ray_without_token_authentication_is_refused():
     check_version("2.60.0")
     with pytest.raises(RayUnavailable, match="Ray 2.51.1 is older than 2.52"):
         check_version("2.51.1")
+
+
+def test_ray_init_cannot_take_the_runners_sigterm_handler():
+    """ray.init sets SIGTERM to sys.exit; the runner's handler (SIGTERM as Ctrl-C) stays."""
+    import signal
+
+    from runner.executors.ray import our_sigterm_handler
+
+    def ours(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, ours)
+    try:
+        with our_sigterm_handler():
+            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # as Ray does
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, previous)
