@@ -24,6 +24,7 @@ the process group is killed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -187,11 +188,23 @@ def _not_zombie(proc) -> bool:
         return False
 
 
-def pump(read_fd: int, log: CappedLog, worker: subprocess.Popen,
+def wake_on_signals() -> int:
+    """A pipe the signal module writes to on every signal (a child's exit, SIGCHLD, included):
+    the loop's select returns at once instead of at its next poll. Its read end."""
+    wake_read, wake_write = os.pipe()
+    for fd in (wake_read, wake_write):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    return wake_read
+
+
+def pump(read_fd: int, wake_fd: int, log: CappedLog, worker: subprocess.Popen,
          until: float | None = None) -> bool:
     """Copy the worker's output into the log until the worker exits (True), or until a stop is
     requested (no `until`) or `until` (a monotonic time) passes (False). Output of escaped
-    children keeps the pipe open, so the worker's exit is watched, not the pipe's end."""
+    children can keep the pipe open, so the worker's exit is watched, not the pipe's end."""
+    watched = [read_fd, wake_fd]
     while True:
         reap(worker)
         if worker.returncode is not None:
@@ -200,13 +213,16 @@ def pump(read_fd: int, log: CappedLog, worker: subprocess.Popen,
             return False
         if until is not None and time.monotonic() >= until:
             return False
-        ready, _, _ = select.select([read_fd], [], [], POLL_S)
-        if ready:
+        ready, _, _ = select.select(watched, [], [], POLL_S)
+        if wake_fd in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_fd, 4096)
+        if read_fd in ready:
             data = os.read(read_fd, CHUNK)
             if data:
                 log.write(data)
             else:                       # every writer closed its end: only the exit is left
-                time.sleep(POLL_S)
+                watched.remove(read_fd)
 
 
 def drain(read_fd: int, log: CappedLog) -> None:
@@ -237,6 +253,7 @@ def supervise(args: argparse.Namespace) -> int | None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     for sig in STOP_SIGNALS:
         signal.signal(sig, request_stop)
+    wake_fd = wake_on_signals()
     log = CappedLog(args.log, args.head, args.tail)
     read_fd, write_fd = os.pipe()
     try:
@@ -249,9 +266,9 @@ def supervise(args: argparse.Namespace) -> int | None:
         finally:
             os.close(write_fd)
         try:
-            if not pump(read_fd, log, worker):          # stopped: TERM first, KILL later
+            if not pump(read_fd, wake_fd, log, worker):     # stopped: TERM first, KILL later
                 signal_all(descendants(), signal.SIGTERM)
-                pump(read_fd, log, worker, until=time.monotonic() + TERM_GRACE_S)
+                pump(read_fd, wake_fd, log, worker, until=time.monotonic() + TERM_GRACE_S)
         finally:
             kill_everything_below(worker)
             drain(read_fd, log)
