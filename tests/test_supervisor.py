@@ -169,14 +169,15 @@ def test_capped_log_cuts_the_middle_and_says_how_much(tmp_path):
 HOST = {"HOME": "/home/u", "LANG": "C.UTF-8", "LC_ALL": "C", "PATH": "/usr/bin",
         "CUDA_VISIBLE_DEVICES": "1", "NVIDIA_VISIBLE_DEVICES": "all", "AWS_SECRET_ACCESS_KEY": "s",
         "RAY_AUTH_TOKEN": "t", "XLA_FLAGS": "--host", "OMP_NUM_THREADS": "4",
-        "PYTHONPATH": "/host/lib", "LD_PRELOAD": "/host/lib.so", "VIRTUAL_ENV": "/host/venv"}
+        "PYTHONPATH": "/host/lib", "LD_PRELOAD": "/host/lib.so", "VIRTUAL_ENV": "/host/venv",
+        "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
 
 
 def test_workers_start_from_the_stated_host_variables_only():
     env = local.worker_environment({}, {}, environ=HOST)
-    assert {k: env[k] for k in ("HOME", "LANG", "LC_ALL", "PATH", "CUDA_VISIBLE_DEVICES",
-                                "NVIDIA_VISIBLE_DEVICES")} == {k: HOST[k] for k in (
-        "HOME", "LANG", "LC_ALL", "PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
+    passed = ("HOME", "LANG", "LC_ALL", "PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+              "NVIDIA_VISIBLE_DEVICES")
+    assert {k: env[k] for k in passed} == {k: HOST[k] for k in passed}
     for secret in ("AWS_SECRET_ACCESS_KEY", "RAY_AUTH_TOKEN", "XLA_FLAGS", "OMP_NUM_THREADS",
                    "LD_PRELOAD", "VIRTUAL_ENV"):
         assert secret not in env

@@ -32,12 +32,13 @@ KILL_GRACE_S = 5.0
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 # The host variables every worker inherits (pyperf's --inherit-environ model): where home and
-# temporary files are, language and time zone, the tools on PATH, and which GPUs the host lets
-# it see. Anything else of the host (credentials, RAY_*, the runner's own settings, XLA_FLAGS,
-# OMP_NUM_THREADS, ...) stays out unless DL_BENCH_INHERIT_ENV names it; a cell's variables
-# come from the matrix's `env`.
+# temporary files are, language and time zone, the tools on PATH, where the host's libraries
+# are (a GPU VM or pod may find its driver's libcuda through LD_LIBRARY_PATH), and which GPUs
+# the host lets it see. Anything else of the host (credentials, RAY_*, the runner's own
+# settings, XLA_FLAGS, OMP_NUM_THREADS, ...) stays out unless DL_BENCH_INHERIT_ENV names it; a
+# cell's variables come from the matrix's `env`.
 INHERITED_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "PATH",
-                 "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_*")
+                 "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_*")
 INHERIT_ENV = "DL_BENCH_INHERIT_ENV"     # more host variables: NAME,NAME,PREFIX_* (the host's say)
 # What the runner decides for every worker: a matrix's `env` never overrides these (the worker
 # imports the runner's code from its checkout, with the tools the host's PATH names, and loads

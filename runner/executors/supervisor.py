@@ -55,7 +55,8 @@ class CappedLog:
             "{head} and the last {tail} bytes of the output]\n")
 
     def __init__(self, path: str | os.PathLike, head: int, tail: int):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW: a link planted at the log's name is refused, not written through.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         self.file = os.fdopen(fd, "r+b", buffering=0)
         self.file.seek(0, os.SEEK_END)
         self.head, self.tail = head, tail
