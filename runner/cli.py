@@ -17,7 +17,7 @@ from .errors import (EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, interrupted_
                      terminating_signals_interrupt)
 
 SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor", "export", "import",
-               "reproduce")
+               "reproduce", "history", "bisect")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,6 +94,10 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--results-dir", type=Path, default=None,
                             help="folder for the new run folder (default: results/ of the "
                                  "repository)")
+    if command in ("history", "bisect"):
+        from .history.cli import add_arguments
+
+        add_arguments(parser, command)
     if command == "compare":
         parser.add_argument("run_a", type=Path, help="baseline run folder (A)")
         parser.add_argument("run_b", type=Path, help="run folder to judge against A (B)")
@@ -159,6 +163,10 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         if command == "import":
             return reproduce.import_only(args.archive, console)
         return reproduce.reproduce(args.run_dir, args.results_dir, console)
+    if command in ("history", "bisect"):
+        from .history.cli import main as history_main
+
+        return history_main(command, args, console)
     if command == "compare":
         from .results.compare import run_compare
 
