@@ -23,7 +23,7 @@ from .results import records as record_mod, stats
 from .results.formatting import fmt
 from .results.terminal import tables
 from .results.write import write_reports
-from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code
 from .environments import Flavour, Source
 from .executors import Attempt, Executor, Prepared
 from .matrix import Cell, Matrix
@@ -548,31 +548,33 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     manifest = manifest_for(matrix, plan, store, setup, {})
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
         manifest["calibration"] = run_calibration(setup, matrix, prepared, store, seed, console)
         store.write_manifest(manifest)
         run_cells(setup, plan, prepared, store, seed, console)
-    except KeyboardInterrupt:
-        interrupted = True
-        console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
+    except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
+        interrupted = exc
+        console.print(f"[yellow]interrupted: finished cells are kept; continue with: python -m "
+                      f"runner {escape(str(matrix.path))} --resume {escape(str(store.root))}[/]",
+                      soft_wrap=True)
     finally:
         setup.close()
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        manifest["interrupted"] = interrupted
+        manifest["interrupted"] = interrupted is not None
         store.write_manifest(manifest)
         summaries = write_reports(store, manifest)
     for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
         console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
-    if opts.history and not interrupted:
+    if opts.history and interrupted is None:
         from .history.record import record_finished_run
 
         record_finished_run(store.root, matrix.spec.history.url, opts.results_dir, console)
-    if interrupted:
-        return EXIT_INTERRUPTED
+    if interrupted is not None:
+        return interrupted_exit_code(interrupted)
     failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     return EXIT_FAILED_CELLS if failed else EXIT_OK
 
