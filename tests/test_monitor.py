@@ -241,3 +241,59 @@ def test_host_side_gpu_figures_reach_the_record(tmp_path):
     record = finalize(spec, Outcome(returncode=1, timed_out=False, wall_s=1.0, host_gpu=summary),
                       None, {}, "logs/x.log")
     assert record["host_gpu"] == summary and record["gpu_energy_j"] is None
+
+
+class TimedEnergy(FakePynvml):
+    """Energy reads stamped with the clock; each sample costs what real NVML queries can (tens
+    of ms on a busy driver), so a sample taken before the end read would show."""
+
+    SAMPLE_S = 0.03
+
+    def __init__(self):
+        super().__init__(energy_mj=(1_000_000, 1_050_000))
+        self.energy_read_at: list[float] = []
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        self.energy_read_at.append(time.perf_counter())
+        return super().nvmlDeviceGetTotalEnergyConsumption(handle)
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        time.sleep(self.SAMPLE_S)
+        return super().nvmlDeviceGetUtilizationRates(handle)
+
+
+def window_spec(steps) -> "CellSpec":
+    from runner.worker.protocol import CellSpec
+
+    return CellSpec(run_id="r", cell_id="c", cell_name="x", repeat=1, environment="e", api="numpy",
+                    backend=None, image=None, workload="matmul", task="run", batch_size=1,
+                    precision="float32", jit=False, size="tiny", tf32=None, steps_per_execution=1,
+                    data="arrays", device="gpu", options={}, steps=steps, warmup_steps=1, seed=0,
+                    result_path="")
+
+
+NO_COUNTER = SimpleNamespace(compilation_count=lambda: None, compilations_counted="")
+
+
+@pytest.mark.parametrize("teardown_s", [0.0, 0.2])
+def test_the_energy_window_ends_with_the_last_timed_sample(teardown_s):
+    """The counter is read when the last timed sample is filed: before the sampler is joined
+    or sampled once more, and before a framework-owned loop (Keras fit) tears down."""
+    from runner.worker.__main__ import timed_window
+    from runner.worker.bench import Bench
+
+    fake = TimedEnergy()
+
+    def drive(clock):
+        while not clock.done:
+            time.sleep(0.005)
+            clock.tick(None)
+        time.sleep(teardown_s)              # what fit does after its last call
+
+    bench = Bench(items_per_step=1, drive=drive)
+    clock, mon = timed_window(window_spec(12), bench, Nvml(fake, handle="h0"), NO_COUNTER)
+    start_read, end_read = fake.energy_read_at
+    last_tick = clock._last                 # the clock reading that closed the last sample
+    assert 0 <= end_read - last_tick < 0.005, (end_read - last_tick)
+    assert mon.summary()["gpu_energy_j"] == pytest.approx(50.0)
+    assert mon.window_s == pytest.approx(clock.timed_window_s, abs=0.003)

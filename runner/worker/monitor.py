@@ -10,7 +10,7 @@ import os
 import resource
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -153,9 +153,15 @@ class Monitor:
     first thing at the end of the last timed sample (the clock's on_timed_end), before the
     sampler is stopped and joined (`__exit__`), so the energy is that of the timed samples."""
 
-    def __init__(self, interval_s: float = 0.1, gpu: Nvml | None = None):
+    def __init__(self, interval_s: float = 0.1, gpu: Nvml | None = None,
+                 compilations: Callable[[], int | None] | None = None, counted: str = ""):
         self.interval_s = interval_s
         self.gpu = gpu
+        # The framework's cumulative compilation count (traces, XLA compiles, dynamo graphs),
+        # read just outside the window at both ends: what compiled before it and inside it.
+        self.compilations = compilations
+        self.compilations_counted = counted
+        self._compiled: list[int | None] = []
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -167,6 +173,8 @@ class Monitor:
         self.energy_j: float | None = None
 
     def __enter__(self) -> "Monitor":
+        if self.compilations is not None:
+            self._compiled = [self.compilations()]
         if self.gpu is not None:
             self._thread = threading.Thread(target=self._run, name="gpu-monitor", daemon=True)
             self._thread.start()
@@ -191,6 +199,8 @@ class Monitor:
         self.cpu_util = 100.0 * cpu / self.window_s if self.window_s > 0 else None
         if self._energy0 is not None and energy1 is not None:
             self.energy_j = (energy1 - self._energy0) / 1000
+        if self.compilations is not None:
+            self._compiled.append(self.compilations())
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_counters()
@@ -202,6 +212,10 @@ class Monitor:
     def summary(self) -> dict[str, Any]:
         # The window length lets the host judge the energy delta (NVML's counter is coarse).
         out: dict[str, Any] = {"cpu_util_mean": self.cpu_util, "telemetry_window_s": self.window_s}
+        if len(self._compiled) == 2 and None not in self._compiled:
+            before, after = self._compiled
+            out["compilations"] = {"before_timed": before, "timed": after - before,
+                                   "counted": self.compilations_counted}
         if self.gpu is None:
             return out
         events: set[str] = set()
