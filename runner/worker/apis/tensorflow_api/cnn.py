@@ -63,12 +63,20 @@ def batches(spec, fw, data: cc.CnnData):
                    .batch(data.batch_size, drop_remainder=True).repeat()
                    .prefetch(tf.data.AUTOTUNE))
         return iter(dataset), "tf.data: shuffle, batch, repeat, prefetch(AUTOTUNE)"
-    order = cc.batch_indices(len(y), data.batch_size, spec.seed)
     if spec.data == "device":
-        with tf.device(fw.effective["device"]):            # copied there once, explicitly
+        device = fw.effective["device"]
+        with tf.device(device):                            # copied there once, explicitly
             x_dev, y_dev = tf.identity(x), tf.identity(y)
-        return ((tf.gather(x_dev, i), tf.gather(y_dev, i)) for i in order), \
-            "tensors preloaded on the device, gathered per step"
+
+        def epoch_on_device(order: np.ndarray):
+            # One copy per epoch; its rows are split off on the device in one operation.
+            with tf.device(device):
+                return tf.unstack(tf.identity(order.astype(np.int32)))
+
+        indices = cc.device_batches(len(y), data.batch_size, spec.seed, epoch_on_device)
+        return ((tf.gather(x_dev, i), tf.gather(y_dev, i)) for i in indices), \
+            "tensors preloaded on the device, gathered per step (indices copied once per epoch)"
+    order = cc.batch_indices(len(y), data.batch_size, spec.seed)
     return ((tf.convert_to_tensor(x[o]), tf.convert_to_tensor(y[o])) for o in order), \
         "NumPy arrays sliced per step, converted to tensors"
 
