@@ -47,8 +47,9 @@ def tf_function_traces() -> int:
     dropped meanwhile is not seen). Walks the heap: called outside the timed window only."""
     kind = getattr(tf.types.experimental, "PolymorphicFunction", None) \
         or tf.types.experimental.GenericFunction
+    # type(), not isinstance(): the heap holds weak proxies, whose class lookup can raise.
     return sum(int(obj.experimental_get_tracing_count()) for obj in gc.get_objects()
-               if isinstance(obj, kind))
+               if issubclass(type(obj), kind))
 
 
 def sync_devices() -> None:
