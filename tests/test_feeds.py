@@ -82,3 +82,102 @@ def test_torch_device_data_copies_indices_once_per_epoch_not_per_step(tmp_path):
     # One copy of a whole epoch's (16, 64) index array per epoch, none per step.
     assert out["moves"] == [[16, 64]] * epochs, out["moves"]
     assert out["calls"] == 41 and "once per epoch" in out["data"]
+
+
+KERAS_FIT = """
+    import json, time
+    import keras
+    from runner.worker.apis.keras_api import Framework
+    from runner.worker.apis.keras_api import cnn
+    from runner.worker.bench import StepClock, run_loop
+
+    lists = []
+    original_init = keras.callbacks.CallbackList.__init__
+
+    def capture(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        lists.append(self)
+
+    keras.callbacks.CallbackList.__init__ = capture
+    cell = spec("keras", BACKEND, batch_size=16, steps=STEPS)
+    cell.calls_per_sample = GIVEN           # as the host hands it to a later repeat
+    fw = Framework(cell)
+    bench = cnn.build(cell, fw)
+    syncs = []
+    clock = StepClock(warmup_calls=1, timed_calls=STEPS,
+                      sync=lambda out: (syncs.append(time.perf_counter()), bench.sync(out)))
+    lists.clear()                           # from here on: the lists fit itself builds
+    run_loop(bench, clock)
+    fit_lists = list(lists)
+    plain = keras.callbacks.CallbackList([])
+    print(json.dumps({
+        "async_train": [l._async_train for l in fit_lists], "plain": plain._async_train,
+        "calls_per_sample": clock.calls_per_sample, "samples": len(clock.timed_s),
+        "syncs": len(syncs), "warmup": len(clock.warmup_s), "loss": [clock.first_out, clock.last_out],
+        "effective": bench.effective, "calibration": bench.extra.get("block_calibration")}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_keras_fit_keeps_async_dispatch_and_times_blocks(backend, tmp_path):
+    """The CallbackList fit builds around the clock's callback decides asynchronous batch-end
+    dispatch as for a plain fit, and one sample is a block of calls with one synchronisation
+    (given calls_per_sample = 4, 8 blocks of 4 calls: 32 timed calls)."""
+    body = KERAS_FIT.replace("BACKEND", repr(backend)).replace("STEPS", "32").replace("GIVEN", "4")
+    out = run_script("torch" if backend == "torch" else "jax", body, tmp_path,
+                     KERAS_BACKEND=backend)
+    assert out["async_train"] == [True] and out["plain"] is True
+    assert out["effective"]["keras_async_batch_end"] is True
+    assert out["calls_per_sample"] == 4 and out["samples"] == 8
+    # One synchronisation per warm-up call and one per block, none per call.
+    assert out["syncs"] == out["warmup"] + out["samples"]
+    first, last = out["loss"]
+    assert isinstance(first, float) and isinstance(last, float) and last < first
+
+
+def test_keras_fit_calibrates_its_block_in_fit(tmp_path):
+    """Without a given block size the fit calibrates one, as the native loops do: trials of
+    1, 1, 2, 2, ... calls until one lasts 10 ms (a CPU step at batch 16 takes a few ms)."""
+    body = KERAS_FIT.replace("BACKEND", "'torch'").replace("STEPS", "40").replace("GIVEN", "None")
+    out = run_script("torch", body, tmp_path, KERAS_BACKEND="torch")
+    trials = out["calibration"]
+    assert trials and [c for c, _ in trials[:2]] == [1, 1]
+    assert out["calls_per_sample"] == min(trials[-1][0], 40 // 10)
+    assert out["samples"] * out["calls_per_sample"] >= 40
+    assert out["syncs"] == out["warmup"] + len(trials) + out["samples"]
+
+
+KERAS2_BERT = """
+    import json
+    import tensorflow as tf
+    from runner.worker.apis.tf_keras_api import Framework
+    from runner.worker.apis.tf_keras_api import bert
+    from runner.worker.bench import StepClock, run_loop
+
+    out = {}
+    for task in ("fit", "predict"):
+        cell = spec("tf-keras", workload="bert", task=task, batch_size=4,
+                    options={"sequence_length": 16}, steps=6)
+        fw = Framework(cell)
+        bench = bert.build(cell, fw)
+        built = []
+        original = tf.data.Dataset.from_tensors
+        tf.data.Dataset.from_tensors = lambda *a, **k: (built.append(1), original(*a, **k))[1]
+        clock = StepClock(warmup_calls=1, timed_calls=6, sync=lambda o: None)
+        run_loop(bench, clock)
+        tf.data.Dataset.from_tensors = original
+        out[task] = {"datasets_built": len(built), "samples": len(clock.timed_s),
+                     "loss": bench.loss(clock.last_out) if bench.loss else None,
+                     "feed": bench.effective.get("feed")}
+    print(json.dumps(out))
+"""
+
+
+def test_keras2_builds_no_dataset_per_call(tmp_path):
+    """Keras 2's train_on_batch / predict_on_batch build a tf.data dataset and iterator on every
+    call (Keras 3's do not): the Keras 2 column is fed from one iterator made before the calls."""
+    out = run_script("keras2-tf215", KERAS2_BERT, tmp_path, TF_USE_LEGACY_KERAS="1")
+    for task in ("fit", "predict"):
+        assert out[task]["samples"] == 6 and out[task]["datasets_built"] == 0, out
+        assert "one iterator" in out[task]["feed"]
+    assert out["fit"]["loss"] > 0
