@@ -5,6 +5,7 @@ process group (killed whole on timeout or Ctrl-C)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -16,7 +17,7 @@ from ..environments import (Flavour, Source, existing, image_flavour, installed,
                             venvs)
 from ..matrix import REPO_ROOT
 from ..results.records import Outcome
-from ..worker.protocol import GPU_GIVEN_ENV
+from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
 
 KILL_GRACE_S = 5.0
@@ -69,6 +70,31 @@ def worker_environment(extra: dict[str, str]) -> dict[str, str]:
     env.update(PYTHONPATH=str(REPO_ROOT), PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1",
                PYTHONSAFEPATH="1")
     env.update(extra)
+    return env
+
+
+# Where the frameworks keep compiled kernels between processes (under HOME or /tmp by default):
+# torch.compile's inductor and its Triton kernels, the CUDA driver's PTX-to-cubin cache, and the
+# XDG cache of everything else. JAX keeps nothing unless its persistent cache is switched on,
+# and then JAX_COMPILATION_CACHE_DIR is redirected too.
+COMPILE_CACHE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton",
+                         "CUDA_CACHE_PATH": "cuda", "XDG_CACHE_HOME": "xdg"}
+JAX_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+COMPILE_CACHE_DIR = "compile-cache"
+
+
+def compile_cache_environment(work_dir: Path, cell_env: dict[str, str]) -> dict[str, str]:
+    """The worker's compilation-cache variables: empty folders in the attempt's own work folder
+    (compile_s cold in every repeat, as in a new container), unless the cell keeps the user's
+    caches ([run] keep_compile_caches sets COMPILE_CACHE_ENV = "kept"). The cell's own
+    variables still win over these."""
+    if cell_env.get(COMPILE_CACHE_ENV) == "kept":
+        return {COMPILE_CACHE_ENV: "kept"}
+    root = work_dir / COMPILE_CACHE_DIR
+    env = {name: str(root / folder) for name, folder in COMPILE_CACHE_FOLDERS.items()}
+    if JAX_CACHE_VARIABLE in os.environ or JAX_CACHE_VARIABLE in cell_env:
+        env[JAX_CACHE_VARIABLE] = str(root / "jax")
+    env[COMPILE_CACHE_ENV] = "fresh"
     return env
 
 
@@ -130,7 +156,7 @@ class LocalExecutor:
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
         started = time.monotonic()
         with attempt.log_path.open("ab") as log:
-            extra = dict(attempt.env)
+            extra = {**compile_cache_environment(attempt.work_dir, attempt.env), **attempt.env}
             if self.gpu and attempt.wants_gpu:
                 # The host has a GPU: a framework that cannot see it fails the cell (no_gpu)
                 # instead of measuring the CPU, device = "auto" included.
@@ -163,6 +189,8 @@ class LocalExecutor:
                     os.killpg(process.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+                # Fresh caches are never reused: they go with the worker (they can be GBs).
+                shutil.rmtree(attempt.work_dir / COMPILE_CACHE_DIR, ignore_errors=True)
         return Outcome(returncode=None if timed_out else process.returncode, timed_out=timed_out,
                        wall_s=time.monotonic() - started, log_tail=tail(attempt.log_path))
 
