@@ -31,7 +31,9 @@ class Bench:
     # contains the first call of a new epoch (iterator rebuild, reshuffle) is tagged.
     calls_per_epoch: int | None = None
     flops_per_step: float | None = None
-    timing: str = "one step() call per sample, device synchronised before the clock is read"
+    # What one call is. The worker prefixes how calls were timed ("blocks of N calls ...")
+    # unless the call returns to the host by itself (timed call by call).
+    timing: str = "one step() call"
     effective: dict[str, Any] = field(default_factory=dict)  # axis values in effect
     extra: dict[str, Any] = field(default_factory=dict)
 

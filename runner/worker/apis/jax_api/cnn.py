@@ -128,8 +128,8 @@ def build(spec, fw) -> Bench:
         drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out[0]),
         evaluate=lambda: cc.evaluation(logits_of, data),
-        timing="one training step per sample (next batch, jitted value_and_grad + optax update), "
-               "block_until_ready on the loss and new state before the clock is read",
+        timing="one training step (next batch, jitted value_and_grad + optax update); the "
+               "block's synchronisation is block_until_ready on the loss and new state",
         effective={
             "parameter_dtype": jnp.dtype(param_dtype).name,
             "compute_dtype": jnp.dtype(compute_dtype).name,

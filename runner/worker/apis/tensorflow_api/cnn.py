@@ -113,8 +113,8 @@ def build(spec, fw) -> Bench:
         drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out),
         evaluate=lambda: cc.evaluation(logits_of, data),
-        timing="one training step per sample (next batch, GradientTape forward and backward, "
-               "RMSprop update), device synchronised before the clock is read",
+        timing="one training step (next batch, GradientTape forward and backward, RMSprop "
+               "update)",
         effective={
             "parameter_dtype": param_dtype.name,
             "compute_dtype": compute_dtype.name,

@@ -137,8 +137,7 @@ def build(spec, fw) -> Bench:
         drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out),
         evaluate=lambda: cc.evaluation(logits_of, data),
-        timing="one training step per sample (next batch, forward, backward, optimizer step), "
-               "device synchronised before the clock is read",
+        timing="one training step (next batch, forward, backward, optimizer step)",
         effective={
             "parameter_dtype": str(param_dtype),
             "autocast": str(compute_dtype) if mixed else None,
