@@ -47,7 +47,11 @@ def state_sync(fw: Any, model: Any, backend: str) -> Callable[[Any], None]:
 
     def sync(out: Any) -> None:
         state = getattr(model, "_jax_state", None)
-        fw.sync(state if state else [v.value for v in model.variables])
+        # Keras tracks the attribute (a TrackedDict of TrackedLists), which JAX does not see
+        # into: the arrays are handed over as a plain list.
+        arrays = [a for group in state.values() for a in (group or ())] if state else \
+            [v.value for v in model.variables]
+        fw.sync(arrays)
 
     return sync
 
