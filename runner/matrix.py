@@ -45,6 +45,7 @@ class Cell:
     min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
     max_time_s: float = 60.0
     calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
+    keep_compile_caches: bool = False         # [run] keep_compile_caches (not a coordinate)
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -209,6 +210,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 not_applicable=catalog.not_applicable_reason(
                     bench.workload, env.api, env.backend, coords, task),
                 min_time_s=run.min_time, max_time_s=run.max_time,
+                keep_compile_caches=run.keep_compile_caches,
             )
             if cell.id in cells:
                 raise UsageError(f"{path}: benchmarks[{index}] repeats cell {cell.name} of "
@@ -251,5 +253,6 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
                             repeats=1, timeout=run.timeout,
                             min_time_s=run.min_time, max_time_s=run.max_time,
-                            calibration_sizes=CALIBRATION_SIZES[size]))
+                            calibration_sizes=CALIBRATION_SIZES[size],
+                            keep_compile_caches=run.keep_compile_caches))
     return out

@@ -31,7 +31,7 @@ from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
 from .scheduling import Lane
 from .version import runner_version
-from .worker.protocol import CellSpec, write_json_atomic
+from .worker.protocol import COMPILE_CACHE_ENV, CellSpec, write_json_atomic
 
 
 @dataclass
@@ -450,7 +450,9 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         attempt = Attempt(spec_path=spec_path, result_path=result_path,
                           log_path=store.log_path(key), work_dir=work,
                           env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
-                                                    if entry.cell.backend else {})},
+                                                    if entry.cell.backend else {}),
+                               **({COMPILE_CACHE_ENV: "kept"}
+                                  if entry.cell.keep_compile_caches else {})},
                           timeout=entry.cell.timeout,
                           wants_gpu=entry.cell.axes["device"] != "cpu",
                           gpu=lane.gpu.pin if lane.gpu is not None else None,

@@ -142,6 +142,11 @@ class RunSettings(_Strict):
     # the GPU at start, so VRAM figures compare fairly (torch's caching allocator never
     # preallocates). Each result records the allocator settings in force.
     preallocate: bool = True
+    # false: the local executor gives every worker process empty compilation caches (inductor,
+    # Triton, CUDA's PTX cache) in its attempt folder, so compile_s is cold in every repeat, as
+    # in a new container; true: workers share the user's caches, warm from earlier runs and
+    # repeats. Each record says which (compile_cache = "fresh" | "kept").
+    keep_compile_caches: bool = False
 
     @field_validator("steps", mode="after")
     @classmethod

@@ -11,10 +11,20 @@ import json
 import time
 from types import SimpleNamespace
 
+import pynvml  # nvidia-ml-py: its constants are the reference the decoding is checked against
 import pytest
 
 from runner.worker import monitor
 from runner.worker.monitor import CLOCK_EVENTS, SLOWDOWN_EVENTS, Monitor, Nvml
+
+SW_POWER_CAP = pynvml.nvmlClocksThrottleReasonSwPowerCap
+SW_THERMAL = pynvml.nvmlClocksThrottleReasonSwThermalSlowdown
+HW_THERMAL = pynvml.nvmlClocksThrottleReasonHwThermalSlowdown
+HW_SLOWDOWN = pynvml.nvmlClocksThrottleReasonHwSlowdown
+SYNC_BOOST = pynvml.nvmlClocksThrottleReasonSyncBoost
+DISPLAY_CLOCK = pynvml.nvmlClocksThrottleReasonDisplayClockSetting
+POWER_BRAKE = pynvml.nvmlClocksThrottleReasonHwPowerBrakeSlowdown
+GPU_IDLE = pynvml.nvmlClocksThrottleReasonGpuIdle
 
 
 class FakeNvmlError(Exception):
@@ -22,12 +32,11 @@ class FakeNvmlError(Exception):
 
 
 class FakePynvml:
-    """The slice of nvidia-ml-py's module that Nvml uses, with scripted answers."""
+    """The slice of nvidia-ml-py's module that Nvml uses, with scripted answers; its constants
+    (clock-event bits, clock ids) are nvidia-ml-py's own."""
 
-    NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
-
-    def __init__(self, energy_mj=(1_000_000, 1_012_500), reasons=0x4 | 0x20, power_mw=250_000,
-                 unsupported=()):
+    def __init__(self, energy_mj=(1_000_000, 1_012_500), reasons=SW_POWER_CAP | SW_THERMAL,
+                 power_mw=250_000, unsupported=()):
         self.energy = list(energy_mj)
         self.reasons = reasons
         self.power_mw = power_mw
@@ -39,6 +48,11 @@ class FakePynvml:
                 raise FakeNvmlError(name)
             return fail
         return object.__getattribute__(self, name)
+
+    def __getattr__(self, name):
+        if name.startswith(("nvmlClocks", "NVML_")):      # constants: the real module's
+            return getattr(pynvml, name)
+        raise AttributeError(name)
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
         return self.energy.pop(0)
@@ -53,7 +67,7 @@ class FakePynvml:
         return self.power_mw
 
     def nvmlDeviceGetClockInfo(self, handle, clock):
-        return 1410 if clock == self.NVML_CLOCK_SM else 1593
+        return 1410 if clock == pynvml.NVML_CLOCK_SM else 1593
 
     def nvmlDeviceGetTemperature(self, handle, sensor):
         return 61
@@ -108,17 +122,46 @@ def test_averages_and_peaks_from_samples():
 
 
 def test_clock_event_bits_become_names():
-    summary = run_window(Nvml(FakePynvml(reasons=0x4 | 0x20 | 0x80 | 0x1), handle="h0"))
-    # 0x1 (GPU idle) is not a reason worth flagging and has no name
+    summary = run_window(Nvml(FakePynvml(reasons=SW_POWER_CAP | SYNC_BOOST | HW_THERMAL | GPU_IDLE),
+                              handle="h0"))
+    # GPU idle is not a reason worth flagging and has no name
     assert summary["gpu_clock_events"] == ["hw_thermal_slowdown", "sw_power_cap", "sync_boost"]
     assert set(summary["gpu_clock_events"]) & SLOWDOWN_EVENTS == {"hw_thermal_slowdown",
                                                                   "sw_power_cap"}
     assert SLOWDOWN_EVENTS <= set(CLOCK_EVENTS.values())
 
 
+@pytest.mark.parametrize("suffix, name", sorted(CLOCK_EVENTS.items()))
+def test_every_reason_is_decoded_from_the_nvml_constant(suffix, name):
+    """Each reason alone, its bit taken from nvidia-ml-py (under either spelling)."""
+    bit = getattr(pynvml, "nvmlClocksEventReason" + suffix,
+                  getattr(pynvml, "nvmlClocksThrottleReason" + suffix, None))
+    assert bit is not None, suffix
+    assert run_window(Nvml(FakePynvml(reasons=bit), handle="h0"))["gpu_clock_events"] == [name]
+
+
+def test_software_thermal_slowdown_is_a_slowdown_and_the_display_clock_is_not():
+    """The usual A100/H100 throttle was read as sync_boost, and a display-clock event as a power
+    brake, by a bit map shifted by one from 0x10 up."""
+    thermal = run_window(Nvml(FakePynvml(reasons=SW_THERMAL), handle="h0"))["gpu_clock_events"]
+    assert thermal == ["sw_thermal_slowdown"] and set(thermal) <= SLOWDOWN_EVENTS
+    display = run_window(Nvml(FakePynvml(reasons=DISPLAY_CLOCK), handle="h0"))["gpu_clock_events"]
+    assert display == ["display_clock_setting"] and not set(display) & SLOWDOWN_EVENTS
+    brake = run_window(Nvml(FakePynvml(reasons=POWER_BRAKE), handle="h0"))["gpu_clock_events"]
+    assert brake == ["hw_power_brake_slowdown"]
+
+
+def test_no_literal_bits_in_the_decoder():
+    """The map names nvidia-ml-py constants, never numbers."""
+    assert all(isinstance(key, str) for key in CLOCK_EVENTS)
+    assert monitor.clock_event_bits(pynvml) == {
+        getattr(pynvml, "nvmlClocksThrottleReason" + suffix): name
+        for suffix, name in CLOCK_EVENTS.items()}
+
+
 def test_older_drivers_fall_back_to_throttle_reasons():
-    fake = FakePynvml(reasons=0x8, unsupported={"nvmlDeviceGetCurrentClocksEventReasons"})
-    fake.nvmlDeviceGetCurrentClocksThrottleReasons = lambda handle: 0x8
+    fake = FakePynvml(reasons=HW_SLOWDOWN, unsupported={"nvmlDeviceGetCurrentClocksEventReasons"})
+    fake.nvmlDeviceGetCurrentClocksThrottleReasons = lambda handle: HW_SLOWDOWN
     assert run_window(Nvml(fake, handle="h0"))["gpu_clock_events"] == ["hw_slowdown"]
 
 
@@ -198,3 +241,59 @@ def test_host_side_gpu_figures_reach_the_record(tmp_path):
     record = finalize(spec, Outcome(returncode=1, timed_out=False, wall_s=1.0, host_gpu=summary),
                       None, {}, "logs/x.log")
     assert record["host_gpu"] == summary and record["gpu_energy_j"] is None
+
+
+class TimedEnergy(FakePynvml):
+    """Energy reads stamped with the clock; each sample costs what real NVML queries can (tens
+    of ms on a busy driver), so a sample taken before the end read would show."""
+
+    SAMPLE_S = 0.03
+
+    def __init__(self):
+        super().__init__(energy_mj=(1_000_000, 1_050_000))
+        self.energy_read_at: list[float] = []
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        self.energy_read_at.append(time.perf_counter())
+        return super().nvmlDeviceGetTotalEnergyConsumption(handle)
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        time.sleep(self.SAMPLE_S)
+        return super().nvmlDeviceGetUtilizationRates(handle)
+
+
+def window_spec(steps) -> "CellSpec":
+    from runner.worker.protocol import CellSpec
+
+    return CellSpec(run_id="r", cell_id="c", cell_name="x", repeat=1, environment="e", api="numpy",
+                    backend=None, image=None, workload="matmul", task="run", batch_size=1,
+                    precision="float32", jit=False, size="tiny", tf32=None, steps_per_execution=1,
+                    data="arrays", device="gpu", options={}, steps=steps, warmup_steps=1, seed=0,
+                    result_path="")
+
+
+NO_COUNTER = SimpleNamespace(compilation_count=lambda: None, compilations_counted="")
+
+
+@pytest.mark.parametrize("teardown_s", [0.0, 0.2])
+def test_the_energy_window_ends_with_the_last_timed_sample(teardown_s):
+    """The counter is read when the last timed sample is filed: before the sampler is joined
+    or sampled once more, and before a framework-owned loop (Keras fit) tears down."""
+    from runner.worker.__main__ import timed_window
+    from runner.worker.bench import Bench
+
+    fake = TimedEnergy()
+
+    def drive(clock):
+        while not clock.done:
+            time.sleep(0.005)
+            clock.tick(None)
+        time.sleep(teardown_s)              # what fit does after its last call
+
+    bench = Bench(items_per_step=1, drive=drive)
+    clock, mon = timed_window(window_spec(12), bench, Nvml(fake, handle="h0"), NO_COUNTER)
+    start_read, end_read = fake.energy_read_at
+    last_tick = clock._last                 # the clock reading that closed the last sample
+    assert 0 <= end_read - last_tick < 0.005, (end_read - last_tick)
+    assert mon.summary()["gpu_energy_j"] == pytest.approx(50.0)
+    assert mon.window_s == pytest.approx(clock.timed_window_s, abs=0.003)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from ..environments import Flavour, Source, image_flavour, images
 from ..matrix import REPO_ROOT
 from ..results.records import Outcome
-from ..worker.protocol import GPU_GIVEN_ENV
+from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
 from .local import RUNNER_OWNED_ENV, log_caps, tail
 from .supervisor import CappedLog
@@ -136,10 +136,13 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
     from docker.types import DeviceRequest, Mount, Ulimit
 
     code_dir = code_dir or REPO_ROOT / "runner"
-    # The cell's variables, minus those the runner owns (PATH stays the image's).
+    # The cell's variables, minus those the runner owns (PATH stays the image's). A new
+    # container starts with empty compilation caches under its own HOME, whatever
+    # [run] keep_compile_caches says (nothing of the host's is mounted).
     environment = {**{k: v for k, v in env.items() if k not in RUNNER_OWNED_ENV},
                    "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp",
+                   COMPILE_CACHE_ENV: "fresh"}
     devices = []
     if gpu_id is not None:
         devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],

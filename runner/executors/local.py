@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from ..environments import (Flavour, Source, existing, image_flavour, installed,
 from ..errors import UsageError
 from ..matrix import REPO_ROOT
 from ..results.records import Outcome
-from ..worker.protocol import GPU_GIVEN_ENV
+from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
 
 KILL_GRACE_S = 5.0
@@ -148,6 +149,34 @@ def supervised(command: list[str], log_path: Path, caps: tuple[int, int]) -> lis
             *command]
 
 
+# Where the frameworks keep compiled kernels between processes (under HOME or /tmp by default):
+# torch.compile's inductor and its Triton kernels, the CUDA driver's PTX-to-cubin cache, and the
+# XDG cache of everything else. JAX keeps nothing unless its persistent cache is switched on,
+# and then JAX_COMPILATION_CACHE_DIR is redirected too.
+COMPILE_CACHE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton",
+                         "CUDA_CACHE_PATH": "cuda", "XDG_CACHE_HOME": "xdg"}
+JAX_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+COMPILE_CACHE_DIR = "compile-cache"
+
+
+def compile_cache_environment(work_dir: Path, cell_env: dict[str, str]) -> dict[str, str]:
+    """The worker's compilation-cache variables: empty folders in the attempt's own work folder
+    (compile_s cold in every repeat, as in a new container), unless the cell keeps the user's
+    caches ([run] keep_compile_caches sets COMPILE_CACHE_ENV = "kept"). The cell's own
+    variables still win over these."""
+    if cell_env.get(COMPILE_CACHE_ENV) == "kept":
+        # The user's own cache locations pass through (the stated environment would drop them).
+        kept = {name: os.environ[name] for name in (*COMPILE_CACHE_FOLDERS, JAX_CACHE_VARIABLE)
+                if name in os.environ}
+        return {**kept, COMPILE_CACHE_ENV: "kept"}
+    root = work_dir / COMPILE_CACHE_DIR
+    env = {name: str(root / folder) for name, folder in COMPILE_CACHE_FOLDERS.items()}
+    if JAX_CACHE_VARIABLE in os.environ or JAX_CACHE_VARIABLE in cell_env:
+        env[JAX_CACHE_VARIABLE] = str(root / "jax")
+    env[COMPILE_CACHE_ENV] = "fresh"
+    return env
+
+
 class LocalExecutor:
     name = "local"
 
@@ -227,7 +256,9 @@ class LocalExecutor:
             with attempt.log_path.open("a", encoding="utf-8") as log:
                 log.write(f"[runner: env {', '.join(ignored)} of the matrix ignored: the runner "
                           "sets it]\n")
-        env = worker_environment(attempt.env, self.runner_env(attempt, worker_id), self.inherit)
+        # The cell's own variables win over the fresh compilation caches; the runner's over both.
+        cell_env = {**compile_cache_environment(attempt.work_dir, attempt.env), **attempt.env}
+        env = worker_environment(cell_env, self.runner_env(attempt, worker_id), self.inherit)
         # No preexec_fn: nothing runs in the forked child before the exec (lane threads exist);
         # the supervisor sets its own death signal and checks that the runner is still there.
         process = subprocess.Popen(
@@ -255,6 +286,8 @@ class LocalExecutor:
             except (ProcessLookupError, PermissionError):
                 pass
             sweep(worker_id)
+            # Fresh caches are never reused: they go with the worker (they can be GBs).
+            shutil.rmtree(attempt.work_dir / COMPILE_CACHE_DIR, ignore_errors=True)
         return Outcome(returncode=None if timed_out else process.returncode, timed_out=timed_out,
                        wall_s=time.monotonic() - started, log_tail=tail(attempt.log_path))
 

@@ -10,23 +10,45 @@ import os
 import resource
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
-# NVML clock-event reason bits worth flagging (nvmlClocksEventReason*).
+# The NVML clock-event (throttle) reasons worth flagging, by the suffix of the nvidia-ml-py
+# constant that holds each one's bit: nvmlClocksEventReason<suffix>, or
+# nvmlClocksThrottleReason<suffix> in releases before the rename. The bits are always read from
+# the pynvml module in use (clock_event_bits), never written here.
 CLOCK_EVENTS = {
-    0x0000000000000002: "applications_clocks_setting",
-    0x0000000000000004: "sw_power_cap",
-    0x0000000000000008: "hw_slowdown",
-    0x0000000000000020: "sync_boost",
-    0x0000000000000040: "sw_thermal_slowdown",
-    0x0000000000000080: "hw_thermal_slowdown",
-    0x0000000000000100: "hw_power_brake_slowdown",
-    0x0000000000000200: "display_clock_setting",
+    "ApplicationsClocksSetting": "applications_clocks_setting",
+    "SwPowerCap": "sw_power_cap",
+    "HwSlowdown": "hw_slowdown",
+    "SyncBoost": "sync_boost",
+    "SwThermalSlowdown": "sw_thermal_slowdown",
+    "HwThermalSlowdown": "hw_thermal_slowdown",
+    "HwPowerBrakeSlowdown": "hw_power_brake_slowdown",
+    "DisplayClockSetting": "display_clock_setting",
 }
+CLOCK_EVENT_PREFIXES = ("nvmlClocksEventReason", "nvmlClocksThrottleReason")
 SLOWDOWN_EVENTS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
                    "hw_power_brake_slowdown"}
+
+
+def clock_event_bits(pynvml: Any) -> dict[int, str]:
+    """{bit: name} of CLOCK_EVENTS from the pynvml module's own constants (a reason the module
+    does not define is left out)."""
+    bits: dict[int, str] = {}
+    for suffix, name in CLOCK_EVENTS.items():
+        for prefix in CLOCK_EVENT_PREFIXES:
+            value = getattr(pynvml, prefix + suffix, None)
+            if isinstance(value, int):
+                bits[value] = name
+                break
+    return bits
+
+
+def clock_event_names(pynvml: Any, reasons: int) -> set[str]:
+    """The names of the flagged reasons set in one NVML clock-event bit mask."""
+    return {name for bit, name in clock_event_bits(pynvml).items() if reasons & bit}
 
 
 def rss_mb() -> float:
@@ -124,54 +146,81 @@ def _mean(values: list[float]) -> float | None:
 
 class Monitor:
     """Samples the GPU in a background thread during the timed window, and measures CPU use of
-    this process over the same window from its CPU-time counters (exact, no sampling)."""
+    this process over the same window from its CPU-time counters (exact, no sampling).
 
-    def __init__(self, interval_s: float = 0.1, gpu: Nvml | None = None):
+    The counters (clock, CPU time, NVML energy) are read at the window's two ends and nowhere
+    else: `__enter__` starts the sampler first and reads them last; `stop_counters` reads them
+    first thing at the end of the last timed sample (the clock's on_timed_end), before the
+    sampler is stopped and joined (`__exit__`), so the energy is that of the timed samples."""
+
+    def __init__(self, interval_s: float = 0.1, gpu: Nvml | None = None,
+                 compilations: Callable[[], int | None] | None = None, counted: str = ""):
         self.interval_s = interval_s
         self.gpu = gpu
+        # The framework's cumulative compilation count (traces, XLA compiles, dynamo graphs),
+        # read just outside the window at both ends: what compiled before it and inside it.
+        self.compilations = compilations
+        self.compilations_counted = counted
+        self._compiled: list[int | None] = []
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = self._cpu0 = 0.0
         self._energy0: int | None = None
+        self._counting = False
         self.window_s = 0.0
         self.cpu_util: float | None = None
         self.energy_j: float | None = None
 
     def __enter__(self) -> "Monitor":
-        self._t0 = time.perf_counter()
-        self._cpu0 = time.process_time()  # all threads, nanosecond resolution
+        if self.compilations is not None:
+            self._compiled = [self.compilations()]
         if self.gpu is not None:
-            self._energy0 = self.gpu.energy_mj()
             self._thread = threading.Thread(target=self._run, name="gpu-monitor", daemon=True)
             self._thread.start()
+            self._energy0 = self.gpu.energy_mj()
+        self._cpu0 = time.process_time()  # all threads, nanosecond resolution
+        self._t0 = time.perf_counter()
+        self._counting = True
         return self
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.samples.append(self.gpu.sample())
 
-    def __exit__(self, *exc: Any) -> None:
+    def stop_counters(self) -> None:
+        """End the window: read the clock, CPU time and energy counter now (once)."""
+        if not self._counting:
+            return
+        self._counting = False
         self.window_s = time.perf_counter() - self._t0
+        energy1 = self.gpu.energy_mj() if self.gpu is not None else None
         cpu = time.process_time() - self._cpu0
         self.cpu_util = 100.0 * cpu / self.window_s if self.window_s > 0 else None
+        if self._energy0 is not None and energy1 is not None:
+            self.energy_j = (energy1 - self._energy0) / 1000
+        if self.compilations is not None:
+            self._compiled.append(self.compilations())
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop_counters()
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            self.samples.append(self.gpu.sample())
-            energy1 = self.gpu.energy_mj()
-            if self._energy0 is not None and energy1 is not None:
-                self.energy_j = (energy1 - self._energy0) / 1000
+            self.samples.append(self.gpu.sample())   # a window shorter than one interval
 
     def summary(self) -> dict[str, Any]:
         # The window length lets the host judge the energy delta (NVML's counter is coarse).
         out: dict[str, Any] = {"cpu_util_mean": self.cpu_util, "telemetry_window_s": self.window_s}
+        if len(self._compiled) == 2 and None not in self._compiled:
+            before, after = self._compiled
+            out["compilations"] = {"before_timed": before, "timed": after - before,
+                                   "counted": self.compilations_counted}
         if self.gpu is None:
             return out
         events: set[str] = set()
         for sample in self.samples:
-            bits = sample.get("events") or 0
-            events.update(name for bit, name in CLOCK_EVENTS.items() if bits & bit)
+            events |= clock_event_names(self.gpu.nv, sample.get("events") or 0)
         memory = [s["memory_mb"] for s in self.samples if s["memory_mb"] is not None]
         out.update(
             gpu_util_mean=_mean([s["util"] for s in self.samples]),

@@ -24,6 +24,12 @@ SCHEMA_VERSION = 1
 # silent CPU run.
 GPU_GIVEN_ENV = "DL_BENCH_GPU_GIVEN"
 
+# Set by the executor: "fresh" when the worker's compilation caches (inductor, Triton, CUDA's
+# PTX cache) start empty (a new container, or the local executor's per-attempt cache folders),
+# "kept" when they are the user's own, warm from earlier runs and repeats
+# ([run] keep_compile_caches). The worker copies it into the record's compile_cache.
+COMPILE_CACHE_ENV = "DL_BENCH_COMPILE_CACHE"
+
 # no_gpu: the host has a GPU and the cell asked for it (device = "auto" or "gpu"), but the
 # framework in the environment cannot see it (a CPU build, CUDA libraries it cannot load): the
 # cell fails rather than measuring the CPU silently.
@@ -102,11 +108,21 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "import_s": ("worker", "importing the framework and the workload module, s"),
     "setup_s": ("worker", "building the model and its data, s"),
     "compile_s": ("worker", "duration of the first warm-up call (tracing/compilation included), s"),
+    "compile_cache": ("worker", "the compilation caches compile_s ran with: 'fresh' (empty: a new "
+                      "container, or the local executor's per-attempt cache folders) or 'kept' "
+                      "([run] keep_compile_caches: the user's caches, warm from earlier runs and "
+                      "repeats); null when the executor did not say"),
+    "compilations": ("worker", "{before_timed, timed, counted}: the framework's compilations "
+                     "(counted says which: XLA compiles, tf.function traces, dynamo graphs) "
+                     "before the timed window and inside it (a recompilation in the window is "
+                     "timed as a step); null where the framework has no counter"),
     "warmup_s": ("worker", "durations of all warm-up calls, s"),
     "train_s": ("worker", "duration of the whole timed loop, s"),
     "worker_s": ("worker", "the worker from its first line to writing the result (the interpreter's "
                  "own start-up is the rest of wall_s), s"),
-    "items_per_step": ("worker", "samples (or tokens / elements) processed per step"),
+    "items_per_step": ("worker", "samples (or tokens / elements) processed per step; Stable "
+                       "Diffusion predict, whose step is one denoising step: images per call / "
+                       "num_steps, so that items/s is images/s and energy per item is per image"),
     # memory
     "rss_initial_mb": ("worker", "process RSS after the framework import, before the workload is built"),
     "rss_peak_mb": ("worker", "peak process RSS over the worker's life (kernel high-water mark)"),
@@ -128,10 +144,16 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "flops_per_step": ("worker", "floating-point operations per step where known"),
     # sanity
     "loss_first": ("worker", "loss at the first (warm-up) step"),
-    "loss_last": ("worker", "loss at the last timed step"),
+    "loss_last": ("worker", "loss at the last timed step (Keras: the mean over the last timed "
+                  "call's steps_per_execution steps)"),
     "accuracy": ("worker", "accuracy on a held-out split where it applies"),
     "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
-    "effective": ("worker", "axis values actually in effect inside the framework"),
+    "effective": ("worker", "axis values actually in effect inside the framework; on every "
+                  "API: tf32 (bool: float32 matmuls may run as TF32 on this device, read from "
+                  "the framework and the device's compute capability; false on a CPU), "
+                  "tf32_detail (the flags read: matmul and conv paths, the setting, the "
+                  "capability) and gc_in_timed_window ('disabled': Python's GC was off during "
+                  "the timed samples)"),
     "metadata": ("worker", "flat dict of prefixed keys from runner.worker.metadata.KEYS"),
     "distributions": ("worker", "distributions installed in the environment, name → version "
                       "(their digest is metadata.distributions_sha256)"),
