@@ -8,7 +8,9 @@ is checked by the `gpu` test, which runs with `pytest -m gpu` on a GPU machine.
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml  # nvidia-ml-py: its constants are the reference the decoding is checked against
@@ -36,11 +38,15 @@ class FakePynvml:
     (clock-event bits, clock ids) are nvidia-ml-py's own."""
 
     def __init__(self, energy_mj=(1_000_000, 1_012_500), reasons=SW_POWER_CAP | SW_THERMAL,
-                 power_mw=250_000, unsupported=()):
+                 power_mw=250_000, unsupported=(), processes=(), sm_clocks=(1410,),
+                 mem_clocks=(1593,)):
         self.energy = list(energy_mj)
         self.reasons = reasons
         self.power_mw = power_mw
         self.unsupported = set(unsupported)
+        self.processes = list(processes)     # (pid, bytes) of compute processes on the device
+        self.sm_clocks = list(sm_clocks)     # successive reads; the last one repeats
+        self.mem_clocks = list(mem_clocks)
 
     def __getattribute__(self, name):
         if name.startswith("nvmlDevice") and name in object.__getattribute__(self, "unsupported"):
@@ -67,7 +73,11 @@ class FakePynvml:
         return self.power_mw
 
     def nvmlDeviceGetClockInfo(self, handle, clock):
-        return 1410 if clock == pynvml.NVML_CLOCK_SM else 1593
+        reads = self.sm_clocks if clock == pynvml.NVML_CLOCK_SM else self.mem_clocks
+        return reads.pop(0) if len(reads) > 1 else reads[0]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes]
 
     def nvmlDeviceGetTemperature(self, handle, sensor):
         return 61
@@ -184,7 +194,8 @@ def test_metadata_from_nvml():
 
 def test_without_a_gpu_every_gpu_figure_is_absent():
     summary = run_window(None)
-    assert set(summary) == {"cpu_util_mean", "telemetry_window_s"}  # no zeros for GPU fields
+    # no zeros for GPU fields; the host's CPU load applies without a GPU too
+    assert set(summary) == {"cpu_util_mean", "telemetry_window_s", "host_other_cpu"}
     assert summary["cpu_util_mean"] is not None
 
 
@@ -297,3 +308,70 @@ def test_the_energy_window_ends_with_the_last_timed_sample(teardown_s):
     assert 0 <= end_read - last_tick < 0.005, (end_read - last_tick)
     assert mon.summary()["gpu_energy_j"] == pytest.approx(50.0)
     assert mon.window_s == pytest.approx(clock.timed_window_s, abs=0.003)
+
+
+# --- what else ran during the window; clocks as mean and min -----------------------------------
+
+def test_another_process_on_the_gpu_is_recorded_with_its_share():
+    """NVML lists the worker itself and pid 1 (another process, its name read from /proc)."""
+    own = os.getpid()
+    fake = FakePynvml(processes=[(own, 2 * 2**30), (1, 512 * 2**20)])
+    other = run_window(Nvml(fake, handle="h0"))["gpu_other_processes"]
+    assert other["share"] == 1.0 and other["own_pid_listed"] is True
+    assert [p["pid"] for p in other["processes"]] == [1]
+    assert other["processes"][0]["used_mb"] == 512.0
+    assert other["processes"][0]["name"] == Path("/proc/1/comm").read_text().strip()
+
+
+def test_the_worker_alone_on_the_gpu_is_no_other_process():
+    fake = FakePynvml(processes=[(os.getpid(), 2**30)])
+    other = run_window(Nvml(fake, handle="h0"))["gpu_other_processes"]
+    assert other["share"] == 0.0 and other["processes"] == []
+
+
+def test_in_a_container_one_listed_process_is_the_worker_and_a_second_is_another():
+    """NVML names host pids there: the worker's own pid is not among them."""
+    alone = FakePynvml(processes=[(999_001, 2**30)])
+    seen = run_window(Nvml(alone, handle="h0"))["gpu_other_processes"]
+    assert seen["share"] == 0.0 and seen["processes"] == [] and not seen["own_pid_listed"]
+    shared = FakePynvml(processes=[(999_001, 2**30), (999_002, 2**30)])
+    seen = run_window(Nvml(shared, handle="h0"))["gpu_other_processes"]
+    assert seen["share"] == 1.0 and len(seen["processes"]) == 2
+
+
+def test_no_process_list_is_null_not_an_empty_gpu():
+    fake = FakePynvml(unsupported={"nvmlDeviceGetComputeRunningProcesses"})
+    assert run_window(Nvml(fake, handle="h0"))["gpu_other_processes"] is None
+
+
+def test_sm_and_memory_clocks_are_recorded_as_mean_and_min():
+    fake = FakePynvml(sm_clocks=(1410, 1410, 1200, 1410), mem_clocks=(1593, 1215, 1593))
+    gpu = Nvml(fake, handle="h0")
+    mon = Monitor(gpu=gpu)
+    mon.samples = [gpu.sample() for _ in range(4)]       # four samples of the window
+    figures = mon.summary()
+    assert figures["gpu_sm_clock_min_mhz"] == 1200 and figures["gpu_sm_clock_mhz"] == 1357.5
+    assert figures["gpu_mem_clock_min_mhz"] == 1215
+    assert figures["gpu_mem_clock_mhz"] == pytest.approx((1593 + 1215 + 1593 + 1593) / 4)
+
+
+def test_other_processes_cpu_time_is_the_hosts_busy_time_minus_the_workers():
+    start = {"busy": 100.0, "steal": 5.0, "cpus": 4.0}
+    end = {"busy": 103.5, "steal": 5.4, "cpus": 4.0}
+    load = monitor.other_cpu_load(start, end, own_cpu_s=1.5, window_s=2.0)
+    assert load["other_cpu_s"] == pytest.approx(2.0)        # 3.5 s busy, 1.5 s of them ours
+    assert load["share"] == pytest.approx(0.25)             # of 4 CPUs × 2 s
+    assert load["steal_share"] == pytest.approx(0.05)
+    assert monitor.other_cpu_load(None, end, 1.0, 2.0) is None
+    tick = monitor.other_cpu_load(start, {**end, "busy": 100.99}, own_cpu_s=1.0, window_s=1.0)
+    assert tick["other_cpu_s"] == 0.0                       # a tick's rounding is not load
+
+
+def test_the_window_reads_the_hosts_cpu_counters():
+    """The real counters (psutil): a busy thread of this process is the worker's own time."""
+    with Monitor(interval_s=0.05) as mon:
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:
+            pass
+    load = mon.summary()["host_other_cpu"]
+    assert load is not None and load["cpus"] >= 1 and 0.0 <= load["share"] <= 1.0

@@ -435,7 +435,9 @@ def save_host_gpu(monitor: Any, path: Path) -> dict[str, Any]:
     from ..worker.protocol import write_json_atomic
 
     monitor.__exit__(None, None, None)
-    summary = {k: v for k, v in monitor.summary().items() if k != "cpu_util_mean"}
+    # The host's CPU figures would count the container's worker as another process.
+    summary = {k: v for k, v in monitor.summary().items()
+               if k not in ("cpu_util_mean", "host_other_cpu")}
     summary.update(window="container lifetime, sampled from the host", window_s=monitor.window_s)
     try:
         write_json_atomic(path, summary)

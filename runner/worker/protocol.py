@@ -136,10 +136,24 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "gpu_power_mean_w": ("worker", "NVML power over the timed window, W"),
     "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
     "gpu_sm_clock_mhz": ("worker", "mean SM clock over the timed window, MHz"),
+    "gpu_sm_clock_min_mhz": ("worker", "lowest SM clock sampled in the timed window, MHz"),
+    "gpu_mem_clock_mhz": ("worker", "mean memory clock over the timed window, MHz"),
+    "gpu_mem_clock_min_mhz": ("worker", "lowest memory clock sampled in the timed window, MHz"),
+    "gpu_other_processes": ("worker", "{share, samples, own_pid_listed, processes: [{pid, name, "
+                            "used_mb}]}: compute processes on the cell's GPU other than the "
+                            "worker during the timed window (NVML's process list; share: of the "
+                            "samples that saw one); null without a GPU or a process list"),
     "gpu_clock_events": ("worker", "clock-event (throttle) reasons seen during the timed window"),
     "host_gpu": ("host", "container cells: the GPU sampled from the host over the container's life "
                  "(a cross-check of the worker's own window; null for local cells)"),
     "cpu_util_mean": ("worker", "process CPU time / wall time over the timed window, % of one core"),
+    "host_other_cpu": ("worker", "{other_cpu_s, share, steal_share, cpus, window_s}: CPU time "
+                       "other processes used on the host during the timed window (the host's "
+                       "busy time minus the worker's own), as a share of the host's CPU capacity "
+                       "over the window; steal_share: time the hypervisor gave other VMs"),
+    "settle": ("host", "GPU cells: the wait before the cell for a quiet GPU ([run] settle): "
+               "{settled, waited_s, start_temp_c, util, other_processes, why}; null where "
+               "nothing was waited for (a CPU cell, no GPU, settle = 0, a Ray slot)"),
     # work
     "flops_per_step": ("worker", "floating-point operations per step where known"),
     # sanity
