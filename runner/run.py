@@ -278,7 +278,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
         calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
-        **cell.axes)
+        harness_overhead=cell.harness_overhead, **cell.axes)
 
 
 class BlockSizes:

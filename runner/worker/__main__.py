@@ -17,7 +17,7 @@ import time
 import traceback
 from typing import Any
 
-from . import distributions
+from . import distributions, overhead
 from .apis import NoGpuError
 from .bench import BLOCK_TARGET_S, StepClock, run_loop
 from .catalog import API_PACKAGES
@@ -122,6 +122,8 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
                            "gc_in_timed_window": clock.gc_in_timed_window}
     result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)
+    if spec.harness_overhead:   # after the timed window: none of this is in the cell's figures
+        result["extra"]["harness_overhead"] = overhead.paired_rounds(bench, clock.calls_per_sample)
 
 
 def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClock, Monitor]:

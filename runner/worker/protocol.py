@@ -71,6 +71,9 @@ class CellSpec:
     # calls per sample the cell's first ok repeat calibrated, handed by the host to its later
     # repeats. Given, the worker's clock uses it and does not calibrate; None: calibrate.
     calls_per_sample: int | None = None
+    # After the cell's timed window, pair the worker's clock with a bare loop of the same step
+    # (runner.worker.overhead): the harness's own cost, in the record's extra.harness_overhead.
+    harness_overhead: bool = False
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "CellSpec":
