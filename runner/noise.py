@@ -296,8 +296,8 @@ def aa_spread(runs: list[dict[str, dict[str, Any]]], run_dirs: list[str]) -> dic
 
 def show_aa(aa: dict[str, Any], console: Console) -> None:
     table = Table(title=f"Run-to-run spread ({aa['runs']} A/A runs)", title_justify="left")
-    for column in ("workload class", "cells", "spread across runs", "spread within a run",
-                   "threshold"):
+    for column in ("workload class", "cells", "spread across runs",
+                   "CV of repeat medians (worst run)", "threshold"):
         table.add_column(column, justify="left" if column == "workload class" else "right")
     for name, entry in aa["classes"].items():
         within = [c["cv_repeats"] for c in aa["cells"]
@@ -314,7 +314,7 @@ def show_aa(aa: dict[str, Any], console: Console) -> None:
     disturbed = sorted({kind for c in aa["cells"] for kind in c["conditions"]})
     if disturbed:
         console.print(f"[yellow]! the A/A runs themselves saw: {', '.join(disturbed)} (their "
-                      "reports say where): the spread below is this machine's under that load; "
+                      "reports say where): the spread above is this machine's under that load; "
                       "measure again when it is quiet for its own noise[/]", soft_wrap=True)
     console.print(f"[bold]compare threshold this machine supports: {aa['threshold'] * 100:.1f} %"
                   f"[/] (largest change between two runs of the same cells: "
