@@ -88,13 +88,16 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     timing = bench.timing
     if not bench.returns_to_host:
         calls = clock.calls_per_sample
+        chosen = ("the cell's first repeat calibrated it" if clock.block_source == "handed_over"
+                  else "calibrated")
         timing = (f"blocks of {calls} call{'s' if calls > 1 else ''} timed together, the device "
-                  f"synchronised once at the end of each block (calibrated to last at least "
+                  f"synchronised once at the end of each block ({chosen} to last at least "
                   f"{BLOCK_TARGET_S * 1000:.0f} ms); one call: {timing}")
     result.update(
         samples_ms=[t * 1000.0 / per_sample for t in clock.timed_s],
         steps_per_call=per_call,
         calls_per_sample=clock.calls_per_sample,
+        block_source=clock.block_source,
         outliers=[[i, t * 1000.0 / per_sample] for i, t in clock.outliers()],
         epoch_boundary_samples=clock.epoch_boundaries if bench.calls_per_epoch else None,
         timing=timing,
@@ -126,7 +129,10 @@ def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClo
     counters read at the start of the first timed sample and at the end of the last."""
     monitor = Monitor(gpu=gpu, compilations=fw.compilation_count, counted=fw.compilations_counted)
     fixed = spec.steps != "auto"
+    handed = spec.calls_per_sample       # the cell's block size, from its first repeat
     clock = StepClock(warmup_calls=spec.warmup_steps,
+                      calls_per_sample=handed or 1,
+                      block_source="handed_over" if handed else "per_call",
                       timed_calls=max(1, math.ceil(int(spec.steps) / bench.steps_per_call))
                       if fixed else None,
                       sync=bench.sync, on_timed_start=monitor.__enter__,

@@ -201,6 +201,7 @@ def block_clock(keras: Any, clock: StepClock | None, *, per_call: int, given: in
                 return
             if min(pair) >= BLOCK_TARGET_S or self.trial_calls >= MAX_CALLS_PER_SAMPLE:
                 calibration["trials"] = self.trials
+                clock.block_source = "calibrated"
                 self.start_timed(done, self.capped(self.trial_calls))
                 return
             self.trial_calls *= 2
