@@ -22,7 +22,7 @@ CACHE_VARIABLES = sorted(COMPILE_CACHE_FOLDERS)
 
 
 def test_fresh_caches_live_in_the_attempt_folder(tmp_path):
-    env = compile_cache_environment(tmp_path, {})
+    env = compile_cache_environment(tmp_path, {}, {})
     assert env[COMPILE_CACHE_ENV] == "fresh"
     assert {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH"} <= set(env)
     for name in CACHE_VARIABLES:
@@ -30,16 +30,19 @@ def test_fresh_caches_live_in_the_attempt_folder(tmp_path):
 
 
 def test_kept_caches_are_the_users(tmp_path):
-    assert compile_cache_environment(tmp_path, {COMPILE_CACHE_ENV: "kept"}) == \
+    assert compile_cache_environment(tmp_path, {}, {COMPILE_CACHE_ENV: "kept"}) == \
+        {COMPILE_CACHE_ENV: "kept"}
+    # A cache folder the matrix's env names is the user's choice: it wins, and is not "fresh".
+    assert compile_cache_environment(tmp_path, {}, {"TRITON_CACHE_DIR": "/data/triton"}) == \
         {COMPILE_CACHE_ENV: "kept"}
 
 
-def test_jax_cache_redirected_only_where_the_user_switched_it_on(tmp_path, monkeypatch):
+def test_jax_cache_redirected_only_where_it_is_switched_on(tmp_path):
     """Setting JAX_COMPILATION_CACHE_DIR would switch JAX's persistent cache on (and its writes
-    into compile_s): it is only redirected when it was on already."""
-    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
-    assert "JAX_COMPILATION_CACHE_DIR" not in compile_cache_environment(tmp_path, {})
-    env = compile_cache_environment(tmp_path, {"JAX_COMPILATION_CACHE_DIR": "/home/me/.jax"})
+    into compile_s): it is only redirected when the worker would have it on already (inherited
+    through DL_BENCH_INHERIT_ENV)."""
+    assert "JAX_COMPILATION_CACHE_DIR" not in compile_cache_environment(tmp_path, {}, {})
+    env = compile_cache_environment(tmp_path, {"JAX_COMPILATION_CACHE_DIR": "/home/me/.jax"}, {})
     assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / COMPILE_CACHE_DIR / "jax")
 
 
@@ -84,9 +87,8 @@ def test_a_local_worker_compiles_into_empty_caches_that_go_with_it(tmp_path):
     assert not (job.work_dir / COMPILE_CACHE_DIR).exists()      # removed after the worker
 
 
-def test_kept_caches_leave_the_users_variables_alone(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITON_CACHE_DIR", "/home/me/.triton/cache")
-    job = attempt(tmp_path, {COMPILE_CACHE_ENV: "kept"})
+def test_kept_caches_leave_the_users_variables_alone(tmp_path):
+    job = attempt(tmp_path, {COMPILE_CACHE_ENV: "kept", "TRITON_CACHE_DIR": "/home/me/.triton/cache"})
     prepared = Prepared(Source(image="numpy").key, "test", python=Path(sys.executable))
     assert EnvDump().run(prepared, job).returncode == 0
     seen = json.loads((job.work_dir / "seen.json").read_text())

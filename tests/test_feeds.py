@@ -99,8 +99,7 @@ KERAS_FIT = """
         lists.append(self)
 
     keras.callbacks.CallbackList.__init__ = capture
-    cell = spec("keras", BACKEND, batch_size=16, steps=STEPS)
-    cell.calls_per_sample = GIVEN           # as the host hands it to a later repeat
+    cell = spec("keras", BACKEND, batch_size=16, steps=STEPS, calls_per_sample=GIVEN)
     fw = Framework(cell)
     bench = cnn.build(cell, fw)
     syncs, unfinished = [], []
@@ -113,7 +112,9 @@ KERAS_FIT = """
             unfinished.extend(a for group in state.values() for a in group or ()
                               if not a.is_ready())
 
-    clock = StepClock(warmup_calls=1, timed_calls=STEPS, sync=sync)
+    # As the worker's timed_window builds it: a block size the host handed over is the clock's.
+    clock = StepClock(warmup_calls=1, timed_calls=STEPS, sync=sync, calls_per_sample=GIVEN or 1,
+                      block_source="handed_over" if GIVEN else "per_call")
     lists.clear()                           # from here on: the lists fit itself builds
     run_loop(bench, clock)
     fit_lists = list(lists)
@@ -123,7 +124,8 @@ KERAS_FIT = """
         "calls_per_sample": clock.calls_per_sample, "samples": len(clock.timed_s),
         "syncs": len(syncs), "unfinished": len(unfinished), "warmup": len(clock.warmup_s),
         "loss": [clock.first_out, clock.last_out],
-        "effective": bench.effective, "calibration": bench.extra.get("block_calibration")}))
+        "effective": bench.effective, "calibration": bench.extra.get("block_calibration"),
+        "block_source": clock.block_source}))
 """
 
 
@@ -138,6 +140,7 @@ def test_keras_fit_keeps_async_dispatch_and_times_blocks(backend, tmp_path):
     assert out["async_train"] == [True] and out["plain"] is True
     assert out["effective"]["keras_async_batch_end"] is True
     assert out["calls_per_sample"] == 4 and out["samples"] == 8
+    assert out["block_source"] == "handed_over" and out["calibration"] is None
     # One synchronisation per warm-up call and one per block, none per call; each one waits
     # for the whole newest training state (JAX: Keras keeps it in a tracked dict).
     assert out["syncs"] == out["warmup"] + out["samples"] and out["unfinished"] == 0
@@ -153,6 +156,7 @@ def test_keras_fit_calibrates_its_block_in_fit(tmp_path):
     trials = out["calibration"]
     assert trials and [c for c, _ in trials[:2]] == [1, 1]
     assert out["calls_per_sample"] == min(trials[-1][0], 40 // 10)
+    assert out["block_source"] == "calibrated"
     assert out["samples"] * out["calls_per_sample"] >= 40
     assert out["syncs"] == out["warmup"] + len(trials) + out["samples"]
 

@@ -136,9 +136,9 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
     from docker.types import DeviceRequest, Mount, Ulimit
 
     code_dir = code_dir or REPO_ROOT / "runner"
-    # The cell's variables, minus those the runner owns (PATH stays the image's). A new
-    # container starts with empty compilation caches under its own HOME, whatever
-    # [run] keep_compile_caches says (nothing of the host's is mounted).
+    # The cell's variables, minus those the runner owns (PATH stays the image's). A new container
+    # starts with empty compilation caches under its own HOME, whatever [run]
+    # keep_compile_caches says (nothing of the host's is mounted).
     environment = {**{k: v for k, v in env.items() if k not in RUNNER_OWNED_ENV},
                    "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
                    "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp",

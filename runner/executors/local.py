@@ -125,6 +125,33 @@ def worker_environment(matrix_env: dict[str, str], runner_env: dict[str, str],
     return env
 
 
+# Where the frameworks keep compiled kernels between processes (under HOME or /tmp by default):
+# torch.compile's inductor and its Triton kernels, the CUDA driver's PTX-to-cubin cache, and the
+# XDG cache of everything else. JAX keeps nothing unless its persistent cache is switched on,
+# and then JAX_COMPILATION_CACHE_DIR is redirected too.
+COMPILE_CACHE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton",
+                         "CUDA_CACHE_PATH": "cuda", "XDG_CACHE_HOME": "xdg"}
+JAX_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+COMPILE_CACHE_DIR = "compile-cache"
+
+
+def compile_cache_environment(work_dir: Path, env: dict[str, str],
+                              cell_env: dict[str, str]) -> dict[str, str]:
+    """What to add to a worker's environment `env` for its compilation caches: empty folders in
+    the attempt's own work folder (compile_s cold in every repeat, as in a new container) and
+    COMPILE_CACHE_ENV = "fresh"; or only "kept" where [run] keep_compile_caches asked for the
+    user's caches, or where the matrix's env names a cache folder itself (it wins)."""
+    chosen = [name for name in (*COMPILE_CACHE_FOLDERS, JAX_CACHE_VARIABLE) if name in cell_env]
+    if cell_env.get(COMPILE_CACHE_ENV) == "kept" or chosen:
+        return {COMPILE_CACHE_ENV: "kept"}
+    root = work_dir / COMPILE_CACHE_DIR
+    folders = dict(COMPILE_CACHE_FOLDERS)
+    if JAX_CACHE_VARIABLE in env:           # switched on (inherited): redirected, not turned on
+        folders[JAX_CACHE_VARIABLE] = "jax"
+    return {**{name: str(root / folder) for name, folder in folders.items()},
+            COMPILE_CACHE_ENV: "fresh"}
+
+
 def log_caps(environ: dict[str, str] | None = None) -> tuple[int, int]:
     """(head, tail) bytes a worker's log keeps: DL_BENCH_LOG_HEAD_MB / _TAIL_MB, or 1 and 4."""
     environ = os.environ if environ is None else environ
@@ -147,34 +174,6 @@ def supervised(command: list[str], log_path: Path, caps: tuple[int, int]) -> lis
     return [sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()),
             "--log", str(log_path), "--head", str(caps[0]), "--tail", str(caps[1]), "--",
             *command]
-
-
-# Where the frameworks keep compiled kernels between processes (under HOME or /tmp by default):
-# torch.compile's inductor and its Triton kernels, the CUDA driver's PTX-to-cubin cache, and the
-# XDG cache of everything else. JAX keeps nothing unless its persistent cache is switched on,
-# and then JAX_COMPILATION_CACHE_DIR is redirected too.
-COMPILE_CACHE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton",
-                         "CUDA_CACHE_PATH": "cuda", "XDG_CACHE_HOME": "xdg"}
-JAX_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
-COMPILE_CACHE_DIR = "compile-cache"
-
-
-def compile_cache_environment(work_dir: Path, cell_env: dict[str, str]) -> dict[str, str]:
-    """The worker's compilation-cache variables: empty folders in the attempt's own work folder
-    (compile_s cold in every repeat, as in a new container), unless the cell keeps the user's
-    caches ([run] keep_compile_caches sets COMPILE_CACHE_ENV = "kept"). The cell's own
-    variables still win over these."""
-    if cell_env.get(COMPILE_CACHE_ENV) == "kept":
-        # The user's own cache locations pass through (the stated environment would drop them).
-        kept = {name: os.environ[name] for name in (*COMPILE_CACHE_FOLDERS, JAX_CACHE_VARIABLE)
-                if name in os.environ}
-        return {**kept, COMPILE_CACHE_ENV: "kept"}
-    root = work_dir / COMPILE_CACHE_DIR
-    env = {name: str(root / folder) for name, folder in COMPILE_CACHE_FOLDERS.items()}
-    if JAX_CACHE_VARIABLE in os.environ or JAX_CACHE_VARIABLE in cell_env:
-        env[JAX_CACHE_VARIABLE] = str(root / "jax")
-    env[COMPILE_CACHE_ENV] = "fresh"
-    return env
 
 
 class LocalExecutor:
@@ -256,9 +255,8 @@ class LocalExecutor:
             with attempt.log_path.open("a", encoding="utf-8") as log:
                 log.write(f"[runner: env {', '.join(ignored)} of the matrix ignored: the runner "
                           "sets it]\n")
-        # The cell's own variables win over the fresh compilation caches; the runner's over both.
-        cell_env = {**compile_cache_environment(attempt.work_dir, attempt.env), **attempt.env}
-        env = worker_environment(cell_env, self.runner_env(attempt, worker_id), self.inherit)
+        env = worker_environment(attempt.env, self.runner_env(attempt, worker_id), self.inherit)
+        env.update(compile_cache_environment(attempt.work_dir, env, attempt.env))
         # No preexec_fn: nothing runs in the forked child before the exec (lane threads exist);
         # the supervisor sets its own death signal and checks that the runner is still there.
         process = subprocess.Popen(

@@ -132,9 +132,9 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
     effective.update(keras_fit_clock.dispatch_facts(keras))
 
     def drive(clock: StepClock) -> None:
-        callback = keras_fit_clock.block_clock(
-            keras, clock, per_call=per_call, given=getattr(spec, "calls_per_sample", None),
-            calibration=calibration)
+        handed = clock.calls_per_sample if clock.block_source == "handed_over" else None
+        callback = keras_fit_clock.block_clock(keras, clock, per_call=per_call, given=handed,
+                                               calibration=calibration)
         bound = keras_fit_clock.calls_bound(clock)
         epochs = math.ceil(bound * per_call / data.steps_per_epoch) + 1
         model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[callback])
