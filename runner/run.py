@@ -414,11 +414,13 @@ def run_calibration(setup: Setup, matrix: Matrix, prepared: dict[str, Prepared],
         source = source_of(cell)
         if entry.key in done or source.key not in prepared:
             continue
-        record = run_entry(setup.executor_for(source), entry, prepared[source.key], sub, seed,
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], sub, seed,
                            lane=setup.lanes()[0][0])
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         console.print(f"{mark} calibration {escape(cell.environment)} "
                       f"{cell.axes['precision']}: {escape(describe_peak(record))}")
+        stop_if_lost(executor)
     records = sub.records()
     return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(records)}
 
@@ -477,7 +479,7 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     manifest = manifest_for(matrix, plan, store, setup, {})
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
-    interrupted = False
+    interrupted, stopped = False, None
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
@@ -487,10 +489,16 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     except KeyboardInterrupt:
         interrupted = True
         console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
+    except RunStopped as exc:
+        stopped = exc
+        if exc.record is not None:
+            console.print(f"[red]✗[/] {escape(exc.cell)}: {escape(describe(exc.record))}")
     finally:
         setup.close()
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest["interrupted"] = interrupted
+        if stopped is not None:
+            manifest["stopped"] = stopped.reason
         store.write_manifest(manifest)
         summaries = write_reports(store, manifest)
     for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
@@ -498,8 +506,47 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     console.print(f"report: {store.root / 'report.md'}")
     if interrupted:
         return EXIT_INTERRUPTED
+    if stopped is not None:
+        left = len(plan.to_run) - sum(1 for e in plan.to_run if e.key in store.finished())
+        console.print(f"[red]stopped:[/] {escape(stopped.reason)}; {left} runs not done; "
+                      f"continue with: {escape(resume_command(opts, setup, store))}",
+                      soft_wrap=True, highlight=False)
+        return EXIT_FAILED_CELLS
     failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     return EXIT_FAILED_CELLS if failed else EXIT_OK
+
+
+class RunStopped(Exception):
+    """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
+    stops after the cell that found out (its record stored), keeping every finished record."""
+
+    def __init__(self, reason: str, cell: str = "", record: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.reason, self.cell, self.record = reason, cell, record
+
+
+def stop_if_lost(executor: Executor, cell: str = "", record: dict[str, Any] | None = None) -> None:
+    lost = getattr(executor, "lost", None)
+    if lost:
+        raise RunStopped(lost, cell, record)
+
+
+def resume_command(opts: Options, setup: Setup, store: Store) -> str:
+    """The command that continues this run where it stopped: the same selection and executor."""
+    import os
+    import shlex
+    import sys
+
+    python = os.path.relpath(sys.executable)
+    args = [python if not python.startswith("..") else sys.executable, "-m", "runner",
+            str(opts.matrix_path), "--resume", str(store.root), "--executor", setup.executor.name]
+    for pattern in opts.only:
+        args += ["--only", pattern]
+    for flag, value in (("--profile", opts.profile), ("--parallel", opts.parallel),
+                        ("--ray-address", opts.ray_address)):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args)
 
 
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
@@ -509,8 +556,11 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
         source = source_of(entry.cell)
-        return run_entry(setup.executor_for(source), entry, prepared[source.key], store, seed,
-                         lane=lane, stop=lanes.stop, on_status=show)
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], store, seed,
+                           lane=lane, stop=lanes.stop, on_status=show)
+        stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
+        return record
 
     def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
