@@ -137,6 +137,44 @@ def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
     return list({source_of(c).key: source_of(c) for c in cells}.values())
 
 
+def calibrations_for(plan: Plan, matrix: Matrix) -> list[Cell]:
+    """[run] calibrate: the calibrations of the environments the plan's cells use (--only
+    narrows them), never of an environment no selected cell runs in."""
+    used = {cell.environment for cell in plan.cells}
+    return [cell for cell in matrix.calibration if cell.environment in used]
+
+
+def source_label(source: Source) -> str:
+    """images/torch, python /opt/conda/bin/python, or a registry image reference."""
+    if source.existing:
+        return f"python {source.python}"
+    return source.image if source.pinned else f"images/{source.image}"
+
+
+def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
+                     action: str = "prepares") -> None:
+    """One line: what will be built (or found ready) and why, and what the selection leaves
+    out — environments sharing an image folder share one build."""
+    needs: dict[str, dict[str, Any]] = {}
+    for cell, what in [(e.cell, "cells") for e in plan.to_run] + \
+            [(c, "calibration") for c in calibrations]:
+        need = needs.setdefault(source_label(source_of(cell)),
+                                {"envs": {}, "cells": 0, "calibration": 0})
+        need["envs"][cell.environment] = True
+        need[what] += 1
+    parts = []
+    for key, need in needs.items():
+        why = [f"{need['cells']} runs"] if need["cells"] else []
+        why += ["calibration"] if need["calibration"] else []
+        parts.append(f"{key} ({', '.join(need['envs'])}: {' + '.join(why)})")
+    used = {env for need in needs.values() for env in need["envs"]}
+    left = [name for name in matrix.spec.environments if name not in used]
+    line = f"{action} {len(parts)} environment(s): " + ("; ".join(parts) or "none")
+    if left:
+        line += f"; not {', '.join(left)} (no selected cell runs there)"
+    console.print(f"[bold]build:[/] {escape(line)}", soft_wrap=True, highlight=False)
+
+
 def choose_setup(matrix: Matrix | None, requested: str | None,
                  parallel: int | str | None = None, ray_address: str | None = None,
                  flavour: Flavour | None = None) -> Setup:
@@ -400,16 +438,16 @@ CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_siz
                       "cells; never a cell of the run, never a datasheet figure)")
 
 
-def run_calibration(setup: Setup, matrix: Matrix, prepared: dict[str, Prepared], store: Store,
-                    seed: int, console: Console) -> dict[str, Any] | None:
+def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],
+                    store: Store, seed: int, console: Console) -> dict[str, Any] | None:
     """[run] calibrate: measure each device's peak per precision before the cells (kept in
     calibration/ and in the manifest; on --resume the stored ones are reused)."""
-    if not matrix.calibration:
+    if not calibrations:
         return None
     sub = store.calibration()
     done = sub.finished()
     records = []
-    for cell in matrix.calibration:
+    for cell in calibrations:
         entry = Entry(cell, 1)
         source = source_of(cell)
         if entry.key in done or source.key not in prepared:
@@ -467,12 +505,14 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
         raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
     show_setup(matrix, setup, plan.cells, console)
+    calibrations = calibrations_for(plan, matrix)
+    show_preparation(matrix, plan, calibrations, console)
     if opts.dry_run:
         console.print(plan_table(matrix, plan))
         return EXIT_OK
 
     store = store or open_store(matrix, opts)
-    sources = sources_to_prepare(plan, matrix.calibration)
+    sources = sources_to_prepare(plan, calibrations)
     console.print(f"run folder: {store.root}")
     seed = matrix.spec.run.seed
     store.write_matrix(matrix.resolved)
@@ -483,7 +523,8 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
-        manifest["calibration"] = run_calibration(setup, matrix, prepared, store, seed, console)
+        manifest["calibration"] = run_calibration(setup, calibrations, prepared, store, seed,
+                                                  console)
         store.write_manifest(manifest)
         run_cells(setup, plan, prepared, store, seed, console)
     except KeyboardInterrupt:
@@ -590,6 +631,7 @@ def build_only(opts: Options, console: Console) -> int:
     try:
         plan = make_plan(matrix.cells, opts.only)
         show_setup(matrix, setup, plan.cells, console)
+        show_preparation(matrix, plan, [], console, action="builds")
         sources = sources_to_prepare(plan)
         prepared = prepare_environments(setup, sources, console)
         failed = any(p.error for p in prepared.values())

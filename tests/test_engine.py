@@ -259,10 +259,11 @@ def cells(run_dir: Path) -> dict[str, dict]:
 @pytest.mark.docker
 def test_a_slow_engine_fails_the_cell_and_the_run_goes_on(engine, proxy, through,
                                                          write_matrix, run_cli, results_dir):
-    """The engine makes the marked cell's container but answers 40 s late: the cell fails
-    after the 20 s timeout with the reason, its container is removed, the next cell runs."""
-    slow = proxy(slow_marker=b"slow-create", delay_s=40)
-    through(slow, timeout=20)
+    """The engine makes the marked cell's container but answers 75 s late: the cell fails
+    after the 45 s timeout with the reason, its container is removed, the next cell runs.
+    (45 s: a vfs engine shared with other work may take 20 s to create a container.)"""
+    slow = proxy(slow_marker=b"slow-create", delay_s=75)
+    through(slow, timeout=45)
     path = write_matrix(SLOW, with_environments=False)
     code, out, err = run_cli(path, "--executor", "docker")
     assert code == 1, out + err
@@ -272,7 +273,7 @@ def test_a_slow_engine_fails_the_cell_and_the_run_goes_on(engine, proxy, through
     found = cells(run_dir)
     failed = found["numpy-slow:10"]
     assert failed["status"] == "crashed"
-    assert failed["error"] == ("engine did not create the container in 20 s "
+    assert failed["error"] == ("engine did not create the container in 45 s "
                                "(DL_BENCH_ENGINE_TIMEOUT)")
     assert found["numpy:10"]["status"] == "ok", found["numpy:10"]["error"]
     assert mine(engine, os.getpid()) == []
@@ -285,7 +286,7 @@ def test_an_engine_slow_three_cells_in_a_row_stops_the_run(engine, proxy, throug
     """Creates that never reach the engine: three cells fail one after the other, then the
     run stops with the --resume line instead of waiting on every cell left."""
     silent = proxy(slow_marker=b"slow-create", delay_s=None)
-    through(silent, timeout=2)
+    through(silent, timeout=5)
     path = write_matrix(SLOW.split("[[benchmarks]]")[0] + """
         [[benchmarks]]
         workload = "selftest"
@@ -303,7 +304,7 @@ def test_an_engine_slow_three_cells_in_a_row_stops_the_run(engine, proxy, throug
     [run_dir] = (results_dir / "slow-engine").iterdir()
     found = cells(run_dir)
     assert sorted(found) == ["numpy-slow:1", "numpy-slow:2", "numpy-slow:3"]
-    assert all("engine did not create the container in 2 s" in r["error"]
+    assert all("engine did not create the container in 5 s" in r["error"]
                for r in found.values())
     [stop] = [line for line in out.splitlines() if line.startswith("stopped:")]
     assert "too slow 3 cells in a row" in stop and "1 runs not done" in stop, stop
@@ -343,7 +344,7 @@ def test_an_engine_gone_mid_cell_stops_the_run_and_resume_finishes_it(
     1 without a traceback. With the engine back, that line finishes the run, and the container
     the engine could not be asked to remove is removed by it."""
     gone = proxy()
-    env = {**os.environ, **through(gone, timeout=30, reconnect=3)}
+    env = {**os.environ, **through(gone, timeout=120, reconnect=3)}
     path = write_matrix(GONE, with_environments=False)
     runner = subprocess.Popen([sys.executable, "-m", "runner", str(path), "--executor", "docker",
                                "--results-dir", str(results_dir)], cwd=path.parent, env=env,
