@@ -1,7 +1,8 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
 compare, doctor, export, import, reproduce.
 
-Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid matrix or usage; 130 interrupted.
+Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid matrix or usage; 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean
+from .errors import (EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, interrupted_exit_code,
+                     terminating_signals_interrupt)
 
 SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor", "export", "import",
-               "reproduce")
+               "reproduce", "history", "bisect")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,6 +94,10 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--results-dir", type=Path, default=None,
                             help="folder for the new run folder (default: results/ of the "
                                  "repository)")
+    if command in ("history", "bisect"):
+        from .history.cli import add_arguments
+
+        add_arguments(parser, command)
     if command == "compare":
         parser.add_argument("run_a", type=Path, help="baseline run folder (A)")
         parser.add_argument("run_b", type=Path, help="run folder to judge against A (B)")
@@ -115,13 +121,14 @@ def main(argv: list[str] | None = None) -> int:
                 and not Path(argv[0]).exists():
             raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], SUBCOMMANDS)}")
         args = build_parser(command).parse_args(argv)
-        return dispatch(command, args, console)
+        with terminating_signals_interrupt():
+            return dispatch(command, args, console)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM, SIGHUP
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupted_exit_code(exc)
 
 
 def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
@@ -156,6 +163,10 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         if command == "import":
             return reproduce.import_only(args.archive, console)
         return reproduce.reproduce(args.run_dir, args.results_dir, console)
+    if command in ("history", "bisect"):
+        from .history.cli import main as history_main
+
+        return history_main(command, args, console)
     if command == "compare":
         from .results.compare import run_compare
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import schema
 from .errors import UsageError
+from .version import runner_version
 from .worker import catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,12 +54,15 @@ class Cell:
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
-                **calibration}
+                "env": self.env, **calibration}
 
     @property
     def id(self) -> str:
-        """Short hash of the coordinates: the same cell gets the same id in every run."""
-        blob = json.dumps(self.coordinates, sort_keys=True, default=str)
+        """Short hash of the coordinates (the worker's environment variables included: XLA
+        flags, preallocation) and of the runner's version: the same cell measured the same way
+        gets the same id in every run; records of a changed harness are never pooled with it."""
+        blob = json.dumps({**self.coordinates, "runner_version": runner_version()},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     @property

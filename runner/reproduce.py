@@ -266,7 +266,10 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
                          f"used {executor!r}")
     flavour = Flavour(manifest.get("flavour") or "cpu", f"as recorded by {run_dir}")
     matrix = matrix_mod.load(matrix_path, manifest.get("profile"))
-    planned = [c["id"] for c in manifest.get("cells", [])]     # not-applicable ones included
+    # By name: a cell's id also holds the runner's version, which may differ here (compare then
+    # says "not comparable: runner_version"); not-applicable ones included.
+    recorded = {c.get("name") for c in manifest.get("cells", [])}
+    planned = [c.id for c in matrix.cells if c.name in recorded]
     cells = [c for c in matrix.cells if c.id in planned and not c.not_applicable]
     if not cells:
         raise UsageError(f"{run_dir}: none of its cells is in its matrix.toml")

@@ -20,15 +20,17 @@ from rich.table import Table
 
 from . import hostinfo, matrix as matrix_mod, scheduling
 from .results import records as record_mod, stats
+from .results.formatting import fmt
 from .results.terminal import tables
 from .results.write import write_reports
-from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code
 from .environments import Flavour, Source
 from .executors import Attempt, Executor, Prepared
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
 from .scheduling import Lane
+from .version import runner_version
 from .worker.protocol import CellSpec, write_json_atomic
 
 
@@ -44,6 +46,7 @@ class Options:
     parallel: int | str | None = None     # --parallel: overrides [run] parallel
     ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
     push: str | None = None               # build --push REGISTRY
+    history: bool = True                  # write the finished run to the history database
 
 
 def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
@@ -263,8 +266,23 @@ def open_store(matrix: Matrix, opts: Options) -> Store:
     if opts.resume:
         root = opts.resume if isinstance(opts.resume, Path) else \
             Store.latest(matrix.spec.run.name, opts.results_dir)
-        return Store.open(root)
+        store = Store.open(root)
+        check_resumable(store)
+        return store
     return Store.create(matrix.spec.run.name, opts.results_dir)
+
+
+def check_resumable(store: Store) -> None:
+    """A run is resumed only by the runner version that made it: another version's cells have
+    other ids and its numbers would not compare (one line, exit 2, nothing written)."""
+    try:
+        made_by = store.read_manifest().get("runner_version")
+    except (OSError, ValueError, AttributeError):
+        made_by = None
+    if made_by != runner_version():
+        raise UsageError(f"--resume {store.root}: made by runner version "
+                         f"{made_by or '(unversioned, older)'}, this is {runner_version()}: its "
+                         "numbers would not compare with this runner's; start a new run")
 
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
@@ -289,14 +307,56 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
     return table
 
 
-def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str) -> CellSpec:
+def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
+              calls_per_sample: int | None = None) -> CellSpec:
     return CellSpec(
         run_id=run_id, cell_id=cell.id, cell_name=cell.name, repeat=repeat,
         environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
-        calibration_sizes=list(cell.calibration_sizes), **cell.axes)
+        calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
+        **cell.axes)
+
+
+class BlockSizes:
+    """One block size per cell, as pyperf hands its calibrated loop count to every worker: the
+    cell's first repeat to finish ok calibrates calls_per_sample, and every later repeat is
+    handed it in its spec, so every repeat of a cell measures the same thing and takes as many
+    samples. Known sizes come from the stored records too (--resume).
+
+    In a parallel run a later repeat of a cell waits until the repeat calibrating the cell (its
+    lowest repeat still to run) has finished; other cells' entries start meanwhile. If that
+    repeat does not finish ok, the cell's next repeat calibrates instead. A serial run needs no
+    waiting: the plan runs round 1 of every cell before round 2."""
+
+    def __init__(self, stored: list[dict[str, Any]], to_run: list[Entry]):
+        self.sizes: dict[str, int] = {}
+        for record in sorted(stored, key=lambda r: r.get("repeat") or 0):
+            self._learn(record)
+        self.waiting: dict[str, list[str]] = {}     # cell id → keys still to run, repeat order
+        for entry in sorted(to_run, key=lambda e: e.repeat):
+            self.waiting.setdefault(entry.cell.id, []).append(entry.key)
+
+    def _learn(self, record: dict[str, Any]) -> None:
+        size = record.get("calls_per_sample")
+        if record.get("status") == "ok" and isinstance(size, int) and size >= 1:
+            self.sizes.setdefault(record["cell_id"], size)
+
+    def size(self, cell: Cell) -> int | None:
+        """The block size to hand this cell's next repeat; None: it calibrates its own."""
+        return self.sizes.get(cell.id)
+
+    def ready(self, entry: Entry) -> bool:
+        """Whether the entry may start: its cell's size is known, or it calibrates it."""
+        waiting = self.waiting.get(entry.cell.id) or [entry.key]
+        return entry.cell.id in self.sizes or waiting[0] == entry.key
+
+    def finished(self, entry: Entry, record: dict[str, Any]) -> None:
+        keys = self.waiting.get(entry.cell.id, [])
+        if entry.key in keys:
+            keys.remove(entry.key)
+        self._learn(record)
 
 
 def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
@@ -315,6 +375,7 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "schema": 1,
         "name": matrix.spec.run.name,
         "run_id": store.run_id,
+        "runner_version": runner_version(),
         "matrix": str(matrix.path),
         "profile": matrix.profile,
         "profile_reason": matrix.profile_reason,
@@ -378,6 +439,13 @@ def prepare_environments(setup: Setup, sources: list[Source],
     return prepared
 
 
+def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
+    """What the host adds to a record's metadata: the environment's facts (lock, image), where
+    the cell ran, the runner's version and the variables the matrix set for the worker."""
+    return {**prepared.metadata, **placement, "runner_version": runner_version(),
+            "worker_env": dict(entry.cell.env)}
+
+
 def adopt_orphan(entry: Entry, store: Store, seed: int,
                  host_metadata: dict[str, Any]) -> dict[str, Any] | None:
     """On resume: a worker that finished while the runner died before storing its record left
@@ -396,18 +464,21 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
 
 def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
               seed: int, lane: Lane = scheduling.CPU_LANE, stop: threading.Event | None = None,
-              on_status: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
+              on_status: Callable[[str], None] = lambda text: None,
+              calls_per_sample: int | None = None) -> dict[str, Any]:
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
-    (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted."""
-    adopted = adopt_orphan(entry, store, seed, prepared.metadata)
+    (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
+    calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes)."""
+    placement = lane.placement()
+    adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))
     if adopted is not None:
         return adopted
     key = entry.key
     work = store.work_dir(key)
     spec_path, result_path = work / "spec.json", work / "result.json"
-    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path))
+    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path),
+                     calls_per_sample)
     log_rel = f"logs/{key}.log"
-    placement = lane.placement()
     if prepared.error:
         outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
@@ -426,7 +497,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
         worker = record_mod.read_worker_result(result_path)
-    record = record_mod.finalize(spec, outcome, worker, {**prepared.metadata, **placement},
+    record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  log_rel)
     store.write_record(key, record)
     return record
@@ -481,7 +552,7 @@ def ran_on(record: dict[str, Any]) -> str:
 
 def describe(record: dict[str, Any]) -> str:
     if record["status"] == "ok":
-        return f"{record['median_ms']:.3f} ms/step"
+        return f"{fmt(record['median_ms'])} ms/step"
     error = (record.get("error") or "").strip().splitlines()
     return f"{record['status']}: {error[-1][:120] if error else ''}"
 
@@ -519,7 +590,8 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     manifest = manifest_for(matrix, plan, store, setup, {})
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
-    interrupted, stopped = False, None
+    interrupted: KeyboardInterrupt | None = None
+    stopped: RunStopped | None = None
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
@@ -527,9 +599,11 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
                                                   console)
         store.write_manifest(manifest)
         run_cells(setup, plan, prepared, store, seed, console)
-    except KeyboardInterrupt:
-        interrupted = True
-        console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
+    except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
+        interrupted = exc
+        console.print(f"[yellow]interrupted: finished cells are kept; continue with: python -m "
+                      f"runner {escape(str(matrix.path))} --resume {escape(str(store.root))}[/]",
+                      soft_wrap=True)
     except RunStopped as exc:
         stopped = exc
         if exc.record is not None:
@@ -537,7 +611,7 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     finally:
         setup.close()
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        manifest["interrupted"] = interrupted
+        manifest["interrupted"] = interrupted is not None
         if stopped is not None:
             manifest["stopped"] = stopped.reason
         store.write_manifest(manifest)
@@ -545,14 +619,18 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
         console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
-    if interrupted:
-        return EXIT_INTERRUPTED
     if stopped is not None:
         left = len(plan.to_run) - sum(1 for e in plan.to_run if e.key in store.finished())
         console.print(f"[red]stopped:[/] {escape(stopped.reason)}; {left} runs not done; "
                       f"continue with: {escape(resume_command(opts, setup, store))}",
                       soft_wrap=True, highlight=False)
         return EXIT_FAILED_CELLS
+    if opts.history and interrupted is None:
+        from .history.record import record_finished_run
+
+        record_finished_run(store.root, matrix.spec.history.url, opts.results_dir, console)
+    if interrupted is not None:
+        return interrupted_exit_code(interrupted)
     failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     return EXIT_FAILED_CELLS if failed else EXIT_OK
 
@@ -594,23 +672,26 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
               console: Console) -> None:
     """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time)."""
     lanes = scheduling.Lanes(setup.lanes()[0], console)
+    blocks = BlockSizes(store.records(), plan.to_run)
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
         source = source_of(entry.cell)
         executor = setup.executor_for(source)
         record = run_entry(executor, entry, prepared[source.key], store, seed,
-                           lane=lane, stop=lanes.stop, on_status=show)
+                           lane=lane, stop=lanes.stop, on_status=show,
+                           calls_per_sample=blocks.size(entry.cell))
         stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
         return record
 
     def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
+        blocks.finished(entry, record)
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         progress.console.print(f"{mark} {escape(entry.cell.name)} r{entry.repeat}"
                                f"{escape(ran_on(record))}: {escape(describe(record))}")
 
     lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
               alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
-              interrupt=setup.interrupt)
+              interrupt=setup.interrupt, ready=blocks.ready)
 
 
 REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")

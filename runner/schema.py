@@ -268,8 +268,23 @@ class BenchmarkSpec(_Strict):
         return value if value is not None else (catalog.AXIS_DEFAULTS[name],)
 
 
+class HistorySettings(_Strict):
+    # Where every finished run is recorded: an SQLAlchemy URL (sqlite:///path,
+    # postgresql://user@host/db). Unset: DL_BENCH_HISTORY_URL, else results/history.sqlite.
+    url: str | None = Field(None, min_length=1)
+
+    @field_validator("url", mode="after")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(sqlite|postgresql)(\+\w+)?://", value):
+            raise ValueError(f"{value!r}: expected an SQLAlchemy URL, sqlite:///PATH or "
+                             "postgresql://USER@HOST[:PORT]/DATABASE")
+        return value
+
+
 class MatrixSpec(_Strict):
     run: RunSettings = Field(default_factory=RunSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)
     benchmarks: list[BenchmarkSpec] = Field(min_length=1)

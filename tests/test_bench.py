@@ -188,3 +188,23 @@ def test_a_loop_without_a_loss_holds_no_output_between_steps(keep_outputs):
     else:
         assert clock.first_out is None and clock.last_out is None
         assert max(timed) == 0
+
+
+def test_a_handed_over_block_size_is_used_and_never_calibrated_again():
+    """The cell's later repeats take the block size its first repeat calibrated (pyperf hands
+    its loop count to every worker): no calibration trials, every sample that many calls."""
+    device = FakeDevice()
+    first = Bench(items_per_step=1, step=device.step, sync=device.sync)
+    calibrated = StepClock(warmup_calls=2, timed_calls=200, sync=device.sync)
+    run_loop(first, calibrated)
+    assert calibrated.block_source == "calibrated" and calibrated.calls_per_sample > 1
+    assert "block_calibration" in first.extra
+
+    later = Bench(items_per_step=1, step=device.step, sync=device.sync)
+    handed = StepClock(warmup_calls=2, timed_calls=200, sync=device.sync,
+                       calls_per_sample=calibrated.calls_per_sample, block_source="handed_over")
+    run_loop(later, handed)
+    assert handed.calls_per_sample == calibrated.calls_per_sample
+    assert handed.block_source == "handed_over" and "block_calibration" not in later.extra
+    assert handed.calls == 2 + len(handed.timed_s) * handed.calls_per_sample   # no trial calls
+    assert len(handed.timed_s) == len(calibrated.timed_s)                      # equal weight

@@ -77,6 +77,28 @@ def test_sandbox_options(dockerx, tmp_path):
     assert "mem_limit" not in opts
 
 
+def test_the_root_filesystem_is_read_only_with_a_tmpfs_tmp_and_processes_are_capped(dockerx,
+                                                                                   tmp_path):
+    opts = options(dockerx, tmp_path)
+    assert opts["read_only"] is True
+    assert opts["environment"]["HOME"] == "/tmp"          # where Keras and the caches write
+    assert set(opts["tmpfs"]) == {"/tmp"}
+    flags = opts["tmpfs"]["/tmp"].split(",")
+    assert "exec" in flags and "noexec" not in flags      # torch.compile loads kernels from /tmp
+    assert {"nosuid", "nodev"} <= set(flags)
+    assert 1024 <= opts["pids_limit"] <= 65536
+
+
+def test_a_matrix_env_cannot_replace_the_runners_own_variables(dockerx, tmp_path):
+    env = {"PATH": "/evil", "LD_PRELOAD": "/cell/evil.so", "PYTHONPATH": "/cell",
+           "HOME": "/cell", "XLA_FLAGS": "--xla_dump_to=/tmp"}
+    opts = dockerx.run_options("img", tmp_path, env, labels={}, gpu_id=None)
+    environment = opts["environment"]
+    assert "PATH" not in environment and "LD_PRELOAD" not in environment  # the image's PATH
+    assert environment["PYTHONPATH"] == "/opt/dl-bench" and environment["HOME"] == "/tmp"
+    assert environment["XLA_FLAGS"] == "--xla_dump_to=/tmp"
+
+
 def test_ulimits_follow_nvidia_and_can_be_lowered(dockerx, tmp_path):
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options(dockerx, tmp_path)["ulimits"]}
     assert ulimits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}

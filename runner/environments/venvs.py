@@ -4,12 +4,17 @@ One environment per image folder and flavour, cached under a hash of its lock fi
 unchanged environment is never rebuilt. The interpreter is the lock's Python (3.11): uv finds it
 on the machine or fetches a managed one, so a host whose own Python differs still gets exactly
 the locked stack. A build that did not finish leaves no `.complete` marker and is redone from
-scratch next time.
+scratch next time. Two runs that need the same environment at once do not race: one builds it
+(holding a file lock beside the folder), the other waits and then uses it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -18,9 +23,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from . import indexes, lock_path, lock_python
+from . import indexes, installed, lock_path, lock_python
 
 ENV_ROOT = Path(os.environ.get("RUNNER_ENV_DIR", Path.home() / ".cache" / "dl-bench-runner" / "envs"))
 
@@ -55,6 +60,9 @@ def env_for(image: str, flavour: str = "cpu", root: Path | None = None) -> Local
     tag = "py" + lock_python(lock).replace(".", "")
     return LocalEnv(image, flavour, lock,
                     (root or ENV_ROOT) / f"{image}-{flavour}-{tag}-{digest[:12]}", digest)
+
+
+SEED_FILE = ".seed.json"     # what the fresh venv held before the lock was installed
 
 
 def is_built(env: LocalEnv) -> bool:
@@ -99,40 +107,109 @@ def installer_command(env: LocalEnv, lock: Path | None = None,
             "--disable-pip-version-check", "-r", str(lock)]
 
 
+def seed_of(env: LocalEnv) -> set[str]:
+    """The distributions the venv itself installed (pip and its kin, and what they need),
+    recorded when it was built; for an environment built before that was recorded, read once
+    from a throwaway venv made the same way (and recorded then)."""
+    try:
+        return set(json.loads((env.path / SEED_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="dl-bench-seed-") as folder:
+        fresh = dataclasses.replace(env, path=Path(folder) / "venv")
+        try:
+            subprocess.run(venv_command(fresh), check=True, capture_output=True, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError, EnvironmentBuildError):
+            return set()
+        return record_seed(fresh, into=env)
+
+
+@contextlib.contextmanager
+def build_lock(env: LocalEnv, on_line: Callable[[str], None]) -> Iterator[None]:
+    """Hold the lock of one environment folder while building it (across processes: another
+    run, or another Ray worker on the node, waits here). The kernel drops it when its holder
+    dies."""
+    fd = os.open(env.path.with_name(env.path.name + ".lock"),
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_line("waiting: another run is building this environment")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def build(image: str, flavour: str = "cpu", root: Path | None = None,
           on_line: Callable[[str], None] = lambda line: None) -> LocalEnv:
     """Return a ready environment for `image` in `flavour`, building it when its lock changed."""
     env = env_for(image, flavour, root)
     if is_built(env):
         return env
+    env.path.parent.mkdir(parents=True, exist_ok=True)
+    with build_lock(env, on_line):
+        if not is_built(env):           # another run may have built it while we waited
+            build_unlocked(env, on_line)
+    return env
+
+
+def build_unlocked(env: LocalEnv, on_line: Callable[[str], None]) -> None:
     if env.path.exists():
         shutil.rmtree(env.path)  # an interrupted build
-    env.path.parent.mkdir(parents=True, exist_ok=True)
     log_path = env.path.with_suffix(".log")
     started = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log, \
-            tempfile.TemporaryDirectory(prefix=f"{image}-lock-") as scratch:
+            tempfile.TemporaryDirectory(prefix=f"{env.image}-lock-") as scratch:
         lock, notes = indexes.usable_lock(env.lock, Path(scratch))
         for note in notes:
             log.write(f"[runner: {note}]\n")
             on_line(note)
-        commands = (venv_command(env), installer_command(env, lock, machine_config=bool(notes)))
-        for command in commands:
+
+        def step(command: list[str]) -> None:
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, cwd=env.path.parent)
-            assert process.stdout is not None
-            for line in process.stdout:
-                log.write(line)
-                on_line(line.rstrip())
-            if process.wait() != 0:
+            returncode = run_logged(command, env.path.parent, log, on_line)
+            if returncode != 0:
                 raise EnvironmentBuildError(
-                    f"building the {image!r} environment ({flavour}) failed ({Path(command[0]).name} "
-                    f"exited {process.returncode}); see {log_path}{unreachable_hint(notes)}")
+                    f"building the {env.image!r} environment ({env.flavour}) failed "
+                    f"({Path(command[0]).name} exited {returncode}); see {log_path}"
+                    f"{unreachable_hint(notes)}")
+
+        step(venv_command(env))
+        record_seed(env)
+        step(installer_command(env, lock, machine_config=bool(notes)))
     (env.path / ".complete").write_text(
         f"{env.lock_sha256}\nbuilt in {time.monotonic() - started:.0f} s\n", encoding="utf-8")
-    return env
+
+
+def record_seed(env: LocalEnv, into: LocalEnv | None = None) -> set[str]:
+    """What `env`'s venv holds now (before the lock is installed), kept in `into` (itself)."""
+    try:
+        seed = sorted(installed.list_installed(env.python))
+        (into or env).path.joinpath(SEED_FILE).write_text(json.dumps(seed), encoding="utf-8")
+    except Exception:  # noqa: BLE001 - without it the check falls back to pip/setuptools/wheel
+        return set()
+    return set(seed)
+
+
+def run_logged(command: list[str], cwd: Path, log, on_line: Callable[[str], None]) -> int:
+    """Run one build step, its output into the build log; interrupted (Ctrl-C, SIGTERM), the
+    step is killed rather than left installing into a folder the next build removes."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True, cwd=cwd)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            on_line(line.rstrip())
+        return process.wait()
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
 
 
 def unreachable_hint(notes: list[str]) -> str:

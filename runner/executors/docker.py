@@ -1,11 +1,13 @@
 """The GPU path: one pinned image per environment, one fresh container per cell × repeat.
 
 Each container gets the repository's `runner` package read-only, the cell's work folder (spec.json
-in, result.json out) as its only writable mount, no network, no capabilities, no new privileges, a
-non-root user, NVIDIA's recommended shm size and ulimits, and one GPU through a device request when
-the cell runs on the GPU. Timeouts kill the container; the kernel's OOM kill is read back from the
-engine. Containers carry the runner's labels and are removed afterwards; leftovers of a killed
-run are removed when the next executor connects.
+in, result.json out) as its only writable mount, a read-only root filesystem with a tmpfs /tmp, no
+network, no capabilities, no new privileges, a non-root user, a cap on its processes, NVIDIA's
+recommended shm size and ulimits, and one GPU through a device request when the cell runs on the
+GPU. Its output goes to the cell's log, capped as a local worker's is. Timeouts kill the container;
+the kernel's OOM kill is read back from the engine. Containers carry the runner's labels and are
+removed afterwards (also on Ctrl-C and SIGTERM); leftovers of a killed run are removed when the
+next executor connects.
 
 The docker SDK is imported lazily: planning and `--dry-run` never need it.
 """
@@ -28,7 +30,8 @@ from ..worker.protocol import GPU_GIVEN_ENV
 from . import Attempt, Prepared
 from .engine import (SLOW_LIMIT, TIMEOUT_ENV, EngineProblem, EngineSettings, EngineSlow, call,
                      classify, reason)
-from .local import tail
+from .local import RUNNER_OWNED_ENV, log_caps, tail
+from .supervisor import CappedLog
 
 CODE_ROOT = "/opt/dl-bench"                 # PYTHONPATH inside; the package is CODE_ROOT/runner
 CELL_DIR = "/cell"                          # the cell's work folder inside
@@ -44,6 +47,12 @@ GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID
 MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
 POOL_SIZE = 64                              # engine connections: 2 per running container
+# Processes and threads a container may hold: far above what a framework starts (TensorFlow
+# and XLA thread pools, torch.compile's workers: hundreds on a large VM), far below a fork bomb.
+PIDS_LIMIT = 8192
+# The root filesystem is read-only; frameworks write only under /tmp (HOME=/tmp: Keras's
+# config, compile caches, torch.compile's kernels, which are loaded from there, hence exec).
+TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
 
 
 class DockerUnavailable(Exception):
@@ -132,7 +141,9 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
     from docker.types import DeviceRequest, Mount, Ulimit
 
     code_dir = code_dir or REPO_ROOT / "runner"
-    environment = {**env, "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
+    # The cell's variables, minus those the runner owns (PATH stays the image's).
+    environment = {**{k: v for k, v in env.items() if k not in RUNNER_OWNED_ENV},
+                   "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
                    "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
     devices = []
     if gpu_id is not None:
@@ -154,6 +165,9 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
         network_mode="none",
         security_opt=["no-new-privileges"],
         cap_drop=["ALL"],
+        read_only=True,
+        tmpfs=dict(TMPFS),
+        pids_limit=PIDS_LIMIT,
         init=True,
         shm_size=shm_size,
         ulimits=[Ulimit(name=name, soft=soft, hard=hard)
@@ -211,6 +225,7 @@ class DockerExecutor:
         self.gpu_id = gpu_id if gpu_id is not None else os.environ.get(GPU_ENV, "0")
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
         self.mem_limit = mem_limit or os.environ.get(MEMORY_ENV) or None
+        self.log_caps = log_caps()       # checked here: a bad setting stops the run early
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
         self.ulimits = ULIMITS            # lowered once if the engine refuses them
@@ -336,7 +351,8 @@ class DockerExecutor:
                            log_tail=tail(attempt.log_path))
         with self._lock:
             self._live[container.id] = container
-        logger = threading.Thread(target=save_logs, args=(container, attempt.log_path),
+        logger = threading.Thread(target=save_logs,
+                                  args=(container, attempt.log_path, self.log_caps),
                                   name="container-logs", daemon=True)
         logger.start()
         gpu_id = options_gpu(container.attrs) if self.gpu else None
@@ -595,17 +611,19 @@ def give_container_the_work_dir(work_dir: Path, user: str) -> None:
         os.chown(path, uid, gid)
 
 
-def save_logs(container: Any, log_path: Path) -> None:
-    """Stream the container's stdout and stderr into the cell's log file as they come."""
-    with log_path.open("ab") as log:
-        stream = None
-        try:
-            stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
-            for chunk in stream:
-                log.write(chunk)
-                log.flush()
-        except Exception as exc:  # the container went away mid-stream: keep what we have
-            log.write(f"\n[runner: log stream ended: {exc}]\n".encode())
-        finally:
-            if stream is not None:
-                stream.close()
+def save_logs(container: Any, log_path: Path, caps: tuple[int, int] | None = None) -> None:
+    """Stream the container's stdout and stderr into the cell's log file as they come, capped
+    as a local worker's log is (its first and last bytes kept, the cut said)."""
+    head, tail_bytes = caps or log_caps()
+    log = CappedLog(log_path, head, tail_bytes)
+    stream = None
+    try:
+        stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
+        for chunk in stream:
+            log.write(chunk)
+    except Exception as exc:  # the container went away mid-stream: keep what we have
+        log.write(f"\n[runner: log stream ended: {exc}]\n".encode())
+    finally:
+        if stream is not None:
+            stream.close()
+        log.close()

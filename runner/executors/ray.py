@@ -25,7 +25,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -35,22 +37,25 @@ from typing import Any, Callable, Iterator
 
 from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, decide_flavour, image_flavour, \
     lock_path
-from ..environments.venvs import sha256_file
+from ..environments.venvs import ENV_ROOT, sha256_file
 from ..matrix import IMAGES_DIR, REPO_ROOT
 from ..results.records import Outcome, read_worker_result
 from ..worker.protocol import write_json_atomic
 from . import Attempt, Prepared
-from .local import tail
+from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV, tail
 
 ADDRESS_ENV = "RAY_ADDRESS"
 RETRIES_ENV = "DL_BENCH_RAY_RETRIES"       # resubmissions of a lost task (default 2)
 NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
 DEFAULT_RETRIES = 2
 # The driver's settings every node must share (the base image its Docker builds start from, a
-# forced flavour, a container memory limit, the node executor).
-FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, NODE_EXECUTOR_ENV)
+# forced flavour, a container memory limit, the node executor, what workers inherit, log caps).
+FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, NODE_EXECUTOR_ENV,
+                 INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
 NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
 LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to the driver
+MIN_RAY = (2, 52)                           # token authentication
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
 # How often a driver waiting on a task checks that the cluster still answers. Ray ends a driver
 # whose cluster (its GCS) stays unreachable for 60 s (gcs_rpc_server_reconnect_timeout_s), so
@@ -69,6 +74,33 @@ def import_ray() -> Any:
         raise RayUnavailable("executor 'ray' needs Ray on this machine: pip install -e '.[ray]' "
                              "(see the README's cluster section)") from None
     return ray
+
+
+def retries_setting() -> int:
+    text = os.environ.get(RETRIES_ENV, str(DEFAULT_RETRIES)).strip()
+    if not text.isdigit() or int(text) > 100:
+        raise RayUnavailable(f"{RETRIES_ENV}={text!r}: expected a whole number from 0 to 100 "
+                             "(resubmissions of a lost task)")
+    return int(text)
+
+
+def check_version(version: str) -> None:
+    """Token authentication (RAY_AUTH_MODE=token) came with Ray 2.52."""
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if found < MIN_RAY:
+        raise RayUnavailable(f"Ray {version} is older than {'.'.join(map(str, MIN_RAY))}, the "
+                             "first with token authentication: pip install -e '.[ray]'")
+
+
+def authentication() -> str:
+    """Token authentication on the driver, and on the local instance it starts (Ray makes and
+    keeps its token in ~/.ray/auth_token): RAY_AUTH_MODE=token unless the user set the mode.
+    What the run's first lines say about it."""
+    mode = os.environ.setdefault(AUTH_MODE_ENV, "token")
+    if mode == "token":
+        return f"{AUTH_MODE_ENV}=token"
+    return f"{AUTH_MODE_ENV}={mode}: no token authentication (anyone who reaches the cluster " \
+           "can run code on it)"
 
 
 def address_problem(address: str, timeout: float = 5.0) -> str | None:
@@ -107,10 +139,11 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, retries: int | None = None):
+        self.retries = retries if retries is not None else retries_setting()
+        self.auth = authentication()        # before Ray is imported: it reads the mode then
         self.ray = import_ray()
+        check_version(self.ray.__version__)
         self.address = address or os.environ.get(ADDRESS_ENV) or None
-        self.retries = retries if retries is not None else \
-            int(os.environ.get(RETRIES_ENV, DEFAULT_RETRIES))
         self.node_executor = os.environ.get(NODE_EXECUTOR_ENV, "auto")
         if self.node_executor not in ("auto", "local", "docker"):
             raise RayUnavailable(f"{NODE_EXECUTOR_ENV}={self.node_executor!r}: expected auto, "
@@ -126,8 +159,9 @@ class RayExecutor:
 
     @property
     def where(self) -> str:
-        return f"the Ray cluster at {self.address}" if self.address else \
+        place = f"the Ray cluster at {self.address}" if self.address else \
             "a local Ray instance (no --ray-address or RAY_ADDRESS)"
+        return f"{place}, {self.auth}"
 
     # --- the driver ------------------------------------------------------------------------------
 
@@ -146,14 +180,18 @@ class RayExecutor:
                                "env_vars": {k: os.environ[k] for k in FORWARDED_ENV
                                             if k in os.environ}}
                 try:
-                    ray.init(address=self.address or "local", runtime_env=runtime_env,
-                             log_to_driver=False, logging_level=logging.WARNING,
-                             **({} if self.address else {"include_dashboard": False}))
+                    with our_sigterm_handler():
+                        ray.init(address=self.address or "local", runtime_env=runtime_env,
+                                 log_to_driver=False, logging_level=logging.WARNING,
+                                 **({} if self.address else {"include_dashboard": False}))
                 except (ConnectionError, RuntimeError, ValueError) as exc:
                     self._drop_stage()
                     what = f"no Ray cluster answers at {self.address}" if self.address else \
                         "a local Ray instance could not start"
-                    raise RayUnavailable(f"{what}: {first_line(exc)}") from None
+                    hint = " (with token authentication the driver needs the cluster's token: " \
+                        "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)" \
+                        if self.address and os.environ.get(AUTH_MODE_ENV) == "token" else ""
+                    raise RayUnavailable(f"{what}: {first_line(exc)}{hint}") from None
                 self._connected_here = True
             self._task = ray.remote(run_on_node)
             self.cluster = cluster_facts(ray)
@@ -392,6 +430,19 @@ def gcs_address(ray: Any) -> str | None:
         return None
 
 
+@contextlib.contextmanager
+def our_sigterm_handler() -> Iterator[None]:
+    """ray.init replaces the driver's SIGTERM handler with sys.exit: keep the runner's, which
+    stops the run as Ctrl-C does (cells cancelled, records kept, the manifest finalised)."""
+    main = threading.current_thread() is threading.main_thread()
+    ours = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and ours is not None:
+            signal.signal(signal.SIGTERM, ours)
+
+
 def source_from_key(key: str) -> Source:
     return Source(python=key[len("python:"):]) if key.startswith("python:") else Source(image=key)
 
@@ -484,8 +535,9 @@ def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, An
     source = Source(**request["source"])
     kind, executor = node_executor(request["node_executor"])
     prepared = prepare_here(executor, source, request["locks"])
-    work = Path(tempfile.mkdtemp(prefix=f"{request['spec'].get('cell_id')}-",
-                                 dir=node_work_root()))
+    # A fresh private folder (mkdtemp: an unpredictable name, mode 0700), never a fixed /tmp
+    # path another user could have planted a link at.
+    work = Path(tempfile.mkdtemp(prefix="dl-bench-ray-cell-"))
     try:
         log_path = work / "worker.log"
         log_path.touch()
@@ -536,12 +588,6 @@ def run_interruptibly(executor: Any, prepared: Prepared, attempt: Attempt) -> Ou
     return done["outcome"]
 
 
-def node_work_root() -> Path:
-    root = Path(tempfile.gettempdir()) / "dl-bench-ray" / "work"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
 def read_log(path: Path) -> str:
     try:
         with path.open("rb") as handle:
@@ -583,18 +629,25 @@ def node_executor(wanted: str) -> tuple[str, Any]:
         return _NODE_STATE[key]
 
 
+def node_lock_folder() -> Path:
+    """Where the node's build locks live: beside the user's environment cache (its own home),
+    not in a shared /tmp folder of a predictable name."""
+    folder = ENV_ROOT.parent / "locks"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
 @contextlib.contextmanager
 def node_file_lock(name: str) -> Iterator[None]:
     """One holder per node (across Ray worker processes) at a time."""
-    folder = Path(tempfile.gettempdir()) / "dl-bench-ray" / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    with (folder / f"{digest}.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    fd = os.open(node_lock_folder() / f"{digest}.lock",
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepared:

@@ -9,14 +9,19 @@ only when two tests agree (asv's rule):
   threshold *and* outside the run-to-run spread of repeat medians on either side (the largest
   max/min of one side's repeat medians): a change smaller than the noise between processes of
   one run is no change.
+Cells are paired by name (workload, task, environment, batch size, every non-default axis and
+option), not by id: an id also holds the runner's version and the worker's environment
+variables, which are exactly what must be shown as differing rather than hide the pairing.
 Cells whose comparability metadata differ (runner.worker.metadata.KEYS entries flagged True:
-GPU, driver, CUDA, framework version, lock hash, image digest, CPU model, ...) are never merged
-into a verdict: they are "not comparable", naming the keys. So are cells with fewer than two
-repeats or too few samples on a side.
+GPU, driver, power limit, CUDA, framework version, lock hash, image digest, CPU model, the
+runner's version, the worker's environment variables, ...) are never merged into a verdict:
+they are "not comparable", naming the keys. So are cells with fewer than two repeats or too few
+samples on a side.
 
 Per environment, the stack is compared as a whole first (pyperf refuses to mix incomparable
-runs): the lock hash or image digest and id, the installed distributions, the driver and the GPU
-model. Every row of an environment whose stack differs is marked, whatever its cells' verdicts.
+runs): the lock hash or image digest and id, the installed distributions, the driver, the GPU
+model and its power limit, the runner's version and the environment variables the matrix set.
+Every row of an environment whose stack differs is marked, whatever its cells' verdicts.
 
 Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 for bad input.
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +52,7 @@ MIN_REPEATS = 2
 FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparable"
 # What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
 STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
-              "driver_version", "gpu_name")
+              "driver_version", "gpu_name", "gpu_power_limit_w", "runner_version", "worker_env")
 
 
 @dataclass
@@ -165,9 +171,15 @@ def compare_stacks(records_a: list[dict[str, Any]],
 
 def _shown(values: set[str]) -> str:
     """The values one side had, readable: 550.54.15, or absent, or 12.4/12.6 for a mixed side."""
-    decoded = (json.loads(v) for v in values)
-    shown = ("absent" if v is None else str(v) for v in decoded)
-    return "/".join(sorted(v if len(v) <= 24 else v[:12] + "…" for v in shown))  # hashes
+    decoded = [json.loads(v) for v in values]
+    shown = ["absent" if v is None else _variables(v) if isinstance(v, dict)
+             else str(v) if len(str(v)) <= 24 else str(v)[:12] + "…" for v in decoded]  # hashes
+    return "/".join(sorted(shown))
+
+
+def _variables(env: dict[str, Any]) -> str:
+    """Environment variables, readable: {XLA_FLAGS=--xla_gpu_autotune_level=0} or {}."""
+    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(env.items())) + "}"
 
 
 def _samples(records: list[dict[str, Any]]) -> list[float]:
@@ -246,6 +258,14 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     return out
 
 
+def pairing_keys(summaries: list[dict[str, Any]]) -> dict[str, str]:
+    """cell id → what pairs it with a cell of the other run: its name (the id only where two
+    cells of one run share a name, which a run made from one matrix never has)."""
+    names = Counter(s["cell_name"] for s in summaries)
+    return {s["cell_id"]: s["cell_name"] if names[s["cell_name"]] == 1
+            else f"{s['cell_name']}#{s['cell_id']}" for s in summaries}
+
+
 def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
                  alpha: float = DEFAULT_ALPHA) -> Comparison:
     if threshold < 0 or not 0 < alpha < 1:
@@ -256,20 +276,20 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
         records = store.records()
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
-        sides.append(({s["cell_id"]: s for s in summaries},
-                      {cid: [r for r in records if r["cell_id"] == cid] for cid in
-                       {r["cell_id"] for r in records}}))
+        key = pairing_keys(summaries)
+        sides.append(({key[s["cell_id"]]: s for s in summaries},
+                      {key[s["cell_id"]]: [r for r in records if r["cell_id"] == s["cell_id"]]
+                       for s in summaries}))
     (sum_a, rec_a), (sum_b, rec_b) = sides
     stacks = compare_stacks(*all_records)
     differing = {s.environment for s in stacks if s.differs}
-    order = list(sum_a) + [cid for cid in sum_b if cid not in sum_a]
+    order = list(sum_a) + [name for name in sum_b if name not in sum_a]
     cells = []
-    for cell_id in order:
-        a, b = sum_a.get(cell_id), sum_b.get(cell_id)
+    for name in order:
+        a, b = sum_a.get(name), sum_b.get(name)
         if all(s is None or s["status"] == "not_applicable" for s in (a, b)):
             continue  # nothing was measured on either side
-        cell = compare_cell(a, b, rec_a.get(cell_id, []), rec_b.get(cell_id, []), threshold,
-                            alpha)
+        cell = compare_cell(a, b, rec_a.get(name, []), rec_b.get(name, []), threshold, alpha)
         cell.stack_differs = cell.environment in differing
         cells.append(cell)
     return Comparison(run_a, run_b, threshold, alpha, cells, stacks)
@@ -305,7 +325,8 @@ def markdown(comparison: Comparison) -> str:
              f"**{summary_line(c)}**", "",
              "## Stacks", "",
              "Per environment: the lock hash or image digest and id, the installed "
-             "distributions, the driver and the GPU model of A against B.", "",
+             "distributions, the driver, the GPU model and its power limit, the runner's version "
+             "and the environment variables the matrix set, of A against B.", "",
              "| Environment | Stack |", "|---|---|"]
     for stack in c.stacks:
         text = stack.describe()

@@ -87,13 +87,16 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     per_sample = per_call * clock.calls_per_sample
     timing = bench.timing
     if clock.calls_per_sample > 1:
+        chosen = ("the cell's first repeat calibrated it" if clock.block_source == "handed_over"
+                  else "calibrated")
         timing = (f"blocks of {clock.calls_per_sample} calls timed together, the device "
-                  f"synchronised once at the end of each block (calibrated to last at least "
+                  f"synchronised once at the end of each block ({chosen} to last at least "
                   f"{BLOCK_TARGET_S * 1000:.0f} ms); one call: {timing}")
     result.update(
         samples_ms=[t * 1000.0 / per_sample for t in clock.timed_s],
         steps_per_call=per_call,
         calls_per_sample=clock.calls_per_sample,
+        block_source=clock.block_source,
         outliers=[[i, t * 1000.0 / per_sample] for i, t in clock.outliers()],
         epoch_boundary_samples=clock.epoch_boundaries if bench.calls_per_epoch else None,
         timing=timing,
@@ -123,7 +126,10 @@ def timed_window(spec: CellSpec, bench: Any, gpu: Any) -> tuple[StepClock, Monit
     sampling exactly the timed window."""
     monitor = Monitor(gpu=gpu)
     fixed = spec.steps != "auto"
+    handed = spec.calls_per_sample       # the cell's block size, from its first repeat
     clock = StepClock(warmup_calls=spec.warmup_steps,
+                      calls_per_sample=handed or 1,
+                      block_source="handed_over" if handed else "per_call",
                       timed_calls=max(1, math.ceil(int(spec.steps) / bench.steps_per_call))
                       if fixed else None,
                       sync=bench.sync, on_timed_start=monitor.__enter__,

@@ -65,6 +65,9 @@ class StepClock:
     max_time_s: float = 60.0
     min_samples: int = MIN_SAMPLES
     calls_per_sample: int = 1
+    # How calls_per_sample was chosen (the record's block_source): "handed_over" when the spec
+    # gave it (the cell's first repeat calibrated it): then nothing calibrates it again.
+    block_source: str = "per_call"
     # Called once, between the last warm-up call and the first timed one: returns the calls per
     # sample (the step-based loop's block calibration); its time is not a step's.
     calibrate: Callable[[], int] | None = None
@@ -120,6 +123,7 @@ class StepClock:
             if len(self.warmup_s) == self.warmup_calls:
                 if self.calibrate is not None:
                     self.calls_per_sample = self.calibrate()
+                    self.block_source = "calibrated"
                 self.on_timed_start()
                 self._last = time.perf_counter()  # calibration and the hook are not steps
         else:
@@ -173,7 +177,8 @@ def run_loop(bench: Bench, clock: StepClock) -> None:
         bench.drive(clock)
         return
     step = bench.step
-    if not bench.returns_to_host and clock.calibrate is None:
+    handed_over = clock.block_source == "handed_over"
+    if not bench.returns_to_host and clock.calibrate is None and not handed_over:
         def calibrate() -> int:
             calls, trials = calibrate_block(step, clock.sync)
             bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]

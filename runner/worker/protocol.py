@@ -61,6 +61,10 @@ class CellSpec:
     max_time_s: float = 60.0       # ... and at most this long (once one sample is in)
     # A calibration (matmul only): time each of these sizes, keep the fastest in TFLOP/s.
     calibration_sizes: list[int] = field(default_factory=list)
+    # One block size per cell (pyperf hands its calibrated loop count to every worker): the
+    # calls per sample the cell's first ok repeat calibrated, handed by the host to its later
+    # repeats. Given, the worker's clock uses it and does not calibrate; None: calibrate.
+    calls_per_sample: int | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "CellSpec":
@@ -86,6 +90,10 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "steps_per_call": ("worker", "steps the framework ran per timed call; samples are call time / this"),
     "calls_per_sample": ("worker", "calls timed together in one sample with one device "
                          "synchronisation at its end (block samples; 1: every call synchronised)"),
+    "block_source": ("worker", "how calls_per_sample was chosen: calibrated (by this repeat, "
+                     "after its warm-up), handed_over (the spec's: the cell's first ok repeat "
+                     "calibrated it), or per_call (a step that returns to the host, one call "
+                     "per sample)"),
     "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
     "outliers": ("worker", "[index, ms] of timed samples above 10× the median (counted, never "
                  "removed)"),
