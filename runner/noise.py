@@ -77,7 +77,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
                "host": host, "gpu_name": gpu,
                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "runner_version": runner_version(), "matrix": str(matrix.path),
-               "profile": matrix.profile, "executor": setup.executor.name,
+               "matrix_profile": matrix.profile, "executor": setup.executor.name,
                "clocks_locked": (setup.clocks or {}).get("setting"), "gpus": states,
                "overhead": overhead, "aa": aa, "log": str(log_path)}
     write_json_atomic(path, profile)
@@ -231,6 +231,9 @@ def aa_cells(matrix: Matrix, only: list[str]) -> list[Cell]:
             raise UsageError(f"--only {' '.join(only)}: no runnable cell of {matrix.path} "
                              "matches")
         return runnable
+    if not runnable:
+        raise UsageError(f"{matrix.path}: no runnable cell for an A/A run (every cell is not "
+                         "applicable)")
     first: dict[str, Cell] = {}
     for cell in runnable:
         first.setdefault(cell.workload, cell)
