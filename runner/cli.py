@@ -181,7 +181,8 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
             args.matrix = matrix
             return noise.main(args, console)
         if args.only or args.profile or args.results_dir or args.runs != 3:
-            raise UsageError("doctor: --only, --profile, --results-dir and --runs go with --measure")
+            raise UsageError("doctor: --only, --profile, --results-dir and --runs go with "
+                             "--measure")
         return doctor.main(console, matrix, args.executor, ray_address=args.ray_address)
     if command in ("export", "import", "reproduce"):
         from . import reproduce

@@ -14,6 +14,7 @@ No GPU, no driver or no nvidia-ml-py: nothing is read, nothing waits, nothing is
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -138,16 +139,25 @@ def settle(read: Callable[[], Reading], limit_s: float, max_temp_c: float,
 
 
 def settle_gpu(pin: str | None, limit_s: float, max_temp_c: float,
-               on_status: Callable[[str], None] = lambda text: None) -> dict[str, Any] | None:
+               on_status: Callable[[str], None] = lambda text: None,
+               stop: threading.Event | None = None) -> dict[str, Any] | None:
     """Wait for the quiet GPU `pin` names; None when there is nothing to wait for (settle = 0,
-    no NVML)."""
+    no NVML). `stop` set (Ctrl-C in a parallel run) ends the wait at once, as KeyboardInterrupt:
+    no cell starts after the run was stopped."""
     if limit_s <= 0:
         return None
     nvml = open_gpu(pin)
     if nvml is None:
         return None
     on_status("waiting for a quiet GPU")
-    return settle(lambda: read_quiet(nvml), limit_s, max_temp_c)
+
+    def pause(seconds: float) -> None:
+        if stop is None:
+            time.sleep(seconds)
+        elif stop.wait(seconds):
+            raise KeyboardInterrupt
+
+    return settle(lambda: read_quiet(nvml), limit_s, max_temp_c, sleep=pause)
 
 
 # --- locked clocks for a run -------------------------------------------------------------------

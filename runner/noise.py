@@ -56,6 +56,11 @@ def main(args: argparse.Namespace, console: Console) -> int:
         setup.close()
         raise UsageError("doctor --measure measures this machine: use --executor local or "
                          "docker (run it on each kind of node for a Ray cluster)")
+    try:
+        cells = aa_cells(matrix, opts.only)      # bad input stops before anything is measured
+    except UsageError:
+        setup.close()
+        raise
     host, gpu = machine_profile.this_machine()
     path = machine_profile.path_for(results_dir, host, gpu)
     folder = path.with_suffix("")
@@ -70,7 +75,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
                 states = gpu_states(setup)
                 show_states(states, matrix, console)
                 overhead = measure_overhead(matrix, setup, opts, folder, log, console)
-                aa = measure_aa(matrix, setup, opts, args.runs, folder, log, console)
+                aa = measure_aa(matrix, cells, setup, opts, args.runs, folder, log, console)
         finally:
             setup.close()
     profile = {"schema": machine_profile.SCHEMA, "key": machine_profile.profile_key(host, gpu),
@@ -132,19 +137,27 @@ def show_states(states: list[dict[str, Any]], matrix: Matrix, console: Console) 
         held = {True: "held (a lock or applications clocks)", False: "not held",
                 None: "unknown"}[clocks.get("held")]
         ecc = state.get("ecc") or {}
-        console.print(
-            f"[bold]GPU {escape(state['gpu'])}[/] {escape(state.get('name') or '')}: "
-            f"persistence {_on(state.get('persistence_mode'))} · ECC {_on(ecc.get('current'))} · "
-            f"clocks {held}: SM {fmt(clocks.get('sm_now_mhz'))} MHz now, applications "
-            f"{fmt(clocks.get('sm_applications_mhz'))} (default "
-            f"{fmt(clocks.get('sm_default_applications_mhz'))}), max {fmt(clocks.get('sm_max_mhz'))};"
-            f" memory {fmt(clocks.get('mem_now_mhz'))} MHz · power limit {fmt(power.get('limit_w'))}"
-            f" W (default {fmt(power.get('default_limit_w'))} W) · idle {fmt(idle.get('temp_c'))} °C,"
-            f" {fmt(power.get('draw_w'))} W, {fmt(idle.get('util_percent'))} % busy · "
-            f"{len(state.get('other_processes') or [])} other compute process(es)",
-            highlight=False, soft_wrap=True)
+        line = (f"[bold]GPU {escape(state['gpu'])}[/] {escape(state.get('name') or '')}: "
+                f"persistence {_on(state.get('persistence_mode'))} · "
+                f"ECC {_on(ecc.get('current'))} · clocks {held}: "
+                f"SM {_whole(clocks.get('sm_now_mhz'))} MHz now, "
+                f"applications {_whole(clocks.get('sm_applications_mhz'))} "
+                f"(default {_whole(clocks.get('sm_default_applications_mhz'))}), "
+                f"max {_whole(clocks.get('sm_max_mhz'))}; "
+                f"memory {_whole(clocks.get('mem_now_mhz'))} MHz · "
+                f"power limit {fmt(power.get('limit_w'))} W "
+                f"(default {fmt(power.get('default_limit_w'))} W) · "
+                f"idle {_whole(idle.get('temp_c'))} °C, {fmt(power.get('draw_w'))} W, "
+                f"{_whole(idle.get('util_percent'))} % busy · "
+                f"{len(state.get('other_processes') or [])} other compute process(es)")
+        console.print(line, highlight=False, soft_wrap=True)
         for note in state_notes(state, matrix):
             console.print(f"  [yellow]![/] {escape(note)}", highlight=False, soft_wrap=True)
+
+
+def _whole(value: Any) -> str:
+    """An NVML reading in whole units (MHz, °C, %), or – where NVML has none."""
+    return "–" if value is None else f"{value:.0f}"
 
 
 def _on(value: bool | None) -> str:
@@ -192,7 +205,7 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
 
 def measure_overhead(matrix: Matrix, setup: run.Setup, opts: run.Options, folder: Path,
                      log: Console, console: Console) -> list[dict[str, Any]]:
-    cells = overhead_cells(matrix, gpu=any(l.gpu for l in setup.lanes()[0]))
+    cells = overhead_cells(matrix, gpu=any(lane.gpu for lane in setup.lanes()[0]))
     if not cells:
         console.print("[bold]overhead:[/] no environment of the matrix has a matmul")
         return []
@@ -240,9 +253,8 @@ def aa_cells(matrix: Matrix, only: list[str]) -> list[Cell]:
     return list(first.values())
 
 
-def measure_aa(matrix: Matrix, setup: run.Setup, opts: run.Options, runs: int, folder: Path,
-               log: Console, console: Console) -> dict[str, Any]:
-    cells = aa_cells(matrix, opts.only)
+def measure_aa(matrix: Matrix, cells: list[Cell], setup: run.Setup, opts: run.Options,
+               runs: int, folder: Path, log: Console, console: Console) -> dict[str, Any]:
     console.print(f"[bold]A/A:[/] {len(cells)} cell(s) × {cells[0].repeats} repeat(s), run "
                   f"{runs} times as separate runs: " + ", ".join(escape(c.name) for c in cells),
                   soft_wrap=True)

@@ -501,7 +501,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
     else:
-        settled = settle_before(entry.cell, lane, on_status)
+        settled = settle_before(entry.cell, lane, on_status, stop)
         write_json_atomic(spec_path, spec.to_dict())
         store.log_path(key).unlink(missing_ok=True)
         attempt = Attempt(spec_path=spec_path, result_path=result_path,
@@ -525,12 +525,14 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     return record
 
 
-def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None]) -> dict[str, Any] | None:
+def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
+                  stop: threading.Event | None = None) -> dict[str, Any] | None:
     """[run] settle: wait for a quiet GPU before a GPU cell on this host's lane (a Ray slot's
     GPU is on its node; a CPU cell needs none); the record's `settle`."""
     if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
         return None
-    return gpustate.settle_gpu(lane.gpu.pin, cell.settle_s, cell.settle_temp_c, on_status)
+    return gpustate.settle_gpu(lane.gpu.pin, cell.settle_s, cell.settle_temp_c, on_status,
+                               stop)
 
 
 @contextlib.contextmanager
@@ -543,7 +545,9 @@ def clocks_locked(matrix: Matrix, setup: Setup, console: Console) -> Iterator[No
                          "executor lock them on each node (sudo nvidia-smi -lgc) instead")
     pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None] \
         if setting is not False else []
-    notify = lambda text: console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)  # noqa: E731
+    def notify(text: str) -> None:
+        console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)
+
     with gpustate.locked_clocks(setting, pins, notify) as setup.clocks:
         yield
 

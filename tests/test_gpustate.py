@@ -242,3 +242,18 @@ def test_no_gpu_locks_nothing_and_says_so(fake_gpus):
     with gpustate.locked_clocks(True, [], said.append) as clocks:
         assert clocks is None
     assert said == ["lock_clocks: no GPU on this host, nothing locked"]
+
+
+def test_a_stopped_run_ends_the_wait_at_once(fake_gpus):
+    """Ctrl-C in a parallel run sets the lanes' stop event: a lane waiting for a quiet GPU
+    must not go on to start its cell."""
+    import threading
+    import time
+
+    fake_gpus(temps=(90,))
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        gpustate.settle_gpu("0", 30.0, 60.0, stop=stop)
+    assert time.monotonic() - started < 5

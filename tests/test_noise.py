@@ -197,3 +197,40 @@ def test_lock_clocks_takes_a_boolean_or_a_clock(tmp_path, run_cli, results_dir):
 def test_measure_options_need_measure(tmp_path, run_cli):
     code, _, err = run_cli("doctor", write(tmp_path), "--runs", "5")
     assert code == 2 and "go with --measure" in err
+
+
+def test_measure_with_no_matching_cell_is_one_line_and_measures_nothing(tmp_path, run_cli,
+                                                                        results_dir):
+    code, _, err = run_cli("doctor", write(tmp_path), "--measure", "--only", "nothing-such")
+    assert code == 2 and err.count("\n") == 1 and "--only nothing-such: no runnable cell" in err
+    assert list(results_dir.iterdir()) == []
+
+
+def test_measure_reports_the_gpus_state_and_what_can_move_a_measurement(tmp_path,
+                                                                          fake_gpu_host):
+    """The state lines of doctor --measure on a faked A100: persistence off, a lowered power
+    limit, a GPU already hot at idle, another process on it."""
+    import io
+
+    from rich.console import Console
+
+    from runner import matrix as matrix_mod, noise, run
+
+    fake = fake_gpu_host(temps=(66,), power_limit_mw=300_000, process_lists=[[(1, 2**30)]])
+    fake.nvmlDeviceGetPersistenceMode = lambda handle: 0
+    matrix = matrix_mod.load(write(tmp_path), gpu_found=True)
+    setup = run.choose_setup(matrix, "local")
+    states = noise.gpu_states(setup)
+    assert [s["gpu"] for s in states] == ["GPU-fake-0"]
+    out = io.StringIO()
+    noise.show_states(states, matrix, Console(file=out, width=400))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("GPU GPU-fake-0 NVIDIA A100-SXM4-80GB: persistence off · ECC on · "
+                               "clocks not held: SM 1410 MHz now, applications 1410 (default "
+                               "1410), max 1410; memory 1593 MHz · power limit 300 W (default "
+                               "400 W) · idle 66 °C")
+    notes = "\n".join(lines[1:])
+    assert "persistence mode is off" in notes and "`sudo nvidia-smi -pm 1`" in notes
+    assert "power limit 300 W is below its default 400 W" in notes
+    assert "1 other compute process(es) on the GPU: pid 1" in notes
+    assert "66 °C at idle, above [run] settle_temperature = 60" in notes

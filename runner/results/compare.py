@@ -7,7 +7,8 @@ only when two tests agree (asv's rule):
 - statistical: Welch's t-test on the log repeat medians of A and B says they differ (p < alpha);
 - practical: the ratio B/A (of the geometric means of the repeat medians) is outside the
   threshold (--threshold; else, when both runs ran on machines with a machine profile, the
-  profiles' threshold for the workload class, the larger of the two; else 5 %) *and* outside the run-to-run spread of repeat medians on either side (the largest
+  profiles' threshold for the workload class, the larger of the two; else 5 %) *and* outside
+  the run-to-run spread of repeat medians on either side (the largest
   max/min of one side's repeat medians): a change smaller than the noise between processes of
   one run is no change.
 Cells are paired by name (workload, task, environment, batch size, every non-default axis and
@@ -291,7 +292,8 @@ def choose_threshold(given: float | None, manifest_a: dict[str, Any],
 def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
                  alpha: float = DEFAULT_ALPHA) -> Comparison:
     if (threshold is not None and threshold < 0) or not 0 < alpha < 1:
-        raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, {alpha})")
+        raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, "
+                         f"{alpha})")
     sides, all_records, manifests = [], [], []
     for path in (run_a, run_b):
         store, manifest = open_run(path)

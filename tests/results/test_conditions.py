@@ -12,7 +12,8 @@ from runner.worker.catalog import AXIS_DEFAULTS
 def record(repeat: int, **extra) -> dict:
     base = {"cell_id": "c1", "cell_name": "matmul-run-jax-b1", "repeat": repeat,
             "environment": "jax", "api": "jax", "workload": "matmul", "task": "run",
-            "batch_size": 1, "status": "ok", "samples_ms": [10.0 + 0.01 * (i % 3) for i in range(30)],
+            "batch_size": 1, "status": "ok",
+            "samples_ms": [10.0 + 0.01 * (i % 3) for i in range(30)],
             "train_s": 2.0, "gpu_clock_events": [], "options": {}, **AXIS_DEFAULTS}
     return {**base, **extra}
 
