@@ -243,6 +243,7 @@ def test_host_side_gpu_figures_reach_the_record(tmp_path):
     assert json.loads((tmp_path / "host_gpu.json").read_text()) == summary
     assert summary["gpu_energy_j"] == pytest.approx(20.0) and summary["window_s"] > 0.1
     assert "cpu_util_mean" not in summary  # the host's CPU is not the cell's
+    assert "host_other_cpu" not in summary  # from the host, the container's worker is "other"
 
     spec = CellSpec(run_id="r", cell_id="c", cell_name="matmul-run-numpy-b1", repeat=0,
                     environment="numpy", api="numpy", backend=None, image="numpy",
