@@ -5,20 +5,21 @@ before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
 
-from . import hostinfo, matrix as matrix_mod, scheduling
+from . import gpustate, hostinfo, machine_profile, matrix as matrix_mod, scheduling
 from .results import records as record_mod, stats
 from .results.formatting import fmt
 from .results.terminal import tables
@@ -31,7 +32,7 @@ from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
 from .scheduling import Lane
 from .version import runner_version
-from .worker.protocol import CellSpec, write_json_atomic
+from .worker.protocol import COMPILE_CACHE_ENV, CellSpec, write_json_atomic
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Setup:
     parallel_asked: str = "[run] parallel = 'auto'"
     _lanes: tuple[list[Lane], str] | None = None
     _docker: Executor | None = None       # runs images named by digest in a local-executor run
+    clocks: dict[str, Any] | None = None  # [run] lock_clocks: what was locked (gpustate)
 
     def executor_for(self, source: Source) -> Executor:
         # Ray runs existing interpreters on its nodes too (a VM image's preinstalled stack).
@@ -316,7 +318,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
         calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
-        **cell.axes)
+        harness_overhead=cell.harness_overhead, **cell.axes)
 
 
 class BlockSizes:
@@ -384,6 +386,10 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "flavour": setup.flavour.name,
         "flavour_reason": setup.flavour.reason,
         "parallel": parallel_manifest(setup),
+        "gpu_clocks": setup.clocks,
+        # results/<name>/<stamp>: the results folder holds machine-profiles/ too
+        "machine_profile": machine_profile.manifest_entry(store.root.parent.parent,
+                                                          setup.executor.name),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": hostinfo.host_summary(),
         "environments": environments,
@@ -403,6 +409,18 @@ def parallel_manifest(setup: Setup) -> dict[str, Any]:
     if setup.executor.name == "ray":
         out["ray"] = {"address": setup.executor.address, **setup.executor.cluster}
     return out
+
+
+def announce_machine(manifest: dict[str, Any], console: Console) -> None:
+    """The run's first lines say whether this machine's noise is known (a machine profile)."""
+    profile = manifest["machine_profile"]
+    if profile.get("found"):
+        console.print(f"[bold]machine profile:[/] {escape(profile['path'])} (compare threshold "
+                      f"{profile.get('threshold', 0) * 100:.1f} %, measured "
+                      f"{profile.get('measured_at')})", soft_wrap=True)
+    elif profile.get("key"):
+        console.print(f"[yellow]! {escape(profile['why'])}: its noise is unknown; measure it "
+                      f"with `python -m runner doctor --measure MATRIX`[/]", soft_wrap=True)
 
 
 def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:
@@ -442,8 +460,8 @@ def prepare_environments(setup: Setup, sources: list[Source],
 def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
     """What the host adds to a record's metadata: the environment's facts (lock, image), where
     the cell ran, the runner's version and the variables the matrix set for the worker."""
-    return {**prepared.metadata, **placement, "runner_version": runner_version(),
-            "worker_env": dict(entry.cell.env)}
+    return {**prepared.metadata, **placement, **gpustate.lock_metadata(placement),
+            "runner_version": runner_version(), "worker_env": dict(entry.cell.env)}
 
 
 def adopt_orphan(entry: Entry, store: Store, seed: int,
@@ -483,12 +501,15 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
     else:
+        settled = settle_before(entry.cell, lane, on_status, stop)
         write_json_atomic(spec_path, spec.to_dict())
         store.log_path(key).unlink(missing_ok=True)
         attempt = Attempt(spec_path=spec_path, result_path=result_path,
                           log_path=store.log_path(key), work_dir=work,
                           env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
-                                                    if entry.cell.backend else {})},
+                                                    if entry.cell.backend else {}),
+                               **({COMPILE_CACHE_ENV: "kept"}
+                                  if entry.cell.keep_compile_caches else {})},
                           timeout=entry.cell.timeout,
                           wants_gpu=entry.cell.axes["device"] != "cpu",
                           gpu=lane.gpu.pin if lane.gpu is not None else None,
@@ -499,8 +520,36 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         worker = record_mod.read_worker_result(result_path)
     record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  log_rel)
+    record["settle"] = None if prepared.error else settled
     store.write_record(key, record)
     return record
+
+
+def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
+                  stop: threading.Event | None = None) -> dict[str, Any] | None:
+    """[run] settle: wait for a quiet GPU before a GPU cell on this host's lane (a Ray slot's
+    GPU is on its node; a CPU cell needs none); the record's `settle`."""
+    if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
+        return None
+    return gpustate.settle_gpu(lane.gpu.pin, cell.settle_s, cell.settle_temp_c, on_status,
+                               stop)
+
+
+@contextlib.contextmanager
+def clocks_locked(matrix: Matrix, setup: Setup, console: Console) -> Iterator[None]:
+    """[run] lock_clocks for the block: the run's GPUs locked (setup.clocks says how), reset
+    however the block ends; a refusal is one line, exit 2, before anything is written."""
+    setting = matrix.spec.run.lock_clocks
+    if setting is not False and setup.executor.name == "ray":
+        raise UsageError(f"{matrix.path}: run.lock_clocks: locks this host's GPUs; with the ray "
+                         "executor lock them on each node (sudo nvidia-smi -lgc) instead")
+    pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None] \
+        if setting is not False else []
+    def notify(text: str) -> None:
+        console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)
+
+    with gpustate.locked_clocks(setting, pins, notify) as setup.clocks:
+        yield
 
 
 CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
@@ -560,7 +609,10 @@ def describe(record: dict[str, Any]) -> str:
 def execute(opts: Options, console: Console) -> int:
     matrix, setup = load_matrix(opts, console)
     try:
-        return run_matrix(opts, matrix, setup, console)
+        if opts.dry_run:
+            return run_matrix(opts, matrix, setup, console)
+        with clocks_locked(matrix, setup, console):
+            return run_matrix(opts, matrix, setup, console)
     finally:
         setup.close()       # also when the input turns out bad (exit 2) after Ray connected
 
@@ -585,6 +637,7 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     store = store or open_store(matrix, opts)
     sources = sources_to_prepare(plan, calibrations)
     console.print(f"run folder: {store.root}")
+    announce_machine(manifest_for(matrix, plan, store, setup, {}), console)
     seed = matrix.spec.run.seed
     store.write_matrix(matrix.resolved)
     manifest = manifest_for(matrix, plan, store, setup, {})

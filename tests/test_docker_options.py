@@ -263,3 +263,13 @@ def test_every_image_of_the_canonical_matrix_has_its_locks():
         assert (IMAGES_DIR / name / "requirements.lock").is_file(), name
         if name != "numpy":
             assert (IMAGES_DIR / name / "requirements-cuda.lock").is_file(), name
+
+
+def test_a_container_says_its_compilation_caches_are_fresh(dockerx, tmp_path):
+    """A new container's HOME is its own: compile_s is cold there, whatever [run]
+    keep_compile_caches asks of the local executor (the worker records compile_cache)."""
+    from runner.worker.protocol import COMPILE_CACHE_ENV
+
+    opts = dockerx.run_options("img", tmp_path, {COMPILE_CACHE_ENV: "kept"}, labels={},
+                               gpu_id=None)
+    assert opts["environment"][COMPILE_CACHE_ENV] == "fresh"

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from ..environments import Flavour, Source, image_flavour, images
 from ..matrix import REPO_ROOT
 from ..results.records import Outcome
-from ..worker.protocol import GPU_GIVEN_ENV
+from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
 from .engine import (SLOW_LIMIT, TIMEOUT_ENV, EngineProblem, EngineSettings, EngineSlow, call,
                      classify, reason)
@@ -141,10 +141,13 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
     from docker.types import DeviceRequest, Mount, Ulimit
 
     code_dir = code_dir or REPO_ROOT / "runner"
-    # The cell's variables, minus those the runner owns (PATH stays the image's).
+    # The cell's variables, minus those the runner owns (PATH stays the image's). A new container
+    # starts with empty compilation caches under its own HOME, whatever [run]
+    # keep_compile_caches says (nothing of the host's is mounted).
     environment = {**{k: v for k, v in env.items() if k not in RUNNER_OWNED_ENV},
                    "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp",
+                   COMPILE_CACHE_ENV: "fresh"}
     devices = []
     if gpu_id is not None:
         devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],
@@ -592,7 +595,9 @@ def save_host_gpu(monitor: Any, path: Path) -> dict[str, Any]:
     from ..worker.protocol import write_json_atomic
 
     monitor.__exit__(None, None, None)
-    summary = {k: v for k, v in monitor.summary().items() if k != "cpu_util_mean"}
+    # The host's CPU figures would count the container's worker as another process.
+    summary = {k: v for k, v in monitor.summary().items()
+               if k not in ("cpu_util_mean", "host_other_cpu")}
     summary.update(window="container lifetime, sampled from the host", window_s=monitor.window_s)
     try:
         write_json_atomic(path, summary)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from ..environments import (Flavour, Source, existing, image_flavour, installed,
 from ..errors import UsageError
 from ..matrix import REPO_ROOT
 from ..results.records import Outcome
-from ..worker.protocol import GPU_GIVEN_ENV
+from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
 
 KILL_GRACE_S = 5.0
@@ -122,6 +123,33 @@ def worker_environment(matrix_env: dict[str, str], runner_env: dict[str, str],
                PYTHONSAFEPATH="1")
     env.update(runner_env)
     return env
+
+
+# Where the frameworks keep compiled kernels between processes (under HOME or /tmp by default):
+# torch.compile's inductor and its Triton kernels, the CUDA driver's PTX-to-cubin cache, and the
+# XDG cache of everything else. JAX keeps nothing unless its persistent cache is switched on,
+# and then JAX_COMPILATION_CACHE_DIR is redirected too.
+COMPILE_CACHE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton",
+                         "CUDA_CACHE_PATH": "cuda", "XDG_CACHE_HOME": "xdg"}
+JAX_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+COMPILE_CACHE_DIR = "compile-cache"
+
+
+def compile_cache_environment(work_dir: Path, env: dict[str, str],
+                              cell_env: dict[str, str]) -> dict[str, str]:
+    """What to add to a worker's environment `env` for its compilation caches: empty folders in
+    the attempt's own work folder (compile_s cold in every repeat, as in a new container) and
+    COMPILE_CACHE_ENV = "fresh"; or only "kept" where [run] keep_compile_caches asked for the
+    user's caches, or where the matrix's env names a cache folder itself (it wins)."""
+    chosen = [name for name in (*COMPILE_CACHE_FOLDERS, JAX_CACHE_VARIABLE) if name in cell_env]
+    if cell_env.get(COMPILE_CACHE_ENV) == "kept" or chosen:
+        return {COMPILE_CACHE_ENV: "kept"}
+    root = work_dir / COMPILE_CACHE_DIR
+    folders = dict(COMPILE_CACHE_FOLDERS)
+    if JAX_CACHE_VARIABLE in env:           # switched on (inherited): redirected, not turned on
+        folders[JAX_CACHE_VARIABLE] = "jax"
+    return {**{name: str(root / folder) for name, folder in folders.items()},
+            COMPILE_CACHE_ENV: "fresh"}
 
 
 def log_caps(environ: dict[str, str] | None = None) -> tuple[int, int]:
@@ -229,6 +257,7 @@ class LocalExecutor:
                 log.write(f"[runner: env {', '.join(ignored)} of the matrix ignored: the runner "
                           "sets it]\n")
         env = worker_environment(attempt.env, self.runner_env(attempt, worker_id), self.inherit)
+        env.update(compile_cache_environment(attempt.work_dir, env, attempt.env))
         # No preexec_fn: nothing runs in the forked child before the exec (lane threads exist);
         # the supervisor sets its own death signal and checks that the runner is still there.
         process = subprocess.Popen(
@@ -256,6 +285,8 @@ class LocalExecutor:
             except (ProcessLookupError, PermissionError):
                 pass
             sweep(worker_id)
+            # Fresh caches are never reused: they go with the worker (they can be GBs).
+            shutil.rmtree(attempt.work_dir / COMPILE_CACHE_DIR, ignore_errors=True)
         return Outcome(returncode=None if timed_out else process.returncode, timed_out=timed_out,
                        wall_s=time.monotonic() - started, log_tail=tail(attempt.log_path))
 
