@@ -140,6 +140,44 @@ def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
     return list({source_of(c).key: source_of(c) for c in cells}.values())
 
 
+def calibrations_for(plan: Plan, matrix: Matrix) -> list[Cell]:
+    """[run] calibrate: the calibrations of the environments the plan's cells use (--only
+    narrows them), never of an environment no selected cell runs in."""
+    used = {cell.environment for cell in plan.cells}
+    return [cell for cell in matrix.calibration if cell.environment in used]
+
+
+def source_label(source: Source) -> str:
+    """images/torch, python /opt/conda/bin/python, or a registry image reference."""
+    if source.existing:
+        return f"python {source.python}"
+    return source.image if source.pinned else f"images/{source.image}"
+
+
+def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
+                     action: str = "prepares") -> None:
+    """One line: what will be built (or found ready) and why, and what the selection leaves
+    out — environments sharing an image folder share one build."""
+    needs: dict[str, dict[str, Any]] = {}
+    for cell, what in [(e.cell, "cells") for e in plan.to_run] + \
+            [(c, "calibration") for c in calibrations]:
+        need = needs.setdefault(source_label(source_of(cell)),
+                                {"envs": {}, "cells": 0, "calibration": 0})
+        need["envs"][cell.environment] = True
+        need[what] += 1
+    parts = []
+    for key, need in needs.items():
+        why = [f"{need['cells']} runs"] if need["cells"] else []
+        why += ["calibration"] if need["calibration"] else []
+        parts.append(f"{key} ({', '.join(need['envs'])}: {' + '.join(why)})")
+    used = {env for need in needs.values() for env in need["envs"]}
+    left = [name for name in matrix.spec.environments if name not in used]
+    line = f"{action} {len(parts)} environment(s): " + ("; ".join(parts) or "none")
+    if left:
+        line += f"; not {', '.join(left)} (no selected cell runs there)"
+    console.print(f"[bold]build:[/] {escape(line)}", soft_wrap=True, highlight=False)
+
+
 def choose_setup(matrix: Matrix | None, requested: str | None,
                  parallel: int | str | None = None, ray_address: str | None = None,
                  flavour: Flavour | None = None) -> Setup:
@@ -473,25 +511,27 @@ CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_siz
                       "cells; never a cell of the run, never a datasheet figure)")
 
 
-def run_calibration(setup: Setup, matrix: Matrix, prepared: dict[str, Prepared], store: Store,
-                    seed: int, console: Console) -> dict[str, Any] | None:
+def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],
+                    store: Store, seed: int, console: Console) -> dict[str, Any] | None:
     """[run] calibrate: measure each device's peak per precision before the cells (kept in
     calibration/ and in the manifest; on --resume the stored ones are reused)."""
-    if not matrix.calibration:
+    if not calibrations:
         return None
     sub = store.calibration()
     done = sub.finished()
     records = []
-    for cell in matrix.calibration:
+    for cell in calibrations:
         entry = Entry(cell, 1)
         source = source_of(cell)
         if entry.key in done or source.key not in prepared:
             continue
-        record = run_entry(setup.executor_for(source), entry, prepared[source.key], sub, seed,
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], sub, seed,
                            lane=setup.lanes()[0][0])
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         console.print(f"{mark} calibration {escape(cell.environment)} "
                       f"{cell.axes['precision']}: {escape(describe_peak(record))}")
+        stop_if_lost(executor)
     records = sub.records()
     return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(records)}
 
@@ -538,12 +578,14 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
         raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
     show_setup(matrix, setup, plan.cells, console)
+    calibrations = calibrations_for(plan, matrix)
+    show_preparation(matrix, plan, calibrations, console)
     if opts.dry_run:
         console.print(plan_table(matrix, plan))
         return EXIT_OK
 
     store = store or open_store(matrix, opts)
-    sources = sources_to_prepare(plan, matrix.calibration)
+    sources = sources_to_prepare(plan, calibrations)
     console.print(f"run folder: {store.root}")
     seed = matrix.spec.run.seed
     store.write_matrix(matrix.resolved)
@@ -551,10 +593,12 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
     interrupted: KeyboardInterrupt | None = None
+    stopped: RunStopped | None = None
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
-        manifest["calibration"] = run_calibration(setup, matrix, prepared, store, seed, console)
+        manifest["calibration"] = run_calibration(setup, calibrations, prepared, store, seed,
+                                                  console)
         store.write_manifest(manifest)
         run_cells(setup, plan, prepared, store, seed, console)
     except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
@@ -562,15 +606,27 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
         console.print(f"[yellow]interrupted: finished cells are kept; continue with: python -m "
                       f"runner {escape(str(matrix.path))} --resume {escape(str(store.root))}[/]",
                       soft_wrap=True)
+    except RunStopped as exc:
+        stopped = exc
+        if exc.record is not None:
+            console.print(f"[red]✗[/] {escape(exc.cell)}: {escape(describe(exc.record))}")
     finally:
         setup.close()
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest["interrupted"] = interrupted is not None
+        if stopped is not None:
+            manifest["stopped"] = stopped.reason
         store.write_manifest(manifest)
         summaries = write_reports(store, manifest)
     for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
         console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
+    if stopped is not None:
+        left = len(plan.to_run) - sum(1 for e in plan.to_run if e.key in store.finished())
+        console.print(f"[red]stopped:[/] {escape(stopped.reason)}; {left} runs not done; "
+                      f"continue with: {escape(resume_command(opts, setup, store))}",
+                      soft_wrap=True, highlight=False)
+        return EXIT_FAILED_CELLS
     if opts.history and interrupted is None:
         from .history.record import record_finished_run
 
@@ -581,6 +637,39 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     return EXIT_FAILED_CELLS if failed else EXIT_OK
 
 
+class RunStopped(Exception):
+    """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
+    stops after the cell that found out (its record stored), keeping every finished record."""
+
+    def __init__(self, reason: str, cell: str = "", record: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.reason, self.cell, self.record = reason, cell, record
+
+
+def stop_if_lost(executor: Executor, cell: str = "", record: dict[str, Any] | None = None) -> None:
+    lost = getattr(executor, "lost", None)
+    if lost:
+        raise RunStopped(lost, cell, record)
+
+
+def resume_command(opts: Options, setup: Setup, store: Store) -> str:
+    """The command that continues this run where it stopped: the same selection and executor."""
+    import os
+    import shlex
+    import sys
+
+    python = os.path.relpath(sys.executable)
+    args = [python if not python.startswith("..") else sys.executable, "-m", "runner",
+            str(opts.matrix_path), "--resume", str(store.root), "--executor", setup.executor.name]
+    for pattern in opts.only:
+        args += ["--only", pattern]
+    for flag, value in (("--profile", opts.profile), ("--parallel", opts.parallel),
+                        ("--ray-address", opts.ray_address)):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args)
+
+
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
               console: Console) -> None:
     """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time)."""
@@ -589,9 +678,12 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
         source = source_of(entry.cell)
-        return run_entry(setup.executor_for(source), entry, prepared[source.key], store, seed,
-                         lane=lane, stop=lanes.stop, on_status=show,
-                         calls_per_sample=blocks.size(entry.cell))
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], store, seed,
+                           lane=lane, stop=lanes.stop, on_status=show,
+                           calls_per_sample=blocks.size(entry.cell))
+        stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
+        return record
 
     def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
         blocks.finished(entry, record)
@@ -622,6 +714,7 @@ def build_only(opts: Options, console: Console) -> int:
     try:
         plan = make_plan(matrix.cells, opts.only)
         show_setup(matrix, setup, plan.cells, console)
+        show_preparation(matrix, plan, [], console, action="builds")
         sources = sources_to_prepare(plan)
         prepared = prepare_environments(setup, sources, console)
         failed = any(p.error for p in prepared.values())

@@ -539,3 +539,72 @@ def test_the_example_cluster_passes_rays_own_schema_check():
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):
         start = [c for c in config[key] if "ray start" in c]
         assert start and all("RAY_AUTH_MODE=token" in c for c in start), key
+
+
+# --- the cluster goes away under a run -------------------------------------------------------
+
+GONE = """
+[run]
+name = "cluster-gone"
+repeats = 1
+warmup_steps = 1
+steps = 2
+timeout = 120
+profile = "full"
+
+[environments.numpy]
+image = "numpy"
+api = "numpy"
+
+[[benchmarks]]
+workload = "selftest"
+options = { behaviour = "hang" }
+
+[[benchmarks]]
+workload = "selftest"
+options = { behaviour = "ok", sleep_ms = [10, 11] }
+"""
+
+
+def test_a_run_whose_cluster_goes_away_stops_with_the_resume_line(ray_token, write_matrix,
+                                                                   results_dir):
+    """A one-node cluster of its own (the module's stays up for the other tests), stopped
+    while a cell runs on it: the driver records that cell as crashed with the reason, stops
+    with the --resume line (exit 1, no traceback) before Ray would end it, and runs nothing
+    after it."""
+    root = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))
+    local = LocalCluster(root)
+    matrix = write_matrix(GONE, with_environments=False)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RAY_ADDRESS", "DL_BENCH_RAY_RETRIES", "CUDA_VISIBLE_DEVICES")}
+    try:
+        local.start_node("--head", f"--node-ip-address={HEAD_IP}", f"--port={local.port}",
+                         f"--temp-dir={root}", "--include-dashboard=false",
+                         f"--ray-client-server-port={free_port()}")
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "runner", str(matrix), "--results-dir", str(results_dir),
+             "--executor", "ray", "--ray-address", local.address], cwd=REPO, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 180
+        while not local.task_processes():
+            assert time.monotonic() < deadline and runner.poll() is None, runner.communicate()
+            time.sleep(0.2)
+        time.sleep(1)
+        stopped_at = time.monotonic()
+        local.stop()
+        out, err = runner.communicate(timeout=120)
+        took = time.monotonic() - stopped_at
+    finally:
+        local.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert runner.returncode == 1, out + err
+    assert "Traceback" not in out + err
+    [stop_line] = [line for line in out.splitlines() if line.startswith("stopped:")]
+    (run_dir,) = run_dirs(results_dir, "cluster-gone")
+    assert f"--resume {run_dir}" in stop_line and "--executor ray" in stop_line, stop_line
+    assert "Ray cluster" in stop_line and "2 runs not done" in stop_line, stop_line
+    [record] = records(run_dir).values()
+    assert record["status"] == "crashed"
+    assert "stopped answering" in record["error"], record["error"]
+    assert json.loads((run_dir / "manifest.json").read_text())["stopped"]
+    print(f"stopped {took:.1f} s after the cluster")

@@ -178,6 +178,7 @@ def supervised(command: list[str], log_path: Path, caps: tuple[int, int]) -> lis
 
 class LocalExecutor:
     name = "local"
+    lost = None                 # local processes need no engine that could go away
 
     def __init__(self, flavour: Flavour | None = None, gpu: bool = False,
                  env_root: Path | None = None):

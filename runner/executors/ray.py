@@ -57,6 +57,10 @@ LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to
 MIN_RAY = (2, 52)                           # token authentication
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
+# How often a driver waiting on a task checks that the cluster still answers. Ray ends a driver
+# whose cluster (its GCS) stays unreachable for 60 s (gcs_rpc_server_reconnect_timeout_s), so
+# the run must notice well before, store what it has and disconnect.
+WATCH_S = 5.0
 
 
 class RayUnavailable(Exception):
@@ -150,6 +154,8 @@ class RayExecutor:
         self._live: set[Any] = set()
         self._lock = threading.Lock()
         self._connected_here = False
+        self.lost: str | None = None      # why no further cell can run: the cluster is gone
+        self._gcs: str | None = None      # the cluster's GCS address (HOST:PORT), once joined
 
     @property
     def where(self) -> str:
@@ -189,7 +195,22 @@ class RayExecutor:
                 self._connected_here = True
             self._task = ray.remote(run_on_node)
             self.cluster = cluster_facts(ray)
+            self._gcs = gcs_address(ray)
         return self.cluster
+
+    def cluster_problem(self) -> str | None:
+        """Why the cluster no longer answers (its GCS refuses a connection), or None."""
+        return address_problem(self._gcs) if self._gcs else None
+
+    def next_reply(self, generator: Any) -> Any:
+        """The task's next reply, checking every WATCH_S that the cluster still answers;
+        ClusterLost when it does not."""
+        ray = self.ray
+        while not ray.wait([generator], timeout=WATCH_S)[0]:
+            problem = self.cluster_problem()
+            if problem:
+                raise ClusterLost(problem)
+        return ray.get(next(generator))
 
     def lanes(self, parallel: int | str) -> tuple[list[Any], str]:
         """Task slots the driver keeps in flight: one per GPU of the cluster (one per node on a
@@ -234,7 +255,13 @@ class RayExecutor:
         on_line(f"preparing on {len(nodes)} Ray node(s)")
         ready, failures, notes = [], [], []
         while pending:
-            done, _ = self.ray.wait(list(pending), num_returns=1)
+            done, _ = self.ray.wait(list(pending), num_returns=1, timeout=WATCH_S)
+            if not done:
+                problem = self.cluster_problem()
+                if problem:
+                    return Prepared(source.key, uses, flavour, error=f"the Ray cluster at "
+                                    f"{self._gcs} stopped answering ({problem})")
+                continue
             node = pending.pop(done[0])
             try:
                 reply = self.ray.get(done[0])
@@ -283,14 +310,19 @@ class RayExecutor:
         for tries in range(1, self.retries + 2):
             attempt.on_status("waiting for a Ray node" + (f" (try {tries})" if tries > 1 else ""))
             placement: dict[str, Any] = {}
+            problem = self.cluster_problem()
+            if problem:
+                return self.cluster_lost(attempt, started, problem, placement)
             generator = self.submit(request, attempt.wants_gpu)
             with self._lock:
                 self._live.add(generator)
             try:
-                placement = ray.get(next(generator))["placement"]
+                placement = self.next_reply(generator)["placement"]
                 attempt.placement.update(placement)
                 attempt.on_status(f"on {where(placement)}")
-                reply = ray.get(next(generator))
+                reply = self.next_reply(generator)
+            except ClusterLost as exc:
+                return self.cluster_lost(attempt, started, str(exc), placement)
             except ray.exceptions.TaskCancelledError:
                 raise KeyboardInterrupt from None
             except ray.exceptions.RayTaskError as exc:   # the node's code raised: no retry
@@ -300,6 +332,9 @@ class RayExecutor:
                 self.cancel(generator)
                 raise
             except ray.exceptions.RayError as exc:       # process, node or object lost: retry
+                problem = self.cluster_problem()
+                if problem:                              # ... unless the whole cluster is
+                    return self.cluster_lost(attempt, started, problem, placement)
                 loss = f"try {tries} on {where(placement)}: {type(exc).__name__}: " \
                        f"{first_line(exc)}"
                 losses.append(loss)
@@ -335,6 +370,17 @@ class RayExecutor:
         return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
                        log_tail=tail(attempt.log_path))
 
+    def cluster_lost(self, attempt: Attempt, started: float, problem: str,
+                     placement: dict[str, Any]) -> Outcome:
+        """The cluster stopped answering: the cell is recorded as crashed and this executor
+        marked lost, so the run stops after it (Ray would end the driver within a minute)."""
+        where_ = f" while the cell ran on {where(placement)}" if placement else ""
+        with self._lock:
+            if self.lost is None:
+                self.lost = f"the Ray cluster at {self._gcs} is gone ({problem})"
+        return self.crashed(attempt, started, f"the Ray cluster at {self._gcs} stopped "
+                            f"answering ({problem}){where_}")
+
     def cancel(self, generator: Any) -> None:
         """Stop a task: its node kills the worker (or container) and cleans up; a task that
         does not stop within the grace period is killed with its process."""
@@ -348,6 +394,8 @@ class RayExecutor:
             pass
 
     def interrupt(self) -> None:
+        if self.lost:       # nothing to cancel on a cluster that is gone
+            return
         with self._lock:
             live = list(self._live)
         for generator in live:
@@ -367,6 +415,19 @@ class RayExecutor:
         if self._staged is not None:
             self._staged.cleanup()
             self._staged = None
+
+
+class ClusterLost(Exception):
+    """The cluster's GCS no longer accepts connections."""
+
+
+def gcs_address(ray: Any) -> str | None:
+    """HOST:PORT of the cluster's GCS, which the driver probes to tell a lost task from a lost
+    cluster."""
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:  # an older Ray: no probe, Ray's own errors decide
+        return None
 
 
 @contextlib.contextmanager
