@@ -6,7 +6,10 @@
 - clocks: the SM or memory clock's mean differed across the cell's repeats by more than this
   machine's run-to-run spread (from its machine profile; 5 % without one);
 - settle: a repeat started before the GPU was quiet (another process, busy, or hot) when the
-  wait of [run] settle ran out.
+  wait of [run] settle ran out;
+- compilations: the framework compiled (or traced) inside the timed window, so some samples
+  hold compile time, not steps (the worker counts them: torch dynamo graphs, JAX XLA compiles,
+  TensorFlow traces; record field `compilations`).
 
 Read from the records' telemetry (runner/worker/monitor.py) and the host's settle wait; the
 statistics' own warnings (CV, short windows, repeats that disagree) stay in stats.py.
@@ -19,13 +22,14 @@ from typing import Any
 from ..worker.monitor import SLOWDOWN_EVENTS
 from .formatting import fmt
 
-KINDS = ("throttle", "other load", "clocks", "settle")
+KINDS = ("throttle", "other load", "clocks", "settle", "compilations")
 TITLES = {
     "statistics": "The numbers themselves",
     "throttle": "The GPU throttled (slowed its clocks for power or heat)",
     "other load": "Something else was running",
     "clocks": "Clocks differed between repeats",
     "settle": "The GPU was not quiet when a repeat started",
+    "compilations": "The framework compiled inside the timed window",
 }
 OTHER_LOAD_SHARE = 0.05     # other processes' share of the host's CPU time (or steal) to warn
 DEFAULT_CLOCK_SPREAD = 0.05  # without a machine profile
@@ -105,6 +109,18 @@ def settle(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def compilations(ok: list[dict[str, Any]]) -> list[str]:
+    """Compilations counted between the timed window's first and last sample."""
+    out = []
+    for record in ok:
+        counts = record.get("compilations") or {}
+        if counts.get("timed"):
+            out.append(f"r{record.get('repeat')}: {counts['timed']} compilation(s) inside the "
+                       f"timed window ({counts.get('counted') or 'counted by the framework'}); "
+                       "the samples that hold them are slower than a step")
+    return out
+
+
 def warnings_by_kind(records: list[dict[str, Any]],
                      spread: float | None = None) -> dict[str, list[str]]:
     """{kind: warnings} of one cell's records (only the kinds that have some)."""
@@ -112,5 +128,6 @@ def warnings_by_kind(records: list[dict[str, Any]],
     found = {"throttle": throttle(ok),
              "other load": other_gpu_load(ok) + other_cpu_load(ok),
              "clocks": clock_spread(ok, spread),
-             "settle": settle(records)}
+             "settle": settle(records),
+             "compilations": compilations(ok)}
     return {kind: texts for kind, texts in found.items() if texts}

@@ -115,3 +115,13 @@ def test_the_machines_spread_from_the_profile_judges_the_clocks():
 def test_locked_clocks_are_named_in_the_report():
     text = markdown.report_markdown({"name": "x", "gpu_clocks": {"setting": "tdp"}}, [])
     assert "GPU clocks were locked at the TDP (base) clock for this run" in text
+
+
+def test_a_compilation_inside_the_timed_window_is_named():
+    counted = "XLA compilations (jax.monitoring backend-compile events)"
+    found = conditions.warnings_by_kind([
+        record(1, compilations={"before_timed": 4, "timed": 0, "counted": counted}),
+        record(2, compilations={"before_timed": 4, "timed": 3, "counted": counted})])
+    assert found == {"compilations": [
+        f"r2: 3 compilation(s) inside the timed window ({counted}); the samples that hold them "
+        "are slower than a step"]}
