@@ -198,18 +198,19 @@ def record_seed(env: LocalEnv, into: LocalEnv | None = None) -> set[str]:
 def run_logged(command: list[str], cwd: Path, log, on_line: Callable[[str], None]) -> int:
     """Run one build step, its output into the build log; interrupted (Ctrl-C, SIGTERM), the
     step is killed rather than left installing into a folder the next build removes."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, text=True, cwd=cwd)
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            on_line(line.rstrip())
-        return process.wait()
-    except BaseException:
-        process.kill()
-        process.wait()
-        raise
+    # The with-block closes the pipe (an open one is a ResourceWarning, an error under pytest).
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL, text=True, cwd=cwd) as process:
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                log.write(line)
+                on_line(line.rstrip())
+            return process.wait()
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
 
 
 def unreachable_hint(notes: list[str]) -> str:
