@@ -45,6 +45,10 @@ class Cell:
     min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
     max_time_s: float = 60.0
     calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
+    keep_compile_caches: bool = False         # [run] keep_compile_caches (not a coordinate)
+    settle_s: float = 0.0                     # [run] settle: the wait for a quiet GPU (idem)
+    settle_temp_c: float = 60.0               # [run] settle_temperature
+    harness_overhead: bool = False            # pair the worker's clock with a bare loop after
     # The report compares this cell's answer with its row's ([[benchmarks]] check_answers);
     # not a coordinate: the cell computes the same either way.
     check_answers: bool = True
@@ -54,6 +58,8 @@ class Cell:
         where = {"image": self.image} if self.python is None else {"python": self.python}
         calibration = {"calibration_sizes": list(self.calibration_sizes)} \
             if self.calibration_sizes else {}
+        if self.harness_overhead:
+            calibration["harness_overhead"] = True
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
@@ -212,6 +218,8 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 not_applicable=catalog.not_applicable_reason(
                     bench.workload, env.api, env.backend, coords, task),
                 min_time_s=run.min_time, max_time_s=run.max_time,
+                keep_compile_caches=run.keep_compile_caches,
+                settle_s=run.settle, settle_temp_c=run.settle_temperature,
                 check_answers=bench.check_answers,
             )
             if cell.id in cells:
@@ -255,5 +263,7 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
                             repeats=1, timeout=run.timeout,
                             min_time_s=run.min_time, max_time_s=run.max_time,
-                            calibration_sizes=CALIBRATION_SIZES[size]))
+                            calibration_sizes=CALIBRATION_SIZES[size],
+                            keep_compile_caches=run.keep_compile_caches,
+                            settle_s=run.settle, settle_temp_c=run.settle_temperature))
     return out

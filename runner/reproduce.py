@@ -282,7 +282,8 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
                       f"{len(names)} environments, each as recorded", soft_wrap=True)
         opts = run.Options(matrix_path=matrix_path, only=planned,
                            results_dir=results_dir or RESULTS_DIR)
-        code = run.run_matrix(opts, matrix, setup, console)
+        with run.clocks_locked(matrix, setup, console):
+            code = run.run_matrix(opts, matrix, setup, console)
     finally:
         setup.close()
     new_dir = Store.latest(matrix.spec.run.name, opts.results_dir)
@@ -290,6 +291,5 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     new_manifest = new.read_manifest()
     new_manifest["reproduces"] = str(run_dir.resolve())
     new.write_manifest(new_manifest)
-    compare.run_compare(run_dir, new_dir, compare.DEFAULT_THRESHOLD, compare.DEFAULT_ALPHA, None,
-                        console)
+    compare.run_compare(run_dir, new_dir, None, compare.DEFAULT_ALPHA, None, console)
     return code

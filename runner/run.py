@@ -5,25 +5,26 @@ before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
 
-from . import hostinfo, matrix as matrix_mod, scheduling
+from . import gpustate, hostinfo, machine_profile, matrix as matrix_mod, scheduling
 from .results import records as record_mod, stats
 from .results.formatting import fmt
 from .results.terminal import tables
 from .results.write import write_reports
-from .errors import EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code
 from .environments import Flavour, Source
 from .executors import Attempt, Executor, Prepared
 from .matrix import Cell, Matrix
@@ -31,7 +32,7 @@ from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
 from .scheduling import Lane
 from .version import runner_version
-from .worker.protocol import CellSpec, write_json_atomic
+from .worker.protocol import COMPILE_CACHE_ENV, CellSpec, write_json_atomic
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Setup:
     parallel_asked: str = "[run] parallel = 'auto'"
     _lanes: tuple[list[Lane], str] | None = None
     _docker: Executor | None = None       # runs images named by digest in a local-executor run
+    clocks: dict[str, Any] | None = None  # [run] lock_clocks: what was locked (gpustate)
 
     def executor_for(self, source: Source) -> Executor:
         # Ray runs existing interpreters on its nodes too (a VM image's preinstalled stack).
@@ -138,6 +140,44 @@ def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
     image folder)."""
     cells = [e.cell for e in plan.to_run] + list(extra)
     return list({source_of(c).key: source_of(c) for c in cells}.values())
+
+
+def calibrations_for(plan: Plan, matrix: Matrix) -> list[Cell]:
+    """[run] calibrate: the calibrations of the environments the plan's cells use (--only
+    narrows them), never of an environment no selected cell runs in."""
+    used = {cell.environment for cell in plan.cells}
+    return [cell for cell in matrix.calibration if cell.environment in used]
+
+
+def source_label(source: Source) -> str:
+    """images/torch, python /opt/conda/bin/python, or a registry image reference."""
+    if source.existing:
+        return f"python {source.python}"
+    return source.image if source.pinned else f"images/{source.image}"
+
+
+def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
+                     action: str = "prepares") -> None:
+    """One line: what will be built (or found ready) and why, and what the selection leaves
+    out — environments sharing an image folder share one build."""
+    needs: dict[str, dict[str, Any]] = {}
+    for cell, what in [(e.cell, "cells") for e in plan.to_run] + \
+            [(c, "calibration") for c in calibrations]:
+        need = needs.setdefault(source_label(source_of(cell)),
+                                {"envs": {}, "cells": 0, "calibration": 0})
+        need["envs"][cell.environment] = True
+        need[what] += 1
+    parts = []
+    for key, need in needs.items():
+        why = [f"{need['cells']} runs"] if need["cells"] else []
+        why += ["calibration"] if need["calibration"] else []
+        parts.append(f"{key} ({', '.join(need['envs'])}: {' + '.join(why)})")
+    used = {env for need in needs.values() for env in need["envs"]}
+    left = [name for name in matrix.spec.environments if name not in used]
+    line = f"{action} {len(parts)} environment(s): " + ("; ".join(parts) or "none")
+    if left:
+        line += f"; not {', '.join(left)} (no selected cell runs there)"
+    console.print(f"[bold]build:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def choose_setup(matrix: Matrix | None, requested: str | None,
@@ -278,7 +318,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
         calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
-        **cell.axes)
+        harness_overhead=cell.harness_overhead, **cell.axes)
 
 
 class BlockSizes:
@@ -346,6 +386,10 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "flavour": setup.flavour.name,
         "flavour_reason": setup.flavour.reason,
         "parallel": parallel_manifest(setup),
+        "gpu_clocks": setup.clocks,
+        # results/<name>/<stamp>: the results folder holds machine-profiles/ too
+        "machine_profile": machine_profile.manifest_entry(store.root.parent.parent,
+                                                          setup.executor.name),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": hostinfo.host_summary(),
         "environments": environments,
@@ -368,6 +412,18 @@ def parallel_manifest(setup: Setup) -> dict[str, Any]:
     if setup.executor.name == "ray":
         out["ray"] = {"address": setup.executor.address, **setup.executor.cluster}
     return out
+
+
+def announce_machine(manifest: dict[str, Any], console: Console) -> None:
+    """The run's first lines say whether this machine's noise is known (a machine profile)."""
+    profile = manifest["machine_profile"]
+    if profile.get("found"):
+        console.print(f"[bold]machine profile:[/] {escape(profile['path'])} (compare threshold "
+                      f"{profile.get('threshold', 0) * 100:.1f} %, measured "
+                      f"{profile.get('measured_at')})", soft_wrap=True)
+    elif profile.get("key"):
+        console.print(f"[yellow]! {escape(profile['why'])}: its noise is unknown; measure it "
+                      f"with `python -m runner doctor --measure MATRIX`[/]", soft_wrap=True)
 
 
 def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:
@@ -407,8 +463,8 @@ def prepare_environments(setup: Setup, sources: list[Source],
 def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
     """What the host adds to a record's metadata: the environment's facts (lock, image), where
     the cell ran, the runner's version and the variables the matrix set for the worker."""
-    return {**prepared.metadata, **placement, "runner_version": runner_version(),
-            "worker_env": dict(entry.cell.env)}
+    return {**prepared.metadata, **placement, **gpustate.lock_metadata(placement),
+            "runner_version": runner_version(), "worker_env": dict(entry.cell.env)}
 
 
 def adopt_orphan(entry: Entry, store: Store, seed: int,
@@ -448,12 +504,15 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
     else:
+        settled = settle_before(entry.cell, lane, on_status, stop)
         write_json_atomic(spec_path, spec.to_dict())
         store.log_path(key).unlink(missing_ok=True)
         attempt = Attempt(spec_path=spec_path, result_path=result_path,
                           log_path=store.log_path(key), work_dir=work,
                           env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
-                                                    if entry.cell.backend else {})},
+                                                    if entry.cell.backend else {}),
+                               **({COMPILE_CACHE_ENV: "kept"}
+                                  if entry.cell.keep_compile_caches else {})},
                           timeout=entry.cell.timeout,
                           wants_gpu=entry.cell.axes["device"] != "cpu",
                           gpu=lane.gpu.pin if lane.gpu is not None else None,
@@ -464,8 +523,36 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         worker = record_mod.read_worker_result(result_path)
     record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  log_rel)
+    record["settle"] = None if prepared.error else settled
     store.write_record(key, record)
     return record
+
+
+def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
+                  stop: threading.Event | None = None) -> dict[str, Any] | None:
+    """[run] settle: wait for a quiet GPU before a GPU cell on this host's lane (a Ray slot's
+    GPU is on its node; a CPU cell needs none); the record's `settle`."""
+    if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
+        return None
+    return gpustate.settle_gpu(lane.gpu.pin, cell.settle_s, cell.settle_temp_c, on_status,
+                               stop)
+
+
+@contextlib.contextmanager
+def clocks_locked(matrix: Matrix, setup: Setup, console: Console) -> Iterator[None]:
+    """[run] lock_clocks for the block: the run's GPUs locked (setup.clocks says how), reset
+    however the block ends; a refusal is one line, exit 2, before anything is written."""
+    setting = matrix.spec.run.lock_clocks
+    if setting is not False and setup.executor.name == "ray":
+        raise UsageError(f"{matrix.path}: run.lock_clocks: locks this host's GPUs; with the ray "
+                         "executor lock them on each node (sudo nvidia-smi -lgc) instead")
+    pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None] \
+        if setting is not False else []
+    def notify(text: str) -> None:
+        console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)
+
+    with gpustate.locked_clocks(setting, pins, notify) as setup.clocks:
+        yield
 
 
 CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
@@ -474,25 +561,27 @@ CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_siz
                       "cells; never a cell of the run, never a datasheet figure)")
 
 
-def run_calibration(setup: Setup, matrix: Matrix, prepared: dict[str, Prepared], store: Store,
-                    seed: int, console: Console) -> dict[str, Any] | None:
+def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],
+                    store: Store, seed: int, console: Console) -> dict[str, Any] | None:
     """[run] calibrate: measure each device's peak per precision before the cells (kept in
     calibration/ and in the manifest; on --resume the stored ones are reused)."""
-    if not matrix.calibration:
+    if not calibrations:
         return None
     sub = store.calibration()
     done = sub.finished()
     records = []
-    for cell in matrix.calibration:
+    for cell in calibrations:
         entry = Entry(cell, 1)
         source = source_of(cell)
         if entry.key in done or source.key not in prepared:
             continue
-        record = run_entry(setup.executor_for(source), entry, prepared[source.key], sub, seed,
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], sub, seed,
                            lane=setup.lanes()[0][0])
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         console.print(f"{mark} calibration {escape(cell.environment)} "
                       f"{cell.axes['precision']}: {escape(describe_peak(record))}")
+        stop_if_lost(executor)
     records = sub.records()
     return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(records)}
 
@@ -523,7 +612,10 @@ def describe(record: dict[str, Any]) -> str:
 def execute(opts: Options, console: Console) -> int:
     matrix, setup = load_matrix(opts, console)
     try:
-        return run_matrix(opts, matrix, setup, console)
+        if opts.dry_run:
+            return run_matrix(opts, matrix, setup, console)
+        with clocks_locked(matrix, setup, console):
+            return run_matrix(opts, matrix, setup, console)
     finally:
         setup.close()       # also when the input turns out bad (exit 2) after Ray connected
 
@@ -539,45 +631,97 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
     if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
         raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
     show_setup(matrix, setup, plan.cells, console)
+    calibrations = calibrations_for(plan, matrix)
+    show_preparation(matrix, plan, calibrations, console)
     if opts.dry_run:
         console.print(plan_table(matrix, plan))
         return EXIT_OK
 
     store = store or open_store(matrix, opts)
-    sources = sources_to_prepare(plan, matrix.calibration)
+    sources = sources_to_prepare(plan, calibrations)
     console.print(f"run folder: {store.root}")
+    announce_machine(manifest_for(matrix, plan, store, setup, {}), console)
     seed = matrix.spec.run.seed
     store.write_matrix(matrix.resolved)
     manifest = manifest_for(matrix, plan, store, setup, {})
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
+    stopped: RunStopped | None = None
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
-        manifest["calibration"] = run_calibration(setup, matrix, prepared, store, seed, console)
+        manifest["calibration"] = run_calibration(setup, calibrations, prepared, store, seed,
+                                                  console)
         store.write_manifest(manifest)
         run_cells(setup, plan, prepared, store, seed, console)
-    except KeyboardInterrupt:
-        interrupted = True
-        console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
+    except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
+        interrupted = exc
+        console.print(f"[yellow]interrupted: finished cells are kept; continue with: python -m "
+                      f"runner {escape(str(matrix.path))} --resume {escape(str(store.root))}[/]",
+                      soft_wrap=True)
+    except RunStopped as exc:
+        stopped = exc
+        if exc.record is not None:
+            console.print(f"[red]✗[/] {escape(exc.cell)}: {escape(describe(exc.record))}")
     finally:
         setup.close()
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        manifest["interrupted"] = interrupted
+        manifest["interrupted"] = interrupted is not None
+        if stopped is not None:
+            manifest["stopped"] = stopped.reason
         store.write_manifest(manifest)
         summaries = write_reports(store, manifest)
     for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
         console.print(table)
     console.print(f"report: {store.root / 'report.md'}")
-    if opts.history and not interrupted:
+    if stopped is not None:
+        left = len(plan.to_run) - sum(1 for e in plan.to_run if e.key in store.finished())
+        console.print(f"[red]stopped:[/] {escape(stopped.reason)}; {left} runs not done; "
+                      f"continue with: {escape(resume_command(opts, setup, store))}",
+                      soft_wrap=True, highlight=False)
+        return EXIT_FAILED_CELLS
+    if opts.history and interrupted is None:
         from .history.record import record_finished_run
 
         record_finished_run(store.root, matrix.spec.history.url, opts.results_dir, console)
-    if interrupted:
-        return EXIT_INTERRUPTED
+    if interrupted is not None:
+        return interrupted_exit_code(interrupted)
     failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     return EXIT_FAILED_CELLS if failed else EXIT_OK
+
+
+class RunStopped(Exception):
+    """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
+    stops after the cell that found out (its record stored), keeping every finished record."""
+
+    def __init__(self, reason: str, cell: str = "", record: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.reason, self.cell, self.record = reason, cell, record
+
+
+def stop_if_lost(executor: Executor, cell: str = "", record: dict[str, Any] | None = None) -> None:
+    lost = getattr(executor, "lost", None)
+    if lost:
+        raise RunStopped(lost, cell, record)
+
+
+def resume_command(opts: Options, setup: Setup, store: Store) -> str:
+    """The command that continues this run where it stopped: the same selection and executor."""
+    import os
+    import shlex
+    import sys
+
+    python = os.path.relpath(sys.executable)
+    args = [python if not python.startswith("..") else sys.executable, "-m", "runner",
+            str(opts.matrix_path), "--resume", str(store.root), "--executor", setup.executor.name]
+    for pattern in opts.only:
+        args += ["--only", pattern]
+    for flag, value in (("--profile", opts.profile), ("--parallel", opts.parallel),
+                        ("--ray-address", opts.ray_address)):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args)
 
 
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
@@ -588,9 +732,12 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
         source = source_of(entry.cell)
-        return run_entry(setup.executor_for(source), entry, prepared[source.key], store, seed,
-                         lane=lane, stop=lanes.stop, on_status=show,
-                         calls_per_sample=blocks.size(entry.cell))
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], store, seed,
+                           lane=lane, stop=lanes.stop, on_status=show,
+                           calls_per_sample=blocks.size(entry.cell))
+        stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
+        return record
 
     def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
         blocks.finished(entry, record)
@@ -621,6 +768,7 @@ def build_only(opts: Options, console: Console) -> int:
     try:
         plan = make_plan(matrix.cells, opts.only)
         show_setup(matrix, setup, plan.cells, console)
+        show_preparation(matrix, plan, [], console, action="builds")
         sources = sources_to_prepare(plan)
         prepared = prepare_environments(setup, sources, console)
         failed = any(p.error for p in prepared.values())

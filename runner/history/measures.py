@@ -20,7 +20,7 @@ def summaries(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
     """A run's cells, its repeats pooled, as its report shows them."""
     order = [c["id"] for c in manifest.get("cells") or []]
     peaks = (manifest.get("calibration") or {}).get("peaks")
-    return cell_summaries(records, order, peaks)
+    return cell_summaries(records, order, peaks, manifest.get("machine_profile"))
 
 
 def headline(summary: dict[str, Any]) -> dict[str, Any]:

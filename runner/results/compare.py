@@ -6,7 +6,9 @@ different. Per cell, each repeat is summarised by its median step time, and a ch
 only when two tests agree (asv's rule):
 - statistical: Welch's t-test on the log repeat medians of A and B says they differ (p < alpha);
 - practical: the ratio B/A (of the geometric means of the repeat medians) is outside the
-  threshold *and* outside the run-to-run spread of repeat medians on either side (the largest
+  threshold (--threshold; else, when both runs ran on machines with a machine profile, the
+  profiles' threshold for the workload class, the larger of the two; else 5 %) *and* outside
+  the run-to-run spread of repeat medians on either side (the largest
   max/min of one side's repeat medians): a change smaller than the noise between processes of
   one run is no change.
 Cells are paired by name (workload, task, environment, batch size, every non-default axis and
@@ -33,11 +35,12 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.markup import escape
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from ..machine_profile import compare_threshold
 from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values, repeat_medians, welch_ratio
 from .store import Store
@@ -70,6 +73,7 @@ class CellComparison:
     ratio: float | None = None           # B / A, geometric means of the repeat medians
     p_value: float | None = None         # Welch's t-test on log repeat medians, two-sided
     spread: float | None = None          # run-to-run spread of repeat medians (max/min - 1)
+    threshold: float | None = None       # the practical threshold this cell was judged with
     differing_keys: list[str] = field(default_factory=list)
     stack_differs: bool = False          # its environment ran on different stacks in A and B
 
@@ -100,6 +104,7 @@ class Comparison:
     alpha: float
     cells: list[CellComparison]
     stacks: list[StackComparison] = field(default_factory=list)
+    threshold_source: str = ""           # where the threshold came from (choose_threshold)
 
     @property
     def different_stacks(self) -> list[StackComparison]:
@@ -229,6 +234,7 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     flagged = [side for side, s in (("A", summary_a), ("B", summary_b)) if s.get("warnings")]
     if flagged:  # the verdict stands, but say that its inputs were already flagged
         out.reason = f"caution: warnings in {' and '.join(flagged)} (see report.md)"
+    out.threshold = threshold
     out.ratio, out.p_value, out.spread = repeat_test(medians_a, medians_b)
     significant = out.p_value < alpha
     margin = max(threshold, out.spread)
@@ -252,13 +258,32 @@ def pairing_keys(summaries: list[dict[str, Any]]) -> dict[str, str]:
             else f"{s['cell_name']}#{s['cell_id']}" for s in summaries}
 
 
-def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
+def choose_threshold(given: float | None, manifest_a: dict[str, Any],
+                     manifest_b: dict[str, Any]) -> tuple[Callable[[str | None], float], str]:
+    """The practical threshold per workload class, and where it comes from: --threshold when
+    given; else, when both runs ran on machines with a profile (`runner doctor --measure`), the
+    larger of the two machines' thresholds for the class; else the fixed DEFAULT_THRESHOLD."""
+    if given is not None:
+        return (lambda workload: given), f"--threshold {given * 100:g} %"
+    profiles = [m.get("machine_profile") for m in (manifest_a, manifest_b)]
+    missing = [side for side, p in zip("AB", profiles) if not (p or {}).get("found")]
+    if missing:
+        return ((lambda workload: DEFAULT_THRESHOLD),
+                f"the fixed {DEFAULT_THRESHOLD * 100:g} %: run {' and '.join(missing)} ran on a "
+                "machine without a profile (python -m runner doctor --measure MATRIX)")
+    return ((lambda workload: compare_threshold(*profiles, workload, DEFAULT_THRESHOLD)[0]),
+            "the machine profiles (the larger of A's and B's, per workload class)")
+
+
+def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
                  alpha: float = DEFAULT_ALPHA) -> Comparison:
-    if threshold < 0 or not 0 < alpha < 1:
-        raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, {alpha})")
-    sides, all_records = [], []
+    if (threshold is not None and threshold < 0) or not 0 < alpha < 1:
+        raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, "
+                         f"{alpha})")
+    sides, all_records, manifests = [], [], []
     for path in (run_a, run_b):
         store, manifest = open_run(path)
+        manifests.append(manifest)
         records = store.records()
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
@@ -267,6 +292,7 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
                       {key[s["cell_id"]]: [r for r in records if r["cell_id"] == s["cell_id"]]
                        for s in summaries}))
     (sum_a, rec_a), (sum_b, rec_b) = sides
+    threshold_of, source = choose_threshold(threshold, *manifests)
     stacks = compare_stacks(*all_records)
     differing = {s.environment for s in stacks if s.differs}
     order = list(sum_a) + [name for name in sum_b if name not in sum_a]
@@ -275,10 +301,14 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
         a, b = sum_a.get(name), sum_b.get(name)
         if all(s is None or s["status"] == "not_applicable" for s in (a, b)):
             continue  # nothing was measured on either side
-        cell = compare_cell(a, b, rec_a.get(name, []), rec_b.get(name, []), threshold, alpha)
+        workload = (b or a).get("workload")
+        cell = compare_cell(a, b, rec_a.get(name, []), rec_b.get(name, []),
+                            threshold_of(workload), alpha)
         cell.stack_differs = cell.environment in differing
         cells.append(cell)
-    return Comparison(run_a, run_b, threshold, alpha, cells, stacks)
+    used = [c.threshold for c in cells if c.threshold is not None]
+    return Comparison(run_a, run_b, max(used) if used else threshold_of(None), alpha, cells,
+                      stacks, source)
 
 
 def _fmt(value: float | None, pattern: str) -> str:
@@ -306,8 +336,8 @@ def markdown(comparison: Comparison) -> str:
              f"Ratio = B ÷ A of the geometric means of the repeat medians (below 1: B faster). "
              f"A cell is faster or slower only when Welch's t-test on the log repeat medians (the "
              f"repeat, a fresh process, is the independent unit) gives p < {c.alpha:g} **and** "
-             f"the ratio is beyond both {c.threshold * 100:g} % and the run-to-run spread of "
-             f"repeat medians.", "",
+             f"the ratio is beyond both the threshold ({c.threshold_source}; up to "
+             f"{c.threshold * 100:g} %) and the run-to-run spread of repeat medians.", "",
              f"**{summary_line(c)}**", "",
              "## Stacks", "",
              "Per environment: the lock hash or image digest and id, the installed "
@@ -350,8 +380,8 @@ def terminal_table(comparison: Comparison):
                       _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
                       _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict, cell.reason)
     table.caption = (f"B/A: ratio of repeat medians; p: Welch's t-test on log repeat medians "
-                     f"(alpha {comparison.alpha:g}); threshold {comparison.threshold * 100:g} % "
-                     "and the run-to-run spread")
+                     f"(alpha {comparison.alpha:g}); threshold: {comparison.threshold_source} "
+                     f"(up to {comparison.threshold * 100:g} %), and the run-to-run spread")
     return table
 
 
@@ -368,13 +398,16 @@ def stack_table(comparison: Comparison):
     return table
 
 
-def run_compare(run_a: Path, run_b: Path, threshold: float, alpha: float,
+def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
                 markdown_path: Path | None, console) -> int:
-    """The `compare` subcommand: tables on the terminal, Markdown to a file, exit code."""
+    """The `compare` subcommand: tables on the terminal, Markdown to a file, exit code.
+    threshold None: from the runs' machine profiles (choose_threshold)."""
     comparison = compare_runs(run_a, run_b, threshold, alpha)
     console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
     console.print(summary_line(comparison), soft_wrap=True)
+    console.print(f"threshold: {escape(comparison.threshold_source)}", soft_wrap=True,
+                  style="yellow" if "without a profile" in comparison.threshold_source else None)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
     write_text_atomic(target, markdown(comparison))
     console.print(f"compare: {target}", soft_wrap=True)

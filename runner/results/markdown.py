@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from . import answers, findings, reference, stats
+from . import answers, conditions, findings, reference, stats
 from .effects import ENVIRONMENT, Analysis, EffectTable, keras_speedups, shown
 from .formatting import best_text, cell_text, comparable_values, fmt, percent
 from .summaries import TF32_MARK, TF32_NOTE, fixed_costs, keras_view, pivot, tf32_rows
@@ -220,6 +220,48 @@ def tf32_section(summaries: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
+def machine_lines(manifest: dict[str, Any]) -> list[str]:
+    """The run's machine: its profile (or the lack of one) and locked clocks."""
+    lines = []
+    profile = manifest.get("machine_profile") or {}
+    if profile and not profile.get("found") and profile.get("key"):
+        lines.append(f"{profile.get('why')}: compare keeps its fixed threshold and clocks are "
+                     "judged against 5 %; measure this machine's noise with `python -m runner "
+                     "doctor --measure MATRIX`")
+    clocks = manifest.get("gpu_clocks")
+    if clocks:
+        setting = "the TDP (base) clock" if clocks.get("setting") == "tdp" else \
+            f"{clocks.get('setting')} MHz"
+        lines.append(f"GPU clocks were locked at {setting} for this run (not comparable with "
+                     "unlocked runs)")
+    return lines
+
+
+def warnings_section(manifest: dict[str, Any], summaries: list[dict[str, Any]]) -> list[str]:
+    """The warnings, grouped by kind in plain words (conditions.TITLES): the machine, the
+    numbers themselves, throttling, other load, clocks, settle."""
+    machine = machine_lines(manifest)
+    flagged = [s for s in summaries if s.get("warnings")]
+    if not flagged and not machine:
+        return []
+    parts = ["## Warnings", ""]
+    if machine:
+        parts += ["### This machine", "", *[f"- {line}" for line in machine], ""]
+    for kind in ("statistics", *conditions.KINDS):
+        cells = [(s, (s.get("warning_groups") or {"statistics": s["warnings"]}).get(kind))
+                 for s in flagged]
+        cells = [(s, texts) for s, texts in cells if texts]
+        if not cells:
+            continue
+        parts += [f"### {conditions.TITLES[kind]}", ""]
+        if kind == "statistics":
+            parts += [f"CV limit {stats.CV_LIMIT * 100:.0f} %, minimum timed window "
+                      f"{stats.MIN_WINDOW_S:.0f} s:", ""]
+        parts += [f"- `{s['cell_name']}`: " + "; ".join(texts) for s, texts in cells]
+        parts.append("")
+    return parts
+
+
 def _ci_text(s: dict[str, Any]) -> str:
     if s.get("median_ci_low_ms") is None:
         too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
@@ -267,13 +309,7 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
     if analysis is not None:
         parts += effects_section(analysis, plots)
     parts += answers_section(summaries)
-    flagged = [s for s in summaries if s.get("warnings")]
-    if flagged:
-        parts += ["## Warnings", "",
-                  f"Numbers of these cells deserve caution (CV limit {stats.CV_LIMIT * 100:.0f} %, "
-                  f"minimum timed window {stats.MIN_WINDOW_S:.0f} s):", ""]
-        parts += [f"- `{s['cell_name']}`: " + "; ".join(s["warnings"]) for s in flagged]
-        parts.append("")
+    parts += warnings_section(manifest, summaries)
     costs = fixed_costs(summaries)
     if costs:
         parts += ["## Where a process's time goes (s, medians per environment)", "",

@@ -54,9 +54,6 @@ import numpy as np
 from ..worker.metadata import KEYS
 from .formatting import fmt
 
-# The worker's telemetry module is standard library only, so the host may read its names.
-from ..worker.monitor import SLOWDOWN_EVENTS
-
 CONFIDENCE = 0.95
 CV_LIMIT = 0.05              # warn above this coefficient of variation (the typical repeat's)
 MIN_WINDOW_S = 1.0           # warn when the timed window (or the energy window) is shorter
@@ -306,7 +303,8 @@ def metadata_values(records: list[dict[str, Any]],
 
 
 def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
-    """Why this cell's numbers deserve caution; empty when nothing is wrong."""
+    """Why this cell's numbers deserve caution; empty when nothing is wrong. What the machine
+    did meanwhile (throttling, other load, clocks, settle) is conditions.py's."""
     out: list[str] = []
     if summary.get("cv") is not None and summary["cv"] > CV_LIMIT:
         out.append(f"CV {fmt(summary['cv'] * 100)} % > {CV_LIMIT * 100:.0f} %")
@@ -332,10 +330,6 @@ def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> l
     mixed = [key for key, values in metadata_values(ok_records).items() if len(values) > 1]
     if mixed:  # e.g. a run resumed after a driver or lock change: the cell's figure mixes setups
         out.append("repeats ran on different setups (" + ", ".join(mixed) + " differ)")
-    slowdowns = sorted({e for r in ok_records for e in r.get("gpu_clock_events") or []}
-                       & SLOWDOWN_EVENTS)
-    if slowdowns:
-        out.append("GPU clock slowdown: " + ", ".join(slowdowns))
     return out
 
 

@@ -8,7 +8,8 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from . import stats
+from . import conditions, stats
+from ..machine_profile import spread_for
 from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 
@@ -94,10 +95,24 @@ TF32_NOTE = (f"{TF32_MARK} The environments of this row did not all run float32 
              "true` or `false` in the matrix equalises).")
 
 
+def warning_groups(summary: dict[str, Any], records: list[dict[str, Any]],
+                   profile: dict[str, Any] | None) -> None:
+    """The statistics' warnings and the machine's conditions (conditions.py, clocks judged
+    against the machine profile's spread), grouped by kind in `warning_groups` and all of
+    them in `warnings`."""
+    groups = conditions.warnings_by_kind(records, spread_for(profile, summary.get("workload")))
+    if summary["warnings"]:
+        groups = {"statistics": list(summary["warnings"]), **groups}
+    summary["warning_groups"] = groups
+    summary["warnings"] = [text for texts in groups.values() for text in texts]
+
+
 def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None = None,
-                   peaks: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                   peaks: list[dict[str, Any]] | None = None,
+                   profile: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One summary per cell, the repeat as the unit (stats.across_repeats); in plan order (the
-    manifest's cell list); % of peak against the run's calibration peaks (the manifest's)."""
+    manifest's cell list); % of peak against the run's calibration peaks (the manifest's);
+    warnings grouped by kind, clocks judged against the machine profile (the manifest's)."""
     rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
     by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (rank.get(r["cell_id"], len(rank)), r["cell_id"],
@@ -117,6 +132,7 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
             "error": next((r["error"] for r in reps if r["status"] == status and r.get("error")), None),
             **stats.across_repeats(reps),
         }
+        warning_groups(summary, reps, profile)
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(
             compile_s=_median([r.get("compile_s") for r in ok]),

@@ -20,7 +20,8 @@ def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]
     HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
     records = store.records()
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
-                               (manifest.get("calibration") or {}).get("peaks"))
+                               (manifest.get("calibration") or {}).get("peaks"),
+                               manifest.get("machine_profile"))
     answers.check(summaries, answers.unchecked_cells(manifest))
     analysis = effects.analyse(summaries, effects.Settings.from_manifest(manifest))
     store.write_text("results.jsonl", files.results_jsonl(records))

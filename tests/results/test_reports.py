@@ -119,7 +119,9 @@ def test_markdown_main_table_has_keras3_columns(summaries):
 def test_markdown_warnings_and_training_sections(summaries):
     text = markdown.report_markdown({"name": "fixture"}, summaries)
     warnings = text.split("## Warnings")[1].split("\n## ")[0]
-    assert "`matmul-run-jax-b1`: GPU clock slowdown: hw_thermal_slowdown" in warnings
+    throttle = warnings.split("### The GPU throttled")[1].split("\n### ")[0]
+    assert "`matmul-run-jax-b1`: GPU clock slowdown: hw_thermal_slowdown in r2" in throttle
+    assert "hw_thermal_slowdown" not in warnings.split("### The GPU throttled")[0]
     assert "repeats disagree" in warnings and "energy window" in warnings
     assert "cnn-fit-keras-jax" not in warnings  # a clean cell is not listed
     training = text.split("## Training")[1].split("\n## ")[0]

@@ -59,7 +59,8 @@ def build(spec, fw):
 
     # Its answer: the images' norms. The initial latents come from each backend's own random
     # generator, so the backends' images differ by design (matrix.toml: check_answers = false).
-    return hub.Bench(step=step, items_per_step=batch, steps_per_call=num_steps, returns_to_host=True,
+    return hub.Bench(step=step, items_per_step=hub.images_per_step(batch, num_steps),
+                     steps_per_call=num_steps, returns_to_host=True,
                      timing=hub.SD_PREDICT_TIMING,
                      effective={"jit_compile": hub.jit_in_effect(model), "image_size": side},
                      extra=facts, answer=lambda: hub.answers.output(step()))

@@ -2,7 +2,10 @@
 
 behaviour "ok" sleeps sleep_ms per step; "fail" raises in the first step (status failed);
 "crash" kills the worker process without a result (status crashed); "hang" never returns
-(status timeout). Its answer is the norm of a small product of seeded arrays.
+(status timeout); "orphan" first leaves a process behind that escapes the worker's session and
+parentage (setsid and a double fork; `marker` in its command line), then steps as "ok"; "flood"
+first prints flood_mb megabytes, then steps as "ok". Its answer is the norm of a small product of
+seeded arrays.
 
 DL_BENCH_SELFTEST_SHORTCUT (an environment's `env`, a fraction in (0, 1]) makes an environment
 cut corners the way a backend that silently does less would: each step sleeps that fraction of
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -20,8 +25,25 @@ import numpy as np
 from ...bench import Bench
 from .. import answers, seeded
 
-BEHAVIOURS = ("ok", "fail", "crash", "hang")
+BEHAVIOURS = ("ok", "fail", "crash", "hang", "orphan", "flood")
 SHORTCUT_ENV = "DL_BENCH_SELFTEST_SHORTCUT"
+# The escaped process: started in a new session by a child that exits at once, so its parent
+# is gone and it belongs to no group of the worker's; it ignores SIGTERM and sleeps.
+ORPHAN = ("import signal, subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+          "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)',"
+          " sys.argv[1]], start_new_session=True, stdout=subprocess.DEVNULL, "
+          "stderr=subprocess.DEVNULL)")
+
+
+def leave_an_orphan(marker: str) -> None:
+    subprocess.run([sys.executable, "-c", ORPHAN, marker], start_new_session=True, check=True)
+
+
+def flood(megabytes: float) -> None:
+    line = b"selftest flood " + b"x" * 1008 + b"\n"           # 1 KiB
+    for _ in range(int(megabytes * 1024)):
+        sys.stdout.buffer.write(line)
+    sys.stdout.flush()
 
 
 def shortcut() -> float:
@@ -38,6 +60,10 @@ def build(spec, fw) -> Bench:
     share = shortcut()
     pause = spec.options.get("sleep_ms", 1.0) / 1000.0 * share
     (x,) = seeded.normal(spec.seed, (16, 16))
+    if behaviour == "orphan":
+        leave_an_orphan(spec.options.get("marker", "dl-bench-selftest-orphan"))
+    if behaviour == "flood":
+        flood(spec.options.get("flood_mb", 1.0))
 
     def step():
         if behaviour == "fail":
