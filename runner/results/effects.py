@@ -9,7 +9,8 @@ fewer than 3 repeats. An interval that covers 1 is not distinguishable from nois
 - **Axis effects**: for every axis that takes several values in the run (precision, jit, tf32,
   steps_per_execution, data, device, size, batch size, and every option given as a list such as
   options.n), per workload, environment and setting of everything else, each value against the
-  baseline value: the first in the matrix, or `[report] baselines = { jit = false, ... }`.
+  baseline value: the first in the matrix, or `[report] baselines = { jit = false, ... }`. The
+  batch size changes a step's work: its effect is on the time per item (sample, token, image).
 - **Environment effects**: per row (workload, task, batch size, axes), every environment
   against the baseline environment (`[report] baseline_environment`, default the first).
 - The **geometric mean** of a column's ratios, over the rows that computed the same answer,
@@ -102,8 +103,10 @@ class EffectTable:
 
     @property
     def title(self) -> str:
-        return (f"Environments against {self.baseline}" if self.factor == ENVIRONMENT
-                else f"{self.factor}: against {self.factor} = {shown(self.baseline)}")
+        if self.factor == ENVIRONMENT:
+            return f"Environments against {self.baseline}"
+        per = " (time per item)" if self.factor == PER_ITEM_FACTOR else ""
+        return f"{self.factor}: against {self.factor} = {shown(self.baseline)}{per}"
 
 
 def shown(value: Any) -> str:
@@ -172,10 +175,26 @@ def axis_tables(summaries: list[dict[str, Any]], settings: Settings) -> list[Eff
                     continue
                 if not any(_same(value, v) for v in table.values):
                     table.values.append(value)
+                estimate = speedup(base, cell)
+                if factor == PER_ITEM_FACTOR:
+                    estimate = per_item(estimate, base, cell)
                 table.effects.append(Effect(value, row_label(base, without=factor),
                                             base["batch_size"], cell["environment"], base, cell,
-                                            speedup(base, cell)))
+                                            estimate))
     return [t for t in tables.values() if t.effects or t.without_baseline]
+
+
+# The batch size changes the work of a step: its effect is on the time per item (sample,
+# token, image), not per step.
+PER_ITEM_FACTOR = "batch_size"
+
+
+def per_item(estimate: stats.Ratio, base: dict[str, Any], cell: dict[str, Any]) -> stats.Ratio:
+    """A speedup of time per step turned into one of time per item (× cell items ÷ base items)."""
+    base_items, cell_items = base.get("items_per_step"), cell.get("items_per_step")
+    if not base_items or not cell_items:
+        return stats.Ratio(None, why="items per step not recorded")
+    return estimate.scaled(cell_items / base_items)
 
 
 def baseline_environment(summaries: list[dict[str, Any]], settings: Settings) -> str | None:

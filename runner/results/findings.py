@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from . import answers, stats
-from .effects import ENVIRONMENT, Analysis, EffectTable, fastest, shown
+from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
 from .formatting import fmt
 from .summaries import pivot
 
@@ -43,7 +43,8 @@ def _where(effect, factor: str) -> str:
 def _subject(table: EffectTable, value: Any) -> str:
     if table.factor == ENVIRONMENT:
         return f"{value} against {table.baseline}"
-    return f"{table.factor} = {shown(value)} against {shown(table.baseline)}"
+    per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
+    return f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}"
 
 
 def table_sentences(table: EffectTable) -> list[str]:

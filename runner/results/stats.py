@@ -149,6 +149,23 @@ class Ratio:
         """Whether the interval excludes 1 (no interval: never)."""
         return self.has_interval and (self.low > 1 or self.high < 1)
 
+    def scaled(self, factor: float) -> "Ratio":
+        """The ratio times a known constant (a ratio of times per step → per item), its interval
+        and its test moved with it."""
+        if self.ratio is None:
+            return self
+        if not self.has_interval:
+            return Ratio(self.ratio * factor, why=self.why)
+        p = self.p_value
+        if self.log_se and math.isfinite(self.df):
+            from scipy.stats import t
+
+            p = float(2 * t.sf(abs(math.log(self.ratio * factor)) / self.log_se, self.df))
+        elif self.log_se == 0:
+            p = 1.0 if self.ratio * factor == 1 else 0.0
+        return Ratio(self.ratio * factor, self.low * factor, self.high * factor, p, self.log_se,
+                     self.df)
+
 
 def _log_spread(logs: list[float]) -> tuple[float, float]:
     """(mean, variance / n) of a side's log repeat medians."""

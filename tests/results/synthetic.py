@@ -13,6 +13,7 @@ def summary_of(env: str, medians: list[float], workload: str = "elementwise", ap
     records = [{"cell_id": f"{env}-{workload}-{batch}-{sorted(axes.items())}", "cell_name": "c",
                 "environment": env, "api": api, "backend": backend,
                 "image": env, "workload": workload, "task": "run", "batch_size": batch,
+                "items_per_step": batch,
                 **{k: axes.get(k, v) for k, v in summarize.AXIS_DEFAULTS.items()},
                 "options": axes.get("options", {"n": 1024}), "repeat": i + 1, "status": "ok",
                 "samples_ms": [m] * 5, "metadata": {}, "extra": {}, "effective": {}}

@@ -171,15 +171,16 @@ def test_the_keras_speedup_is_the_environment_effect_of_keras2_against_the_best_
 
 
 def test_findings_name_the_number_the_interval_and_the_noise():
-    cells = run_like() + [summary("numpy", [2.0, 2.05, 1.98], workload="matmul", api="numpy",
+    # Batch 2 takes twice as long per step: the same time per item.
+    cells = run_like() + [summary("numpy", [4.0, 4.1, 3.96], workload="matmul", api="numpy",
                                   options={"n": 64}, batch_size=2)]
     analysis = effects.analyse(cells)
     said = findings.sentences(cells, analysis)
     jit_jax = next(s for s in said if s.startswith("jit = true against false") and "jax" in s)
     assert jit_jax.startswith("jit = true against false: 8.00× faster (95 % CI ")
     assert jit_jax.endswith("for elementwise (run) [n=1024], batch 1 on jax.")
-    batch = next(s for s in said if s.startswith("batch_size = 2 against 1"))
-    assert "not distinguishable from noise" in batch           # 2.0 against 2.0 ms
+    batch = next(s for s in said if s.startswith("batch_size = 2 against 1 (per item)"))
+    assert "not distinguishable from noise" in batch
     assert any(s.startswith("jax is fastest in 1 of ") for s in said)
 
 
@@ -197,3 +198,17 @@ def test_the_forest_plot_is_drawn_and_placed_with_the_effects(tmp_path):
     assert "### jit: against jit = false" in head and "| **Geometric mean** |" in head
     assert text.index("## Findings") < text.index("## Median time per step")
     assert "effects.png" not in text.split("## Plots")[1]      # drawn once, with the effects
+
+
+def test_the_batch_size_effect_is_on_the_time_per_item():
+    cells = [summary("numpy", [2.0, 2.02, 1.98], batch_size=1),
+             summary("numpy", [3.0, 3.03, 2.97], batch_size=4)]     # 1.5× the step, 4× the items
+    (table,) = effects.analyse(cells).axes
+    assert table.title == "batch_size: against batch_size = 1 (time per item)"
+    estimate = table.effects[0].estimate
+    assert estimate.ratio == pytest.approx(4 / 1.5, rel=1e-3) and estimate.distinguishable
+    per_step = stats.welch_ratio([2.0, 2.02, 1.98], [3.0, 3.03, 2.97])
+    assert (estimate.low, estimate.high) == pytest.approx((per_step.low * 4, per_step.high * 4))
+    # Twice the step for twice the items: the same time per item, p ≈ 1.
+    same = stats.welch_ratio([2.0, 2.02, 1.98], [4.0, 4.04, 3.96]).scaled(2.0)
+    assert same.ratio == pytest.approx(1.0) and same.p_value > 0.9 and not same.distinguishable
