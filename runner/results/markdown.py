@@ -52,17 +52,20 @@ def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: b
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
     notes = [TF32_NOTE] if marked else []
+    missing = no_interval_note([e["estimate"] for e in speedups.values() if e.get("estimate")])
+    if missing:
+        notes.append("Speedups " + missing[1][0].lower() + missing[1][1:])
     if any(s.get("answer_differs") for s in grid.values()):
         notes.append(answers.NOTE)
     return "\n".join(lines) + "".join(f"\n\n{note}" for note in notes)
 
 
 def ratio_text(estimate: stats.Ratio) -> str:
-    """'8.10× (7.60–8.60)', '1.30× (no interval: too few repeats …)', or '– (why)'."""
+    """'8.10× (7.60–8.60)', '1.30× (no interval)' (no_interval_note says why), or '– (why)'."""
     if estimate.ratio is None:
         return f"– ({estimate.why})"
     if not estimate.has_interval:
-        return f"{fmt(estimate.ratio)}× (no interval: {estimate.why})"
+        return f"{fmt(estimate.ratio)}× (no interval)"          # why: below the table
     return f"{fmt(estimate.ratio)}× ({fmt(estimate.low)}–{fmt(estimate.high)})"
 
 
@@ -94,7 +97,14 @@ def effect_table(table: EffectTable) -> list[str]:
         means.append(f"{ratio_text(overall)} over {rows} row{'s' if rows > 1 else ''}"
                      if overall.ratio is not None else "–")
     lines.append("| **Geometric mean** | " + " | ".join([""] * (len(heads) - 1) + means) + " |")
-    return lines
+    return lines + no_interval_note([e.estimate for e in table.effects])
+
+
+def no_interval_note(estimates: list[stats.Ratio]) -> list[str]:
+    """Why ratios have no interval, once under their table."""
+    reasons = list(dict.fromkeys(e.why for e in estimates if e.ratio is not None
+                                 and not e.has_interval))
+    return ["", "With no interval: " + "; ".join(reasons) + "."] if reasons else []
 
 
 def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
@@ -149,11 +159,16 @@ def answers_section(summaries: list[dict[str, Any]]) -> list[str]:
     if unchecked:
         parts += ["Not checked (the matrix sets `check_answers = false` on their benchmark): "
                   + ", ".join(f"`{s['cell_name']}`" for s in unchecked) + ".", ""]
+    alone = [s for s in ok if s.get("answer_check") == answers.ALONE]
+    if alone:
+        parts += ["Alone in their row, nothing to compare with (Keras 2's keras-hub cells are "
+                  "compared with Keras 2 cells only): "
+                  + ", ".join(f"`{s['cell_name']}`" for s in alone) + ".", ""]
     missing = [s for s in ok if s.get("answer_check") == answers.NOT_RECORDED]
     if missing:
-        parts += ["No answer recorded (a workload without a fingerprint, or a run made before "
-                  "answers were recorded): " + ", ".join(f"`{s['cell_name']}`" for s in missing)
-                  + ".", ""]
+        unknown = "no fingerprint: a run made before answers were recorded, or a workload without one"
+        parts += ["No answer recorded: " + ", ".join(
+            f"`{s['cell_name']}` ({s.get('answer_note') or unknown})" for s in missing) + ".", ""]
     return parts
 
 

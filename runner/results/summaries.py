@@ -163,6 +163,8 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
             # What the cell computed on the seeded inputs (its first ok repeat's fingerprint);
             # runner.results.answers compares it across the row and sets answer_check.
             answer=next((r["answer"] for r in ok if r.get("answer") is not None), None),
+            answer_note=next(((r.get("extra") or {}).get("answer_note") for r in ok
+                              if (r.get("extra") or {}).get("answer_note")), None),
         )
         summary["peak_kind"] = stats.peak_kind(first.get("precision"), summary["tf32_effective"])
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))

@@ -352,6 +352,9 @@ def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, ex
     bench = _fit_bench(model, x, y, batch=batch, sample_weight=sample_weight,
                        effective=effective, extra=extra)
     bench.first_loss_in_answer = deterministic
+    if not deterministic:
+        bench.extra["answer_note"] = ("the step draws dropout masks from each backend's own "
+                                      "generator: its first loss is no answer")
     return bench
 
 
