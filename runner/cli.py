@@ -1,7 +1,8 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
 compare, doctor, export, import, reproduce.
 
-Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid matrix or usage; 130 interrupted.
+Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
+130 interrupted; 70 an internal error (one line, the traceback in a log file). See runner.errors.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean
+from .errors import (EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError,
+                     did_you_mean, one_line, os_error_line, write_traceback)
 
 SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor", "export", "import",
                "reproduce")
@@ -117,15 +119,31 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(command).parse_args(argv)
         return dispatch(command, args, console)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as exc:      # the machine said no: a full disk, a folder that cannot be written
+        return fail(os_error_line(exc), EXIT_USAGE)
+    except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in a file
+        log = write_traceback(exc)
+        where = f"; the traceback is in {log}" if log else ""
+        return fail(f"internal error ({type(exc).__name__}: {exc}){where} — please report it",
+                    EXIT_INTERNAL)
+
+
+def fail(message: str, code: int) -> int:
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return code
 
 
 def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
     from . import run
+    from .results.store import results_root
+
+    if getattr(args, "results_dir", None) is not None:
+        # Resolved once, here: every executor's worker starts in a folder of its own.
+        args.results_dir = results_root(args.results_dir)
 
     if command in ("run", "plan", "build"):
         opts = run.Options(matrix_path=args.matrix, only=args.only, profile=args.profile,

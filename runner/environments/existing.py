@@ -7,6 +7,7 @@ What it holds is recorded by every worker (`distributions` in the record).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,4 +49,6 @@ def probe(python: str, timeout: float = 120.0) -> Interpreter:
     if version[:2] < MIN_PYTHON:
         raise InterpreterError(f"python = {python!r} is Python {'.'.join(map(str, version))}; "
                                f"the worker needs {'.'.join(map(str, MIN_PYTHON))} or newer")
-    return Interpreter(Path(python), ".".join(map(str, version)), facts["prefix"])
+    # A relative path is made absolute here, once: the worker starts in its cell's own folder.
+    found = Path(python).absolute() if os.sep in python else Path(python)
+    return Interpreter(found, ".".join(map(str, version)), facts["prefix"])
