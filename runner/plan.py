@@ -43,8 +43,9 @@ def make_plan(cells: list[Cell], only: list[str] | None = None,
     plan = Plan()
     finished = finished or set()
     selected = []
+    ids = set(only or ())          # `reproduce` names every cell by id: one set lookup each
     for cell in cells:
-        if only and not matches(cell, only):
+        if only and cell.id not in ids and not matches(cell, only):
             plan.filtered_out += 1
         elif cell.not_applicable:
             plan.not_applicable.append(cell)
