@@ -118,6 +118,8 @@ def read_toml(path: Path) -> dict[str, Any]:
 def choose_profile(raw: dict[str, Any], requested: str | None, gpu_found: bool) -> tuple[str, str]:
     run = raw.get("run", {}) if isinstance(raw.get("run"), dict) else {}
     wanted = requested or run.get("profile", "auto")
+    if wanted not in ("auto", "full", "smoke"):
+        wanted = "auto"                 # not a profile: the schema says so about run.profile
     if wanted == "auto":
         return ("full", "auto: a GPU was found") if gpu_found else (
             "smoke", "auto: no GPU found, so the smoke profile is in force")

@@ -151,6 +151,8 @@ def read_index(archive: Path) -> dict[str, Any]:
                 raise TransferError(f"{archive}: {INDEX} is not a file of at most "
                                     f"{MAX_INDEX_BYTES >> 20} MB")
             index = json.loads(outer.extractfile(member).read())
+            if not isinstance(index, dict):
+                raise TransferError(f"{archive}: {INDEX} is not a JSON object")
             IndexModel.model_validate(index)
             members = {m.name: m for m in outer.getmembers()}
     except KeyError:
@@ -160,8 +162,6 @@ def read_index(archive: Path) -> dict[str, Any]:
             else f"{type(exc).__name__}: {exc}"
         raise TransferError(f"{archive}: not an archive of runner export ({INDEX}: "
                             f"{problem})") from None
-    if not isinstance(index, dict):
-        raise TransferError(f"{archive}: {INDEX} is not a JSON object")
     for entry in index["images"]:
         if entry["file"] not in members or not members[entry["file"]].isfile():
             raise TransferError(f"{archive}: {INDEX} names {entry['file']}, which the archive "
