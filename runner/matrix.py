@@ -176,7 +176,7 @@ def check_python(path: Path, env_name: str, python: str) -> None:
 
 def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) -> Matrix:
     """Read, apply the profile, validate and expand. Raises UsageError with one line."""
-    path = Path(path)
+    path = Path(path).absolute()      # resolved once: messages and the manifest name it exactly
     raw = read_toml(path)
     chosen, reason = choose_profile(raw, profile, gpu_found)
     resolved = apply_profile(raw, chosen)

@@ -560,8 +560,8 @@ def run_in_store(opts: Options, matrix: Matrix, setup: Setup, plan: Plan, store:
         setup.close()
         summaries = finish(store, manifest, interrupted, stopped, console)
     if stopped:
-        raise UsageError(f"run stopped: {stopped}; finished cells are kept — free space, then "
-                         f"continue with: python -m runner {matrix.path} --resume {store.root}")
+        raise UsageError(f"run stopped: {stopped}; finished cells are kept — continue with: "
+                         f"python -m runner {matrix.path} --resume {store.root}")
     for table in tables(summaries, escape(f"{matrix.spec.run.name} ({store.root})")):
         console.print(table)
     console.print(f"report: {escape(str(store.root / 'report.md'))}", soft_wrap=True)
@@ -657,12 +657,13 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
             console.print(f"[red]✗ {escape(str(exc))}[/]", soft_wrap=True)
             ok = False
             continue
-        console.print(f"[green]✓[/] pushed {source.key}: {reference}", soft_wrap=True)
+        console.print(f"[green]✓[/] pushed {escape(source.key)}: {escape(reference)}",
+                      soft_wrap=True)
         pushed[source.key] = {"image": reference, "image_id": image.id,
                               "flavour": rec.flavour, "lock": f"images/{rec.name}/{rec.lock.name}",
                               "lock_sha256": rec.lock_sha256, "recipe_sha256": rec.recipe_sha256}
     target = opts.results_dir / matrix.spec.run.name / "images.json"
-    earlier = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
+    earlier = read_pushed(target)
     same_registry = earlier.get("registry") == opts.push
     environments = dict(earlier.get("environments", {})) if same_registry else {}
     environments |= {name: pushed[env.image] for name, env in matrix.spec.environments.items()
@@ -676,6 +677,20 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
         console.print(f"digests: {escape(str(target))} (an environment runs exactly its "
                       f"image with image = \"REGISTRY/NAME@sha256:…\")", soft_wrap=True)
     return ok
+
+
+def read_pushed(target: Path) -> dict[str, Any]:
+    """images.json of earlier pushes ({} when there is none); UsageError when it is damaged."""
+    if not target.is_file():
+        return {}
+    try:
+        earlier = json.loads(target.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{target}: not valid JSON ({type(exc).__name__}); move it away to "
+                         "start a new one") from None
+    if not isinstance(earlier, dict) or not isinstance(earlier.get("environments", {}), dict):
+        raise UsageError(f"{target}: not an images.json of runner build --push")
+    return earlier
 
 
 def report_only(run_dir: Path, console: Console) -> int:

@@ -199,6 +199,19 @@ def test_resume_refuses_another_matrix_and_never_rewrites_the_runs_copy(run_copy
     assert (run_copy / "matrix.toml").read_bytes() == kept
 
 
+def test_a_run_from_before_the_digest_is_compared_by_its_matrix_toml(run_copy, tmp_path,
+                                                                    capsys):
+    manifest = json.loads((run_copy / "manifest.json").read_text())
+    del manifest["matrix_sha256"]
+    (run_copy / "manifest.json").write_text(json.dumps(manifest))
+    changed = tmp_path / "changed.toml"
+    changed.write_text(MATRIX.replace("[1.0, 2.0]", "[1.0, 3.0]"))
+    line = one_line(*main(capsys, changed, "--resume", run_copy)[::2])
+    assert "(benchmarks[0].options.sleep_ms[1]: 2.0 → 3.0)" in line
+    code, _, err = main(capsys, tmp_path / "matrix.toml", "--resume", run_copy)
+    assert code == 0, err
+
+
 # --- the host keeps its coordinates and its statuses ----------------------------------------
 
 FAKE_WORKER = """
