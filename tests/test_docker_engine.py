@@ -122,6 +122,7 @@ api = "numpy"
 image = "numpy"
 api = "numpy"
 env = { PYTHONHOME = "/nonexistent" }
+unsafe_env = true                      # the documented opt-in to set PYTHON*
 
 [[benchmarks]]
 workload = "matmul"
