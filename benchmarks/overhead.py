@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from runner.environments import venvs  # noqa: E402
+from runner.worker.overhead import ROUNDS as ROUNDS_IN_PROCESS  # noqa: E402
 from runner.worker.protocol import CellSpec  # noqa: E402
 
 IMAGES = {"numpy": "numpy", "torch": "torch", "jax": "jax"}
@@ -73,16 +74,17 @@ print(statistics.median(per_product))
 """
 
 
-# One process, the worker's own code: the cell's Bench built by the worker's API module, then
-# the worker's clock (calibrated blocks, run_loop) and a bare loop over the same step, alternated
-# ROUNDS_IN_PROCESS times for about a quarter second each. Both sides see the machine at nearly
-# the same moment, which isolates the clock's own cost from the process-to-process spread.
-ROUNDS_IN_PROCESS = 21
+# One process, the worker's own code: the cell's Bench built by the worker's API module, its block
+# calibrated as the worker does, then runner.worker.overhead's paired rounds (the worker's clock
+# and a bare loop over the same step, alternated ROUNDS times for a quarter second each: both
+# sides see the machine at nearly the same moment, which isolates the clock's own cost from the
+# process-to-process spread). `runner doctor --measure` runs the same rounds in a cell.
 IN_PROCESS = """
-import importlib, json, statistics, sys, time
+import importlib, json, sys
 from runner.worker.__main__ import prepare_process_environment
-from runner.worker.bench import StepClock, run_loop
+from runner.worker.bench import calibrate_block
 from runner.worker.catalog import API_PACKAGES
+from runner.worker.overhead import paired_rounds
 from runner.worker.protocol import CellSpec
 
 spec = CellSpec.from_dict(json.loads(sys.argv[1]))
@@ -90,30 +92,8 @@ prepare_process_environment(spec)
 package = importlib.import_module("runner.worker.apis." + API_PACKAGES[spec.api])
 workload = importlib.import_module(package.__name__ + "." + spec.workload)
 bench = workload.build(spec, package.Framework(spec))
-step, sync = bench.step, bench.sync
-
-
-def bare(block, seconds):
-    times, started = [], time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        began = time.perf_counter()
-        for _ in range(block - 1):
-            step()
-        sync(step())
-        times.append((time.perf_counter() - began) / block)
-    return statistics.median(times) * 1000
-
-
-ratios = []
-for _ in range({rounds}):
-    clock = StepClock(warmup_calls=1, timed_calls=None, sync=sync, min_time_s=0.25,
-                      max_time_s=0.25, keep_outputs=bench.loss is not None)   # as the worker
-    run_loop(bench, clock)
-    clocked = statistics.median(clock.timed_s) / clock.calls_per_sample * 1000
-    bared = bare(clock.calls_per_sample, 0.25)
-    ratios.append(clocked / bared)
-json.dump({{"ratio": statistics.median(ratios), "quartiles": statistics.quantiles(ratios, n=4),
-           "k": clock.calls_per_sample}}, sys.stdout)
+block, _ = calibrate_block(bench.step, bench.sync)
+json.dump(paired_rounds(bench, block), sys.stdout)
 """
 
 
@@ -121,8 +101,7 @@ def in_process(api: str, record: dict) -> dict:
     fields = CellSpec.__dataclass_fields__
     spec = {name: record[name] for name in fields if name in record} | {"result_path": ""}
     python = venvs.build(IMAGES[api], "cpu").python
-    out = subprocess.run([str(python), "-c", IN_PROCESS.format(rounds=ROUNDS_IN_PROCESS),
-                          json.dumps(spec)], check=False, capture_output=True, text=True,
+    out = subprocess.run([str(python), "-c", IN_PROCESS, json.dumps(spec)], check=False, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
     if out.returncode:
         raise SystemExit(f"in-process measure failed:\n{out.stderr}")
@@ -198,9 +177,9 @@ def main() -> None:
                   f"{statistics.median(beyond):.2f} s beyond the import (target ≤ 2 s)", flush=True)
             paired = in_process(api, record)
             print(f"== {api} matmul n={args.n}: in-process overhead (the worker's clock ÷ a bare "
-                  f"loop, alternated {ROUNDS_IN_PROCESS}×, blocks of {paired['k']}) "
+                  f"loop, alternated {ROUNDS_IN_PROCESS}×, blocks of {paired['calls_per_sample']}) "
                   f"{paired['ratio']:.3f} (quartiles {paired['quartiles'][0]:.3f}–"
-                  f"{paired['quartiles'][2]:.3f})", flush=True)
+                  f"{paired['quartiles'][1]:.3f})", flush=True)
 
 
 if __name__ == "__main__":

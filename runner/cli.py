@@ -2,7 +2,8 @@
 compare, doctor, export, import, reproduce.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
-130 interrupted; 70 an internal error (one line, the traceback in a log file). See runner.errors.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
+(one line, the traceback in a log file). See runner.errors.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .errors import (EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError,
-                     did_you_mean, one_line, os_error_line, write_traceback)
+from .errors import (EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean,
+                     interrupted_exit_code, one_line, os_error_line, terminating_signals_interrupt,
+                     write_traceback)
 
 SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor", "export", "import",
-               "reproduce")
+               "reproduce", "history", "bisect")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,6 +43,24 @@ def _add_matrix_options(parser: argparse.ArgumentParser) -> None:
                              "local Ray instance)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="folder for run folders (default: results/ of the repository)")
+
+
+def _add_measure_options(parser: argparse.ArgumentParser) -> None:
+    """doctor --measure (runner/noise.py): this machine's noise, kept as its machine profile."""
+    parser.add_argument("--measure", action="store_true",
+                        help="measure this machine in the matrix's environments: the GPU's "
+                             "state, the harness overhead, an A/A run's run-to-run spread and "
+                             "the compare threshold it supports (results/machine-profiles/)")
+    parser.add_argument("--runs", type=int, default=3, metavar="N",
+                        help="--measure: A/A runs of the same cells (default 3)")
+    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                        help="--measure: the A/A's cells (default: the first cell of each "
+                             "workload)")
+    parser.add_argument("--profile", choices=("auto", "full", "smoke"),
+                        help="--measure: override [run] profile")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="--measure: the results folder whose machine-profiles/ to write "
+                             "(default: results/ of the repository)")
 
 
 def _parallel(text: str) -> int | str:
@@ -75,6 +95,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--ray-address", metavar="HOST:PORT", default=None,
                             help="the Ray cluster to check (default: RAY_ADDRESS, else a local "
                                  "Ray instance)")
+        _add_measure_options(parser)
     if command == "report":
         parser.add_argument("run_dir", type=Path, help="a run folder under results/")
     if command == "export":
@@ -94,11 +115,16 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--results-dir", type=Path, default=None,
                             help="folder for the new run folder (default: results/ of the "
                                  "repository)")
+    if command in ("history", "bisect"):
+        from .history.cli import add_arguments
+
+        add_arguments(parser, command)
     if command == "compare":
         parser.add_argument("run_a", type=Path, help="baseline run folder (A)")
         parser.add_argument("run_b", type=Path, help="run folder to judge against A (B)")
-        parser.add_argument("--threshold", type=float, default=0.05,
-                            help="practical threshold on the ratio of medians (default 0.05)")
+        parser.add_argument("--threshold", type=float, default=None,
+                            help="practical threshold on the ratio of medians (default: from the "
+                                 "runs' machine profiles when both have one, else 0.05)")
         parser.add_argument("--alpha", type=float, default=0.05,
                             help="significance level of the test on repeat medians (default 0.05)")
         parser.add_argument("--markdown", type=Path, default=None, metavar="FILE",
@@ -117,12 +143,13 @@ def main(argv: list[str] | None = None) -> int:
                 and not Path(argv[0]).exists():
             raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], SUBCOMMANDS)}")
         args = build_parser(command).parse_args(argv)
-        return dispatch(command, args, console)
+        with terminating_signals_interrupt():
+            return dispatch(command, args, console)
     except UsageError as exc:
         return fail(str(exc), EXIT_USAGE)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM, SIGHUP
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupted_exit_code(exc)
     except OSError as exc:      # the machine said no: a full disk, a folder that cannot be written
         return fail(os_error_line(exc), EXIT_USAGE)
     except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in a file
@@ -164,6 +191,16 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
 
         default = REPO_ROOT / "matrix.toml"
         matrix = args.matrix or (default if default.is_file() else None)
+        if args.measure:
+            from . import noise
+
+            if matrix is None:
+                raise UsageError("doctor --measure: name the matrix whose environments to measure")
+            args.matrix = matrix
+            return noise.main(args, console)
+        if args.only or args.profile or args.results_dir or args.runs != 3:
+            raise UsageError("doctor: --only, --profile, --results-dir and --runs go with "
+                             "--measure")
         return doctor.main(console, matrix, args.executor, ray_address=args.ray_address)
     if command in ("export", "import", "reproduce"):
         from . import reproduce
@@ -174,6 +211,10 @@ def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
         if command == "import":
             return reproduce.import_only(args.archive, console)
         return reproduce.reproduce(args.run_dir, args.results_dir, console)
+    if command in ("history", "bisect"):
+        from .history.cli import main as history_main
+
+        return history_main(command, args, console)
     if command == "compare":
         from .results.compare import run_compare
 

@@ -158,6 +158,9 @@ def check_engine(required: bool) -> tuple[Check, Any]:
     """(the check, a client or None). Not blocking unless the run must use Docker."""
     from .executors.docker import DockerUnavailable, connect
 
+    from .executors.engine import EngineSettings
+
+    waits = EngineSettings.from_env().describe()
     try:
         client = connect(timeout=10)
         version = client.version()
@@ -166,7 +169,7 @@ def check_engine(required: bool) -> tuple[Check, Any]:
               "(`sudo systemctl start docker`)"
         return Check("Docker engine", False, str(exc).split(";")[0], fix, blocking=required), None
     return Check("Docker engine", True, f"Docker {version.get('Version')} "
-                 f"(API {version.get('ApiVersion')})"), client
+                 f"(API {version.get('ApiVersion')}); during a cell {waits}"), client
 
 
 def check_ray(executor: Any) -> Check:

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import schema
 from .errors import UsageError
+from .version import runner_version
 from .worker import catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -45,21 +46,30 @@ class Cell:
     min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
     max_time_s: float = 60.0
     calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
+    keep_compile_caches: bool = False         # [run] keep_compile_caches (not a coordinate)
+    settle_s: float = 0.0                     # [run] settle: the wait for a quiet GPU (idem)
+    settle_temp_c: float = 60.0               # [run] settle_temperature
+    harness_overhead: bool = False            # pair the worker's clock with a bare loop after
 
     @property
     def coordinates(self) -> dict[str, Any]:
         where = {"image": self.image} if self.python is None else {"python": self.python}
         calibration = {"calibration_sizes": list(self.calibration_sizes)} \
             if self.calibration_sizes else {}
+        if self.harness_overhead:
+            calibration["harness_overhead"] = True
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
-                **calibration}
+                "env": self.env, **calibration}
 
     @functools.cached_property      # computed once: a plan of 10 000 cells asks for it often
     def id(self) -> str:
-        """Short hash of the coordinates: the same cell gets the same id in every run."""
-        blob = json.dumps(self.coordinates, sort_keys=True, default=str)
+        """Short hash of the coordinates (the worker's environment variables included: XLA
+        flags, preallocation) and of the runner's version: the same cell measured the same way
+        gets the same id in every run; records of a changed harness are never pooled with it."""
+        blob = json.dumps({**self.coordinates, "runner_version": runner_version()},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     @property
@@ -224,6 +234,8 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 not_applicable=catalog.not_applicable_reason(
                     bench.workload, env.api, env.backend, coords, task),
                 min_time_s=run.min_time, max_time_s=run.max_time,
+                keep_compile_caches=run.keep_compile_caches,
+                settle_s=run.settle, settle_temp_c=run.settle_temperature,
             )
             if cell.id in cells:
                 raise UsageError(f"{path}: benchmarks[{index}] repeats cell {cell.name} of "
@@ -266,5 +278,7 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
                             repeats=1, timeout=run.timeout,
                             min_time_s=run.min_time, max_time_s=run.max_time,
-                            calibration_sizes=CALIBRATION_SIZES[size]))
+                            calibration_sizes=CALIBRATION_SIZES[size],
+                            keep_compile_caches=run.keep_compile_caches,
+                            settle_s=run.settle, settle_temp_c=run.settle_temperature))
     return out

@@ -267,7 +267,10 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
                          f"used {executor!r}")
     flavour = Flavour(manifest.get("flavour") or "cpu", f"as recorded by {run_dir}")
     matrix = matrix_mod.load(matrix_path, manifest.get("profile"))
-    planned = [c["id"] for c in manifest.get("cells", [])]     # not-applicable ones included
+    # By name: a cell's id also holds the runner's version, which may differ here (compare then
+    # says "not comparable: runner_version"); not-applicable ones included.
+    recorded = {c.get("name") for c in manifest.get("cells", [])}
+    planned = [c.id for c in matrix.cells if c.name in recorded]
     wanted = set(planned)
     cells = [c for c in matrix.cells if c.id in wanted and not c.not_applicable]
     if not cells:
@@ -281,7 +284,8 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
                       f"{len(names)} environments, each as recorded", soft_wrap=True)
         opts = run.Options(matrix_path=matrix_path, only=planned,
                            results_dir=results_dir or RESULTS_DIR)
-        code = run.run_matrix(opts, matrix, setup, console)
+        with run.clocks_locked(matrix, setup, console):
+            code = run.run_matrix(opts, matrix, setup, console)
     finally:
         setup.close()
     new_dir = opts.run_dir            # the folder this run made (never another's)
@@ -289,6 +293,5 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     new_manifest = new.read_manifest()
     new_manifest["reproduces"] = str(run_dir.resolve())
     new.write_manifest(new_manifest)
-    compare.run_compare(run_dir, new_dir, compare.DEFAULT_THRESHOLD, compare.DEFAULT_ALPHA, None,
-                        console)
+    compare.run_compare(run_dir, new_dir, None, compare.DEFAULT_ALPHA, None, console)
     return code

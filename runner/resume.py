@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Callable
@@ -51,22 +52,28 @@ def recorded_matrix(store: Store) -> dict[str, Any] | None:
         return None
 
 
+# What a resume may change: how many repeats (more processes of the very same cells; each
+# record says its repeat). Anything else would pool measurements of different settings.
+ALLOWED_CHANGE = re.compile(r"^(run|benchmarks\[\d+\]|profiles\.[^.]+)\.repeats: ")
+
+
 def check_same_matrix(store: Store, manifest: dict[str, Any], resolved: dict[str, Any],
-                      matrix_path: Path) -> None:
-    """UsageError, naming what differs, when the matrix given now is not the run's."""
+                      matrix_path: Path) -> list[str]:
+    """UsageError, naming what differs, when the matrix given now is not the run's; the allowed
+    changes (repeats) otherwise, each as "key: old → new"."""
     recorded = manifest.get("matrix_sha256")
     if recorded == matrix_sha256(resolved):
-        return
+        return []
     old = recorded_matrix(store)
     diff = differences(old, resolved) if old is not None else []
-    if recorded is None and old is not None and not diff:
-        return                      # a run folder from before the digest: the same matrix
-    if not diff:
-        diff = ["its matrix.toml cannot be read" if old is None else "the digest differs"]
-    shown = "; ".join(diff[:3]) + (f"; and {len(diff) - 3} more" if len(diff) > 3 else "")
+    if old is not None and not [d for d in diff if not ALLOWED_CHANGE.match(d)]:
+        return diff                 # the same cells (a run from before the digest: the same)
+    refused = [d for d in diff if not ALLOWED_CHANGE.match(d)] or \
+        ["its matrix.toml cannot be read" if old is None else "the digest differs"]
+    shown = "; ".join(refused[:3]) + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
     raise UsageError(f"--resume {store.root}: {matrix_path} is not the matrix this run was "
                      f"started with ({shown}); resume with the same matrix (the run's own "
-                     f"matrix.toml), or start a new run")
+                     f"matrix.toml; only repeats may change), or start a new run")
 
 
 def set_aside(store: Store, say: Callable[[str], None]) -> None:

@@ -5,6 +5,7 @@ before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,18 +15,19 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
 
-from . import hostinfo, matrix as matrix_mod, resume, scheduling
+from . import gpustate, hostinfo, machine_profile, matrix as matrix_mod, resume, scheduling
 from .results import records as record_mod, stats
+from .results.formatting import fmt
 from .results.terminal import tables
 from .results.write import write_reports
-from .errors import (EXIT_FAILED_CELLS, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line,
+from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code, one_line,
                      os_error_line)
 from .environments import Flavour, Source
 from .executors import Attempt, Executor, Prepared
@@ -33,7 +35,8 @@ from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
 from .scheduling import Lane
-from .worker.protocol import CellSpec, write_json_atomic
+from .version import runner_version
+from .worker.protocol import COMPILE_CACHE_ENV, CellSpec, write_json_atomic
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Options:
     parallel: int | str | None = None     # --parallel: overrides [run] parallel
     ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
     push: str | None = None               # build --push REGISTRY
+    history: bool = True                  # write the finished run to the history database
     run_dir: Path | None = None           # set by run_matrix: the run folder it wrote
 
 
@@ -80,6 +84,7 @@ class Setup:
     parallel_asked: str = "[run] parallel = 'auto'"
     _lanes: tuple[list[Lane], str] | None = None
     _docker: Executor | None = None       # runs images named by digest in a local-executor run
+    clocks: dict[str, Any] | None = None  # [run] lock_clocks: what was locked (gpustate)
 
     def executor_for(self, source: Source) -> Executor:
         # Ray runs existing interpreters on its nodes too (a VM image's preinstalled stack).
@@ -140,6 +145,44 @@ def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
     image folder)."""
     cells = [e.cell for e in plan.to_run] + list(extra)
     return list({source_of(c).key: source_of(c) for c in cells}.values())
+
+
+def calibrations_for(plan: Plan, matrix: Matrix) -> list[Cell]:
+    """[run] calibrate: the calibrations of the environments the plan's cells use (--only
+    narrows them), never of an environment no selected cell runs in."""
+    used = {cell.environment for cell in plan.cells}
+    return [cell for cell in matrix.calibration if cell.environment in used]
+
+
+def source_label(source: Source) -> str:
+    """images/torch, python /opt/conda/bin/python, or a registry image reference."""
+    if source.existing:
+        return f"python {source.python}"
+    return source.image if source.pinned else f"images/{source.image}"
+
+
+def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
+                     action: str = "prepares") -> None:
+    """One line: what will be built (or found ready) and why, and what the selection leaves
+    out — environments sharing an image folder share one build."""
+    needs: dict[str, dict[str, Any]] = {}
+    for cell, what in [(e.cell, "cells") for e in plan.to_run] + \
+            [(c, "calibration") for c in calibrations]:
+        need = needs.setdefault(source_label(source_of(cell)),
+                                {"envs": {}, "cells": 0, "calibration": 0})
+        need["envs"][cell.environment] = True
+        need[what] += 1
+    parts = []
+    for key, need in needs.items():
+        why = [f"{need['cells']} runs"] if need["cells"] else []
+        why += ["calibration"] if need["calibration"] else []
+        parts.append(f"{key} ({', '.join(need['envs'])}: {' + '.join(why)})")
+    used = {env for need in needs.values() for env in need["envs"]}
+    left = [name for name in matrix.spec.environments if name not in used]
+    line = f"{action} {len(parts)} environment(s): " + ("; ".join(parts) or "none")
+    if left:
+        line += f"; not {', '.join(left)} (no selected cell runs there)"
+    console.print(f"[bold]build:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def choose_setup(matrix: Matrix | None, requested: str | None,
@@ -244,21 +287,37 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
 
 
 def open_store(matrix: Matrix, opts: Options, console: Console) -> Store:
-    """A new run folder, or (--resume) the run's own: locked, its matrix the same as now, its
-    unusable records set aside so that their cells run again."""
+    """A new run folder, or (--resume) the run's own: locked, made by this runner version, its
+    matrix the same as now, its unusable records set aside so that their cells run again."""
     if not opts.resume:
         return Store.create(matrix.spec.run.name, opts.results_dir)
     root = opts.resume if isinstance(opts.resume, Path) else \
         Store.latest(matrix.spec.run.name, opts.results_dir)
     store = Store.open(root)
     try:
-        resume.check_same_matrix(store, store.read_manifest(), matrix.resolved, matrix.path)
+        check_resumable(store)
+        for change in resume.check_same_matrix(store, store.read_manifest(), matrix.resolved,
+                                               matrix.path):
+            console.print(f"resuming with {escape(change)}", soft_wrap=True)
         resume.set_aside(store, lambda line: console.print(f"[yellow]! {escape(line)}[/]",
                                                             soft_wrap=True))
     except BaseException:
         store.close()
         raise
     return store
+
+
+def check_resumable(store: Store) -> None:
+    """A run is resumed only by the runner version that made it: another version's cells have
+    other ids and its numbers would not compare (one line, exit 2, nothing written)."""
+    try:
+        made_by = store.read_manifest().get("runner_version")
+    except (OSError, ValueError, AttributeError):
+        made_by = None
+    if made_by != runner_version():
+        raise UsageError(f"--resume {store.root}: made by runner version "
+                         f"{made_by or '(unversioned, older)'}, this is {runner_version()}: its "
+                         "numbers would not compare with this runner's; start a new run")
 
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
@@ -286,14 +345,56 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
     return table
 
 
-def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str) -> CellSpec:
+def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
+              calls_per_sample: int | None = None) -> CellSpec:
     return CellSpec(
         run_id=run_id, cell_id=cell.id, cell_name=cell.name, repeat=repeat,
         environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
-        calibration_sizes=list(cell.calibration_sizes), **cell.axes)
+        calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
+        harness_overhead=cell.harness_overhead, **cell.axes)
+
+
+class BlockSizes:
+    """One block size per cell, as pyperf hands its calibrated loop count to every worker: the
+    cell's first repeat to finish ok calibrates calls_per_sample, and every later repeat is
+    handed it in its spec, so every repeat of a cell measures the same thing and takes as many
+    samples. Known sizes come from the stored records too (--resume).
+
+    In a parallel run a later repeat of a cell waits until the repeat calibrating the cell (its
+    lowest repeat still to run) has finished; other cells' entries start meanwhile. If that
+    repeat does not finish ok, the cell's next repeat calibrates instead. A serial run needs no
+    waiting: the plan runs round 1 of every cell before round 2."""
+
+    def __init__(self, stored: list[dict[str, Any]], to_run: list[Entry]):
+        self.sizes: dict[str, int] = {}
+        for record in sorted(stored, key=lambda r: r.get("repeat") or 0):
+            self._learn(record)
+        self.waiting: dict[str, list[str]] = {}     # cell id → keys still to run, repeat order
+        for entry in sorted(to_run, key=lambda e: e.repeat):
+            self.waiting.setdefault(entry.cell.id, []).append(entry.key)
+
+    def _learn(self, record: dict[str, Any]) -> None:
+        size = record.get("calls_per_sample")
+        if record.get("status") == "ok" and isinstance(size, int) and size >= 1:
+            self.sizes.setdefault(record["cell_id"], size)
+
+    def size(self, cell: Cell) -> int | None:
+        """The block size to hand this cell's next repeat; None: it calibrates its own."""
+        return self.sizes.get(cell.id)
+
+    def ready(self, entry: Entry) -> bool:
+        """Whether the entry may start: its cell's size is known, or it calibrates it."""
+        waiting = self.waiting.get(entry.cell.id) or [entry.key]
+        return entry.cell.id in self.sizes or waiting[0] == entry.key
+
+    def finished(self, entry: Entry, record: dict[str, Any]) -> None:
+        keys = self.waiting.get(entry.cell.id, [])
+        if entry.key in keys:
+            keys.remove(entry.key)
+        self._learn(record)
 
 
 def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
@@ -313,6 +414,7 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "schema": 1,
         "name": matrix.spec.run.name,
         "run_id": store.run_id,
+        "runner_version": runner_version(),
         "matrix": str(matrix.path),
         # A resume refuses another matrix: the digest of this one, profile applied.
         "matrix_sha256": resume.matrix_sha256(matrix.resolved),
@@ -323,6 +425,10 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "flavour": setup.flavour.name,
         "flavour_reason": setup.flavour.reason,
         "parallel": parallel_manifest(setup),
+        "gpu_clocks": setup.clocks,
+        # results/<name>/<stamp>: the results folder holds machine-profiles/ too
+        "machine_profile": machine_profile.manifest_entry(store.root.parent.parent,
+                                                          setup.executor.name),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": hostinfo.host_summary(),
         "environments": environments,
@@ -342,6 +448,18 @@ def parallel_manifest(setup: Setup) -> dict[str, Any]:
     if setup.executor.name == "ray":
         out["ray"] = {"address": setup.executor.address, **setup.executor.cluster}
     return out
+
+
+def announce_machine(manifest: dict[str, Any], console: Console) -> None:
+    """The run's first lines say whether this machine's noise is known (a machine profile)."""
+    profile = manifest["machine_profile"]
+    if profile.get("found"):
+        console.print(f"[bold]machine profile:[/] {escape(profile['path'])} (compare threshold "
+                      f"{profile.get('threshold', 0) * 100:.1f} %, measured "
+                      f"{profile.get('measured_at')})", soft_wrap=True)
+    elif profile.get("key"):
+        console.print(f"[yellow]! {escape(profile['why'])}: its noise is unknown; measure it "
+                      f"with `python -m runner doctor --measure MATRIX`[/]", soft_wrap=True)
 
 
 def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:
@@ -378,6 +496,13 @@ def prepare_environments(setup: Setup, sources: list[Source],
     return prepared
 
 
+def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
+    """What the host adds to a record's metadata: the environment's facts (lock, image), where
+    the cell ran, the runner's version and the variables the matrix set for the worker."""
+    return {**prepared.metadata, **placement, **gpustate.lock_metadata(placement),
+            "runner_version": runner_version(), "worker_env": dict(entry.cell.env)}
+
+
 def adopt_orphan(entry: Entry, store: Store, seed: int,
                  host_metadata: dict[str, Any]) -> dict[str, Any] | None:
     """On resume: a worker that finished while the runner died before storing its record left
@@ -396,29 +521,35 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
 
 def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
               seed: int, lane: Lane = scheduling.CPU_LANE, stop: threading.Event | None = None,
-              on_status: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
+              on_status: Callable[[str], None] = lambda text: None,
+              calls_per_sample: int | None = None) -> dict[str, Any]:
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
-    (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted."""
+    (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
+    calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes)."""
     check_free_disk(store)
-    adopted = adopt_orphan(entry, store, seed, prepared.metadata)
+    placement = lane.placement()
+    adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))
     if adopted is not None:
         return adopted
     key = entry.key
     work = store.work_dir(key)
     spec_path, result_path = work / "spec.json", work / "result.json"
-    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path))
+    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path),
+                     calls_per_sample)
     log_rel = f"logs/{key}.log"
-    placement = lane.placement()
     if prepared.error:
         outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
     else:
+        settled = settle_before(entry.cell, lane, on_status, stop)
         write_json_atomic(spec_path, spec.to_dict())
         store.log_path(key).unlink(missing_ok=True)
         attempt = Attempt(spec_path=spec_path, result_path=result_path,
                           log_path=store.log_path(key), work_dir=work,
                           env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
-                                                    if entry.cell.backend else {})},
+                                                    if entry.cell.backend else {}),
+                               **({COMPILE_CACHE_ENV: "kept"}
+                                  if entry.cell.keep_compile_caches else {})},
                           timeout=entry.cell.timeout,
                           wants_gpu=entry.cell.axes["device"] != "cpu",
                           gpu=lane.gpu.pin if lane.gpu is not None else None,
@@ -427,8 +558,9 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
         worker = record_mod.read_worker_result(result_path)
-    record = record_mod.finalize(spec, outcome, worker, {**prepared.metadata, **placement},
+    record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  log_rel)
+    record["settle"] = None if prepared.error else settled
     store.write_record(key, record)
     return record
 
@@ -453,31 +585,60 @@ def check_free_disk(store: Store) -> None:
                          f"{min_free_mb()} MB ({MIN_FREE_ENV})")
 
 
+def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
+                  stop: threading.Event | None = None) -> dict[str, Any] | None:
+    """[run] settle: wait for a quiet GPU before a GPU cell on this host's lane (a Ray slot's
+    GPU is on its node; a CPU cell needs none); the record's `settle`."""
+    if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
+        return None
+    return gpustate.settle_gpu(lane.gpu.pin, cell.settle_s, cell.settle_temp_c, on_status,
+                               stop)
+
+
+@contextlib.contextmanager
+def clocks_locked(matrix: Matrix, setup: Setup, console: Console) -> Iterator[None]:
+    """[run] lock_clocks for the block: the run's GPUs locked (setup.clocks says how), reset
+    however the block ends; a refusal is one line, exit 2, before anything is written."""
+    setting = matrix.spec.run.lock_clocks
+    if setting is not False and setup.executor.name == "ray":
+        raise UsageError(f"{matrix.path}: run.lock_clocks: locks this host's GPUs; with the ray "
+                         "executor lock them on each node (sudo nvidia-smi -lgc) instead")
+    pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None] \
+        if setting is not False else []
+    def notify(text: str) -> None:
+        console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)
+
+    with gpustate.locked_clocks(setting, pins, notify) as setup.clocks:
+        yield
+
+
 CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
                       "environment, steps = auto with block samples; the fastest median TFLOP/s "
                       "per device and precision is the peak (a measurement of this run, before its "
                       "cells; never a cell of the run, never a datasheet figure)")
 
 
-def run_calibration(setup: Setup, matrix: Matrix, prepared: dict[str, Prepared], store: Store,
-                    seed: int, console: Console) -> dict[str, Any] | None:
+def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],
+                    store: Store, seed: int, console: Console) -> dict[str, Any] | None:
     """[run] calibrate: measure each device's peak per precision before the cells (kept in
     calibration/ and in the manifest; on --resume the stored ones are reused)."""
-    if not matrix.calibration:
+    if not calibrations:
         return None
     sub = store.calibration()
     done = sub.finished()
     records = []
-    for cell in matrix.calibration:
+    for cell in calibrations:
         entry = Entry(cell, 1)
         source = source_of(cell)
         if entry.key in done or source.key not in prepared:
             continue
-        record = run_entry(setup.executor_for(source), entry, prepared[source.key], sub, seed,
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], sub, seed,
                            lane=setup.lanes()[0][0])
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         console.print(f"{mark} calibration {escape(cell.environment)} "
                       f"{cell.axes['precision']}: {escape(describe_peak(record))}")
+        stop_if_lost(executor)
     records = sub.records()
     return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(records)}
 
@@ -500,7 +661,7 @@ def ran_on(record: dict[str, Any]) -> str:
 
 def describe(record: dict[str, Any]) -> str:
     if record["status"] == "ok" and record.get("median_ms") is not None:
-        return f"{record['median_ms']:.3f} ms/step"
+        return f"{fmt(record['median_ms'])} ms/step"
     error = (record.get("error") or "").strip().splitlines()
     return f"{record['status']}: {error[-1][:120] if error else ''}"
 
@@ -508,7 +669,10 @@ def describe(record: dict[str, Any]) -> str:
 def execute(opts: Options, console: Console) -> int:
     matrix, setup = load_matrix(opts, console)
     try:
-        return run_matrix(opts, matrix, setup, console)
+        if opts.dry_run:
+            return run_matrix(opts, matrix, setup, console)
+        with clocks_locked(matrix, setup, console):
+            return run_matrix(opts, matrix, setup, console)
     finally:
         setup.close()       # also when the input turns out bad (exit 2) after Ray connected
 
@@ -522,51 +686,74 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
         if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
             raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
         show_setup(matrix, setup, plan.cells, console)
+        calibrations = calibrations_for(plan, matrix)
+        show_preparation(matrix, plan, calibrations, console)
         if opts.dry_run:
             console.print(plan_table(matrix, plan))
             return EXIT_OK
         store = store or open_store(matrix, opts, console)
-        return run_in_store(opts, matrix, setup, plan, store, console)
+        return run_in_store(opts, matrix, setup, plan, calibrations, store, console)
     finally:
         if store is not None:
             store.close()
 
 
-def run_in_store(opts: Options, matrix: Matrix, setup: Setup, plan: Plan, store: Store,
-                 console: Console) -> int:
+def run_in_store(opts: Options, matrix: Matrix, setup: Setup, plan: Plan,
+                 calibrations: list[Cell], store: Store, console: Console) -> int:
     opts.run_dir = store.root
-    sources = sources_to_prepare(plan, matrix.calibration)
+    sources = sources_to_prepare(plan, calibrations)
     console.print(f"run folder: {escape(str(store.root))}", soft_wrap=True)
+    announce_machine(manifest_for(matrix, plan, store, setup, {}), console)
     seed = matrix.spec.run.seed
     if not opts.resume:
         store.write_matrix(matrix.resolved)   # a resume never rewrites what the run ran
     manifest = manifest_for(matrix, plan, store, setup, {})
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
-    interrupted = False
-    stopped: str | None = None
+    interrupted: KeyboardInterrupt | None = None
+    stopped: RunStopped | None = None     # an executor lost: exit 1
+    halted: str | None = None             # the disk or the folder said no: exit 2, one line
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
-        manifest["calibration"] = run_calibration(setup, matrix, prepared, store, seed, console)
+        manifest["calibration"] = run_calibration(setup, calibrations, prepared, store, seed,
+                                                  console)
         store.write_manifest(manifest)
         run_cells(setup, plan, prepared, store, seed, console)
-    except KeyboardInterrupt:
-        interrupted = True
-        console.print("[yellow]interrupted: finished cells are kept; continue with --resume[/]")
+    except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
+        interrupted = exc
+        console.print(f"[yellow]interrupted: finished cells are kept; continue with: python -m "
+                      f"runner {escape(str(matrix.path))} --resume {escape(str(store.root))}[/]",
+                      soft_wrap=True)
+    except RunStopped as exc:
+        stopped = exc
+        if exc.record is not None:
+            console.print(f"[red]✗[/] {escape(exc.cell)}: {escape(describe(exc.record))}")
     except (OSError, UsageError) as exc:     # a full disk: stop, keep what is finished
-        stopped = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
+        halted = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
     finally:
         setup.close()
-        summaries = finish(store, manifest, interrupted, stopped, console)
-    if stopped:
-        raise UsageError(f"run stopped: {stopped}; finished cells are kept — continue with: "
-                         f"python -m runner {matrix.path} --resume {store.root}")
+        summaries = finish(store, manifest, interrupted is not None,
+                           stopped.reason if stopped is not None else halted, console)
+    if halted:
+        raise UsageError(f"run stopped: {halted}; finished cells are kept — continue with: "
+                         f"{resume_command(opts, setup, store)}")
     for table in tables(summaries, escape(f"{matrix.spec.run.name} ({store.root})")):
         console.print(table)
     console.print(f"report: {escape(str(store.root / 'report.md'))}", soft_wrap=True)
-    if interrupted:
-        return EXIT_INTERRUPTED
+    if stopped is not None:
+        finished = store.finished()
+        left = len(plan.to_run) - sum(1 for e in plan.to_run if e.key in finished)
+        console.print(f"[red]stopped:[/] {escape(stopped.reason)}; {left} runs not done; "
+                      f"continue with: {escape(resume_command(opts, setup, store))}",
+                      soft_wrap=True, highlight=False)
+        return EXIT_FAILED_CELLS
+    if opts.history and interrupted is None:
+        from .history.record import record_finished_run
+
+        record_finished_run(store.root, matrix.spec.history.url, opts.results_dir, console)
+    if interrupted is not None:
+        return interrupted_exit_code(interrupted)
     failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     return EXIT_FAILED_CELLS if failed else EXIT_OK
 
@@ -589,24 +776,63 @@ def finish(store: Store, manifest: dict[str, Any], interrupted: bool, stopped: s
         return []
 
 
+class RunStopped(Exception):
+    """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
+    stops after the cell that found out (its record stored), keeping every finished record."""
+
+    def __init__(self, reason: str, cell: str = "", record: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.reason, self.cell, self.record = reason, cell, record
+
+
+def stop_if_lost(executor: Executor, cell: str = "", record: dict[str, Any] | None = None) -> None:
+    lost = getattr(executor, "lost", None)
+    if lost:
+        raise RunStopped(lost, cell, record)
+
+
+def resume_command(opts: Options, setup: Setup, store: Store) -> str:
+    """The command that continues this run where it stopped: the same selection and executor."""
+    import os
+    import shlex
+    import sys
+
+    python = os.path.relpath(sys.executable)
+    args = [python if not python.startswith("..") else sys.executable, "-m", "runner",
+            str(opts.matrix_path), "--resume", str(store.root), "--executor", setup.executor.name]
+    for pattern in opts.only:
+        args += ["--only", pattern]
+    for flag, value in (("--profile", opts.profile), ("--parallel", opts.parallel),
+                        ("--ray-address", opts.ray_address)):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args)
+
+
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
               console: Console) -> None:
     """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time)."""
     lanes = scheduling.Lanes(setup.lanes()[0], console)
+    blocks = BlockSizes(store.records(), plan.to_run)
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
         source = source_of(entry.cell)
-        return run_entry(setup.executor_for(source), entry, prepared[source.key], store, seed,
-                         lane=lane, stop=lanes.stop, on_status=show)
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], store, seed,
+                           lane=lane, stop=lanes.stop, on_status=show,
+                           calls_per_sample=blocks.size(entry.cell))
+        stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
+        return record
 
     def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
+        blocks.finished(entry, record)
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         progress.console.print(f"{mark} {escape(entry.cell.name)} r{entry.repeat}"
                                f"{escape(ran_on(record))}: {escape(describe(record))}")
 
     lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
               alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
-              interrupt=setup.interrupt)
+              interrupt=setup.interrupt, ready=blocks.ready)
 
 
 REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
@@ -627,6 +853,7 @@ def build_only(opts: Options, console: Console) -> int:
     try:
         plan = make_plan(matrix.cells, opts.only)
         show_setup(matrix, setup, plan.cells, console)
+        show_preparation(matrix, plan, [], console, action="builds")
         sources = sources_to_prepare(plan)
         prepared = prepare_environments(setup, sources, console)
         failed = any(p.error for p in prepared.values())

@@ -107,9 +107,13 @@ class Lanes:
             alone: Callable[[Entry], bool],
             run_one: Callable[[Entry, Lane, Callable[[str], None]], Any],
             done: Callable[[Entry, Any, Progress], None],
-            interrupt: Callable[[], None]) -> None:
+            interrupt: Callable[[], None],
+            ready: Callable[[Entry], bool] = lambda entry: True) -> None:
         """run_one(entry, lane, show) -> result, in a thread of its own when several lanes;
-        done(entry, result, progress) in the calling thread, in the order cells finish."""
+        done(entry, result, progress) in the calling thread, in the order cells finish. With
+        several lanes an entry starts only once ready(entry) (one whose input another entry
+        makes, e.g. a later repeat waiting for its cell's first); the next ready entry goes
+        ahead of it meanwhile. One lane runs the entries in their order."""
         entries = list(entries)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), _CellsOnly(),
                       _CountCellsOnly(), TimeElapsedColumn(), console=self.console) as progress:
@@ -117,7 +121,8 @@ class Lanes:
             if len(self.lanes) == 1:
                 self._serial(entries, label, alone, run_one, done, progress, bar)
             else:
-                self._parallel(entries, label, alone, run_one, done, interrupt, progress, bar)
+                self._parallel(entries, label, alone, run_one, done, interrupt, progress, bar,
+                               ready)
 
     def _serial(self, entries, label, alone, run_one, done, progress, bar) -> None:
         lane = self.lanes[0]
@@ -131,7 +136,8 @@ class Lanes:
             done(entry, run_one(entry, where, show), progress)
             progress.advance(bar)
 
-    def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar) -> None:
+    def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar,
+                  ready) -> None:
         rows = {lane: progress.add_task(escape(f"{lane.label}: idle"), total=None, lane=True)
                 for lane in [*self.lanes, CPU_LANE]}
         progress.update(rows[CPU_LANE], visible=False)
@@ -153,18 +159,24 @@ class Lanes:
         try:
             while pending or running:
                 while pending:
-                    entry = pending[0]
+                    # The first ready entry (the first of all when nothing runs: nothing could
+                    # make the others ready).
+                    entry = next((e for e in pending if ready(e)), None if running else pending[0])
+                    if entry is None:
+                        break                       # every entry waits for a running one
                     cpu_busy = any(lane is CPU_LANE for _, lane in running.values())
                     if cpu_busy:
                         break                       # a CPU cell runs alone
                     if alone(entry):
                         if running:
                             break                   # wait until the GPU cells finish
-                        start(pending.popleft(), CPU_LANE)
+                        pending.remove(entry)
+                        start(entry, CPU_LANE)
                         break
                     if not free:
                         break
-                    start(pending.popleft(), free.pop(0))
+                    pending.remove(entry)
+                    start(entry, free.pop(0))
                 finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in finished:
                     entry, lane = running.pop(future)

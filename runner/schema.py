@@ -12,7 +12,8 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt,
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
+                      PositiveFloat, PositiveInt,
                       ValidationError, field_validator, model_validator)
 
 from .errors import did_you_mean
@@ -101,6 +102,14 @@ def _parallel(value: Any) -> int | str:
                      f"{shown(value)}{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
 
 
+def _lock_clocks(value: Any) -> bool | int:
+    """false, true (the TDP, i.e. base, clock) or an SM clock in MHz."""
+    if isinstance(value, bool) or (isinstance(value, int) and 0 < value < 100_000):
+        return value
+    raise ValueError(f"expected false, true (lock at the GPU's base clock) or a clock in MHz, "
+                     f"got {value!r}")
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {shown(value)}")
@@ -176,6 +185,26 @@ class RunSettings(_Strict):
     # the GPU at start, so VRAM figures compare fairly (torch's caching allocator never
     # preallocates). Each result records the allocator settings in force.
     preallocate: bool = True
+    # false: the local executor gives every worker process empty compilation caches (inductor,
+    # Triton, CUDA's PTX cache) in its attempt folder, so compile_s is cold in every repeat, as
+    # in a new container; true: workers share the user's caches, warm from earlier runs and
+    # repeats. Each record says which (compile_cache = "fresh" | "kept").
+    keep_compile_caches: bool = False
+    # Before every GPU cell, wait up to `settle` seconds (0: not at all) for a quiet GPU: no
+    # other compute process, utilisation about 0, temperature at most settle_temperature (°C).
+    # The wait and the start temperature are in the cell's record; a cell that started without
+    # a quiet GPU says why in the report.
+    settle: NonNegativeFloat = 60.0
+    settle_temperature: PositiveFloat = 60.0
+    # Lock the GPUs' clocks for the run (NVML's locked clocks; needs root): true at the TDP
+    # (base) clock, or a clock in MHz; reset when the run ends. Recorded in the manifest and in
+    # every GPU record (gpu_locked_clocks, which decides comparability).
+    lock_clocks: Any = False
+
+    @field_validator("lock_clocks", mode="after")
+    @classmethod
+    def _lock_clocks(cls, value: Any) -> bool | int:
+        return _lock_clocks(value)
 
     @field_validator("steps", mode="after")
     @classmethod
@@ -338,8 +367,23 @@ class BenchmarkSpec(_Strict):
         return value if value is not None else (catalog.AXIS_DEFAULTS[name],)
 
 
+class HistorySettings(_Strict):
+    # Where every finished run is recorded: an SQLAlchemy URL (sqlite:///path,
+    # postgresql://user@host/db). Unset: DL_BENCH_HISTORY_URL, else results/history.sqlite.
+    url: str | None = Field(None, min_length=1)
+
+    @field_validator("url", mode="after")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(sqlite|postgresql)(\+\w+)?://", value):
+            raise ValueError(f"{value!r}: expected an SQLAlchemy URL, sqlite:///PATH or "
+                             "postgresql://USER@HOST[:PORT]/DATABASE")
+        return value
+
+
 class MatrixSpec(_Strict):
     run: RunSettings = Field(default_factory=RunSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)
     benchmarks: list[BenchmarkSpec] = Field(min_length=1)

@@ -188,3 +188,67 @@ def test_a_loop_without_a_loss_holds_no_output_between_steps(keep_outputs):
     else:
         assert clock.first_out is None and clock.last_out is None
         assert max(timed) == 0
+
+
+def test_gc_is_off_in_the_timed_window_and_back_on_after():
+    """As timeit and torch.utils.benchmark: no collection pass lands inside a timed sample."""
+    seen: list[bool] = []
+
+    def step():
+        seen.append(gc.isenabled())
+        return None
+
+    assert gc.isenabled()
+    bench = Bench(items_per_step=1, step=step)
+    clock = StepClock(warmup_calls=2, timed_calls=12, sync=lambda out: None)
+    clock.calibrate = lambda: 3
+    run_loop(bench, clock)
+    assert seen[:2] == [True, True]                   # warm-up: as the plain loop runs
+    assert not any(seen[2:]) and len(seen) == 14      # every timed call
+    assert gc.isenabled() and clock.gc_in_timed_window == "disabled"
+
+
+def test_gc_comes_back_when_the_loop_fails():
+    calls = iter(range(100))
+
+    def step():
+        if next(calls) == 5:
+            raise RuntimeError("device lost")
+
+    clock = StepClock(warmup_calls=1, timed_calls=20, sync=lambda out: None)
+    clock.calibrate = lambda: 1
+    with pytest.raises(RuntimeError):
+        run_loop(Bench(items_per_step=1, step=step), clock)
+    assert not gc.isenabled()                          # the window was open ...
+    clock.end_timed()                                  # ... the worker closes it (timed_window)
+    assert gc.isenabled()
+
+
+def test_the_timed_end_hook_runs_once_at_the_last_sample():
+    ends: list[int] = []
+    clock = StepClock(warmup_calls=1, timed_calls=6, sync=lambda out: None,
+                      on_timed_end=lambda: ends.append(len(clock.timed_s)))
+    clock.calibrate = lambda: 2
+    run_loop(Bench(items_per_step=1, step=lambda: None), clock)
+    clock.end_timed()
+    assert ends == [3]
+
+
+def test_a_handed_over_block_size_is_used_and_never_calibrated_again():
+    """The cell's later repeats take the block size its first repeat calibrated (pyperf hands
+    its loop count to every worker): no calibration trials, every sample that many calls."""
+    device = FakeDevice()
+    first = Bench(items_per_step=1, step=device.step, sync=device.sync)
+    calibrated = StepClock(warmup_calls=2, timed_calls=200, sync=device.sync)
+    run_loop(first, calibrated)
+    assert calibrated.block_source == "calibrated" and calibrated.calls_per_sample > 1
+    assert "block_calibration" in first.extra
+
+    later = Bench(items_per_step=1, step=device.step, sync=device.sync)
+    handed = StepClock(warmup_calls=2, timed_calls=200, sync=device.sync,
+                       calls_per_sample=calibrated.calls_per_sample, block_source="handed_over")
+    run_loop(later, handed)
+    assert handed.calls_per_sample == calibrated.calls_per_sample
+    assert handed.block_source == "handed_over" and "block_calibration" not in later.extra
+    assert handed.calls == 2 + len(handed.timed_s) * handed.calls_per_sample   # no trial calls
+    assert len(handed.timed_s) == len(calibrated.timed_s)                      # equal weight

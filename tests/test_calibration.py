@@ -31,7 +31,7 @@ api = "torch"
 
 [[benchmarks]]
 workload = "matmul"
-environments = ["numpy"]
+environments = ["numpy", "torch"]
 """
 
 
@@ -49,12 +49,60 @@ def test_the_peak_is_measured_apart_and_divides_the_cells(write_matrix, run_cli,
         best = max(c["extra"]["calibration"], key=lambda t: t["tflops"])
         assert c["options"]["n"] == best["n"]
     cells = [json.loads(p.read_text()) for p in (run / "cells").glob("*.json")]
-    assert [c["environment"] for c in cells] == ["numpy"]          # calibrations are no cells
+    assert sorted(c["environment"] for c in cells) == ["numpy", "torch"]  # calibrations: none
     peaks = json.loads((run / "manifest.json").read_text())["calibration"]["peaks"]
     float32 = max(c["achieved_tflops"] for c in calibrations if c["precision"] == "float32")
     cpu_peak = next(p for p in peaks if p["kind"] == "float32")
     assert cpu_peak["tflops"] == pytest.approx(float32)           # both frameworks, the faster
-    (row,) = list(csv.DictReader((run / "summary.csv").read_text().splitlines()))
+    (row,) = [r for r in csv.DictReader((run / "summary.csv").read_text().splitlines())
+              if r["environment"] == "numpy"]
     assert float(row["fraction_of_peak"]) == pytest.approx(
         float(row["achieved_tflops"]) / cpu_peak["tflops"], rel=1e-6)
     assert "## Measured peak" in (run / "report.md").read_text()
+
+
+ONLY = """
+[run]
+name = "only-two"
+repeats = 1
+warmup_steps = 1
+min_time = 0.2
+calibrate = true
+profile = "smoke"
+
+[profiles.smoke]
+size = "tiny"
+
+[environments.numpy]
+image = "numpy"
+api = "numpy"
+[environments.torch]
+image = "torch"
+api = "torch"
+[environments.jax]
+image = "jax"
+api = "jax"
+
+[[benchmarks]]
+workload = "matmul"
+environments = ["*"]
+"""
+
+
+def test_only_two_environments_are_built_and_calibrated(write_matrix, run_cli, results_dir):
+    """--only selecting the cells of two environments: exactly those two are prepared and
+    calibrated, and the run's first lines say so (the third is never built nor calibrated)."""
+    code, out, _ = run_cli(write_matrix(ONLY, with_environments=False),
+                           "--only", "*-numpy-*", "--only", "*-torch-*")
+    assert code == 0, out
+    [line] = [line for line in out.splitlines() if line.startswith("build:")]
+    assert line.startswith("build: prepares 2 environment(s): ") and "images/jax" not in line
+    assert "images/numpy (numpy: " in line and "images/torch (torch: " in line
+    assert line.endswith("not jax (no selected cell runs there)")
+    assert "environment numpy ready" in out and "environment torch ready" in out
+    assert "environment jax" not in out and "calibration jax" not in out
+    run = next(results_dir.glob("only-two/*"))
+    calibrations = [json.loads(p.read_text()) for p in (run / "calibration").glob("*.json")]
+    assert {c["environment"] for c in calibrations} == {"numpy", "torch"}
+    cells = [json.loads(p.read_text()) for p in (run / "cells").glob("*.json")]
+    assert {c["environment"] for c in cells} == {"numpy", "torch"}

@@ -195,6 +195,28 @@ def test_axis_values_reach_the_framework(records):
     assert torch["effective"]["data"].startswith("tensors preloaded on the device")
 
 
+KERAS_ENVIRONMENTS = ("keras-tensorflow", "keras-jax", "keras-torch", "keras2")
+
+
+def test_every_api_is_timed_by_the_same_block_method(records):
+    """Blocks of calls with one synchronisation at each block's end, Keras fit included; fit's
+    batch-end dispatch as in a plain fit (asynchronous where the backend has it)."""
+    for env, record in baseline(records).items():
+        assert record["timing"].startswith("blocks of "), (env, record["timing"])
+        assert record["calls_per_sample"] >= 1 and record["effective"]["tf32"] is False, env
+        assert record["effective"]["gc_in_timed_window"] == "disabled", env
+        assert record["compilations"]["timed"] == 0, (env, record["compilations"])
+    for env in KERAS_ENVIRONMENTS:
+        effective = baseline(records)[env]["effective"]
+        assert "on_train_batch_begin" in effective["fit_callbacks"], env
+        if env != "keras2":
+            assert effective["keras_async_batch_end"] == effective["keras_async_batch_end_plain_fit"]
+        else:
+            assert effective["keras2_batch_logs_converted"] is False
+    assert baseline(records)["keras-jax"]["effective"]["keras_async_batch_end"] is True
+    assert baseline(records)["keras-torch"]["effective"]["keras_async_batch_end"] is True
+
+
 def test_steps_per_execution_is_not_applicable_outside_keras(records):
     reasons = {r["environment"]: r["error"] for r in records if r["steps_per_execution"] == 4}
     assert {r["status"] for r in records if r["steps_per_execution"] == 4} == {"not_applicable"}

@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -117,17 +120,22 @@ profile = "full"
 image = "numpy"
 api = "numpy"
 
-# Python cannot start with this PYTHONHOME: the worker exits non-zero without a result.
-[environments.numpy-broken]
-image = "numpy"
-api = "numpy"
-env = { PYTHONHOME = "/nonexistent" }
-unsafe_env = true                      # the documented opt-in to set PYTHON*
-
 [[benchmarks]]
 workload = "matmul"
-environments = ["numpy", "numpy-broken"]
+environments = ["numpy"]
 size = "tiny"
+
+# The worker kills itself: it exits without a result.
+[[benchmarks]]
+workload = "selftest"
+environments = ["numpy"]
+options = { behaviour = "crash" }
+
+# 12 MB of output: the log keeps its first and last bytes (the test sets 1 MB each).
+[[benchmarks]]
+workload = "selftest"
+environments = ["numpy"]
+options = { behaviour = "flood", flood_mb = 12 }
 
 # Far more steps than the timeout allows: the container is killed.
 [[benchmarks]]
@@ -139,16 +147,22 @@ timeout = 4
 """
 
 
-def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_path):
+def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_path,
+                                          monkeypatch):
+    from runner.executors.local import LOG_HEAD_ENV, LOG_TAIL_ENV
+
+    monkeypatch.setenv(LOG_HEAD_ENV, "1")
+    monkeypatch.setenv(LOG_TAIL_ENV, "1")
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(MATRIX, encoding="utf-8")
     code = cli.main([str(matrix), "--executor", "docker", "--results-dir", str(tmp_path / "res")])
-    assert code == 1                      # the broken and the timed-out cells fail the run
+    assert code == 1                      # the killed and the timed-out cells fail the run
     [run_dir] = (tmp_path / "res" / "docker-e2e").iterdir()
     records = {}
     for path in (run_dir / "cells").glob("*.json"):
         record = json.loads(path.read_text())
-        records[(record["environment"], record["workload"])] = record
+        key = record["options"].get("behaviour") if record["workload"] == "selftest" else None
+        records[(record["environment"], key or record["workload"])] = record
 
     ok = records[("numpy", "matmul")]
     assert ok["status"] == "ok", ok["error"]
@@ -161,10 +175,15 @@ def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_pat
     assert meta["python_executable"].startswith("/opt/venv/")
     assert (run_dir / ok["log"]).is_file()
 
-    crashed = records[("numpy-broken", "matmul")]
-    assert crashed["status"] == "crashed", crashed["error"]
-    assert crashed["returncode"] not in (0, None)
-    assert "PYTHONHOME" in (run_dir / crashed["log"]).read_text() or crashed["error"]
+    crashed = records[("numpy", "crash")]     # SIGKILL: docker's init reports 137, read as oom
+    assert crashed["status"] in ("crashed", "oom"), crashed["error"]
+    assert crashed["returncode"] == 137 and "SIGKILL" in crashed["error"]
+
+    flooded = records[("numpy", "flood")]
+    assert flooded["status"] == "ok", flooded["error"]
+    log = (run_dir / flooded["log"]).read_bytes()
+    assert 2 * 2**20 <= len(log) < 3 * 2**20           # 12 MB of output: 1 MB head, 1 MB tail
+    assert b"[runner: output cut here:" in log and b"bytes left out" in log
 
     slow = records[("numpy", "elementwise")]
     assert slow["status"] == "timeout", slow["error"]
@@ -191,6 +210,20 @@ except OSError as exc:
     out["code_mount"] = exc.strerror
 with open("/cell/probe.txt", "w") as handle:
     handle.write("ok")
+for name, path in (("root_fs", "/opt/probe.txt"), ("home", "/etc/probe.txt")):
+    try:
+        open(path, "w")
+        out[name] = "writable"
+    except OSError as exc:
+        out[name] = exc.strerror
+import subprocess, tempfile
+with tempfile.NamedTemporaryFile("w", suffix=".sh", dir=os.environ["HOME"], delete=False) as f:
+    f.write("#!/bin/sh\necho ran from tmp\n")
+os.chmod(f.name, 0o755)
+out["tmp_exec"] = subprocess.run([f.name], capture_output=True, text=True).stdout.strip()
+for limit in ("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"):   # cgroup v2, v1
+    if os.path.exists(limit):
+        out["pids_max"] = open(limit).read().strip()
 status = dict(line.split(":\t", 1) for line in open("/proc/self/status") if ":\t" in line)
 out["cap_eff"] = status["CapEff"].strip()
 out["no_new_privs"] = status.get("NoNewPrivs", "").strip()
@@ -229,6 +262,11 @@ def test_sandbox_seen_from_inside_a_container(engine, numpy_image, tmp_path):
     assert seen["worker_from"].startswith("/opt/dl-bench/runner/")
     assert (work / "probe.txt").read_text() == "ok"
     assert not (REPO_ROOT / "runner" / "probe.txt").exists()
+    assert seen["root_fs"] == seen["home"] == "Read-only file system"
+    assert seen["tmp_exec"] == "ran from tmp"          # HOME=/tmp: writable, and exec allowed
+    from runner.executors.docker import PIDS_LIMIT
+
+    assert seen["pids_max"] == str(PIDS_LIMIT)
 
 
 def test_leftovers_of_a_killed_run_are_removed_at_start(engine, numpy_image):
@@ -296,10 +334,15 @@ def test_compose_file_is_valid_and_mirrors_the_executor():
                             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr
     text = result.stdout
+    from runner.executors.docker import PIDS_LIMIT, TMPFS
+
     for expected in ("network_mode: none", "read_only: true", "no-new-privileges",
                      "memlock: -1", "stack: 67108864", "driver: nvidia", "init: true",
-                     "- compute", "- utility", "user: 1000:1000", "target: /opt/dl-bench/runner"):
+                     "- compute", "- utility", "user: 1000:1000", "target: /opt/dl-bench/runner",
+                     f"pids_limit: {PIDS_LIMIT}",
+                     *(f"- {target}:{options}" for target, options in TMPFS.items())):
         assert expected in text, expected
+    assert text.count("    read_only: true") == text.count("    image: dl-bench/")  # every service
 
 
 def test_a_cell_killed_by_the_oom_killer_is_recorded_as_oom(engine, numpy_image, base_env,
@@ -329,3 +372,53 @@ def test_a_cell_killed_by_the_oom_killer_is_recorded_as_oom(engine, numpy_image,
     record = json.loads(record_path.read_text())
     assert record["status"] == "oom", record["error"]
     assert runner_containers(engine) == []
+
+
+def test_sigterm_stops_a_docker_run_as_ctrl_c_and_leaves_no_container(engine, numpy_image,
+                                                                      write_matrix, results_dir):
+    """systemd or Slurm stopping a run: the container in flight is killed and removed, the
+    finished record kept, the manifest finalised, exit 143."""
+    path = write_matrix("""
+        [run]
+        name = "docker-sigterm"
+        repeats = 1
+        warmup_steps = 1
+        steps = 2
+        timeout = 300
+        profile = "full"
+
+        [[benchmarks]]
+        workload = "selftest"
+        environments = ["numpy"]
+        options = { behaviour = "ok", sleep_ms = 1 }
+
+        [[benchmarks]]
+        workload = "selftest"
+        environments = ["numpy"]
+        options = { behaviour = "hang" }
+    """)
+    from runner.executors.docker import LABEL_OWNER
+
+    env = {**os.environ, images.BASE_ENV: BASE, environments.FLAVOUR_ENV: "cpu"}
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "runner", str(path), "--executor", "docker", "--results-dir",
+         str(results_dir)], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    owner = f"{socket.gethostname()}:{runner.pid}"
+
+    def containers() -> list:
+        return engine.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={owner}"})
+
+    deadline = time.monotonic() + 300
+    while not (list(results_dir.glob("docker-sigterm/*/cells/*.json")) and containers()):
+        assert time.monotonic() < deadline and runner.poll() is None, runner.stdout.read()
+        time.sleep(0.1)
+    runner.send_signal(signal.SIGTERM)
+    output, _ = runner.communicate(timeout=120)
+    assert runner.returncode == 143, output
+    assert containers() == [], "a container was left behind"
+    [run_dir] = list(results_dir.glob("docker-sigterm/*"))
+    [record] = [json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")]
+    assert record["status"] == "ok"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["interrupted"] is True and manifest["finished_at"]

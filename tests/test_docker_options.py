@@ -77,6 +77,28 @@ def test_sandbox_options(dockerx, tmp_path):
     assert "mem_limit" not in opts
 
 
+def test_the_root_filesystem_is_read_only_with_a_tmpfs_tmp_and_processes_are_capped(dockerx,
+                                                                                   tmp_path):
+    opts = options(dockerx, tmp_path)
+    assert opts["read_only"] is True
+    assert opts["environment"]["HOME"] == "/tmp"          # where Keras and the caches write
+    assert set(opts["tmpfs"]) == {"/tmp"}
+    flags = opts["tmpfs"]["/tmp"].split(",")
+    assert "exec" in flags and "noexec" not in flags      # torch.compile loads kernels from /tmp
+    assert {"nosuid", "nodev"} <= set(flags)
+    assert 1024 <= opts["pids_limit"] <= 65536
+
+
+def test_a_matrix_env_cannot_replace_the_runners_own_variables(dockerx, tmp_path):
+    env = {"PATH": "/evil", "LD_PRELOAD": "/cell/evil.so", "PYTHONPATH": "/cell",
+           "HOME": "/cell", "XLA_FLAGS": "--xla_dump_to=/tmp"}
+    opts = dockerx.run_options("img", tmp_path, env, labels={}, gpu_id=None)
+    environment = opts["environment"]
+    assert "PATH" not in environment and "LD_PRELOAD" not in environment  # the image's PATH
+    assert environment["PYTHONPATH"] == "/opt/dl-bench" and environment["HOME"] == "/tmp"
+    assert environment["XLA_FLAGS"] == "--xla_dump_to=/tmp"
+
+
 def test_ulimits_follow_nvidia_and_can_be_lowered(dockerx, tmp_path):
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options(dockerx, tmp_path)["ulimits"]}
     assert ulimits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
@@ -241,3 +263,13 @@ def test_every_image_of_the_canonical_matrix_has_its_locks():
         assert (IMAGES_DIR / name / "requirements.lock").is_file(), name
         if name != "numpy":
             assert (IMAGES_DIR / name / "requirements-cuda.lock").is_file(), name
+
+
+def test_a_container_says_its_compilation_caches_are_fresh(dockerx, tmp_path):
+    """A new container's HOME is its own: compile_s is cold there, whatever [run]
+    keep_compile_caches asks of the local executor (the worker records compile_cache)."""
+    from runner.worker.protocol import COMPILE_CACHE_ENV
+
+    opts = dockerx.run_options("img", tmp_path, {COMPILE_CACHE_ENV: "kept"}, labels={},
+                               gpu_id=None)
+    assert opts["environment"][COMPILE_CACHE_ENV] == "fresh"

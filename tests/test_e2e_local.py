@@ -133,6 +133,29 @@ def test_records_carry_every_field_with_correct_values(run_dir):
             assert r["achieved_tflops"] == pytest.approx(r["flops_per_step"] / r["median_ms"] / 1e9)
 
 
+def test_what_every_record_says_about_its_measurement(run_dir):
+    """TF32 (never on a CPU), GC off in the timed window, cold compilation caches, and the
+    framework's compilations before and inside the window, on every API."""
+    for r in records(run_dir):
+        if r["status"] != "ok":
+            continue
+        where = f"{r['environment']}/{r['workload']}/{r['jit']}"
+        effective = r["effective"]
+        assert effective["tf32"] is False, where
+        assert effective["tf32_detail"]["matmul"] is False is effective["tf32_detail"]["conv"]
+        assert effective["gc_in_timed_window"] == "disabled", where
+        assert r["compile_cache"] == "fresh", where
+        assert r["timing"].startswith("blocks of "), where
+        if r["api"] == "numpy":
+            assert r["compilations"] is None, where
+            continue
+        counts = r["compilations"]
+        assert counts["counted"] and counts["before_timed"] >= 0, where
+        assert counts["timed"] == 0, (where, counts)    # nothing recompiles inside the window
+        if r["environment"] == "jax" and r["jit"] is True:
+            assert counts["before_timed"] >= 1, counts     # the jitted step itself
+
+
 def test_framework_metadata_matches_the_environment(run_dir):
     for r in records(run_dir):
         if r["status"] != "ok":

@@ -4,7 +4,9 @@ environment holds against its lock."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,23 @@ def test_probe_refuses_what_cannot_serve(tmp_path):
         existing.probe(str(script))
 
 
+def test_probe_reads_a_bounded_answer_within_its_timeout(tmp_path):
+    """An interpreter that floods or hangs costs neither memory nor the run: it is killed."""
+    flood = tmp_path / "flood-python"
+    flood.write_text("#!/bin/sh\nexec yes 'not a version'\n")
+    flood.chmod(0o755)
+    with pytest.raises(existing.InterpreterError, match="printed more than"):
+        existing.probe(str(flood))
+    marker = tmp_path / "still-running"
+    hang = tmp_path / "hang-python"
+    hang.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
+    hang.chmod(0o755)
+    with pytest.raises(existing.InterpreterError, match="did not answer in 1 s"):
+        existing.probe(str(hang), timeout=1)
+    done = existing.run_bounded([sys.executable, "-c", "print('x' * 10)"], timeout=30, limit=11)
+    assert done.returncode == 0 and done.stdout == "x" * 10 + "\n"
+
+
 # --- what an environment holds ---------------------------------------------------------------------
 
 def test_lock_pins_read_every_pinned_line():
@@ -99,6 +118,15 @@ def test_differences_name_every_kind_of_drift():
         "nvidia-ml-py missing (lock: 13.615.71)", "psutil 7.1.0 (lock: 7.0.0)",
         "requests 2.32.0 installed, not in the lock"]
     assert installed.differences(pins, {**pins, "pip": "25.0", "setuptools": "80"}) == []
+
+
+def test_differences_leave_out_what_the_venv_seeded_unless_the_lock_pins_it():
+    pins = {"numpy": "2.4.6", "typing-extensions": "4.0"}
+    found = {"numpy": "2.4.6", "packaging": "26.3", "typing-extensions": "4.1"}
+    assert installed.differences(pins, found) == [
+        "packaging 26.3 installed, not in the lock", "typing-extensions 4.1 (lock: 4.0)"]
+    seed = {"packaging", "typing-extensions"}
+    assert installed.differences(pins, found, seed) == ["typing-extensions 4.1 (lock: 4.0)"]
 
 
 def test_the_runners_own_interpreter_lists_its_distributions():
@@ -118,4 +146,45 @@ def test_a_lock_built_environment_matches_its_lock_and_a_changed_one_warns():
     assert LocalExecutor.check_installed(env) == []
     pins = installed.lock_pins(env.lock)
     drifted = {**installed.list_installed(env.python), "numpy": "1.0.0"}
-    assert installed.differences(pins, drifted) == [f"numpy 1.0.0 (lock: {pins['numpy']})"]
+    assert installed.differences(pins, drifted, venvs.seed_of(env)) == [
+        f"numpy 1.0.0 (lock: {pins['numpy']})"]
+
+
+BUILD = """
+import json, sys
+from pathlib import Path
+from runner.environments import venvs
+lines = []
+env = venvs.build("numpy", "cpu", Path(sys.argv[1]), lines.append)
+waited = any("another run is building" in line for line in lines)
+print(json.dumps({"waited": waited, "built": len(lines) > int(waited)}))
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_building_one_lock_at_once_share_one_build_with_no_false_drift(tmp_path):
+    """A fresh environment wanted by two processes at once (both start while a third holds the
+    folder's lock): one builds it, the other waits and then uses it; the venv's own seed
+    packages (packaging, via wheel) are no drift."""
+    from runner.executors.local import LocalExecutor
+
+    env = venvs.env_for("numpy", "cpu", tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    with venvs.build_lock(env, lambda line: None):
+        runs = [subprocess.Popen([sys.executable, "-c", BUILD, str(tmp_path)], text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                for _ in range(2)]
+        time.sleep(3)                   # both are waiting for the lock by now
+    said = []
+    for run in runs:
+        output, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, output
+        said.append(json.loads(output.strip().splitlines()[-1]))
+    assert all(s["waited"] for s in said)
+    assert sorted(s["built"] for s in said) == [False, True]        # one build, one reuse
+    assert venvs.is_built(env)
+    assert LocalExecutor.check_installed(env) == []
+    assert "packaging" in venvs.seed_of(env)
+    (env.path / venvs.SEED_FILE).unlink()          # as an environment built before the record
+    assert LocalExecutor.check_installed(env) == []
+    assert "packaging" in json.loads((env.path / venvs.SEED_FILE).read_text())

@@ -194,8 +194,11 @@ def test_resume_refuses_another_matrix_and_never_rewrites_the_runs_copy(run_copy
     assert f"{changed} is not the matrix this run was started with (run.steps: 3 → 500)" in line
     assert set(os.listdir(run_copy / "cells")) == before
     assert (run_copy / "matrix.toml").read_bytes() == kept
-    code, _, err = main(capsys, tmp_path / "matrix.toml", "--resume", run_copy)
+    more = tmp_path / "more.toml"                 # more repeats of the same cells: allowed
+    more.write_text(MATRIX.replace("repeats = 2", "repeats = 3"))
+    code, out, err = main(capsys, more, "--resume", run_copy)
     assert code == 0, err
+    assert "resuming with run.repeats: 2 → 3" in out and len(records(run_copy)) == 6
     assert (run_copy / "matrix.toml").read_bytes() == kept
 
 
@@ -356,8 +359,7 @@ def test_too_little_free_disk_stops_before_a_cell_with_the_resume_command(tmp_pa
     line = one_line(code, err)
     (run,) = (tmp_path / "r" / "hostile").iterdir()
     assert "run stopped: " in line and "below 1000000000000 MB (DL_BENCH_MIN_FREE_MB)" in line
-    assert line.endswith(f"continue with: python -m runner {tmp_path / 'matrix.toml'} "
-                         f"--resume {run}")
+    assert line.endswith(f" -m runner {tmp_path / 'matrix.toml'} --resume {run} --executor local")
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["finished_at"] and "DL_BENCH_MIN_FREE_MB" in manifest["stopped"]
     assert records(run) == {} and not (run / ".reserve").exists()

@@ -137,6 +137,11 @@ def test_every_model_and_task(environment, tmp_path):
             # A sample is one denoising step: the call's time divided by num_steps.
             assert r["steps_per_call"] == options["num_steps"], where
             assert r["extra"]["images_shape"][:3] == [batch, 96, 96], where
+            # Items are images: batch per call, so batch / num_steps per denoising step.
+            assert r["items_per_step"] * options["num_steps"] == pytest.approx(batch), where
+        if workload in ("bert", "sam"):
+            feed = hub.KERAS2_FEED if environment == "keras2" else hub.KERAS3_FEED
+            assert r["effective"]["feed"] == feed, where
 
 
 @pytest.mark.slow
@@ -231,3 +236,21 @@ def test_an_image_side_sd3_cannot_take_is_an_error():
     for side, size in ((500, "full"), (144, "tiny")):
         with pytest.raises(ValueError, match="StableDiffusion3 needs a multiple of 16"):
             hub.check_sd3_side(side, hub.config(hub.SD3, size))
+
+
+def test_stable_diffusion_predict_counts_images_not_denoising_steps():
+    """A sample is one denoising step (call time / num_steps); items/s must still be images/s and
+    energy per item energy per image (they were num_steps times off: per image per step)."""
+    from runner.results import stats
+
+    num_steps, batch, calls, call_ms = 4, 2, 10, 400.0
+    record = {"samples_ms": [call_ms / num_steps] * calls, "median_ms": call_ms / num_steps,
+              "calls_per_sample": 1, "steps_per_call": num_steps,
+              "items_per_step": hub.images_per_step(batch, num_steps),
+              "gpu_energy_j": 100.0, "train_s": 4.0, "extra": {"telemetry_window_s": 4.0}}
+    images_per_s = batch * 1000.0 / call_ms                       # 5 images per second
+    assert stats.throughput(record)["items_per_s"] == pytest.approx(images_per_s)
+    figures, note = stats.energy_of(record)
+    assert note is None
+    assert figures["energy_per_item_j"] == pytest.approx(100.0 / (calls * batch))   # J per image
+    assert figures["energy_per_step_j"] == pytest.approx(100.0 / (calls * num_steps))

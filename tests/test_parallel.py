@@ -247,3 +247,52 @@ def test_ctrl_c_in_a_parallel_run_keeps_finished_cells_and_resume_runs_the_rest(
         assert json.dumps(after[key], sort_keys=True) == text     # finished ones untouched
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) == 7
+
+
+# --- one block size per cell ----------------------------------------------------------------------
+
+def by_cell(found: dict[str, dict]) -> dict[str, dict[int, dict]]:
+    out: dict[str, dict[int, dict]] = {}
+    for record in found.values():
+        out.setdefault(record["cell_id"], {})[record["repeat"]] = record
+    return out
+
+
+def test_later_repeats_wait_for_their_cells_first_and_take_its_block_size(
+        three_gpu_host, write_matrix, run_cli, results_dir):
+    """Two cells × 3 repeats on three lanes: each cell's first repeat calibrates its block, the
+    later ones start only once it finished (the other cell's entries meanwhile) and are handed
+    its calls_per_sample, so every repeat takes as many samples of the same block."""
+    text = matrix_text("blocks", [2, 3], steps=200).replace("repeats = 1", "repeats = 3")
+    with Watcher(results_dir) as watcher:
+        code, out, _ = run_cli(write_matrix(text, with_environments=False))
+    assert code == 0, out
+    cells = by_cell(records(results_dir))
+    assert len(cells) == 2
+    for reps in cells.values():
+        first = reps[1]
+        assert first["block_source"] == "calibrated" and first["calls_per_sample"] > 1
+        for later in (reps[2], reps[3]):
+            assert later["block_source"] == "handed_over"
+            assert later["calls_per_sample"] == first["calls_per_sample"]
+            assert len(later["samples_ms"]) == len(first["samples_ms"])
+            assert "first repeat calibrated it" in later["timing"]
+    for snapshot in watcher.snapshots:
+        firsts = {key.rsplit("-r", 1)[0] for key in snapshot if key.endswith("-r1")}
+        assert not any(key.rsplit("-r", 1)[0] in firsts for key in snapshot
+                       if not key.endswith("-r1")), f"a later repeat beside its first: {snapshot}"
+    assert max(len(s) for s in watcher.snapshots) >= 2       # the lanes did not run one by one
+
+
+def test_resume_hands_the_stored_first_repeats_block_size_to_the_rest(write_matrix, run_cli,
+                                                                      results_dir):
+    text = matrix_text("resumed", [2], steps=100)
+    matrix = write_matrix(text, with_environments=False)
+    assert run_cli(matrix)[0] == 0
+    matrix.write_text(matrix.read_text().replace("repeats = 1", "repeats = 3"))
+    code, out, _ = run_cli(matrix, "--resume")
+    assert code == 0, out
+    (reps,) = by_cell(records(results_dir)).values()
+    assert reps[1]["block_source"] == "calibrated"
+    assert [reps[k]["block_source"] for k in (2, 3)] == ["handed_over", "handed_over"]
+    assert {reps[k]["calls_per_sample"] for k in (1, 2, 3)} == {reps[1]["calls_per_sample"]}

@@ -58,3 +58,22 @@ def test_the_first_line_names_the_profile_and_its_reason_verbatim(write_matrix, 
     code, out, _ = run_cli(matrix, "--dry-run")
     assert code == 0, out
     assert out.splitlines()[0] == "profile: full ([run] profile full)"
+
+
+def test_block_sizes_come_from_the_first_ok_repeat_and_a_failed_one_passes_the_turn(write_matrix):
+    from runner.run import BlockSizes
+
+    cell = cells(write_matrix)[0]
+    plan = make_plan([cell])
+    r1, r2, r3 = plan.to_run
+    blocks = BlockSizes([], plan.to_run)
+    assert blocks.ready(r1) and not blocks.ready(r2) and not blocks.ready(r3)
+    assert blocks.size(cell) is None                      # the first repeat calibrates
+    blocks.finished(r1, {"cell_id": cell.id, "status": "failed", "calls_per_sample": None})
+    assert blocks.ready(r2) and not blocks.ready(r3)      # the next repeat calibrates instead
+    blocks.finished(r2, {"cell_id": cell.id, "status": "ok", "calls_per_sample": 16})
+    assert blocks.ready(r3) and blocks.size(cell) == 16
+    stored = [{"cell_id": cell.id, "repeat": 2, "status": "ok", "calls_per_sample": 8},
+              {"cell_id": cell.id, "repeat": 1, "status": "ok", "calls_per_sample": 4}]
+    resumed = BlockSizes(stored, [r3])
+    assert resumed.size(cell) == 4 and resumed.ready(r3)  # the lowest ok repeat's, as stored

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -117,16 +118,27 @@ class LocalCluster:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def no_ray_auth():
-    """Ray turns token authentication on by itself when ~/.ray/auth_token exists (a local
-    ray.init makes one): the test cluster and its drivers say how, whatever the machine holds."""
+def ray_token():
+    """Token authentication, as the runner asks for it: the test cluster and its drivers share
+    a token of their own (RAY_AUTH_TOKEN wins over ~/.ray/auth_token, whatever the machine
+    holds)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    def reload() -> None:        # Ray read the mode when this process imported it
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+    token = secrets.token_hex(16)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_AUTH_MODE", "disabled")
-        yield
+        patch.setenv("RAY_AUTH_MODE", "token")
+        patch.setenv("RAY_AUTH_TOKEN", token)
+        reload()
+        yield token
+    reload()
 
 
 @pytest.fixture(scope="module")
-def cluster(no_ray_auth):
+def cluster(ray_token):
     root = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))   # Ray's sockets need a short path
     local = LocalCluster(root)
     try:
@@ -208,7 +220,8 @@ def test_a_matrix_through_ray_gives_the_cells_and_statuses_of_a_local_run(
     assert code == 1, local_out
     code, out, _ = run_cli(matrix, *ray_args(cluster))
     assert code == 1, out
-    assert f"executor: ray (--executor ray; the Ray cluster at {cluster.address})" in out
+    assert f"executor: ray (--executor ray; the Ray cluster at {cluster.address}, " \
+           "RAY_AUTH_MODE=token)" in out
     assert "parallel: 2 cells at once (task slots); CPU cells one at a time, alone ([run] " \
            "parallel = 'auto': 2 Ray node(s), 2 GPUs)" in out
     local_dir, ray_dir = run_dirs(results_dir, "same")
@@ -257,7 +270,8 @@ def test_doctor_names_the_cluster(cluster, no_gpu_here, write_matrix, capsys):
     code = cli.main(["doctor", str(write_matrix(SAME, with_environments=False)), *ray_args(cluster)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert f"✓ Ray cluster: the Ray cluster at {cluster.address}: Ray {ray.__version__}, " \
+    assert f"✓ Ray cluster: the Ray cluster at {cluster.address}, RAY_AUTH_MODE=token: Ray " \
+           f"{ray.__version__}, " \
            "2 node(s), 2 GPUs, 2 CPUs" in out
     assert "executor: ray" in out and "flavour: node" in out
 
@@ -381,8 +395,10 @@ options = {{ behaviour = "ok", sleep_ms = [200, 201, 202] }}
 """
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupted_cluster_run_resumes_without_loss_or_repeats(cluster, write_matrix,
-                                                                     results_dir):
+                                                                     results_dir, sig):
+    """SIGTERM as Ctrl-C: ray.init would have replaced the runner's handler with sys.exit."""
     matrix = write_matrix(RESUMABLE, with_environments=False)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "DL_BENCH_RAY_RETRIES")}
 
@@ -399,9 +415,9 @@ def test_an_interrupted_cluster_run_resumes_without_loss_or_repeats(cluster, wri
             len(records(run_dirs(results_dir, "resumable")[0])) < 2 or not cluster.task_processes():
         assert time.monotonic() < deadline and runner.poll() is None, runner.stdout.read()
         time.sleep(0.05)
-    runner.send_signal(signal.SIGINT)
+    runner.send_signal(sig)
     output, _ = runner.communicate(timeout=90)
-    assert runner.returncode == 130, output
+    assert runner.returncode == 128 + sig, output
     (run_dir,) = run_dirs(results_dir, "resumable")
     settle = time.monotonic() + 30
     while cluster.task_processes() and time.monotonic() < settle:
@@ -434,7 +450,7 @@ def test_without_an_address_a_local_ray_instance_runs_the_cells(write_matrix, re
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "executor: ray (--executor ray; a local Ray instance (no --ray-address or " \
-           "RAY_ADDRESS))" in done.stdout
+           "RAY_ADDRESS), RAY_AUTH_MODE=token)" in done.stdout
     assert "parallel: 1 cell at a time ([run] parallel = 'auto': 1 Ray node(s), no GPU: one " \
            "cell per node)" in done.stdout
     (record,) = records(run_dirs(results_dir, "here")[0]).values()
@@ -489,6 +505,21 @@ def test_an_address_where_no_cluster_answers_is_one_line(write_matrix, run_cli):
     assert "no Ray cluster answers at 127.0.0.1:" in err and "Connection refused" in err
 
 
+def test_a_driver_without_the_clusters_token_is_refused(cluster, write_matrix):
+    """The runner's driver (in a process of its own: Ray keeps the token it first read) with
+    another token: refused, in one line of the runner's that says where the token comes from
+    (after Ray's own retries, ~20 s, and its log lines)."""
+    env = {**cluster.env, "RAY_AUTH_TOKEN": secrets.token_hex(16)}       # not the cluster's
+    done = subprocess.run([sys.executable, "-m", "runner", "plan",
+                           str(write_matrix(SAME, with_environments=False)), *ray_args(cluster)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: no Ray cluster answers at {cluster.address}: ")
+    assert "the driver needs the cluster's token: RAY_AUTH_TOKEN" in last
+    assert "Authentication token is missing or incorrect" in done.stderr      # Ray's own word
+
+
 def test_the_example_cluster_passes_rays_own_schema_check():
     """What `ray up` checks first: the example cluster YAML against Ray's schema."""
     import yaml
@@ -503,3 +534,77 @@ def test_the_example_cluster_passes_rays_own_schema_check():
     assert "nvidia-container-toolkit" in setup and "docker.io" in setup
     assert "runner build matrix.toml --executor docker" in setup
     assert "pip install -q -e '.[ray]'" in "\n".join(config["setup_commands"])
+    # Token authentication everywhere: one token, copied to every node, every Ray started so.
+    assert config["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        start = [c for c in config[key] if "ray start" in c]
+        assert start and all("RAY_AUTH_MODE=token" in c for c in start), key
+
+
+# --- the cluster goes away under a run -------------------------------------------------------
+
+GONE = """
+[run]
+name = "cluster-gone"
+repeats = 1
+warmup_steps = 1
+steps = 2
+timeout = 120
+profile = "full"
+
+[environments.numpy]
+image = "numpy"
+api = "numpy"
+
+[[benchmarks]]
+workload = "selftest"
+options = { behaviour = "hang" }
+
+[[benchmarks]]
+workload = "selftest"
+options = { behaviour = "ok", sleep_ms = [10, 11] }
+"""
+
+
+def test_a_run_whose_cluster_goes_away_stops_with_the_resume_line(ray_token, write_matrix,
+                                                                   results_dir):
+    """A one-node cluster of its own (the module's stays up for the other tests), stopped
+    while a cell runs on it: the driver records that cell as crashed with the reason, stops
+    with the --resume line (exit 1, no traceback) before Ray would end it, and runs nothing
+    after it."""
+    root = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))
+    local = LocalCluster(root)
+    matrix = write_matrix(GONE, with_environments=False)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RAY_ADDRESS", "DL_BENCH_RAY_RETRIES", "CUDA_VISIBLE_DEVICES")}
+    try:
+        local.start_node("--head", f"--node-ip-address={HEAD_IP}", f"--port={local.port}",
+                         f"--temp-dir={root}", "--include-dashboard=false",
+                         f"--ray-client-server-port={free_port()}")
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "runner", str(matrix), "--results-dir", str(results_dir),
+             "--executor", "ray", "--ray-address", local.address], cwd=REPO, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 180
+        while not local.task_processes():
+            assert time.monotonic() < deadline and runner.poll() is None, runner.communicate()
+            time.sleep(0.2)
+        time.sleep(1)
+        stopped_at = time.monotonic()
+        local.stop()
+        out, err = runner.communicate(timeout=120)
+        took = time.monotonic() - stopped_at
+    finally:
+        local.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert runner.returncode == 1, out + err
+    assert "Traceback" not in out + err
+    [stop_line] = [line for line in out.splitlines() if line.startswith("stopped:")]
+    (run_dir,) = run_dirs(results_dir, "cluster-gone")
+    assert f"--resume {run_dir}" in stop_line and "--executor ray" in stop_line, stop_line
+    assert "Ray cluster" in stop_line and "2 runs not done" in stop_line, stop_line
+    [record] = records(run_dir).values()
+    assert record["status"] == "crashed"
+    assert "stopped answering" in record["error"], record["error"]
+    assert json.loads((run_dir / "manifest.json").read_text())["stopped"]
+    print(f"stopped {took:.1f} s after the cluster")

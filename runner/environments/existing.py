@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 MIN_PYTHON = (3, 10)        # the worker's own code needs 3.10
+OUTPUT_LIMIT = 4 * 2**20    # bytes a probe may print per stream (its answer is a few hundred)
 PROBE = ("import json, sys; print(json.dumps({'version': list(sys.version_info[:3]), "
          "'executable': sys.executable, 'prefix': sys.prefix}))")
 
@@ -28,16 +32,70 @@ class Interpreter:
     prefix: str
 
 
+class OutputTooLong(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_bounded(command: list[str], timeout: float, limit: int = OUTPUT_LIMIT,
+                cwd: Path | None = None) -> Finished:
+    """Run a probe of an interpreter the matrix names: at most `limit` bytes read from each of
+    its streams and `timeout` seconds, then it is killed (with anything it started), so a broken
+    or hostile interpreter can neither hang the runner nor fill its memory. Raises
+    subprocess.TimeoutExpired, OutputTooLong, or OSError when it cannot start."""
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=cwd, start_new_session=True)
+    received = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
+    out, err = received.values()
+    open_fds = list(received)
+    deadline = time.monotonic() + timeout
+    try:
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(command, timeout)
+            for fd in select.select(open_fds, [], [], left)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    open_fds.remove(fd)
+                elif len(received[fd]) + len(chunk) > limit:
+                    raise OutputTooLong(f"printed more than {limit} bytes")
+                else:
+                    received[fd] += chunk
+        returncode = process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except BaseException:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+        raise
+    finally:
+        process.stdout.close()
+        process.stderr.close()
+    return Finished(returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
 def probe(python: str, timeout: float = 120.0) -> Interpreter:
     try:
-        done = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        done = run_bounded([python, "-c", PROBE], timeout)
     except FileNotFoundError:
         raise InterpreterError(f"python = {python!r}: no such interpreter") from None
     except PermissionError:
         raise InterpreterError(f"python = {python!r}: not executable") from None
+    except OSError as exc:
+        raise InterpreterError(f"python = {python!r}: cannot run it ({exc})") from None
     except subprocess.TimeoutExpired:
         raise InterpreterError(f"python = {python!r}: did not answer in {timeout:.0f} s") from None
+    except OutputTooLong as exc:
+        raise InterpreterError(f"python = {python!r}: {exc} when asked its version: not a "
+                               "Python interpreter") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise InterpreterError(f"python = {python!r} exited {done.returncode}: {last}")

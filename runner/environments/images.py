@@ -27,10 +27,29 @@ from .venvs import sha256_file
 LABEL = "org.dl-bench"
 BASE_ENV = "DL_BENCH_BASE_IMAGE"      # replaces the Dockerfile's BASE (tests, mirrors)
 CA_ENVS = ("DL_BENCH_BUILD_CA", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+# The host's pip settings an image build takes (build arguments the Dockerfile declares): where a
+# mirror or a wheel folder served over HTTP replaces an index the build cannot reach. URL lists
+# keep their http(s) entries only: a path on the host means nothing inside the build.
+PIP_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST",
+                "PIP_NO_INDEX", "PIP_RETRIES")
+PIP_URL_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
 
 
 class ImageError(Exception):
     """An image cannot be built or found; the message is one line for the user."""
+
+
+def pip_settings() -> dict[str, str]:
+    """The host's pip settings the image build gets (see PIP_SETTINGS); none of them changes
+    what is installed (the lock's hashes decide), so they are no part of the recipe's hash."""
+    out = {}
+    for name in PIP_SETTINGS:
+        value = os.environ.get(name, "").strip()
+        if name in PIP_URL_SETTINGS:
+            value = " ".join(v for v in value.split() if v.startswith(("http://", "https://")))
+        if value:
+            out[name] = value
+    return out
 
 
 def extra_ca_bundle() -> Path | None:
@@ -82,7 +101,7 @@ class Recipe:
         # The Dockerfile turns these into its labels (labels given to the build API would cost
         # one layer each, a full file-system copy apiece on a vfs engine).
         args = {"IMAGE": self.name, "LOCK": self.lock.name, "LOCK_SHA256": self.lock_sha256,
-                "RECIPE_SHA256": self.recipe_sha256, "FLAVOUR": self.flavour}
+                "RECIPE_SHA256": self.recipe_sha256, "FLAVOUR": self.flavour, **pip_settings()}
         if self.base:
             args["BASE"] = self.base
         return args

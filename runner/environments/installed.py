@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 from ..matrix import REPO_ROOT
 from ..worker.distributions import canonical
+from .existing import run_bounded
 
 # Installed by the venv itself, never pinned by a lock.
 VENV_TOOLS = {"pip", "setuptools", "wheel"}
@@ -27,22 +27,27 @@ def lock_pins(lock: Path) -> dict[str, str]:
 
 
 def list_installed(python: Path, timeout: float = 120.0) -> dict[str, str]:
-    """The distributions installed for `python`, read by the worker's own module."""
-    done = subprocess.run([str(python), "-m", "runner.worker.distributions"],
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT,
-                          stdin=subprocess.DEVNULL)
+    """The distributions installed for `python`, read by the worker's own module (its output
+    bounded, as every probe of an environment's interpreter)."""
+    done = run_bounded([str(python), "-m", "runner.worker.distributions"], timeout,
+                       cwd=REPO_ROOT)
     if done.returncode != 0:
         raise RuntimeError((done.stderr.strip().splitlines() or ["no output"])[-1])
     return json.loads(done.stdout)
 
 
-def differences(pins: dict[str, str], found: dict[str, str]) -> list[str]:
-    """Human-readable differences between a lock's pins and an installed set, sorted."""
+def differences(pins: dict[str, str], found: dict[str, str],
+                seed: set[str] = frozenset()) -> list[str]:
+    """Human-readable differences between a lock's pins and an installed set, sorted. `seed`:
+    what the venv installed itself before the lock (pip, setuptools, wheel and what they need,
+    packaging for one): the venv's, not the lock's, unless the lock pins them too."""
     out = []
     for name in sorted(set(pins) | set(found)):
         if name in VENV_TOOLS:
             continue
         want, have = pins.get(name), found.get(name)
+        if want is None and name in seed:
+            continue
         if want is None:
             out.append(f"{name} {have} installed, not in the lock")
         elif have is None:

@@ -4,22 +4,28 @@ One environment per image folder and flavour, cached under a hash of its lock fi
 unchanged environment is never rebuilt. The interpreter is the lock's Python (3.11): uv finds it
 on the machine or fetches a managed one, so a host whose own Python differs still gets exactly
 the locked stack. A build that did not finish leaves no `.complete` marker and is redone from
-scratch next time.
+scratch next time. Two runs that need the same environment at once do not race: one builds it
+(holding a file lock beside the folder), the other waits and then uses it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from . import lock_path, lock_python
+from . import indexes, installed, lock_path, lock_python
 
 ENV_ROOT = Path(os.environ.get("RUNNER_ENV_DIR", Path.home() / ".cache" / "dl-bench-runner" / "envs"))
 
@@ -56,19 +62,15 @@ def env_for(image: str, flavour: str = "cpu", root: Path | None = None) -> Local
                     (root or ENV_ROOT) / f"{image}-{flavour}-{tag}-{digest[:12]}", digest)
 
 
+SEED_FILE = ".seed.json"     # what the fresh venv held before the lock was installed
+
+
 def is_built(env: LocalEnv) -> bool:
     return (env.path / ".complete").is_file() and env.python.exists()
 
 
 def find_uv() -> str | None:
     return shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
-
-
-def has_local_pins(lock: Path) -> bool:
-    """A local-version pin (torch's `+cpu` build) that only pip finds, through this machine's
-    find-links; uv looks at PyPI only."""
-    return any("+" in line.split("==", 1)[1] for line in lock.read_text().splitlines()
-               if "==" in line and not line.lstrip().startswith("#"))
 
 
 def venv_command(env: LocalEnv) -> list[str]:
@@ -86,13 +88,59 @@ def venv_command(env: LocalEnv) -> list[str]:
     return [sys.executable, "-m", "venv", str(env.path)]
 
 
-def installer_command(env: LocalEnv) -> list[str]:
+def installer_command(env: LocalEnv, lock: Path | None = None,
+                      machine_config: bool = False) -> list[str]:
+    """Install `lock` (default: the env's) exactly: every file pinned by its hash, no
+    dependency of its own. uv, 4× faster; pip when `machine_config` — an index the lock declares
+    cannot be reached from here, and pip reads this machine's own configuration (pip.conf,
+    PIP_INDEX_URL, PIP_FIND_LINKS: a mirror or a wheel folder) where uv does not."""
+    lock = lock or env.lock
     uv = find_uv()
-    if uv and not has_local_pins(env.lock):
+    if uv and not machine_config:
+        # A declared extra index (PyTorch's) also carries numpy and the like: uv's default
+        # (first index that has a name wins) would look for those there alone. The hashes pin
+        # every file, so taking the best match across indexes cannot change what is installed.
+        strategy = ["--index-strategy", "unsafe-best-match"] if indexes.declared(lock) else []
         return [uv, "pip", "install", "--python", str(env.python), "--require-hashes",
-                "--no-deps", "-r", str(env.lock)]
+                "--no-deps", *strategy, "-r", str(lock)]
     return [str(env.python), "-m", "pip", "install", "--require-hashes", "--no-deps",
-            "--disable-pip-version-check", "-r", str(env.lock)]
+            "--disable-pip-version-check", "-r", str(lock)]
+
+
+def seed_of(env: LocalEnv) -> set[str]:
+    """The distributions the venv itself installed (pip and its kin, and what they need),
+    recorded when it was built; for an environment built before that was recorded, read once
+    from a throwaway venv made the same way (and recorded then)."""
+    try:
+        return set(json.loads((env.path / SEED_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="dl-bench-seed-") as folder:
+        fresh = dataclasses.replace(env, path=Path(folder) / "venv")
+        try:
+            subprocess.run(venv_command(fresh), check=True, capture_output=True, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError, EnvironmentBuildError):
+            return set()
+        return record_seed(fresh, into=env)
+
+
+@contextlib.contextmanager
+def build_lock(env: LocalEnv, on_line: Callable[[str], None]) -> Iterator[None]:
+    """Hold the lock of one environment folder while building it (across processes: another
+    run, or another Ray worker on the node, waits here). The kernel drops it when its holder
+    dies."""
+    fd = os.open(env.path.with_name(env.path.name + ".lock"),
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_line("waiting: another run is building this environment")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def build(image: str, flavour: str = "cpu", root: Path | None = None,
@@ -101,26 +149,74 @@ def build(image: str, flavour: str = "cpu", root: Path | None = None,
     env = env_for(image, flavour, root)
     if is_built(env):
         return env
+    env.path.parent.mkdir(parents=True, exist_ok=True)
+    with build_lock(env, on_line):
+        if not is_built(env):           # another run may have built it while we waited
+            build_unlocked(env, on_line)
+    return env
+
+
+def build_unlocked(env: LocalEnv, on_line: Callable[[str], None]) -> None:
     if env.path.exists():
         shutil.rmtree(env.path)  # an interrupted build
-    env.path.parent.mkdir(parents=True, exist_ok=True)
     log_path = env.path.with_suffix(".log")
     started = time.monotonic()
-    with log_path.open("w", encoding="utf-8") as log:
-        for make_command in (venv_command, installer_command):
-            command = make_command(env)
+    with log_path.open("w", encoding="utf-8") as log, \
+            tempfile.TemporaryDirectory(prefix=f"{env.image}-lock-") as scratch:
+        lock, notes = indexes.usable_lock(env.lock, Path(scratch))
+        for note in notes:
+            log.write(f"[runner: {note}]\n")
+            on_line(note)
+
+        def step(command: list[str]) -> None:
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, cwd=env.path.parent)
+            returncode = run_logged(command, env.path.parent, log, on_line)
+            if returncode != 0:
+                raise EnvironmentBuildError(
+                    f"building the {env.image!r} environment ({env.flavour}) failed "
+                    f"({Path(command[0]).name} exited {returncode}); see {log_path}"
+                    f"{unreachable_hint(notes)}")
+
+        step(venv_command(env))
+        record_seed(env)
+        step(installer_command(env, lock, machine_config=bool(notes)))
+    (env.path / ".complete").write_text(
+        f"{env.lock_sha256}\nbuilt in {time.monotonic() - started:.0f} s\n", encoding="utf-8")
+
+
+def record_seed(env: LocalEnv, into: LocalEnv | None = None) -> set[str]:
+    """What `env`'s venv holds now (before the lock is installed), kept in `into` (itself)."""
+    try:
+        seed = sorted(installed.list_installed(env.python))
+        (into or env).path.joinpath(SEED_FILE).write_text(json.dumps(seed), encoding="utf-8")
+    except Exception:  # noqa: BLE001 - without it the check falls back to pip/setuptools/wheel
+        return set()
+    return set(seed)
+
+
+def run_logged(command: list[str], cwd: Path, log, on_line: Callable[[str], None]) -> int:
+    """Run one build step, its output into the build log; interrupted (Ctrl-C, SIGTERM), the
+    step is killed rather than left installing into a folder the next build removes."""
+    # The with-block closes the pipe (an open one is a ResourceWarning, an error under pytest).
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL, text=True, cwd=cwd) as process:
+        try:
             assert process.stdout is not None
             for line in process.stdout:
                 log.write(line)
                 on_line(line.rstrip())
-            if process.wait() != 0:
-                raise EnvironmentBuildError(
-                    f"building the {image!r} environment ({flavour}) failed ({Path(command[0]).name} "
-                    f"exited {process.returncode}); see {log_path}")
-    (env.path / ".complete").write_text(
-        f"{env.lock_sha256}\nbuilt in {time.monotonic() - started:.0f} s\n", encoding="utf-8")
-    return env
+            return process.wait()
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+
+
+def unreachable_hint(notes: list[str]) -> str:
+    """What to do when an index the lock names cannot be reached and the build failed."""
+    if not notes:
+        return ""
+    return (f" — {notes[0].split(' cannot be reached')[0]} cannot be reached from here: point "
+            "PIP_INDEX_URL or PIP_FIND_LINKS at a mirror or wheel folder that serves the lock's "
+            "files (see the README, air-gapped machines)")

@@ -43,6 +43,9 @@ class Attempt:
 
 class Executor(Protocol):
     name: str
+    # Why this executor can run no more cells (its Docker engine or Ray cluster is gone), else
+    # None: the run stops after the cell that found out (run.stop_if_lost).
+    lost: str | None
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared: ...
 

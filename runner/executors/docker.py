@@ -1,11 +1,13 @@
 """The GPU path: one pinned image per environment, one fresh container per cell × repeat.
 
 Each container gets the repository's `runner` package read-only, the cell's work folder (spec.json
-in, result.json out) as its only writable mount, no network, no capabilities, no new privileges, a
-non-root user, NVIDIA's recommended shm size and ulimits, and one GPU through a device request when
-the cell runs on the GPU. Timeouts kill the container; the kernel's OOM kill is read back from the
-engine. Containers carry the runner's labels and are removed afterwards; leftovers of a killed
-run are removed when the next executor connects.
+in, result.json out) as its only writable mount, a read-only root filesystem with a tmpfs /tmp, no
+network, no capabilities, no new privileges, a non-root user, a cap on its processes, NVIDIA's
+recommended shm size and ulimits, and one GPU through a device request when the cell runs on the
+GPU. Its output goes to the cell's log, capped as a local worker's is. Timeouts kill the container;
+the kernel's OOM kill is read back from the engine. Containers carry the runner's labels and are
+removed afterwards (also on Ctrl-C and SIGTERM); leftovers of a killed run are removed when the
+next executor connects.
 
 The docker SDK is imported lazily: planning and `--dry-run` never need it.
 """
@@ -24,9 +26,12 @@ from typing import Any, Callable
 from ..environments import Flavour, Source, image_flavour, images
 from ..matrix import REPO_ROOT
 from ..results.records import Outcome
-from ..worker.protocol import GPU_GIVEN_ENV
+from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
-from .local import tail
+from .engine import (SLOW_LIMIT, TIMEOUT_ENV, EngineProblem, EngineSettings, EngineSlow, call,
+                     classify, reason)
+from .local import RUNNER_OWNED_ENV, log_caps, tail
+from .supervisor import CappedLog
 
 CODE_ROOT = "/opt/dl-bench"                 # PYTHONPATH inside; the package is CODE_ROOT/runner
 CELL_DIR = "/cell"                          # the cell's work folder inside
@@ -42,14 +47,23 @@ GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID
 MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
 POOL_SIZE = 64                              # engine connections: 2 per running container
+# Processes and threads a container may hold: far above what a framework starts (TensorFlow
+# and XLA thread pools, torch.compile's workers: hundreds on a large VM), far below a fork bomb.
+PIDS_LIMIT = 8192
+# The root filesystem is read-only; frameworks write only under /tmp (HOME=/tmp: Keras's
+# config, compile caches, torch.compile's kernels, which are loaded from there, hence exec).
+TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
 
 
 class DockerUnavailable(Exception):
     """No engine answers, or the docker SDK is missing; the message says how to fix it."""
 
 
-def connect(timeout: float = 60.0) -> Any:
-    """A docker SDK client whose engine answered a ping."""
+def connect(timeout: float | None = None) -> Any:
+    """A docker SDK client whose engine answered a ping; its requests time out after `timeout`
+    seconds (default: DL_BENCH_ENGINE_TIMEOUT, see engine.py)."""
+    if timeout is None:
+        timeout = EngineSettings.from_env().timeout_s
     try:
         import docker
     except ImportError as exc:
@@ -127,8 +141,13 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
     from docker.types import DeviceRequest, Mount, Ulimit
 
     code_dir = code_dir or REPO_ROOT / "runner"
-    environment = {**env, "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+    # The cell's variables, minus those the runner owns (PATH stays the image's). A new container
+    # starts with empty compilation caches under its own HOME, whatever [run]
+    # keep_compile_caches says (nothing of the host's is mounted).
+    environment = {**{k: v for k, v in env.items() if k not in RUNNER_OWNED_ENV},
+                   "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
+                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp",
+                   COMPILE_CACHE_ENV: "fresh"}
     devices = []
     if gpu_id is not None:
         devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],
@@ -149,6 +168,9 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
         network_mode="none",
         security_opt=["no-new-privileges"],
         cap_drop=["ALL"],
+        read_only=True,
+        tmpfs=dict(TMPFS),
+        pids_limit=PIDS_LIMIT,
         init=True,
         shm_size=shm_size,
         ulimits=[Ulimit(name=name, soft=soft, hard=hard)
@@ -206,6 +228,7 @@ class DockerExecutor:
         self.gpu_id = gpu_id if gpu_id is not None else os.environ.get(GPU_ENV, "0")
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
         self.mem_limit = mem_limit or os.environ.get(MEMORY_ENV) or None
+        self.log_caps = log_caps()       # checked here: a bad setting stops the run early
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
         self.ulimits = ULIMITS            # lowered once if the engine refuses them
@@ -217,11 +240,22 @@ class DockerExecutor:
         # Source key -> metadata a pinned image's records carry beyond what the engine says (the
         # recorded digest of an image pinned by its id: an archive loads no repo digests).
         self.pin_metadata: dict[str, dict[str, Any]] = {}
+        self.engine = EngineSettings.from_env()
+        self.lost: str | None = None      # why no further cell can run: the engine is gone
+        self._slow_cells = 0              # cells in a row the engine was too slow for
 
     def client(self) -> Any:
         if self._client is None:
-            self._client = connect()
-            remove_leftovers(self._client)
+            from requests.exceptions import RequestException
+
+            client = connect(self.engine.timeout_s)
+            try:
+                remove_leftovers(client)
+            except RequestException as exc:
+                client.close()
+                raise DockerUnavailable(f"the Docker engine did not list its containers "
+                                        f"({type(exc).__name__}: {exc})") from None
+            self._client = client
         return self._client
 
     def recipe(self, source: Source) -> images.Recipe:
@@ -239,6 +273,7 @@ class DockerExecutor:
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         import docker.errors
+        from requests.exceptions import RequestException
 
         flavour, uses = self.describe(source)
         if source.pinned or source.key in self.pins:
@@ -251,6 +286,9 @@ class DockerExecutor:
             return Prepared(source.key, uses, flavour, error=str(exc))
         except docker.errors.DockerException as exc:
             return Prepared(source.key, uses, flavour, error=f"image {source.image}: docker: {exc}")
+        except RequestException as exc:     # the engine stopped answering
+            return Prepared(source.key, uses, flavour,
+                            error=f"image {source.image}: {engine_silence(exc, self.engine)}")
         self.image_ids[source.key] = built.id   # run by id: a rebuild cannot swap it mid-run
         return Prepared(source.key, uses, flavour,
                         metadata={**images.record_metadata(built, rec), "env_source": "image",
@@ -260,6 +298,7 @@ class DockerExecutor:
                        on_line: Callable[[str], None]) -> Prepared:
         """An image run exactly as it is: by digest (pulled when missing) or by a pinned id."""
         import docker.errors
+        from requests.exceptions import RequestException
 
         try:
             client = self.client()
@@ -271,6 +310,9 @@ class DockerExecutor:
             return Prepared(source.key, uses, error=str(exc))
         except docker.errors.DockerException as exc:
             return Prepared(source.key, uses, error=f"image {uses}: docker: {exc}")
+        except RequestException as exc:     # the engine stopped answering
+            return Prepared(source.key, uses, error=f"image {uses}: "
+                            f"{engine_silence(exc, self.engine)}")
         self.image_ids[source.key] = image.id
         metadata = {**images.pinned_metadata(image, uses), **self.pin_metadata.get(source.key, {})}
         return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
@@ -289,18 +331,22 @@ class DockerExecutor:
                                  f"in the cell's work folder {attempt.work_dir}")
         labels = {LABEL_OWNER: owner_label(), LABEL_RUN: str(spec.get("run_id", "")),
                   LABEL_CELL: f"{spec.get('cell_id', '')}-r{spec.get('repeat', '')}"}
-        return run_options(self.image_ids.get(prepared.key, prepared.key), attempt.work_dir,
-                           attempt.env, labels=labels, gpu_id=self.gpu_for(spec, attempt.gpu),
-                           user=container_user(), mem_limit=self.mem_limit,
-                           ulimits=self.ulimits)
+        # The engine binds absolute paths only (a relative --results-dir gives relative ones).
+        return run_options(self.image_ids.get(prepared.key, prepared.key),
+                           attempt.work_dir.resolve(), attempt.env, labels=labels,
+                           gpu_id=self.gpu_for(spec, attempt.gpu), user=container_user(),
+                           mem_limit=self.mem_limit, ulimits=self.ulimits)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
+        """One container for one cell × repeat. An engine that stays slow or goes away fails
+        the cell with one line (and marks the executor lost when it is gone), never the run."""
         import docker.errors
-        from requests.exceptions import RequestException  # a docker SDK dependency
 
         started = time.monotonic()
         try:
             container = self.start(self.client(), prepared, attempt)
+        except EngineProblem as exc:
+            return self.engine_failed(attempt, started, exc, removed=True)
         except (DockerUnavailable, docker.errors.DockerException) as exc:  # the cell crashed
             with attempt.log_path.open("a", encoding="utf-8") as log:
                 log.write(f"[runner: docker could not start the container: {exc}]\n")
@@ -308,54 +354,105 @@ class DockerExecutor:
                            log_tail=tail(attempt.log_path))
         with self._lock:
             self._live[container.id] = container
-        logger = threading.Thread(target=save_logs, args=(container, attempt.log_path),
+        logger = threading.Thread(target=save_logs,
+                                  args=(container, attempt.log_path, self.log_caps),
                                   name="container-logs", daemon=True)
         logger.start()
         gpu_id = options_gpu(container.attrs) if self.gpu else None
         monitor = host_gpu_monitor(gpu_id) if gpu_id is not None else None
-        timed_out, host_gpu = False, None
+        host_gpu, problem, removed = None, None, False
         try:
-            try:
-                container.wait(timeout=attempt.timeout)
-            except RequestException:  # the wait's read timed out: the cell ran too long
-                timed_out = True
-                try:
-                    container.kill()
-                except docker.errors.APIError:  # it exited between the timeout and the kill
-                    pass
-                container.wait(timeout=60)
+            timed_out = self.wait_for_exit(container, attempt, started)
             wall_s = time.monotonic() - started
-            container.reload()
+            call("describe the container", container.reload, self.engine)
             state = container.attrs.get("State", {})
+        except EngineProblem as exc:
+            problem = exc
         finally:  # also on Ctrl-C: never leave a container behind
             if monitor is not None:
                 host_gpu = save_host_gpu(monitor, attempt.work_dir / HOST_GPU_FILE)
             logger.join(timeout=10)
             with self._lock:
                 self._live.pop(container.id, None)
-            try:
-                container.remove(force=True)
-            except docker.errors.DockerException:
-                pass
+            removed = self.remove(container)
+        if problem is not None:
+            return self.engine_failed(attempt, started, problem, removed)
+        self.engine_answered()
         return Outcome(returncode=None if timed_out else state.get("ExitCode"),
                        timed_out=timed_out, wall_s=wall_s,
                        oom_killed=bool(state.get("OOMKilled")) and not timed_out,
                        log_tail=tail(attempt.log_path), host_gpu=host_gpu)
 
+    def wait_for_exit(self, container: Any, attempt: Attempt, started: float) -> bool:
+        """Wait until the container exits; past the cell's timeout kill it. True if killed.
+        The wait's own read timeout is what is left of the cell's timeout (a dropped
+        connection is waited on again with what is left)."""
+        def wait_rest() -> Any:
+            return container.wait(timeout=max(1.0, started + attempt.timeout - time.monotonic()))
+
+        try:
+            call("report the container's exit", wait_rest, self.engine)
+            return False
+        except EngineSlow:      # the wait timed out: the cell ran too long
+            pass
+        call("kill the container", lambda: kill_quietly(container), self.engine)
+        call("stop the killed container", lambda: container.wait(timeout=self.engine.timeout_s),
+             self.engine)
+        return True
+
+    def remove(self, container: Any) -> bool:
+        """Remove the cell's container; False when the engine could not be asked to."""
+        try:
+            call("remove the container", lambda: remove_quietly(container), self.engine)
+        except EngineProblem:
+            return False
+        return True
+
+    def engine_answered(self) -> None:
+        with self._lock:
+            self._slow_cells = 0
+
+    def engine_failed(self, attempt: Attempt, started: float, problem: EngineProblem,
+                      removed: bool) -> Outcome:
+        """The cell's record says what the engine did not do; an engine that is gone (or was
+        too slow SLOW_LIMIT cells in a row) marks this executor lost, so the run stops."""
+        from ..worker.protocol import write_json_atomic
+
+        error = str(problem) + ("" if removed else "; its container could not be removed "
+                                "(the next run on this engine removes it)")
+        with self._lock:
+            if isinstance(problem, EngineSlow):
+                self._slow_cells += 1
+                if self._slow_cells >= SLOW_LIMIT and self.lost is None:
+                    self.lost = f"the Docker engine was too slow {SLOW_LIMIT} cells in a row " \
+                                f"({problem})"
+            elif self.lost is None:
+                self.lost = f"the Docker engine is gone ({problem})"
+        with attempt.log_path.open("a", encoding="utf-8") as log:
+            log.write(f"[runner: {error}]\n")
+        write_json_atomic(attempt.result_path, {"schema": 1, "status": "crashed", "error": error})
+        return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
+                       log_tail=tail(attempt.log_path))
+
     def start(self, client: Any, prepared: Prepared, attempt: Attempt) -> Any:
         """Create and start the cell's container; if the engine may not raise the ulimits,
-        lower them to the host's limits once, say so in the log, and go on."""
+        lower them to the host's limits once, say so in the log, and go on. EngineProblem when
+        the engine does not answer (the container, if made, is removed)."""
         import docker.errors
 
         for retry in (False, True):
             options = self.options_for(prepared, attempt)
+            options["name"] = container_name(options["labels"].get(LABEL_CELL, "cell"))
             give_container_the_work_dir(attempt.work_dir, options["user"])
-            container = client.containers.create(**options)
+            container = self.create(client, options)
             try:
-                container.start()
+                call("start the container", container.start, self.engine)
                 return container
+            except EngineProblem:
+                self.remove(container)
+                raise
             except docker.errors.APIError as exc:
-                container.remove(force=True)
+                self.remove(container)
                 if retry or "rlimit" not in str(exc) or self.ulimits != ULIMITS:
                     raise
                 self.ulimits = host_capped_ulimits()
@@ -364,21 +461,103 @@ class DockerExecutor:
                               f"limits {self.ulimits}]\n")
         raise AssertionError("unreachable")
 
-    def interrupt(self) -> None:
+    def create(self, client: Any, options: dict[str, Any]) -> Any:
+        """Create the container under its unique name: a try repeated after a dropped
+        connection finds the one the engine made meanwhile instead of making a second one.
+        An engine too slow to answer may still make it: it is removed by name."""
         import docker.errors
 
+        name = options["name"]
+
+        def create_once() -> Any:
+            try:
+                return client.containers.create(**options)
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409 and "already in use" in str(exc):
+                    return client.containers.get(name)
+                raise
+
+        try:
+            return call("create the container", create_once, self.engine)
+        except EngineSlow:
+            self.remove_named(client, name)
+            raise
+
+    def remove_named(self, client: Any, name: str) -> None:
+        try:
+            call("remove the container", lambda: remove_quietly(name, client), self.engine)
+        except EngineProblem:
+            pass    # closing the executor sweeps this runner's containers once more
+
+    def interrupt(self) -> None:
+        if self.lost:       # the engine is gone: nothing can be killed through it
+            return
         with self._lock:
             live = list(self._live.values())
         for container in live:     # each lane's wait then returns and removes its container
             try:
-                container.kill()
-            except docker.errors.DockerException:
+                call("kill the container", lambda: kill_quietly(container), self.engine,
+                     retry=False)
+            except EngineProblem:
                 pass
 
     def close(self) -> None:
         if self._client is not None:
+            if self.lost is None:
+                remove_own(self._client, self.engine)
             self._client.close()
             self._client = None
+
+
+def engine_silence(exc: Exception, settings: EngineSettings) -> str:
+    """One line for a request the engine did not answer while an environment was prepared."""
+    if classify(exc) == "slow":
+        return f"the Docker engine did not answer in {settings.timeout_s:g} s ({TIMEOUT_ENV})"
+    return f"the Docker engine did not answer ({reason(exc)})"
+
+
+def container_name(cell: str) -> str:
+    """dl-bench-<cell id>-r<k>-<random>: unique, so that a create tried twice cannot make two."""
+    import secrets
+
+    return f"dl-bench-{cell}-{secrets.token_hex(4)}"
+
+
+def kill_quietly(container: Any) -> None:
+    import docker.errors
+
+    try:
+        container.kill()
+    except docker.errors.APIError:  # it exited between the timeout and the kill
+        pass
+
+
+def remove_quietly(container: Any, client: Any = None) -> None:
+    """Remove a container (an object, or a name with its client); one already gone is fine."""
+    import docker.errors
+
+    try:
+        if client is not None:
+            client.api.remove_container(container, force=True)
+        else:
+            container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:      # 409: its removal is already in progress
+            raise
+
+
+def remove_own(client: Any, settings: EngineSettings) -> None:
+    """At the end of a run: remove every container this runner process made that is still
+    there (one an engine too slow to answer made after the runner gave up on it)."""
+    try:
+        mine = call("list the runner's containers", lambda: client.containers.list(
+            all=True, filters={"label": f"{LABEL_OWNER}={owner_label()}"}), settings)
+        for container in mine:
+            call("remove the container", lambda: remove_quietly(container), settings)
+    except EngineProblem:
+        pass
 
 
 def options_gpu(attrs: dict[str, Any]) -> str | None:
@@ -416,7 +595,9 @@ def save_host_gpu(monitor: Any, path: Path) -> dict[str, Any]:
     from ..worker.protocol import write_json_atomic
 
     monitor.__exit__(None, None, None)
-    summary = {k: v for k, v in monitor.summary().items() if k != "cpu_util_mean"}
+    # The host's CPU figures would count the container's worker as another process.
+    summary = {k: v for k, v in monitor.summary().items()
+               if k not in ("cpu_util_mean", "host_other_cpu")}
     summary.update(window="container lifetime, sampled from the host", window_s=monitor.window_s)
     try:
         write_json_atomic(path, summary)
@@ -435,17 +616,19 @@ def give_container_the_work_dir(work_dir: Path, user: str) -> None:
         os.chown(path, uid, gid)
 
 
-def save_logs(container: Any, log_path: Path) -> None:
-    """Stream the container's stdout and stderr into the cell's log file as they come."""
-    with log_path.open("ab") as log:
-        stream = None
-        try:
-            stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
-            for chunk in stream:
-                log.write(chunk)
-                log.flush()
-        except Exception as exc:  # the container went away mid-stream: keep what we have
-            log.write(f"\n[runner: log stream ended: {exc}]\n".encode())
-        finally:
-            if stream is not None:
-                stream.close()
+def save_logs(container: Any, log_path: Path, caps: tuple[int, int] | None = None) -> None:
+    """Stream the container's stdout and stderr into the cell's log file as they come, capped
+    as a local worker's log is (its first and last bytes kept, the cut said)."""
+    head, tail_bytes = caps or log_caps()
+    log = CappedLog(log_path, head, tail_bytes)
+    stream = None
+    try:
+        stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
+        for chunk in stream:
+            log.write(chunk)
+    except Exception as exc:  # the container went away mid-stream: keep what we have
+        log.write(f"\n[runner: log stream ended: {exc}]\n".encode())
+    finally:
+        if stream is not None:
+            stream.close()
+        log.close()

@@ -1,25 +1,56 @@
 """The embedded default: one local virtual environment per image folder (built from the lock of
-the run's flavour) or an existing interpreter, one fresh process per cell × repeat, in its own
-process group (killed whole on timeout or Ctrl-C)."""
+the run's flavour) or an existing interpreter, one fresh process per cell × repeat.
+
+Each worker runs under a small supervisor (supervisor.py) in a session of its own: the
+supervisor keeps every process the worker starts below it (a child subreaper), kills them all
+when the worker exits, on timeout, on Ctrl-C or SIGTERM, and when the runner itself dies, and
+caps the worker's log. Workers start from a small, stated environment, not the host's."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
 from ..environments import (Flavour, Source, existing, image_flavour, installed, lock_path,
                             venvs)
+from ..errors import UsageError
 from ..matrix import REPO_ROOT
 from ..results.records import Outcome
-from ..worker.protocol import GPU_GIVEN_ENV
+from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
 
 KILL_GRACE_S = 5.0
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+
+# The host variables every worker inherits (pyperf's --inherit-environ model): where home and
+# temporary files are, language and time zone, the tools on PATH, where the host's libraries
+# are (a GPU VM or pod may find its driver's libcuda through LD_LIBRARY_PATH), and which GPUs
+# the host lets it see. Anything else of the host (credentials, RAY_*, the runner's own
+# settings, XLA_FLAGS, OMP_NUM_THREADS, ...) stays out unless DL_BENCH_INHERIT_ENV names it; a
+# cell's variables come from the matrix's `env`.
+INHERITED_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "PATH",
+                 "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_*")
+INHERIT_ENV = "DL_BENCH_INHERIT_ENV"     # more host variables: NAME,NAME,PREFIX_* (the host's say)
+# What the runner decides for every worker: a matrix's `env` never overrides these (the worker
+# imports the runner's code from its checkout, with the tools the host's PATH names, and loads
+# no library the matrix slips in).
+RUNNER_OWNED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
+                    "PYTHONSTARTUP", "PYTHONDONTWRITEBYTECODE", "PATH", "LD_PRELOAD")
+WORKER_ID_ENV = "DL_BENCH_WORKER_ID"      # one per attempt: finds whatever escaped its supervisor
+# A worker's log keeps its first and last bytes: a flood cannot fill the disk.
+LOG_HEAD_ENV, LOG_TAIL_ENV = "DL_BENCH_LOG_HEAD_MB", "DL_BENCH_LOG_TAIL_MB"
+LOG_HEAD_MB, LOG_TAIL_MB = 1.0, 4.0
+NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 
 
 def tail(path: Path, lines: int = 30) -> str:
@@ -47,39 +78,115 @@ def kill_group(process: subprocess.Popen) -> None:
             continue
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel kills the worker if the runner dies (even by
-    SIGKILL), so no orphan keeps computing or writes into a folder that is being reused."""
-    try:
-        import ctypes
+def sweep(worker_id: str) -> list[int]:
+    """SIGKILL every process that carries this attempt's id in its environment: what a killed
+    supervisor could not take with it. The pids it killed."""
+    import psutil
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    killed = []
+    for proc in psutil.process_iter(["environ"]):
+        if (proc.info.get("environ") or {}).get(WORKER_ID_ENV) != worker_id:
+            continue
+        try:
+            proc.kill()
+            killed.append(proc.pid)
+        except psutil.Error:
+            pass
+    return killed
 
 
-def worker_environment(extra: dict[str, str]) -> dict[str, str]:
-    """The host's environment, minus what would leak the host's Python into the worker, plus
-    the runner package on the import path and the cell's own variables."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+def inherited_names(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """INHERITED_ENV plus what DL_BENCH_INHERIT_ENV adds (names, or prefixes ending in *)."""
+    environ = os.environ if environ is None else environ
+    extra = [n.strip() for n in environ.get(INHERIT_ENV, "").split(",") if n.strip()]
+    for name in extra:
+        if not NAME_PATTERN.match(name):
+            raise UsageError(f"{INHERIT_ENV}: {name!r} is not a variable name (expected "
+                             "NAME,NAME,PREFIX_* separated by commas)")
+    return INHERITED_ENV + tuple(extra)
+
+
+def worker_environment(matrix_env: dict[str, str], runner_env: dict[str, str],
+                       inherit: tuple[str, ...] = INHERITED_ENV,
+                       environ: dict[str, str] | None = None) -> dict[str, str]:
+    """A worker's whole environment, in this order: the host variables `inherit` names, the
+    cell's own (the matrix's `env`, minus RUNNER_OWNED_ENV), then the runner's (its import
+    path, the GPU it pins, ...), which nothing overrides."""
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items()
+           if any(fnmatch.fnmatchcase(k, pattern) for pattern in inherit)}
+    env.update({k: v for k, v in matrix_env.items() if k not in RUNNER_OWNED_ENV})
     # PYTHONSAFEPATH (-P): the working directory is not put on sys.path, so a folder named jax
     # or torch there cannot shadow the real package (an older existing interpreter ignores it;
     # the cell's work folder holds only its spec and result anyway).
     env.update(PYTHONPATH=str(REPO_ROOT), PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1",
                PYTHONSAFEPATH="1")
-    env.update(extra)
+    env.update(runner_env)
     return env
+
+
+# Where the frameworks keep compiled kernels between processes (under HOME or /tmp by default):
+# torch.compile's inductor and its Triton kernels, the CUDA driver's PTX-to-cubin cache, and the
+# XDG cache of everything else. JAX keeps nothing unless its persistent cache is switched on,
+# and then JAX_COMPILATION_CACHE_DIR is redirected too.
+COMPILE_CACHE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton",
+                         "CUDA_CACHE_PATH": "cuda", "XDG_CACHE_HOME": "xdg"}
+JAX_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+COMPILE_CACHE_DIR = "compile-cache"
+
+
+def compile_cache_environment(work_dir: Path, env: dict[str, str],
+                              cell_env: dict[str, str]) -> dict[str, str]:
+    """What to add to a worker's environment `env` for its compilation caches: empty folders in
+    the attempt's own work folder (compile_s cold in every repeat, as in a new container) and
+    COMPILE_CACHE_ENV = "fresh"; or only "kept" where [run] keep_compile_caches asked for the
+    user's caches, or where the matrix's env names a cache folder itself (it wins)."""
+    chosen = [name for name in (*COMPILE_CACHE_FOLDERS, JAX_CACHE_VARIABLE) if name in cell_env]
+    if cell_env.get(COMPILE_CACHE_ENV) == "kept" or chosen:
+        return {COMPILE_CACHE_ENV: "kept"}
+    root = work_dir / COMPILE_CACHE_DIR
+    folders = dict(COMPILE_CACHE_FOLDERS)
+    if JAX_CACHE_VARIABLE in env:           # switched on (inherited): redirected, not turned on
+        folders[JAX_CACHE_VARIABLE] = "jax"
+    return {**{name: str(root / folder) for name, folder in folders.items()},
+            COMPILE_CACHE_ENV: "fresh"}
+
+
+def log_caps(environ: dict[str, str] | None = None) -> tuple[int, int]:
+    """(head, tail) bytes a worker's log keeps: DL_BENCH_LOG_HEAD_MB / _TAIL_MB, or 1 and 4."""
+    environ = os.environ if environ is None else environ
+    caps = []
+    for name, default in ((LOG_HEAD_ENV, LOG_HEAD_MB), (LOG_TAIL_ENV, LOG_TAIL_MB)):
+        text = environ.get(name, "").strip()
+        try:
+            value = float(text) if text else default
+        except ValueError:
+            value = -1.0
+        if not 0 < value < 1e6:    # also NaN and inf
+            raise UsageError(f"{name}={text!r}: expected a number of megabytes above 0")
+        caps.append(max(1, int(value * 2**20)))
+    return caps[0], caps[1]
+
+
+def supervised(command: list[str], log_path: Path, caps: tuple[int, int]) -> list[str]:
+    """The worker's command under its supervisor, run by the runner's own interpreter in
+    isolated mode (standard library and psutil only; no variable of the cell changes it)."""
+    return [sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()),
+            "--log", str(log_path), "--head", str(caps[0]), "--tail", str(caps[1]), "--",
+            *command]
 
 
 class LocalExecutor:
     name = "local"
+    lost = None                 # local processes need no engine that could go away
 
     def __init__(self, flavour: Flavour | None = None, gpu: bool = False,
                  env_root: Path | None = None):
         self.flavour = flavour or Flavour("cpu", "default")
         self.gpu = gpu                      # the host has a GPU: workers that want one get it
         self.env_root = env_root
+        self.inherit = inherited_names()      # checked here: a bad setting stops the run early
+        self.log_caps = log_caps()
         self._live: set[subprocess.Popen] = set()   # workers in flight (parallel lanes)
         self._lock = threading.Lock()
 
@@ -116,7 +223,7 @@ class LocalExecutor:
             found = installed.list_installed(env.python)
         except Exception as exc:  # noqa: BLE001 - reported, never fatal
             return [f"could not list what {env.path} holds: {exc}"]
-        diff = installed.differences(installed.lock_pins(env.lock), found)
+        diff = installed.differences(installed.lock_pins(env.lock), found, venvs.seed_of(env))
         if not diff:
             return []
         shown = "; ".join(diff[:5]) + (f"; and {len(diff) - 5} more" if len(diff) > 5 else "")
@@ -127,42 +234,59 @@ class LocalExecutor:
         return [str(prepared.python), "-m", "runner.worker", str(attempt.spec_path),
                 str(attempt.result_path)]
 
+    def runner_env(self, attempt: Attempt, worker_id: str) -> dict[str, str]:
+        """The variables the runner sets for this attempt (they win over the matrix's)."""
+        env = {WORKER_ID_ENV: worker_id}
+        if self.gpu and attempt.wants_gpu:
+            # The host has a GPU: a framework that cannot see it fails the cell (no_gpu)
+            # instead of measuring the CPU, device = "auto" included.
+            env[GPU_GIVEN_ENV] = "1"
+        if attempt.gpu is not None and attempt.wants_gpu:
+            # Pinned: the worker sees its lane's GPU only (as device 0); an index is read in
+            # NVML's (PCI bus) order, the order the runner numbered the GPUs in.
+            env["CUDA_VISIBLE_DEVICES"] = attempt.gpu
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        return env
+
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
         started = time.monotonic()
-        with attempt.log_path.open("ab") as log:
-            extra = dict(attempt.env)
-            if self.gpu and attempt.wants_gpu:
-                # The host has a GPU: a framework that cannot see it fails the cell (no_gpu)
-                # instead of measuring the CPU, device = "auto" included.
-                extra[GPU_GIVEN_ENV] = "1"
-            if attempt.gpu is not None and attempt.wants_gpu:
-                # Pinned: the worker sees its lane's GPU only (as device 0); an index is read in
-                # NVML's (PCI bus) order, the order the runner numbered the GPUs in.
-                extra["CUDA_VISIBLE_DEVICES"] = attempt.gpu
-                extra["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-            process = subprocess.Popen(
-                self.command(prepared, attempt), cwd=attempt.work_dir,
-                env=worker_environment(extra), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+        worker_id = f"{os.getpid()}-{uuid.uuid4().hex[:16]}"
+        ignored = sorted(k for k in attempt.env if k in RUNNER_OWNED_ENV)
+        if ignored:
+            with attempt.log_path.open("a", encoding="utf-8") as log:
+                log.write(f"[runner: env {', '.join(ignored)} of the matrix ignored: the runner "
+                          "sets it]\n")
+        env = worker_environment(attempt.env, self.runner_env(attempt, worker_id), self.inherit)
+        env.update(compile_cache_environment(attempt.work_dir, env, attempt.env))
+        # No preexec_fn: nothing runs in the forked child before the exec (lane threads exist);
+        # the supervisor sets its own death signal and checks that the runner is still there.
+        process = subprocess.Popen(
+            supervised(self.command(prepared, attempt), attempt.log_path, self.log_caps),
+            cwd=attempt.work_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        with self._lock:
+            self._live.add(process)
+        timed_out = False
+        try:
+            process.wait(timeout=attempt.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(process)
+        except BaseException:  # Ctrl-C, SIGTERM or anything else: never leave a worker behind
+            kill_group(process)
+            raise
+        finally:
             with self._lock:
-                self._live.add(process)
-            timed_out = False
+                self._live.discard(process)
+            # The supervisor took the worker's tree with it; a supervisor killed before it
+            # could leaves its group (then SIGKILLed here) and what carries the attempt's id.
             try:
-                process.wait(timeout=attempt.timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                kill_group(process)
-            except BaseException:  # Ctrl-C or anything else: never leave a worker behind
-                kill_group(process)
-                raise
-            finally:
-                with self._lock:
-                    self._live.discard(process)
-                # A worker that exited may have left children (compile workers) in its group.
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            sweep(worker_id)
+            # Fresh caches are never reused: they go with the worker (they can be GBs).
+            shutil.rmtree(attempt.work_dir / COMPILE_CACHE_DIR, ignore_errors=True)
         return Outcome(returncode=None if timed_out else process.returncode, timed_out=timed_out,
                        wall_s=time.monotonic() - started, log_tail=tail(attempt.log_path))
 

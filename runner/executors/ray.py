@@ -25,7 +25,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -35,23 +37,30 @@ from typing import Any, Callable, Iterator
 
 from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, decide_flavour, image_flavour, \
     lock_path
-from ..environments.venvs import sha256_file
+from ..environments.venvs import ENV_ROOT, sha256_file
 from ..matrix import IMAGES_DIR, REPO_ROOT
 from ..results.records import Outcome, read_worker_result
 from ..worker.protocol import write_json_atomic
 from . import Attempt, Prepared
-from .local import tail
+from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV, tail
 
 ADDRESS_ENV = "RAY_ADDRESS"
 RETRIES_ENV = "DL_BENCH_RAY_RETRIES"       # resubmissions of a lost task (default 2)
 NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
 DEFAULT_RETRIES = 2
 # The driver's settings every node must share (the base image its Docker builds start from, a
-# forced flavour, a container memory limit, the node executor).
-FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, NODE_EXECUTOR_ENV)
+# forced flavour, a container memory limit, the node executor, what workers inherit, log caps).
+FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, NODE_EXECUTOR_ENV,
+                 INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
 NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
 LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to the driver
+MIN_RAY = (2, 52)                           # token authentication
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
+# How often a driver waiting on a task checks that the cluster still answers. Ray ends a driver
+# whose cluster (its GCS) stays unreachable for 60 s (gcs_rpc_server_reconnect_timeout_s), so
+# the run must notice well before, store what it has and disconnect.
+WATCH_S = 5.0
 
 
 class RayUnavailable(Exception):
@@ -65,6 +74,33 @@ def import_ray() -> Any:
         raise RayUnavailable("executor 'ray' needs Ray on this machine: pip install -e '.[ray]' "
                              "(see the README's cluster section)") from None
     return ray
+
+
+def retries_setting() -> int:
+    text = os.environ.get(RETRIES_ENV, str(DEFAULT_RETRIES)).strip()
+    if not text.isdigit() or int(text) > 100:
+        raise RayUnavailable(f"{RETRIES_ENV}={text!r}: expected a whole number from 0 to 100 "
+                             "(resubmissions of a lost task)")
+    return int(text)
+
+
+def check_version(version: str) -> None:
+    """Token authentication (RAY_AUTH_MODE=token) came with Ray 2.52."""
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if found < MIN_RAY:
+        raise RayUnavailable(f"Ray {version} is older than {'.'.join(map(str, MIN_RAY))}, the "
+                             "first with token authentication: pip install -e '.[ray]'")
+
+
+def authentication() -> str:
+    """Token authentication on the driver, and on the local instance it starts (Ray makes and
+    keeps its token in ~/.ray/auth_token): RAY_AUTH_MODE=token unless the user set the mode.
+    What the run's first lines say about it."""
+    mode = os.environ.setdefault(AUTH_MODE_ENV, "token")
+    if mode == "token":
+        return f"{AUTH_MODE_ENV}=token"
+    return f"{AUTH_MODE_ENV}={mode}: no token authentication (anyone who reaches the cluster " \
+           "can run code on it)"
 
 
 def address_problem(address: str, timeout: float = 5.0) -> str | None:
@@ -103,10 +139,11 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, retries: int | None = None):
+        self.retries = retries if retries is not None else retries_setting()
+        self.auth = authentication()        # before Ray is imported: it reads the mode then
         self.ray = import_ray()
+        check_version(self.ray.__version__)
         self.address = address or os.environ.get(ADDRESS_ENV) or None
-        self.retries = retries if retries is not None else \
-            int(os.environ.get(RETRIES_ENV, DEFAULT_RETRIES))
         self.node_executor = os.environ.get(NODE_EXECUTOR_ENV, "auto")
         if self.node_executor not in ("auto", "local", "docker"):
             raise RayUnavailable(f"{NODE_EXECUTOR_ENV}={self.node_executor!r}: expected auto, "
@@ -117,11 +154,14 @@ class RayExecutor:
         self._live: set[Any] = set()
         self._lock = threading.Lock()
         self._connected_here = False
+        self.lost: str | None = None      # why no further cell can run: the cluster is gone
+        self._gcs: str | None = None      # the cluster's GCS address (HOST:PORT), once joined
 
     @property
     def where(self) -> str:
-        return f"the Ray cluster at {self.address}" if self.address else \
+        place = f"the Ray cluster at {self.address}" if self.address else \
             "a local Ray instance (no --ray-address or RAY_ADDRESS)"
+        return f"{place}, {self.auth}"
 
     # --- the driver ------------------------------------------------------------------------------
 
@@ -140,18 +180,37 @@ class RayExecutor:
                                "env_vars": {k: os.environ[k] for k in FORWARDED_ENV
                                             if k in os.environ}}
                 try:
-                    ray.init(address=self.address or "local", runtime_env=runtime_env,
-                             log_to_driver=False, logging_level=logging.WARNING,
-                             **({} if self.address else {"include_dashboard": False}))
+                    with our_sigterm_handler():
+                        ray.init(address=self.address or "local", runtime_env=runtime_env,
+                                 log_to_driver=False, logging_level=logging.WARNING,
+                                 **({} if self.address else {"include_dashboard": False}))
                 except (ConnectionError, RuntimeError, ValueError) as exc:
                     self._drop_stage()
                     what = f"no Ray cluster answers at {self.address}" if self.address else \
                         "a local Ray instance could not start"
-                    raise RayUnavailable(f"{what}: {first_line(exc)}") from None
+                    hint = " (with token authentication the driver needs the cluster's token: " \
+                        "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)" \
+                        if self.address and os.environ.get(AUTH_MODE_ENV) == "token" else ""
+                    raise RayUnavailable(f"{what}: {first_line(exc)}{hint}") from None
                 self._connected_here = True
             self._task = ray.remote(run_on_node)
             self.cluster = cluster_facts(ray)
+            self._gcs = gcs_address(ray)
         return self.cluster
+
+    def cluster_problem(self) -> str | None:
+        """Why the cluster no longer answers (its GCS refuses a connection), or None."""
+        return address_problem(self._gcs) if self._gcs else None
+
+    def next_reply(self, generator: Any) -> Any:
+        """The task's next reply, checking every WATCH_S that the cluster still answers;
+        ClusterLost when it does not."""
+        ray = self.ray
+        while not ray.wait([generator], timeout=WATCH_S)[0]:
+            problem = self.cluster_problem()
+            if problem:
+                raise ClusterLost(problem)
+        return ray.get(next(generator))
 
     def lanes(self, parallel: int | str) -> tuple[list[Any], str]:
         """Task slots the driver keeps in flight: one per GPU of the cluster (one per node on a
@@ -196,7 +255,13 @@ class RayExecutor:
         on_line(f"preparing on {len(nodes)} Ray node(s)")
         ready, failures, notes = [], [], []
         while pending:
-            done, _ = self.ray.wait(list(pending), num_returns=1)
+            done, _ = self.ray.wait(list(pending), num_returns=1, timeout=WATCH_S)
+            if not done:
+                problem = self.cluster_problem()
+                if problem:
+                    return Prepared(source.key, uses, flavour, error=f"the Ray cluster at "
+                                    f"{self._gcs} stopped answering ({problem})")
+                continue
             node = pending.pop(done[0])
             try:
                 reply = self.ray.get(done[0])
@@ -245,14 +310,19 @@ class RayExecutor:
         for tries in range(1, self.retries + 2):
             attempt.on_status("waiting for a Ray node" + (f" (try {tries})" if tries > 1 else ""))
             placement: dict[str, Any] = {}
+            problem = self.cluster_problem()
+            if problem:
+                return self.cluster_lost(attempt, started, problem, placement)
             generator = self.submit(request, attempt.wants_gpu)
             with self._lock:
                 self._live.add(generator)
             try:
-                placement = ray.get(next(generator))["placement"]
+                placement = self.next_reply(generator)["placement"]
                 attempt.placement.update(placement)
                 attempt.on_status(f"on {where(placement)}")
-                reply = ray.get(next(generator))
+                reply = self.next_reply(generator)
+            except ClusterLost as exc:
+                return self.cluster_lost(attempt, started, str(exc), placement)
             except ray.exceptions.TaskCancelledError:
                 raise KeyboardInterrupt from None
             except ray.exceptions.RayTaskError as exc:   # the node's code raised: no retry
@@ -262,6 +332,9 @@ class RayExecutor:
                 self.cancel(generator)
                 raise
             except ray.exceptions.RayError as exc:       # process, node or object lost: retry
+                problem = self.cluster_problem()
+                if problem:                              # ... unless the whole cluster is
+                    return self.cluster_lost(attempt, started, problem, placement)
                 loss = f"try {tries} on {where(placement)}: {type(exc).__name__}: " \
                        f"{first_line(exc)}"
                 losses.append(loss)
@@ -297,6 +370,17 @@ class RayExecutor:
         return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
                        log_tail=tail(attempt.log_path))
 
+    def cluster_lost(self, attempt: Attempt, started: float, problem: str,
+                     placement: dict[str, Any]) -> Outcome:
+        """The cluster stopped answering: the cell is recorded as crashed and this executor
+        marked lost, so the run stops after it (Ray would end the driver within a minute)."""
+        where_ = f" while the cell ran on {where(placement)}" if placement else ""
+        with self._lock:
+            if self.lost is None:
+                self.lost = f"the Ray cluster at {self._gcs} is gone ({problem})"
+        return self.crashed(attempt, started, f"the Ray cluster at {self._gcs} stopped "
+                            f"answering ({problem}){where_}")
+
     def cancel(self, generator: Any) -> None:
         """Stop a task: its node kills the worker (or container) and cleans up; a task that
         does not stop within the grace period is killed with its process."""
@@ -310,6 +394,8 @@ class RayExecutor:
             pass
 
     def interrupt(self) -> None:
+        if self.lost:       # nothing to cancel on a cluster that is gone
+            return
         with self._lock:
             live = list(self._live)
         for generator in live:
@@ -329,6 +415,32 @@ class RayExecutor:
         if self._staged is not None:
             self._staged.cleanup()
             self._staged = None
+
+
+class ClusterLost(Exception):
+    """The cluster's GCS no longer accepts connections."""
+
+
+def gcs_address(ray: Any) -> str | None:
+    """HOST:PORT of the cluster's GCS, which the driver probes to tell a lost task from a lost
+    cluster."""
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:  # an older Ray: no probe, Ray's own errors decide
+        return None
+
+
+@contextlib.contextmanager
+def our_sigterm_handler() -> Iterator[None]:
+    """ray.init replaces the driver's SIGTERM handler with sys.exit: keep the runner's, which
+    stops the run as Ctrl-C does (cells cancelled, records kept, the manifest finalised)."""
+    main = threading.current_thread() is threading.main_thread()
+    ours = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and ours is not None:
+            signal.signal(signal.SIGTERM, ours)
 
 
 def source_from_key(key: str) -> Source:
@@ -423,8 +535,9 @@ def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, An
     source = Source(**request["source"])
     kind, executor = node_executor(request["node_executor"])
     prepared = prepare_here(executor, source, request["locks"])
-    work = Path(tempfile.mkdtemp(prefix=f"{request['spec'].get('cell_id')}-",
-                                 dir=node_work_root()))
+    # A fresh private folder (mkdtemp: an unpredictable name, mode 0700), never a fixed /tmp
+    # path another user could have planted a link at.
+    work = Path(tempfile.mkdtemp(prefix="dl-bench-ray-cell-"))
     try:
         log_path = work / "worker.log"
         log_path.touch()
@@ -475,12 +588,6 @@ def run_interruptibly(executor: Any, prepared: Prepared, attempt: Attempt) -> Ou
     return done["outcome"]
 
 
-def node_work_root() -> Path:
-    root = Path(tempfile.gettempdir()) / "dl-bench-ray" / "work"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
 def read_log(path: Path) -> str:
     try:
         with path.open("rb") as handle:
@@ -522,18 +629,25 @@ def node_executor(wanted: str) -> tuple[str, Any]:
         return _NODE_STATE[key]
 
 
+def node_lock_folder() -> Path:
+    """Where the node's build locks live: beside the user's environment cache (its own home),
+    not in a shared /tmp folder of a predictable name."""
+    folder = ENV_ROOT.parent / "locks"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
 @contextlib.contextmanager
 def node_file_lock(name: str) -> Iterator[None]:
     """One holder per node (across Ray worker processes) at a time."""
-    folder = Path(tempfile.gettempdir()) / "dl-bench-ray" / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    with (folder / f"{digest}.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    fd = os.open(node_lock_folder() / f"{digest}.lock",
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepared:

@@ -6,17 +6,24 @@ different. Per cell, each repeat is summarised by its median step time, and a ch
 only when two tests agree (asv's rule):
 - statistical: Welch's t-test on the log repeat medians of A and B says they differ (p < alpha);
 - practical: the ratio B/A (of the geometric means of the repeat medians) is outside the
-  threshold *and* outside the run-to-run spread of repeat medians on either side (the largest
+  threshold (--threshold; else, when both runs ran on machines with a machine profile, the
+  profiles' threshold for the workload class, the larger of the two; else 5 %) *and* outside
+  the run-to-run spread of repeat medians on either side (the largest
   max/min of one side's repeat medians): a change smaller than the noise between processes of
   one run is no change.
+Cells are paired by name (workload, task, environment, batch size, every non-default axis and
+option), not by id: an id also holds the runner's version and the worker's environment
+variables, which are exactly what must be shown as differing rather than hide the pairing.
 Cells whose comparability metadata differ (runner.worker.metadata.KEYS entries flagged True:
-GPU, driver, CUDA, framework version, lock hash, image digest, CPU model, ...) are never merged
-into a verdict: they are "not comparable", naming the keys. So are cells with fewer than two
-repeats or too few samples on a side.
+GPU, driver, power limit, CUDA, framework version, lock hash, image digest, CPU model, the
+runner's version, the worker's environment variables, ...) are never merged into a verdict:
+they are "not comparable", naming the keys. So are cells with fewer than two repeats or too few
+samples on a side.
 
 Per environment, the stack is compared as a whole first (pyperf refuses to mix incomparable
-runs): the lock hash or image digest and id, the installed distributions, the driver and the GPU
-model. Every row of an environment whose stack differs is marked, whatever its cells' verdicts.
+runs): the lock hash or image digest and id, the installed distributions, the driver, the GPU
+model and its power limit, the runner's version and the environment variables the matrix set.
+Every row of an environment whose stack differs is marked, whatever its cells' verdicts.
 
 Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 for bad input.
 """
@@ -27,13 +34,15 @@ import json
 import math
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.markup import escape
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
+from ..machine_profile import compare_threshold
 from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values
 from .store import Store
@@ -47,7 +56,7 @@ MIN_REPEATS = 2
 FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparable"
 # What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
 STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
-              "driver_version", "gpu_name")
+              "driver_version", "gpu_name", "gpu_power_limit_w", "runner_version", "worker_env")
 
 
 @dataclass
@@ -66,6 +75,7 @@ class CellComparison:
     ratio: float | None = None           # B / A, geometric means of the repeat medians
     p_value: float | None = None         # Welch's t-test on log repeat medians, two-sided
     spread: float | None = None          # run-to-run spread of repeat medians (max/min - 1)
+    threshold: float | None = None       # the practical threshold this cell was judged with
     differing_keys: list[str] = field(default_factory=list)
     stack_differs: bool = False          # its environment ran on different stacks in A and B
 
@@ -96,6 +106,7 @@ class Comparison:
     alpha: float
     cells: list[CellComparison]
     stacks: list[StackComparison] = field(default_factory=list)
+    threshold_source: str = ""           # where the threshold came from (choose_threshold)
 
     @property
     def different_stacks(self) -> list[StackComparison]:
@@ -171,9 +182,15 @@ def compare_stacks(records_a: list[dict[str, Any]],
 
 def _shown(values: set[str]) -> str:
     """The values one side had, readable: 550.54.15, or absent, or 12.4/12.6 for a mixed side."""
-    decoded = (json.loads(v) for v in values)
-    shown = ("absent" if v is None else str(v) for v in decoded)
-    return "/".join(sorted(v if len(v) <= 24 else v[:12] + "…" for v in shown))  # hashes
+    decoded = [json.loads(v) for v in values]
+    shown = ["absent" if v is None else _variables(v) if isinstance(v, dict)
+             else str(v) if len(str(v)) <= 24 else str(v)[:12] + "…" for v in decoded]  # hashes
+    return "/".join(sorted(shown))
+
+
+def _variables(env: dict[str, Any]) -> str:
+    """Environment variables, readable: {XLA_FLAGS=--xla_gpu_autotune_level=0} or {}."""
+    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(env.items())) + "}"
 
 
 def _samples(records: list[dict[str, Any]]) -> list[float]:
@@ -240,6 +257,7 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     flagged = [side for side, s in (("A", summary_a), ("B", summary_b)) if s.get("warnings")]
     if flagged:  # the verdict stands, but say that its inputs were already flagged
         out.reason = f"caution: warnings in {' and '.join(flagged)} (see report.md)"
+    out.threshold = threshold
     out.ratio, out.p_value, out.spread = repeat_test(medians_a, medians_b)
     significant = out.p_value < alpha
     margin = max(threshold, out.spread)
@@ -255,34 +273,67 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     return out
 
 
-def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD,
+def pairing_keys(summaries: list[dict[str, Any]]) -> dict[str, str]:
+    """cell id → what pairs it with a cell of the other run: its name (the id only where two
+    cells of one run share a name, which a run made from one matrix never has)."""
+    names = Counter(s["cell_name"] for s in summaries)
+    return {s["cell_id"]: s["cell_name"] if names[s["cell_name"]] == 1
+            else f"{s['cell_name']}#{s['cell_id']}" for s in summaries}
+
+
+def choose_threshold(given: float | None, manifest_a: dict[str, Any],
+                     manifest_b: dict[str, Any]) -> tuple[Callable[[str | None], float], str]:
+    """The practical threshold per workload class, and where it comes from: --threshold when
+    given; else, when both runs ran on machines with a profile (`runner doctor --measure`), the
+    larger of the two machines' thresholds for the class; else the fixed DEFAULT_THRESHOLD."""
+    if given is not None:
+        return (lambda workload: given), f"--threshold {given * 100:g} %"
+    profiles = [m.get("machine_profile") for m in (manifest_a, manifest_b)]
+    missing = [side for side, p in zip("AB", profiles) if not (p or {}).get("found")]
+    if missing:
+        return ((lambda workload: DEFAULT_THRESHOLD),
+                f"the fixed {DEFAULT_THRESHOLD * 100:g} %: run {' and '.join(missing)} ran on a "
+                "machine without a profile (python -m runner doctor --measure MATRIX)")
+    return ((lambda workload: compare_threshold(*profiles, workload, DEFAULT_THRESHOLD)[0]),
+            "the machine profiles (the larger of A's and B's, per workload class)")
+
+
+def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
                  alpha: float = DEFAULT_ALPHA) -> Comparison:
-    if threshold < 0 or not 0 < alpha < 1:
-        raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, {alpha})")
-    sides, all_records = [], []
+    if (threshold is not None and threshold < 0) or not 0 < alpha < 1:
+        raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, "
+                         f"{alpha})")
+    sides, all_records, manifests = [], [], []
     for path in (run_a, run_b):
         store, manifest = open_run(path)
+        manifests.append(manifest)
         records = readable_records(store)
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
+        key = pairing_keys(summaries)
         by_cell: dict[str, list[dict[str, Any]]] = {}
-        for record in records:
+        for record in records:          # one pass: a run of 10 000 cells is not quadratic
             by_cell.setdefault(record["cell_id"], []).append(record)
-        sides.append(({s["cell_id"]: s for s in summaries}, by_cell))
+        sides.append(({key[s["cell_id"]]: s for s in summaries},
+                      {key[s["cell_id"]]: by_cell.get(s["cell_id"], []) for s in summaries}))
     (sum_a, rec_a), (sum_b, rec_b) = sides
+    threshold_of, source = choose_threshold(threshold, *manifests)
     stacks = compare_stacks(*all_records)
     differing = {s.environment for s in stacks if s.differs}
-    order = list(sum_a) + [cid for cid in sum_b if cid not in sum_a]
+    order = list(sum_a) + [name for name in sum_b if name not in sum_a]
     cells = []
-    for cell_id in order:
-        a, b = sum_a.get(cell_id), sum_b.get(cell_id)
+    for name in order:
+        a, b = sum_a.get(name), sum_b.get(name)
         if all(s is None or s["status"] == "not_applicable" for s in (a, b)):
             continue  # nothing was measured on either side
-        cell = compare_cell(a, b, rec_a.get(cell_id, []), rec_b.get(cell_id, []), threshold,
-                            alpha)
+        workload = (b or a).get("workload")
+        cell = compare_cell(a, b, rec_a.get(name, []), rec_b.get(name, []),
+                            threshold_of(workload), alpha)
         cell.stack_differs = cell.environment in differing
         cells.append(cell)
-    return Comparison(run_a, run_b, threshold, alpha, cells, stacks)
+    used = [c.threshold for c in cells if c.threshold is not None]
+    return Comparison(run_a, run_b, max(used) if used else threshold_of(None), alpha, cells,
+                      stacks, source)
 
 
 def _fmt(value: float | None, pattern: str) -> str:
@@ -310,12 +361,13 @@ def markdown(comparison: Comparison) -> str:
              f"Ratio = B ÷ A of the geometric means of the repeat medians (below 1: B faster). "
              f"A cell is faster or slower only when Welch's t-test on the log repeat medians (the "
              f"repeat, a fresh process, is the independent unit) gives p < {c.alpha:g} **and** "
-             f"the ratio is beyond both {c.threshold * 100:g} % and the run-to-run spread of "
-             f"repeat medians.", "",
+             f"the ratio is beyond both the threshold ({c.threshold_source}; up to "
+             f"{c.threshold * 100:g} %) and the run-to-run spread of repeat medians.", "",
              f"**{summary_line(c)}**", "",
              "## Stacks", "",
              "Per environment: the lock hash or image digest and id, the installed "
-             "distributions, the driver and the GPU model of A against B.", "",
+             "distributions, the driver, the GPU model and its power limit, the runner's version "
+             "and the environment variables the matrix set, of A against B.", "",
              "| Environment | Stack |", "|---|---|"]
     for stack in c.stacks:
         text = stack.describe()
@@ -355,8 +407,8 @@ def terminal_table(comparison: Comparison):
                       _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict,
                       escape(cell.reason))
     table.caption = (f"B/A: ratio of repeat medians; p: Welch's t-test on log repeat medians "
-                     f"(alpha {comparison.alpha:g}); threshold {comparison.threshold * 100:g} % "
-                     "and the run-to-run spread")
+                     f"(alpha {comparison.alpha:g}); threshold: {comparison.threshold_source} "
+                     f"(up to {comparison.threshold * 100:g} %), and the run-to-run spread")
     return table
 
 
@@ -373,13 +425,16 @@ def stack_table(comparison: Comparison):
     return table
 
 
-def run_compare(run_a: Path, run_b: Path, threshold: float, alpha: float,
+def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
                 markdown_path: Path | None, console) -> int:
-    """The `compare` subcommand: tables on the terminal, Markdown to a file, exit code."""
+    """The `compare` subcommand: tables on the terminal, Markdown to a file, exit code.
+    threshold None: from the runs' machine profiles (choose_threshold)."""
     comparison = compare_runs(run_a, run_b, threshold, alpha)
     console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
     console.print(escape(summary_line(comparison)), soft_wrap=True)
+    console.print(f"threshold: {escape(comparison.threshold_source)}", soft_wrap=True,
+                  style="yellow" if "without a profile" in comparison.threshold_source else None)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
     write_text_atomic(target, markdown(comparison))
     console.print(f"compare: {escape(str(target))}", soft_wrap=True)

@@ -1,34 +1,62 @@
-"""Number and cell formatting shared by the text renderers (terminal, Markdown)."""
+"""Number and cell formatting shared by the text renderers (terminal, Markdown; the HTML page is
+rendered from the Markdown). CSV and JSONL keep raw values and never pass through here.
+
+Numbers print with significant figures, never a fixed count of decimals: a 4 µs step is
+0.00400 ms and 2 mJ is 0.00200 J, never 0.00 (a zero that would read as "not measured" or "free").
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+SIGNIFICANT = 3
+SCIENTIFIC_BELOW = 1e-4     # 0.000123 still reads; below it, 1.23e-05
 
 
-def fmt(value: float | None, digits: int = 2) -> str:
+def fmt(value: float | None, significant: int = SIGNIFICANT) -> str:
+    """`significant` figures (3: 12.3, 1.50, 0.0500, 0.00123); thousands with a separator
+    (7,953) and SI prefixes from 100 000 (191.6 G); "–" for unknown; 0 only for a true zero."""
     if value is None:
         return "–"
-    if abs(value) >= 1e5:   # 191.6 G, not 191,556,811,552
-        scale, prefix = next((f, p) for f, p in SI_PREFIXES if abs(value) >= f)
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 1e5:   # 191.6 G, not 191,556,811,552
+        scale, prefix = next((f, p) for f, p in SI_PREFIXES if magnitude >= f)
         return f"{value / scale:.4g} {prefix}"
-    if abs(value) >= 1000:
+    if magnitude >= min(999.5, 10 ** significant - 0.5):   # no decimals left to show
         return f"{value:,.0f}"
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.{digits}f}"
+    if magnitude < SCIENTIFIC_BELOW:
+        return f"{value:.{significant - 1}e}"
+    return f"{value:#.{significant}g}".rstrip(".")   # '#' keeps trailing zeros: 1.50, not 1.5
 
 
-def cell_text(summary: dict[str, Any] | None, key: str, best: float | None) -> str:
+def percent(fraction: float | None) -> str:
+    """A fraction as a percentage with significant figures: 0.0004 → "0.0400 %"."""
+    return "–" if fraction is None else f"{fmt(fraction * 100)} %"
+
+
+def best_text(values: Iterable[float | None], lower_is_better: bool = True,
+              significant: int = SIGNIFICANT) -> str | None:
+    """The printed form of the best value of a row, to be bolded wherever a value prints so; None
+    (nothing bold) unless the row's values differ once printed: a tie as printed is all bold,
+    and a row whose values all print the same (or a single value) has no best."""
+    known = [v for v in values if v is not None]
+    if len(known) < 2 or len({fmt(v, significant) for v in known}) < 2:
+        return None
+    best = min(known) if lower_is_better else max(known)
+    return fmt(best, significant)
+
+
+def cell_text(summary: dict[str, Any] | None, key: str, best: str | None) -> str:
+    """A table cell: NA, a status word, or the value, bold when it prints as `best`
+    (best_text's answer)."""
     if summary is None:
         return ""
     if summary["status"] == "not_applicable":
         return "NA"
     if summary["status"] != "ok":
         return summary["status"]
-    value = summary.get(key)
-    text = fmt(value)
-    return f"**{text}**" if best is not None and value == best else text
+    text = fmt(summary.get(key))
+    return f"**{text}**" if best is not None and text == best else text

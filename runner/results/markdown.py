@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from . import reference, stats
-from .formatting import cell_text, fmt
-from .summaries import fixed_costs, keras_speedups, keras_view, pivot
+from . import conditions, reference, stats
+from .formatting import best_text, cell_text, fmt, percent
+from .summaries import (TF32_MARK, TF32_NOTE, fixed_costs, keras_speedups, keras_view, pivot,
+                        tf32_rows)
 
 
 def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
@@ -34,6 +35,7 @@ def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: b
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
     speedups = keras_speedups(summaries) if keras_columns else {}
+    marked = tf32_rows(summaries)
     extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
     heads = [(titles or {}).get(e, e) for e in environments]
     lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
@@ -41,15 +43,15 @@ def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: b
     for label, batch in rows:
         values = [grid[(label, batch, e)].get(key) for e in environments
                   if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
-        values = [v for v in values if v is not None]
-        best = (min(values) if lower_is_better else max(values)) if values and bold_best else None
+        best = best_text(values, lower_is_better) if bold_best else None
         cells = [cell_text(grid.get((label, batch, e)), key, best) for e in environments]
         if speedups:
             entry = speedups.get((label, batch))
             cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
-            cells.append(f"{entry['speedup']:.2f}×" if entry and entry["speedup"] else "–")
-        lines.append(f"| {label} | {batch} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            cells.append(f"{fmt(entry['speedup'])}×" if entry and entry["speedup"] else "–")
+        mark = f" {TF32_MARK}" if (label, batch) in marked else ""
+        lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
 
 
 def _pair(first: float | None, second: float | None) -> str:
@@ -64,36 +66,102 @@ def training_table(summaries: list[dict[str, Any]]) -> str | None:
     environments, rows, _ = pivot(summaries)
     fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
                              environments.index(s["environment"])))
+    marked = tf32_rows(summaries)
     lines = ["| Workload (task) | Batch size | Environment | Epoch s | Train s (timed) | Accuracy | "
              "Loss first → last | RSS initial / peak MB | VRAM initial / peak MB |",
              "|---|---:|---|---:|---:|---:|---|---:|---:|"]
     for s in fits:
+        label = s["label"] + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked else "")
         if s["status"] != "ok":
-            lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | {s['status']} "
+            lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | {s['status']} "
                          "| | | | | |")
             continue
         loss, acc = _sanity(s)
-        lines.append(f"| {s['label']} | {s['batch_size']} | {s['environment']} | "
+        lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | "
                      f"{fmt(s.get('epoch_s'))} | {fmt(s.get('train_s'))} | {acc} | {loss} | "
                      f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
                      f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
 
 
 def _sanity(s: dict[str, Any]) -> tuple[str, str]:
     """'loss first → last' and accuracy, or '–' where the cell has none."""
-    loss = (f"{fmt(s['loss_first'], 3)} → {fmt(s['loss_last'], 3)}"
+    loss = (f"{fmt(s['loss_first'])} → {fmt(s['loss_last'])}"
             if s.get("loss_first") is not None else "–")
-    return loss, f"{s['accuracy']:.3f}" if s.get("accuracy") is not None else "–"
+    return loss, fmt(s["accuracy"])
 
 
-def _percent(fraction: float | None) -> str:
-    return "–" if fraction is None else f"{fraction * 100:.1f} %"
+def _tf32_text(s: dict[str, Any]) -> str:
+    if s["status"] != "ok":
+        return "–"
+    return {True: "on", False: "off"}.get(s.get("tf32_effective"), "not recorded")
+
+
+def tf32_section(summaries: list[dict[str, Any]]) -> list[str]:
+    """Which GPU cells ran their float32 matmuls on TF32 tensor cores, which did not, and which
+    do not say (empty for a run without GPU cells: a CPU has no TF32)."""
+    gpu = [s for s in summaries if s["status"] == "ok" and s.get("on_gpu")]
+    if not gpu:
+        return []
+    lines = ["## TF32", "",
+             "Whether each GPU cell's float32 matmuls and convolutions ran on TF32 tensor cores "
+             "(10-bit mantissa, a different peak from float32), as its worker recorded it from the "
+             "framework (`effective.tf32`):", ""]
+    for state, title in ((True, "TF32 on"), (False, "TF32 off"), (None, "not recorded")):
+        cells = [s for s in gpu if s.get("tf32_effective") is state]
+        if cells:
+            lines.append(f"- {title}: " + ", ".join(
+                f"`{s['cell_name']}`" + (f" ({s['tf32_detail']})" if s.get("tf32_detail") else "")
+                for s in cells))
+    return lines + [""]
+
+
+def machine_lines(manifest: dict[str, Any]) -> list[str]:
+    """The run's machine: its profile (or the lack of one) and locked clocks."""
+    lines = []
+    profile = manifest.get("machine_profile") or {}
+    if profile and not profile.get("found") and profile.get("key"):
+        lines.append(f"{profile.get('why')}: compare keeps its fixed threshold and clocks are "
+                     "judged against 5 %; measure this machine's noise with `python -m runner "
+                     "doctor --measure MATRIX`")
+    clocks = manifest.get("gpu_clocks")
+    if clocks:
+        setting = "the TDP (base) clock" if clocks.get("setting") == "tdp" else \
+            f"{clocks.get('setting')} MHz"
+        lines.append(f"GPU clocks were locked at {setting} for this run (not comparable with "
+                     "unlocked runs)")
+    return lines
+
+
+def warnings_section(manifest: dict[str, Any], summaries: list[dict[str, Any]]) -> list[str]:
+    """The warnings, grouped by kind in plain words (conditions.TITLES): the machine, the
+    numbers themselves, throttling, other load, clocks, settle."""
+    machine = machine_lines(manifest)
+    flagged = [s for s in summaries if s.get("warnings")]
+    if not flagged and not machine:
+        return []
+    parts = ["## Warnings", ""]
+    if machine:
+        parts += ["### This machine", "", *[f"- {line}" for line in machine], ""]
+    for kind in ("statistics", *conditions.KINDS):
+        cells = [(s, (s.get("warning_groups") or {"statistics": s["warnings"]}).get(kind))
+                 for s in flagged]
+        cells = [(s, texts) for s, texts in cells if texts]
+        if not cells:
+            continue
+        parts += [f"### {conditions.TITLES[kind]}", ""]
+        if kind == "statistics":
+            parts += [f"CV limit {stats.CV_LIMIT * 100:.0f} %, minimum timed window "
+                      f"{stats.MIN_WINDOW_S:.0f} s:", ""]
+        parts += [f"- `{s['cell_name']}`: " + "; ".join(texts) for s, texts in cells]
+        parts.append("")
+    return parts
 
 
 def _ci_text(s: dict[str, Any]) -> str:
     if s.get("median_ci_low_ms") is None:
-        return "–"
+        too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
+        return "–, too few repeats" if too_few else "–"
     return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
 
 
@@ -106,7 +174,9 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
     parts.append(f"Run `{manifest.get('run_id')}` · profile **{manifest.get('profile')}** "
                  f"({manifest.get('profile_reason')}) · executor {manifest.get('executor')} · "
                  f"{manifest.get('started_at')} · CPU {host.get('cpu_model', '?')} "
-                 f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}")
+                 f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}"
+                 + (f" · runner `{manifest['runner_version']}`" if manifest.get("runner_version")
+                    else ""))
     keras = keras_view(summaries)
     if keras:
         rows, columns, titles = keras
@@ -118,20 +188,17 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                   "row's speedup compares models, not frameworks.", ""]
     parts += ["", "## Median time per step (ms, lower is better; best in bold)", "",
               markdown_table(summaries, "median_ms", keras_columns=not keras), ""]
-    parts += ["Each value is the median of every timed step of every repeat (each repeat a fresh "
-              "process); warm-up steps, the first of which includes compilation, are excluded. "
-              "NA: the combination does not exist in that environment.", ""]
+    parts += ["Each value is the median of the repeat medians: each repeat (a fresh process) is "
+              "summarised by the median of its timed steps, and the cell by the median of those, "
+              "so every repeat weighs the same; warm-up steps, the first of which includes "
+              "compilation, are excluded. Bold: the best of a row whose values differ as printed "
+              "(ties as printed are all bold). NA: the combination does not exist in that "
+              "environment.", ""]
     if keras_speedups(summaries):
         parts += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
                   "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
                   "faster.", ""]
-    flagged = [s for s in summaries if s.get("warnings")]
-    if flagged:
-        parts += ["## Warnings", "",
-                  f"Numbers of these cells deserve caution (CV limit {stats.CV_LIMIT * 100:.0f} %, "
-                  f"minimum timed window {stats.MIN_WINDOW_S:.0f} s):", ""]
-        parts += [f"- `{s['cell_name']}`: " + "; ".join(s["warnings"]) for s in flagged]
-        parts.append("")
+    parts += warnings_section(manifest, summaries)
     costs = fixed_costs(summaries)
     if costs:
         parts += ["## Where a process's time goes (s, medians per environment)", "",
@@ -170,26 +237,35 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                   if s.get("energy_note")]
         parts.append("")
     parts += ["## Cells", "",
-              "| Cell | Status | Repeats ok | Median ms | 95 % CI of median | IQR ms | p10–p90 ms | "
-              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | % of peak | "
+              "| Cell | Status | Repeats ok | Median ms | 95 % CI of median (across repeats) | "
+              "IQR ms | p10–p90 ms | "
+              "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
               "Loss first → last | Accuracy |",
-              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+              "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     for s in summaries:
         spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
-        cv = f"{s['cv'] * 100:.1f} %" if s.get("cv") is not None else "–"
-        cv_repeats = f"{s['cv_repeats'] * 100:.1f} %" if s.get("cv_repeats") is not None else "–"
+        cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
         loss, acc = _sanity(s)
         parts.append(f"| `{s['cell_name']}` | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
                      f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
                      f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
                      f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
-                     f"{_percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
-    parts += ["", "95 % CI: distribution-free (binomial order-statistic) interval of the median of "
-              "the pooled samples; CV: stdev / mean of the pooled samples; % of peak: achieved "
+                     f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
+    parts += ["", "Median ms: the median of the repeat medians. 95 % CI of the median (across "
+              "repeats): computed on the repeat medians, each repeat (a process) one "
+              "observation — "
+              "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
+              "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
+              "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "
+              "(the typical process's step-to-step spread); CV of repeat medians: the spread "
+              "between processes. TF32: whether the cell's float32 matmuls ran on TF32 tensor "
+              "cores, as recorded (off on a CPU). % of peak: achieved "
               "TFLOP/s over the run's calibration peak for the same device and precision (TF32 "
-              "counted apart from float32): dense matmuls at several sizes measured before the "
+              "counted apart from float32; none where a GPU cell's TF32 state is not "
+              "recorded): dense matmuls at several sizes measured before the "
               "cells, the fastest kept — a measured peak, never a cell of the run and never a "
               "datasheet figure; – without `[run] calibrate = true`.", ""]
+    parts += tf32_section(summaries)
     rows = reference.beside(summaries)
     if rows:
         table = reference.published()
@@ -203,7 +279,7 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                 c = row["columns"][column]
                 published = fmt(c["published_ms"]) if c["published_ms"] else "NA"
                 here = fmt(c["measured_ms"]) if c["measured_ms"] is not None else (c["status"] or "–")
-                ratio = f" ({c['ratio']:.2f}×)" if c["ratio"] is not None else ""
+                ratio = f" ({fmt(c['ratio'])}×)" if c["ratio"] is not None else ""
                 cells.append(f"{here} / {published}{ratio}")
             parts.append(f"| {row['workload']} ({row['task']}) | {row['batch_size']} | "
                          + " | ".join(cells) + " |")

@@ -1,22 +1,36 @@
 """Summaries of raw step samples, computed on the host (never in a worker), and the warnings that
 say when a summary should not be trusted.
 
-Choices, and why:
+The unit of every statistic of a cell is the repeat: a fresh process (or container) with its own
+allocator, clocks, placement and compilation. Steps of one process share that state, so they are
+not independent samples of the cell, and a repeat that happened to take more samples (a shorter
+block, a longer timed window) must not count for more. Choices, and why:
 
-- The headline is the median with the interquartile range (asv's habit): step times are skewed
-  (a slow first step after a collection, a scheduler hiccup) and the median ignores a few outliers
-  without removing any sample.
-- The 95 % confidence interval of the median is the distribution-free binomial order-statistic
-  interval on the pooled samples (`scipy.stats.quantile_test(...).confidence_interval`): it
-  assumes nothing about the shape of the distribution, is exact rather than resampled (so the same
-  samples always give the same interval, which recorded fixtures can check), and works from six
-  samples up. A bootstrap across repeats would be the alternative, but with the usual 3 repeats it
-  cannot say anything useful. What the pooled interval does not see is a shift between processes;
-  that is what the "repeats disagree" warning is for (Kruskal-Wallis across the repeats' samples,
-  plus a practical spread threshold so that a statistically detectable but tiny shift is not
-  flagged).
-- The coefficient of variation is the sample stdev over the mean of the pooled samples; pyperf
-  warns at 10 %, the bar here is 5 %.
+- The headline is the **median of the repeat medians**: each repeat is summarised by its own
+  median step time (step times are skewed: a slow step after a collection, a scheduler hiccup),
+  and the cell by the median of those, so every repeat weighs the same whatever its sample count
+  (200/50/50 samples at 1.00/1.10/1.10 ms give 1.10, where the pooled median gave 1.00), and one
+  aberrant process of three cannot move it. With one repeat it is that repeat's median; with two,
+  the mean of the two.
+- The **95 % confidence interval of the median is computed across repeats**, on the repeat
+  medians, so it sees the process-to-process spread that an interval on pooled samples ignores
+  (simulated with 2 % spread between processes and 100 steps per repeat, the pooled interval
+  covered the true median 27–30 % of the time, less with more steps; tests/results/test_stats.py).
+  From 6 repeats it is the distribution-free binomial order-statistic interval
+  (`scipy.stats.quantile_test`), which always contains the headline. With 3 to 5 repeats no
+  order-statistic interval reaches 95 % (with 5 values [min, max] is a 94 % interval), so it is a
+  Student-t interval on the logarithms of the repeat medians (times are positive and vary by
+  factors; t because with a handful of repeats the spread itself is uncertain); for n ≤ 6 such an
+  interval always contains the median of the values. With fewer than 3 repeats there is no
+  interval: the spread between processes is unknown.
+- The **spread** (p10, p90, IQR, stdev, CV) is the typical process's: each repeat's own figure,
+  then the median across repeats, so a repeat with more samples weighs no more. min and max are
+  over every sample; `cv_repeats` (stdev / mean of the repeat medians) is the spread between
+  processes. pyperf warns at a CV of 10 %, the bar here is 5 %.
+- "**Repeats disagree**": Kruskal-Wallis across the repeats' samples, each repeat cut to the same
+  number of values (its evenly spaced quantiles) so that no repeat weighs more in the ranks, plus
+  a practical spread threshold on the repeat medians so that a statistically detectable but tiny
+  shift is not flagged.
 """
 
 from __future__ import annotations
@@ -29,12 +43,10 @@ from typing import Any
 import numpy as np
 
 from ..worker.metadata import KEYS
-
-# The worker's telemetry module is standard library only, so the host may read its names.
-from ..worker.monitor import SLOWDOWN_EVENTS
+from .formatting import fmt
 
 CONFIDENCE = 0.95
-CV_LIMIT = 0.05              # warn above this coefficient of variation of the pooled samples
+CV_LIMIT = 0.05              # warn above this coefficient of variation (the typical repeat's)
 MIN_WINDOW_S = 1.0           # warn when the timed window (or the energy window) is shorter
 REPEAT_ALPHA = 0.01          # Kruskal-Wallis level for "repeats disagree"
 REPEAT_SPREAD = 0.05         # ... and the repeat medians must differ by more than this
@@ -71,16 +83,31 @@ def throughput(record: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
-def median_ci(samples_ms: list[float], confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
-    """Distribution-free confidence interval of the median (binomial order statistics); (None,
-    None) when there are too few samples for the requested confidence (fewer than 6 at 95 %)."""
-    if len(samples_ms) < 2:
-        return None, None
-    from scipy.stats import quantile_test
+MIN_CI_REPEATS = 3          # fewer repeats: no interval ("–, too few repeats")
+ORDER_STATISTIC_REPEATS = 6  # from here a distribution-free interval reaches 95 %
 
-    values = np.asarray(samples_ms, dtype=float)
-    interval = quantile_test(values, q=float(np.median(values)), p=0.5).confidence_interval(confidence)
-    low, high = float(interval.low), float(interval.high)
+
+def median_ci(repeat_medians: list[float],
+              confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+    """Confidence interval of the cell's median across repeats, from the repeat medians: the
+    binomial order-statistic interval from 6 repeats, a Student-t interval on the logs with 3 to
+    5 (see the module docstring); (None, None) with fewer than 3 or a non-positive median."""
+    values = np.asarray([m for m in repeat_medians if m is not None], dtype=float)
+    if len(values) < MIN_CI_REPEATS or not np.all(values > 0):
+        return None, None
+    if len(values) >= ORDER_STATISTIC_REPEATS:
+        from scipy.stats import quantile_test
+
+        interval = quantile_test(values, q=float(np.median(values)), p=0.5) \
+            .confidence_interval(confidence)
+        low, high = float(interval.low), float(interval.high)
+    else:
+        from scipy.stats import t
+
+        logs = np.log(values)
+        quantile = float(t.ppf(0.5 + confidence / 2, len(logs) - 1))
+        half = quantile * logs.std(ddof=1) / math.sqrt(len(logs))
+        low, high = math.exp(logs.mean() - half), math.exp(logs.mean() + half)
     if not (math.isfinite(low) and math.isfinite(high)):
         return None, None
     return low, high
@@ -101,20 +128,30 @@ def cv(samples_ms: list[float]) -> float | None:
     return statistics.stdev(samples_ms) / mean if mean else None
 
 
+def equal_sized(groups: list[np.ndarray]) -> list[np.ndarray]:
+    """Each group cut to the size of the smallest: its values at evenly spaced quantiles
+    (inverted CDF: actual sample values; a group of that size is returned as it is)."""
+    size = min(len(g) for g in groups)
+    where = (np.arange(size) + 0.5) / size
+    return [g if len(g) == size else np.quantile(g, where, method="inverted_cdf") for g in groups]
+
+
 def repeats_disagree(per_repeat: list[list[float]], alpha: float = REPEAT_ALPHA,
                      spread: float = REPEAT_SPREAD) -> tuple[bool, float | None]:
-    """(disagree, Kruskal-Wallis p) for the samples of each repeat. Both a significant test and
-    a practical spread of the repeat medians are needed: with hundreds of samples the test alone
-    flags differences far too small to matter."""
+    """(disagree, Kruskal-Wallis p) for the samples of each repeat, each repeat weighing the
+    same (cut to the smallest repeat's count). Both a significant test and a practical spread of
+    the repeat medians are needed: with hundreds of samples the test alone flags differences far
+    too small to matter."""
     groups = [np.asarray(g, dtype=float) for g in per_repeat if len(g) >= 2]
     if len(groups) < 2:
         return False, None
+    medians = [float(np.median(g)) for g in groups]
+    groups = equal_sized(groups)
     if np.ptp(np.concatenate(groups)) == 0:  # every value identical: nothing to rank
         return False, None
     from scipy.stats import kruskal
 
     p = float(kruskal(*groups).pvalue)
-    medians = [float(np.median(g)) for g in groups]
     wide = min(medians) > 0 and max(medians) / min(medians) - 1 > spread
     return (p < alpha and wide), p
 
@@ -127,7 +164,7 @@ def energy_of(record: dict[str, Any]) -> tuple[dict[str, float] | None, str | No
         return None, None
     window = _window_s(record)
     if window is None or window < MIN_WINDOW_S:
-        return None, (f"timed window {window or 0:.2f} s is shorter than NVML's energy counter "
+        return None, (f"timed window {fmt(window or 0)} s is shorter than NVML's energy counter "
                       f"resolves (needs ≥ {MIN_WINDOW_S:.0f} s: steps = \"auto\" or more steps)")
     if energy <= 0:
         return None, "NVML's energy counter did not advance over the timed window"
@@ -164,17 +201,18 @@ def metadata_values(records: list[dict[str, Any]],
 
 
 def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
-    """Why this cell's numbers deserve caution; empty when nothing is wrong."""
+    """Why this cell's numbers deserve caution; empty when nothing is wrong. What the machine
+    did meanwhile (throttling, other load, clocks, settle) is conditions.py's."""
     out: list[str] = []
     if summary.get("cv") is not None and summary["cv"] > CV_LIMIT:
-        out.append(f"CV {summary['cv'] * 100:.1f} % > {CV_LIMIT * 100:.0f} %")
+        out.append(f"CV {fmt(summary['cv'] * 100)} % > {CV_LIMIT * 100:.0f} %")
     train = [r["train_s"] for r in ok_records if r.get("train_s") is not None]
     if train and min(train) < MIN_WINDOW_S:
-        out.append(f"timed window {min(train):.2f} s < {MIN_WINDOW_S:.0f} s")
+        out.append(f"timed window {fmt(min(train))} s < {MIN_WINDOW_S:.0f} s")
     energy_windows = [_window_s(r) for r in ok_records if r.get("gpu_energy_j") is not None]
     energy_windows = [w for w in energy_windows if w is not None]
     if energy_windows and min(energy_windows) < MIN_WINDOW_S:
-        out.append(f"energy window {min(energy_windows):.2f} s < {MIN_WINDOW_S:.0f} s "
+        out.append(f"energy window {fmt(min(energy_windows))} s < {MIN_WINDOW_S:.0f} s "
                    "(NVML energy counter too coarse)")
     outliers = [(r.get("repeat"), int(i)) for r in ok_records for i, _ in r.get("outliers") or []]
     if outliers:
@@ -186,33 +224,44 @@ def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> l
     if disagree:
         medians = summary.get("repeat_medians_ms") or []
         out.append(f"repeats disagree (Kruskal-Wallis p={p:.2g}, repeat medians "
-                   f"{min(medians):.3g}–{max(medians):.3g} ms)")
+                   f"{fmt(min(medians))}–{fmt(max(medians))} ms)")
     mixed = [key for key, values in metadata_values(ok_records).items() if len(values) > 1]
-    if mixed:  # e.g. a run resumed after a driver or lock change: the pooled figure mixes setups
+    if mixed:  # e.g. a run resumed after a driver or lock change: the cell's figure mixes setups
         out.append("repeats ran on different setups (" + ", ".join(mixed) + " differ)")
-    slowdowns = sorted({e for r in ok_records for e in r.get("gpu_clock_events") or []}
-                       & SLOWDOWN_EVENTS)
-    if slowdowns:
-        out.append("GPU clock slowdown: " + ", ".join(slowdowns))
     return out
 
 
-def pooled(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Summary of one cell across its repeats: all raw samples pooled, plus the spread of the
-    per-repeat medians (repeats run in separate processes, so that spread is the honest one)."""
+def _median_of(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.median(known)) if known else None
+
+
+def across_repeats(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Summary of one cell with the repeat as the unit (see the module docstring): the median
+    of the repeat medians, the interval across repeats, each repeat's spread then the median
+    across repeats; failed repeats are counted, never summarised."""
     ok = [r for r in records if r.get("status") == "ok"]
-    samples = [s for r in ok for s in r.get("samples_ms") or []]
-    out: dict[str, Any] = summarize(samples)
-    medians = [r["median_ms"] for r in ok if r.get("median_ms") is not None]
+    per_repeat = [list(r["samples_ms"]) for r in ok if r.get("samples_ms")]
+    each = [summarize(samples) for samples in per_repeat]
+    medians = [e["median_ms"] for e in each]
+    out: dict[str, Any] = {
+        "median_ms": _median_of(medians),
+        "mean_ms": statistics.fmean(e["mean_ms"] for e in each) if each else None,
+        "p10_ms": _median_of([e["p10_ms"] for e in each]),
+        "p90_ms": _median_of([e["p90_ms"] for e in each]),
+        "min_ms": min((e["min_ms"] for e in each), default=None),
+        "max_ms": max((e["max_ms"] for e in each), default=None),
+        "stdev_ms": _median_of([e["stdev_ms"] for e in each]),
+    }
     out["repeats_ok"] = len(ok)
     out["repeats"] = len(records)
-    out["samples"] = len(samples)
+    out["samples"] = sum(len(s) for s in per_repeat)
     out["repeat_medians_ms"] = medians
     out["cv_repeats"] = (statistics.stdev(medians) / statistics.mean(medians)
                          if len(medians) > 1 and statistics.mean(medians) else None)
-    out["iqr_ms"] = iqr(samples)
-    out["median_ci_low_ms"], out["median_ci_high_ms"] = median_ci(samples)
-    out["cv"] = cv(samples)
+    out["iqr_ms"] = _median_of([iqr(s) for s in per_repeat])
+    out["median_ci_low_ms"], out["median_ci_high_ms"] = median_ci(medians)
+    out["cv"] = _median_of([cv(s) for s in per_repeat])
     out["warnings"] = warnings_for(ok, out) if ok else []
     return out
 
@@ -224,21 +273,40 @@ PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16"
                   "mixed_float16": "float16"}
 
 
-def device_name(record: dict[str, Any]) -> str | None:
-    """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
+def ran_on_gpu(record: dict[str, Any]) -> bool:
+    """Whether a record computed on a GPU (its framework's device, not merely a GPU present)."""
     meta = record.get("metadata") or {}
     device = (record.get("effective") or {}).get("device")  # "cpu", "cuda:0", "/CPU:0", ...
     on_cpu = device is not None and "cpu" in str(device).lower()
-    return meta.get("cpu_model") if on_cpu or not meta.get("gpu_name") else meta["gpu_name"]
+    return bool(meta.get("gpu_name")) and not on_cpu
 
 
-def peak_kind(precision: Any, effective: dict[str, Any] | None) -> str | None:
+def device_name(record: dict[str, Any]) -> str | None:
+    """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
+    meta = record.get("metadata") or {}
+    return meta["gpu_name"] if ran_on_gpu(record) else meta.get("cpu_model")
+
+
+def tf32_state(record: dict[str, Any]) -> bool | None:
+    """Whether the record's float32 matmuls ran on TF32 tensor cores, as its worker recorded
+    (`effective["tf32"]`, decided from what the framework does on that device); False on a CPU
+    (no TF32 there); None where a GPU record does not say: unknown, never assumed off."""
+    if not ran_on_gpu(record):
+        return False
+    value = (record.get("effective") or {}).get("tf32")
+    return None if value is None else bool(value)
+
+
+def peak_kind(precision: Any, tf32: bool | None) -> str | None:
     """What a peak is measured for: bfloat16, float16, float32, or tf32 (float32 inputs run on
-    TF32 tensor cores: a different peak, so float32 cells say whether TF32 was in effect)."""
+    TF32 tensor cores: a different peak). A float32 record whose TF32 state is unknown has no
+    peak kind (None): it is neither compared with a float32 nor with a TF32 peak."""
     kind = PEAK_PRECISION.get(precision)
-    if kind == "float32" and (effective or {}).get("tf32"):
-        return "tf32"
-    return kind
+    if kind != "float32":
+        return kind
+    if tf32 is None:
+        return None
+    return "tf32" if tf32 else "float32"
 
 
 def peaks_from(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -247,7 +315,9 @@ def peaks_from(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in records:
         if r.get("status") != "ok" or not r.get("achieved_tflops"):
             continue
-        key = (device_name(r), peak_kind(r.get("precision"), r.get("effective")))
+        key = (device_name(r), peak_kind(r.get("precision"), tf32_state(r)))
+        if key[1] is None:
+            continue            # float32 with TF32 unknown: no peak of either kind
         if key not in best or r["achieved_tflops"] > best[key]["tflops"]:
             best[key] = {"device": key[0], "kind": key[1], "tflops": r["achieved_tflops"],
                          "environment": r["environment"], "n": (r.get("options") or {}).get("n"),

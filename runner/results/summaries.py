@@ -1,4 +1,4 @@
-"""Summaries: a run's records pooled per cell (statistics, memory, energy, % of peak), then
+"""Summaries: a run's records summarised per cell (statistics, memory, energy, % of peak), then
 pivoted to the Keras-3-benchmarks table (rows × environment columns) with the Keras 3 over
 Keras 2 speedups. Plain data, no formatting: every renderer (terminal, Markdown, HTML, files,
 plots, compare) reads these and nothing else."""
@@ -9,7 +9,8 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from . import stats
+from . import conditions, stats
+from ..machine_profile import spread_for
 from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 
@@ -65,10 +66,52 @@ def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def tf32_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """tf32_effective: whether the cell's float32 matmuls ran on TF32 (stats.tf32_state; None
+    when unknown or when its repeats disagree; the `tf32` key is the matrix's request), and the
+    worker's detail of how that was decided."""
+    states = {stats.tf32_state(r) for r in ok}
+    detail = next(((r.get("effective") or {}).get("tf32_detail") for r in ok
+                   if (r.get("effective") or {}).get("tf32_detail") is not None), None)
+    return {"tf32_effective": states.pop() if len(states) == 1 else None, "tf32_detail": detail}
+
+
+def tf32_rows(summaries: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    """(label, batch size) of the float32 rows whose measured cells did not all run float32
+    matmuls the same way: TF32 on in some, off or not recorded in others. Every table marks
+    them: their environments compare different arithmetic."""
+    states: dict[tuple[str, int], set[bool | None]] = defaultdict(set)
+    for s in summaries:
+        if s["status"] == "ok" and s.get("precision") == "float32":
+            states[(s["label"], s["batch_size"])].add(s.get("tf32_effective"))
+    return {row for row, seen in states.items() if len(seen) > 1}
+
+
+TF32_MARK = "†"
+TF32_NOTE = (f"{TF32_MARK} The environments of this row did not all run float32 matmuls the same "
+             "way: TF32 tensor cores in some, full float32 (or not recorded) in others, so the "
+             "row compares different arithmetic (the TF32 section names the cells; `tf32 = "
+             "true` or `false` in the matrix equalises).")
+
+
+def warning_groups(summary: dict[str, Any], records: list[dict[str, Any]],
+                   profile: dict[str, Any] | None) -> None:
+    """The statistics' warnings and the machine's conditions (conditions.py, clocks judged
+    against the machine profile's spread), grouped by kind in `warning_groups` and all of
+    them in `warnings`."""
+    groups = conditions.warnings_by_kind(records, spread_for(profile, summary.get("workload")))
+    if summary["warnings"]:
+        groups = {"statistics": list(summary["warnings"]), **groups}
+    summary["warning_groups"] = groups
+    summary["warnings"] = [text for texts in groups.values() for text in texts]
+
+
 def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None = None,
-                   peaks: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One summary per cell, its repeats pooled; in plan order (the manifest's cell list);
-    % of peak against the run's calibration peaks (the manifest's)."""
+                   peaks: list[dict[str, Any]] | None = None,
+                   profile: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One summary per cell, the repeat as the unit (stats.across_repeats); in plan order (the
+    manifest's cell list); % of peak against the run's calibration peaks (the manifest's);
+    warnings grouped by kind, clocks judged against the machine profile (the manifest's)."""
     rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
     by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (rank.get(r["cell_id"], len(rank)), r["cell_id"],
@@ -85,8 +128,9 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
                                          "task", "batch_size", *AXIS_KEYS)},
             "status": status,
             "error": next((r["error"] for r in reps if r["status"] == status and r.get("error")), None),
-            **stats.pooled(reps),
+            **stats.across_repeats(reps),
         }
+        warning_groups(summary, reps, profile)
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(
             compile_s=_median([r.get("compile_s") for r in ok]),
@@ -110,12 +154,12 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
             accuracy=_median([r.get("accuracy") for r in ok]),
             epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
             device_name=stats.device_name(ok[0]) if ok else None,
-            on_gpu=bool(ok) and stats.device_name(ok[0]) == (ok[0].get("metadata") or {}).get("gpu_name"),
+            on_gpu=bool(ok) and stats.ran_on_gpu(ok[0]),
             jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
-            peak_kind=stats.peak_kind(first.get("precision"),
-                                      (ok[0] if ok else first).get("effective")),
+            **tf32_summary(ok),
             allocator=allocator_settings(ok[0]) if ok else None,
         )
+        summary["peak_kind"] = stats.peak_kind(first.get("precision"), summary["tf32_effective"])
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
         out.append(summary)
     seen: set[tuple[str, int, str]] = set()

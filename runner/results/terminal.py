@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .formatting import cell_text
-from .summaries import keras_view, pivot
+from .formatting import best_text, cell_text
+from .summaries import TF32_MARK, keras_view, pivot, tf32_rows
 
 
 def terminal_table(summaries: list[dict[str, Any]], title: str,
@@ -18,6 +18,7 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
     table = Table(title=title, title_justify="left")
+    marked = tf32_rows(summaries)
     table.add_column("Workload (task)")
     table.add_column("Batch", justify="right")
     for env in environments:
@@ -25,7 +26,7 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
     for label, batch in rows:
         ok = [grid[(label, batch, e)]["median_ms"] for e in environments
               if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
-        best = min(ok) if ok else None
+        best = best_text(ok)
         cells = []
         for env in environments:
             text = cell_text(grid.get((label, batch, env)), "median_ms", best)
@@ -36,10 +37,15 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
             if (grid.get((label, batch, env)) or {}).get("warnings"):
                 text += " [yellow]![/]"
             cells.append(text)
-        table.add_row(escape(label), str(batch), *cells)
+        mark = f" {TF32_MARK}" if (label, batch) in marked else ""
+        table.add_row(escape(label) + mark, str(batch), *cells)
     flagged = sum(1 for s in summaries if s.get("warnings"))
-    table.caption = ("median ms/step over all repeats; best in green; NA = not applicable"
-                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)" if flagged else ""))
+    table.caption = ("median of the repeat medians, ms/step; best in green (ties as printed all "
+                     "green); NA = not applicable"
+                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)"
+                        if flagged else "")
+                     + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
+                        if marked else ""))
     return table
 
 

@@ -23,7 +23,8 @@ def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]
     for path, problem in unreadable:
         _warn(f"{path}: {problem}; not in the reports")
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
-                               (manifest.get("calibration") or {}).get("peaks"))
+                               (manifest.get("calibration") or {}).get("peaks"),
+                               manifest.get("machine_profile"))
     store.write_text("results.jsonl", files.results_jsonl(records))
     store.write_text("summary.csv", files.summary_csv(summaries))
     plots: list[Any] = []

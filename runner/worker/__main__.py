@@ -17,13 +17,13 @@ import time
 import traceback
 from typing import Any
 
-from . import distributions
+from . import distributions, overhead
 from .apis import NoGpuError
 from .bench import BLOCK_TARGET_S, StepClock, run_loop
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
 from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
-from .protocol import RECORD_FIELDS, CellSpec, empty_result, write_json_atomic
+from .protocol import COMPILE_CACHE_ENV, RECORD_FIELDS, CellSpec, empty_result, write_json_atomic
 
 OOM_MARKERS = ("out of memory", "resource_exhausted", "resourceexhausted", "oom when allocating",
                "failed to allocate")
@@ -78,7 +78,7 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
         started = time.perf_counter()
         bench = workload.build(spec, fw)
         result["setup_s"] = time.perf_counter() - started
-        clock, monitor = timed_window(spec, bench, gpu)
+        clock, monitor = timed_window(spec, bench, gpu, fw)
 
     telemetry = monitor.summary()
     result.update({k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
@@ -86,14 +86,18 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     per_call = bench.steps_per_call
     per_sample = per_call * clock.calls_per_sample
     timing = bench.timing
-    if clock.calls_per_sample > 1:
-        timing = (f"blocks of {clock.calls_per_sample} calls timed together, the device "
-                  f"synchronised once at the end of each block (calibrated to last at least "
+    if not bench.returns_to_host:
+        calls = clock.calls_per_sample
+        chosen = ("the cell's first repeat calibrated it" if clock.block_source == "handed_over"
+                  else "calibrated")
+        timing = (f"blocks of {calls} call{'s' if calls > 1 else ''} timed together, the device "
+                  f"synchronised once at the end of each block ({chosen} to last at least "
                   f"{BLOCK_TARGET_S * 1000:.0f} ms); one call: {timing}")
     result.update(
         samples_ms=[t * 1000.0 / per_sample for t in clock.timed_s],
         steps_per_call=per_call,
         calls_per_sample=clock.calls_per_sample,
+        block_source=clock.block_source,
         outliers=[[i, t * 1000.0 / per_sample] for i, t in clock.outliers()],
         epoch_boundary_samples=clock.epoch_boundaries if bench.calls_per_epoch else None,
         timing=timing,
@@ -114,24 +118,33 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     result["vram_peak_mb"] = vram[1] if vram else None
     result["vram_source"] = fw.vram_source if vram else None
     result["allocator"] = fw.allocator()
-    result["effective"] = {**fw.effective, **bench.effective}
+    result["effective"] = {**fw.effective, **bench.effective,
+                           "gc_in_timed_window": clock.gc_in_timed_window}
+    result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)
+    if spec.harness_overhead:   # after the timed window: none of this is in the cell's figures
+        result["extra"]["harness_overhead"] = overhead.paired_rounds(bench, clock.calls_per_sample)
 
 
-def timed_window(spec: CellSpec, bench: Any, gpu: Any) -> tuple[StepClock, Monitor]:
-    """Warm-up, then the timed window (a fixed step count or steps = "auto"), the monitor
-    sampling exactly the timed window."""
-    monitor = Monitor(gpu=gpu)
+def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClock, Monitor]:
+    """Warm-up, then the timed window (a fixed step count or steps = "auto"), the monitor's
+    counters read at the start of the first timed sample and at the end of the last."""
+    monitor = Monitor(gpu=gpu, compilations=fw.compilation_count, counted=fw.compilations_counted)
     fixed = spec.steps != "auto"
+    handed = spec.calls_per_sample       # the cell's block size, from its first repeat
     clock = StepClock(warmup_calls=spec.warmup_steps,
+                      calls_per_sample=handed or 1,
+                      block_source="handed_over" if handed else "per_call",
                       timed_calls=max(1, math.ceil(int(spec.steps) / bench.steps_per_call))
                       if fixed else None,
                       sync=bench.sync, on_timed_start=monitor.__enter__,
+                      on_timed_end=monitor.stop_counters,
                       min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
                       epoch_calls=bench.calls_per_epoch, keep_outputs=bench.loss is not None)
     try:
         run_loop(bench, clock)
     finally:
+        clock.end_timed()                 # a failed loop: GC back on (a finished one did it)
         if clock.done:
             monitor.__exit__(None, None, None)
     if not clock.done:
@@ -149,7 +162,7 @@ def calibrate(spec: CellSpec, fw: Any, workload: Any, gpu: Any,
     for n in spec.calibration_sizes:
         sized = dataclasses.replace(spec, options={**spec.options, "n": int(n)})
         bench = workload.build(sized, fw)
-        clock, monitor = timed_window(sized, bench, gpu)
+        clock, monitor = timed_window(sized, bench, gpu, fw)
         per_step_s = statistics.median(clock.timed_s) / (clock.calls_per_sample * bench.steps_per_call)
         tflops = bench.flops_per_step / per_step_s / 1e12
         trials.append({"n": int(n), "ms_per_step": per_step_s * 1000, "tflops": tflops})

@@ -3,11 +3,12 @@
 A workload module (runner/worker/apis/<api>_api/<workload>.py) exposes
 `build(spec: CellSpec, fw: Framework) -> Bench`. The worker then either calls `bench.step()`
 repeatedly (the usual case), or hands a `StepClock` to `bench.drive` when the framework owns
-the loop (Keras `model.fit` with a callback that ticks the clock once per call).
+the loop (Keras `model.fit`, whose callback reads the clock once per block of calls).
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any, Callable
 
 @dataclass
 class Bench:
-    items_per_step: int                               # samples (or elements) per step
+    items_per_step: float                             # samples (or elements) per step
     step: Callable[[], Any] | None = None             # one call = steps_per_call steps
     drive: Callable[["StepClock"], None] | None = None  # framework-owned loop: ticks the clock
     sync: Callable[[Any], None] = lambda out: None    # wait until the device finished `out`
@@ -30,7 +31,9 @@ class Bench:
     # contains the first call of a new epoch (iterator rebuild, reshuffle) is tagged.
     calls_per_epoch: int | None = None
     flops_per_step: float | None = None
-    timing: str = "one step() call per sample, device synchronised before the clock is read"
+    # What one call is. The worker prefixes how calls were timed ("blocks of N calls ...")
+    # unless the call returns to the host by itself (timed call by call).
+    timing: str = "one step() call"
     effective: dict[str, Any] = field(default_factory=dict)  # axis values in effect
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -61,10 +64,23 @@ class StepClock:
     timed_calls: int | None
     sync: Callable[[Any], None]
     on_timed_start: Callable[[], None] = lambda: None
+    # Called once, the moment the last timed sample is filed and before anything else runs (the
+    # telemetry's end read: its window is then the timed samples' window, not what follows).
+    on_timed_end: Callable[[], None] = lambda: None
+    # A loop that calibrates its own blocks (Keras fit) starts the timed window itself with
+    # begin_timed() instead of at the last warm-up tick.
+    defer_timed_start: bool = False
+    # Python's cyclic garbage collector is off during the timed samples (as timeit and
+    # torch.utils.benchmark do): a collection pass landing in one sample is the harness's
+    # stall, not the step's. Restored when the window ends.
+    disable_gc: bool = True
     min_time_s: float = 1.0
     max_time_s: float = 60.0
     min_samples: int = MIN_SAMPLES
     calls_per_sample: int = 1
+    # How calls_per_sample was chosen (the record's block_source): "handed_over" when the spec
+    # gave it (the cell's first repeat calibrated it): then nothing calibrates it again.
+    block_source: str = "per_call"
     # Called once, between the last warm-up call and the first timed one: returns the calls per
     # sample (the step-based loop's block calibration); its time is not a step's.
     calibrate: Callable[[], int] | None = None
@@ -80,6 +96,8 @@ class StepClock:
     first_out: Any = None
     last_out: Any = None
     _last: float = 0.0
+    _timed_open: bool = False
+    _gc_was_enabled: bool = False
 
     @property
     def timed_window_s(self) -> float:
@@ -117,17 +135,45 @@ class StepClock:
             self.warmup_s.append(elapsed)
             if len(self.warmup_s) == 1 and self.keep_outputs:
                 self.first_out = out
-            if len(self.warmup_s) == self.warmup_calls:
-                if self.calibrate is not None:
-                    self.calls_per_sample = self.calibrate()
-                self.on_timed_start()
-                self._last = time.perf_counter()  # calibration and the hook are not steps
+            if len(self.warmup_s) == self.warmup_calls and not self.defer_timed_start:
+                self.begin_timed()
         else:
             if self.epoch_calls and self._starts_epoch(before, self.calls):
                 self.epoch_boundaries.append(len(self.timed_s))
             self.timed_s.append(elapsed)
             if self.keep_outputs:
                 self.last_out = out
+            if self.done:
+                self.end_timed()
+
+    def begin_timed(self) -> None:
+        """Between the last warm-up call and the first timed one: calibrate the block, start the
+        telemetry, turn GC off, then restart the clock (none of this is a step)."""
+        if self.calibrate is not None:
+            self.calls_per_sample = self.calibrate()
+            self.block_source = "calibrated"
+        self.on_timed_start()
+        self._timed_open = True
+        self._gc_was_enabled = gc.isenabled()
+        if self.disable_gc:
+            gc.disable()
+        self._last = time.perf_counter()
+
+    def end_timed(self) -> None:
+        """Close the timed window (once): the telemetry's end read, then GC back on. Called by
+        the tick that files the last timed sample, and by the worker if the loop fails."""
+        if not self._timed_open:
+            return
+        self._timed_open = False
+        try:
+            self.on_timed_end()
+        finally:
+            if self._gc_was_enabled:
+                gc.enable()
+
+    @property
+    def gc_in_timed_window(self) -> str:
+        return "disabled" if self.disable_gc else "enabled"
 
     def _starts_epoch(self, first: int, end: int) -> bool:
         """Whether calls [first, end) hold the first call of an epoch after the first one."""
@@ -173,7 +219,8 @@ def run_loop(bench: Bench, clock: StepClock) -> None:
         bench.drive(clock)
         return
     step = bench.step
-    if not bench.returns_to_host and clock.calibrate is None:
+    handed_over = clock.block_source == "handed_over"
+    if not bench.returns_to_host and clock.calibrate is None and not handed_over:
         def calibrate() -> int:
             calls, trials = calibrate_block(step, clock.sync)
             bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]

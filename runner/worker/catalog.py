@@ -76,8 +76,12 @@ WORKLOADS: dict[str, Workload] = {
         ),
         Workload(
             "selftest", ("run",), ("numpy",), False, ("float32",),
-            {"behaviour": Option(str, "ok | fail | crash | hang: what the step does"),
-             "sleep_ms": Option(float, "how long an ok step sleeps", True)},
+            {"behaviour": Option(str, "ok | fail | crash | hang | orphan | flood: what the "
+                                      "step does"),
+             "sleep_ms": Option(float, "how long an ok (orphan, flood) step sleeps", True),
+             "marker": Option(str, "orphan: a word in the command line of the process it "
+                                   "leaves behind"),
+             "flood_mb": Option(float, "flood: megabytes printed before the first step", True)},
             help="diagnostic: checks the runner itself (statuses, timeouts, resume) in seconds",
         ),
         Workload(

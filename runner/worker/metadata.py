@@ -35,7 +35,7 @@ KEYS: dict[str, tuple[str, bool]] = {
     "gpu_uuid": ("GPU UUID", False),
     "gpu_count": ("GPUs visible to the worker", False),
     "driver_version": ("NVIDIA driver version", True),
-    "gpu_power_limit_w": ("enforced power limit, W", False),
+    "gpu_power_limit_w": ("enforced power limit, W (a lower limit caps clocks)", True),
     "gpu_persistence_mode": ("persistence mode on", False),
     "gpu_mig_mode": ("MIG mode on", True),
     "gpu_ecc_mode": ("ECC on", False),
@@ -58,12 +58,18 @@ KEYS: dict[str, tuple[str, bool]] = {
     "flavour": ("cpu or cuda: which lock of the image folder was installed (host)", False),
     "distributions_sha256": ("sha256 of the environment's installed name==version list", True),
     "executor": ("local, docker or ray (host)", False),
+    "runner_version": ("digest of the runner's worker code and timing method (host; "
+                       "runner/version.py)", True),
+    "worker_env": ("environment variables the matrix sets for the cell's worker: its "
+                   "environment's env and [run] preallocate's switches (host)", True),
     # Where the cell ran (host): the machine and the GPU its lane or Ray task was pinned to.
     "node_name": ("host name of the machine that ran the cell (a Ray node's own) (host)", False),
     "node_ip": ("the Ray node's IP address (host)", False),
     "ray_node_id": ("the Ray node's id (host)", False),
     "node_executor": ("what ran the cell on the Ray node: local or docker (host)", False),
     "gpu_index": ("NVML index, on its machine, of the GPU the cell was pinned to (host)", False),
+    "gpu_locked_clocks": ("the GPU's clocks were locked for the run ([run] lock_clocks): 'tdp' "
+                          "(its base clock) or the SM clock in MHz (host)", True),
 }
 
 # Prefixes of environment variables that change what a framework does.

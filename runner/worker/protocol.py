@@ -24,6 +24,12 @@ SCHEMA_VERSION = 1
 # silent CPU run.
 GPU_GIVEN_ENV = "DL_BENCH_GPU_GIVEN"
 
+# Set by the executor: "fresh" when the worker's compilation caches (inductor, Triton, CUDA's
+# PTX cache) start empty (a new container, or the local executor's per-attempt cache folders),
+# "kept" when they are the user's own, warm from earlier runs and repeats
+# ([run] keep_compile_caches). The worker copies it into the record's compile_cache.
+COMPILE_CACHE_ENV = "DL_BENCH_COMPILE_CACHE"
+
 # no_gpu: the host has a GPU and the cell asked for it (device = "auto" or "gpu"), but the
 # framework in the environment cannot see it (a CPU build, CUDA libraries it cannot load): the
 # cell fails rather than measuring the CPU silently.
@@ -61,6 +67,13 @@ class CellSpec:
     max_time_s: float = 60.0       # ... and at most this long (once one sample is in)
     # A calibration (matmul only): time each of these sizes, keep the fastest in TFLOP/s.
     calibration_sizes: list[int] = field(default_factory=list)
+    # One block size per cell (pyperf hands its calibrated loop count to every worker): the
+    # calls per sample the cell's first ok repeat calibrated, handed by the host to its later
+    # repeats. Given, the worker's clock uses it and does not calibrate; None: calibrate.
+    calls_per_sample: int | None = None
+    # After the cell's timed window, pair the worker's clock with a bare loop of the same step
+    # (runner.worker.overhead): the harness's own cost, in the record's extra.harness_overhead.
+    harness_overhead: bool = False
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "CellSpec":
@@ -86,6 +99,10 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "steps_per_call": ("worker", "steps the framework ran per timed call; samples are call time / this"),
     "calls_per_sample": ("worker", "calls timed together in one sample with one device "
                          "synchronisation at its end (block samples; 1: every call synchronised)"),
+    "block_source": ("worker", "how calls_per_sample was chosen: calibrated (by this repeat, "
+                     "after its warm-up), handed_over (the spec's: the cell's first ok repeat "
+                     "calibrated it), or per_call (a step that returns to the host, one call "
+                     "per sample)"),
     "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
     "outliers": ("worker", "[index, ms] of timed samples above 10× the median (counted, never "
                  "removed)"),
@@ -94,11 +111,21 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "import_s": ("worker", "importing the framework and the workload module, s"),
     "setup_s": ("worker", "building the model and its data, s"),
     "compile_s": ("worker", "duration of the first warm-up call (tracing/compilation included), s"),
+    "compile_cache": ("worker", "the compilation caches compile_s ran with: 'fresh' (empty: a new "
+                      "container, or the local executor's per-attempt cache folders) or 'kept' "
+                      "([run] keep_compile_caches: the user's caches, warm from earlier runs and "
+                      "repeats); null when the executor did not say"),
+    "compilations": ("worker", "{before_timed, timed, counted}: the framework's compilations "
+                     "(counted says which: XLA compiles, tf.function traces, dynamo graphs) "
+                     "before the timed window and inside it (a recompilation in the window is "
+                     "timed as a step); null where the framework has no counter"),
     "warmup_s": ("worker", "durations of all warm-up calls, s"),
     "train_s": ("worker", "duration of the whole timed loop, s"),
     "worker_s": ("worker", "the worker from its first line to writing the result (the interpreter's "
                  "own start-up is the rest of wall_s), s"),
-    "items_per_step": ("worker", "samples (or tokens / elements) processed per step"),
+    "items_per_step": ("worker", "samples (or tokens / elements) processed per step; Stable "
+                       "Diffusion predict, whose step is one denoising step: images per call / "
+                       "num_steps, so that items/s is images/s and energy per item is per image"),
     # memory
     "rss_initial_mb": ("worker", "process RSS after the framework import, before the workload is built"),
     "rss_peak_mb": ("worker", "peak process RSS over the worker's life (kernel high-water mark)"),
@@ -112,18 +139,38 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "gpu_power_mean_w": ("worker", "NVML power over the timed window, W"),
     "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
     "gpu_sm_clock_mhz": ("worker", "mean SM clock over the timed window, MHz"),
+    "gpu_sm_clock_min_mhz": ("worker", "lowest SM clock sampled in the timed window, MHz"),
+    "gpu_mem_clock_mhz": ("worker", "mean memory clock over the timed window, MHz"),
+    "gpu_mem_clock_min_mhz": ("worker", "lowest memory clock sampled in the timed window, MHz"),
+    "gpu_other_processes": ("worker", "{share, samples, own_pid_listed, processes: [{pid, name, "
+                            "used_mb}]}: compute processes on the cell's GPU other than the "
+                            "worker during the timed window (NVML's process list; share: of the "
+                            "samples that saw one); null without a GPU or a process list"),
     "gpu_clock_events": ("worker", "clock-event (throttle) reasons seen during the timed window"),
     "host_gpu": ("host", "container cells: the GPU sampled from the host over the container's life "
                  "(a cross-check of the worker's own window; null for local cells)"),
     "cpu_util_mean": ("worker", "process CPU time / wall time over the timed window, % of one core"),
+    "host_other_cpu": ("worker", "{other_cpu_s, share, steal_share, cpus, window_s}: CPU time "
+                       "other processes used on the host during the timed window (the host's "
+                       "busy time minus the worker's own), as a share of the host's CPU capacity "
+                       "over the window; steal_share: time the hypervisor gave other VMs"),
+    "settle": ("host", "GPU cells: the wait before the cell for a quiet GPU ([run] settle): "
+               "{settled, waited_s, start_temp_c, util, other_processes, why}; null where "
+               "nothing was waited for (a CPU cell, no GPU, settle = 0, a Ray slot)"),
     # work
     "flops_per_step": ("worker", "floating-point operations per step where known"),
     # sanity
     "loss_first": ("worker", "loss at the first (warm-up) step"),
-    "loss_last": ("worker", "loss at the last timed step"),
+    "loss_last": ("worker", "loss at the last timed step (Keras: the mean over the last timed "
+                  "call's steps_per_execution steps)"),
     "accuracy": ("worker", "accuracy on a held-out split where it applies"),
     "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
-    "effective": ("worker", "axis values actually in effect inside the framework"),
+    "effective": ("worker", "axis values actually in effect inside the framework; on every "
+                  "API: tf32 (bool: float32 matmuls may run as TF32 on this device, read from "
+                  "the framework and the device's compute capability; false on a CPU), "
+                  "tf32_detail (the flags read: matmul and conv paths, the setting, the "
+                  "capability) and gc_in_timed_window ('disabled': Python's GC was off during "
+                  "the timed samples)"),
     "metadata": ("worker", "flat dict of prefixed keys from runner.worker.metadata.KEYS"),
     "distributions": ("worker", "distributions installed in the environment, name → version "
                       "(their digest is metadata.distributions_sha256)"),

@@ -177,3 +177,44 @@ def test_one_repeat_per_side_cannot_be_judged():
     result = compare.compare_cell(summary_of(a), summary_of(b), a, b, 0.05, 0.05)
     assert result.verdict == compare.NOT_COMPARABLE
     assert result.reason.startswith("too few repeats (1 vs 1, need 2 per side")
+
+
+def set_metadata(run_dir: Path, **values) -> None:
+    for path in (run_dir / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        record["metadata"].update(values)
+        path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("key, a, b, shown", [
+    ("runner_version", "aaaaaaaaaaaa", "bbbbbbbbbbbb",
+     "runner_version aaaaaaaaaaaa → bbbbbbbbbbbb"),
+    ("gpu_power_limit_w", 400.0, 300.0, "gpu_power_limit_w 400.0 → 300.0"),
+    ("worker_env", {}, {"XLA_FLAGS": "--xla_gpu_autotune_level=0"},
+     "worker_env {} → {XLA_FLAGS=--xla_gpu_autotune_level=0}"),
+])
+def test_a_changed_harness_power_limit_or_worker_env_is_not_comparable(runs, key, a, b, shown):
+    """20 % slower, but the runner, the power limit or the worker's variables changed too: no
+    verdict, the change named on every cell and in every environment's stack."""
+    set_metadata(runs / "base", **{key: a})
+    set_metadata(runs / "slower", **{key: b})
+    result = compare.compare_runs(runs / "base", runs / "slower")
+    assert result.count(compare.SLOWER) == 0 and result.exit_code == 0
+    measured = [c for c in result.cells if c.ratio is not None]
+    assert measured and all(c.verdict == compare.NOT_COMPARABLE and key in c.differing_keys
+                            and shown in c.reason and c.stack_differs for c in measured)
+    assert all(shown in " ".join(s.differs) for s in result.stacks)
+
+
+def test_cells_pair_by_name_whatever_their_ids(runs):
+    """A run made by another id scheme (ids also hold the runner version and the worker's
+    variables) still pairs cell by cell with the same cells of another run."""
+    for path in (runs / "same" / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        record["cell_id"] = "new" + record["cell_id"][3:]
+        path.unlink()                    # a record's file is named by its own id and repeat
+        path.with_name(f"{record['cell_id']}-r{record['repeat']}.json").write_text(
+            json.dumps(record))
+    result = compare.compare_runs(runs / "base", runs / "same")
+    assert result.count(compare.SAME) == MEASURED
+    assert not any(c.reason.startswith("only in run") for c in result.cells)

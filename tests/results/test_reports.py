@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from runner import cli
-from runner.results import files, formatting, markdown, plots, summaries as summarize, terminal
+from runner.results import (files, formatting, html, markdown, plots, summaries as summarize,
+                            terminal)
 from runner.results.store import Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -103,7 +104,9 @@ def test_summary_csv_has_statistics_and_warnings(summaries):
 
 
 def test_markdown_main_table_has_keras3_columns(summaries):
-    text = markdown.report_markdown({"name": "fixture"}, summaries)
+    text = markdown.report_markdown({"name": "fixture", "runner_version": "f1x7u4e0c0de"},
+                                    summaries)
+    assert "· runner `f1x7u4e0c0de`" in text.splitlines()[2]
     header = next(line for line in text.splitlines() if line.startswith("| Workload (task) | Batch size | keras"))
     assert header.endswith("| Best Keras 3 | Speedup of best Keras 3 over Keras 2 |")
     cnn = next(line for line in text.splitlines() if line.startswith("| cnn (fit) | 128 |"))
@@ -115,11 +118,13 @@ def test_markdown_main_table_has_keras3_columns(summaries):
 def test_markdown_warnings_and_training_sections(summaries):
     text = markdown.report_markdown({"name": "fixture"}, summaries)
     warnings = text.split("## Warnings")[1].split("\n## ")[0]
-    assert "`matmul-run-jax-b1`: GPU clock slowdown: hw_thermal_slowdown" in warnings
+    throttle = warnings.split("### The GPU throttled")[1].split("\n### ")[0]
+    assert "`matmul-run-jax-b1`: GPU clock slowdown: hw_thermal_slowdown in r2" in throttle
+    assert "hw_thermal_slowdown" not in warnings.split("### The GPU throttled")[0]
     assert "repeats disagree" in warnings and "energy window" in warnings
     assert "cnn-fit-keras-jax" not in warnings  # a clean cell is not listed
     training = text.split("## Training")[1].split("\n## ")[0]
-    assert "| cnn (fit) | 128 | keras2 | 7.50 | 1.59 | 0.950 | 2.300 → 0.420 | 802 / 1,503 | 100 / 930 |" \
+    assert "| cnn (fit) | 128 | keras2 | 7.50 | 1.59 | 0.950 | 2.30 → 0.420 | 802 / 1,503 | 100 / 930 |" \
         in training
     assert "matmul" not in training
 
@@ -202,7 +207,8 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     assert by_id["long"]["energy_per_step_j"] == pytest.approx(1.5)     # 300 J / 200 steps
     assert by_id["long"]["energy_per_item_j"] == pytest.approx(0.375)
     table = markdown.markdown_table(summaries, "energy_per_step_j")
-    assert "| **1.50** |" in table and "0.00" not in table and "**–**" not in table
+    # a lone value has nothing to be best against: not bold
+    assert "| 1.50 |" in table and "0.00" not in table and "**" not in table
 
 
 def test_each_environments_fixed_cost_per_process_is_shown():
@@ -215,7 +221,7 @@ def test_each_environments_fixed_cost_per_process_is_shown():
     assert cost["other_s"] == pytest.approx(5.8 - 2.0 - 0.5 - 1.1)
     text = markdown.report_markdown({"name": "t"}, summaries)
     assert "## Where a process's time goes" in text
-    assert "| jax | 3 | 2.00 | 0.50 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
+    assert "| jax | 3 | 2.00 | 0.500 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
 
 
 def test_the_published_table_stands_beside_the_run_with_ratios_only_where_comparable():
@@ -272,3 +278,104 @@ def test_the_keras_table_has_the_studys_layout_and_no_speedup_across_models():
     printed = terminal.tables(summaries, "t")
     assert len(printed) == 2 and [c.header for c in printed[0].columns][2:] == [
         "Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)", "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]
+
+
+def test_small_values_print_with_significant_figures_never_as_zero():
+    assert formatting.fmt(0.004) == "0.00400"          # a 4 µs step in ms
+    assert formatting.fmt(0.0021) == "0.00210"         # 2.1 mJ in J
+    assert formatting.fmt(0.5) == "0.500" and formatting.fmt(1.5) == "1.50"
+    assert formatting.fmt(3.4e-6) == "3.40e-06"
+    assert formatting.fmt(0.0) == "0" and formatting.fmt(None) == "–"
+    assert formatting.fmt(999.7) == "1,000" and formatting.fmt(123.456, 4) == "123.5"
+    assert formatting.percent(0.0004) == "0.0400 %"
+
+
+def test_microsecond_steps_and_millijoules_print_everywhere_and_csv_keeps_raw_values():
+    from rich.console import Console
+
+    records = [record_like(cell_id="a", environment="jax", samples_ms=[0.0041] * 5,
+                           gpu_energy_j=0.0123, train_s=2.0, extra={"telemetry_window_s": 2.0}),
+               record_like(cell_id="b", environment="torch", samples_ms=[0.0052] * 5)]
+    summaries = summarize.cell_summaries(records, ["a", "b"])
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "| matmul (run) | 1 | **0.00410** | 0.00520 |" in text
+    assert "0.00 " not in text and "| 0.00 |" not in text
+    energy = text.split("## Energy per step")[1].split("\n## ")[0]
+    assert "| matmul (run) | 1 | 0.00246 | – |" in energy               # 12.3 mJ / 5 steps
+    console = Console(width=200, record=True)
+    console.print(terminal.terminal_table(summaries, "t"))
+    printed = console.export_text()
+    assert "0.00410" in printed and "0.00520" in printed
+    page = html.render(text, Path("."), "t")
+    assert "<strong>0.00410</strong>" in page
+    rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(files.summary_csv(summaries)))}
+    assert float(rows["a"]["median_ms"]) == 0.0041 and rows["a"]["energy_per_step_j"] == "0.00246"
+
+
+def test_best_is_bold_only_among_values_that_differ_as_printed():
+    assert formatting.best_text([1.001, 1.002, 1.3]) == "1.00"     # a printed tie: both bold
+    assert formatting.best_text([1.001, 1.002]) is None            # all print the same: none
+    assert formatting.best_text([2.0]) is None                     # nothing to beat
+    assert formatting.best_text([1.0, 2.0], lower_is_better=False) == "2.00"
+    records = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5)
+               for e, ms in (("jax", 1.001), ("torch", 1.002), ("numpy", 1.3))]
+    table = markdown.markdown_table(summarize.cell_summaries(records, ["jax", "torch", "numpy"]),
+                                    "median_ms")
+    assert "| matmul (run) | 1 | **1.00** | **1.00** | 1.30 |" in table
+    same = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5)
+            for e, ms in (("jax", 1.001), ("torch", 1.002))]
+    table = markdown.markdown_table(summarize.cell_summaries(same, ["jax", "torch"]), "median_ms")
+    assert "**" not in table
+
+
+def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
+    from rich.console import Console
+
+    gpu = {"gpu_name": "NVIDIA H100 80GB HBM3", "cpu_model": "EPYC"}
+    records = [
+        record_like(cell_id="jax", cell_name="cnn-fit-keras-jax-b128", environment="keras-jax",
+                    api="keras", backend="jax", workload="cnn", task="fit", batch_size=128,
+                    data="device", options={}, metadata=gpu, samples_ms=[2.0] * 5,
+                    loss_first=2.3, loss_last=0.4,
+                    effective={"device": "cuda:0", "tf32": True,
+                               "tf32_detail": "jax_default_matmul_precision=None on sm_90"}),
+        record_like(cell_id="torch", cell_name="cnn-fit-keras-torch-b128",
+                    environment="keras-torch", api="keras", backend="torch", workload="cnn",
+                    task="fit", batch_size=128, data="device", options={}, metadata=gpu,
+                    samples_ms=[8.8] * 5,
+                    loss_first=2.3, loss_last=0.4, effective={"device": "cuda:0", "tf32": False}),
+        record_like(cell_id="mm-jax", environment="keras-jax", metadata=gpu, samples_ms=[3.0] * 5,
+                    effective={"device": "cuda:0", "tf32": True}),
+        record_like(cell_id="mm-torch", environment="keras-torch", metadata=gpu,
+                    samples_ms=[21.0] * 5, effective={"device": "cuda:0", "tf32": True}),
+    ]
+    summaries = summarize.cell_summaries(records, [r["cell_id"] for r in records])
+    assert summarize.tf32_rows(summaries) == {("cnn (fit)", 128)}
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    time_table = text.split("## Median time per step")[1].split("\n## ")[0]
+    assert "| cnn (fit) † | 128 |" in time_table and "| matmul (run) | 1 |" in time_table
+    assert summarize.TF32_NOTE in time_table
+    memory = text.split("## Peak memory")[1].split("\n## ")[0]
+    assert "| cnn (fit) † | 128 |" in memory
+    assert "| cnn (fit) † | 128 | keras-jax |" in text.split("## Training")[1]
+    section = text.split("## TF32")[1].split("\n## ")[0]
+    assert ("- TF32 on: `cnn-fit-keras-jax-b128` (jax_default_matmul_precision=None on sm_90), "
+            "`x`, `x`") in section
+    assert "- TF32 off: `cnn-fit-keras-torch-b128`" in section
+    console = Console(width=200, record=True)
+    console.print(terminal.terminal_table(summaries, "t"))
+    printed = console.export_text()
+    assert "cnn (fit) †" in printed and "TF32 differs" in printed
+    assert "matmul (run) †" not in printed
+    rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(files.summary_csv(summaries)))}
+    assert rows["jax"]["tf32_effective"] == "True" and rows["torch"]["peak_kind"] == "float32"
+
+
+def test_a_cpu_run_has_no_tf32_marks_or_section():
+    records = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5,
+                           metadata={"cpu_model": "EPYC"}, effective={"device": "cpu"})
+               for e, ms in (("jax", 1.0), ("torch", 2.0))]
+    summaries = summarize.cell_summaries(records, ["jax", "torch"])
+    text = markdown.report_markdown({"name": "t"}, summaries)
+    assert "†" not in text and "## TF32" not in text
+    assert [s["peak_kind"] for s in summaries] == ["float32", "float32"]

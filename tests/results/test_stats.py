@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from runner.results import stats, summaries as summarize
@@ -32,18 +33,109 @@ def test_iqr_and_cv():
     assert stats.cv([9.0, 10.0, 11.0]) == pytest.approx(0.1)
 
 
-def test_median_ci_is_the_binomial_order_statistic_interval():
-    # n = 20: the 95 % distribution-free interval of the median runs from the 6th to the 15th
-    # order statistic (P(6 <= Binomial(20, 1/2) <= 14) = 0.9586 ≥ 0.95; from 7th..14th it is 0.885).
-    samples = [float(v) for v in range(1, 21)]
-    assert stats.median_ci(samples) == (6.0, 15.0)
-    # the interval only depends on ranks: order does not matter
-    assert stats.median_ci(samples[::-1]) == (6.0, 15.0)
-
-
-def test_median_ci_needs_six_samples_at_95_percent():
-    assert stats.median_ci([1.0, 2.0, 3.0, 4.0, 5.0]) == (None, None)
+def test_median_ci_from_six_repeats_is_the_binomial_order_statistic_interval():
+    # n = 20 repeat medians: the 95 % distribution-free interval of the median runs from the 6th
+    # to the 15th order statistic (P(6 <= Binomial(20, 1/2) <= 14) = 0.9586 ≥ 0.95).
+    medians = [float(v) for v in range(1, 21)]
+    assert stats.median_ci(medians) == (6.0, 15.0)
+    assert stats.median_ci(medians[::-1]) == (6.0, 15.0)     # only ranks count
     assert stats.median_ci([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == (1.0, 6.0)
+
+
+def test_median_ci_with_three_to_five_repeats_is_a_t_interval_on_the_logs():
+    from scipy.stats import t
+
+    medians = [1.0, 1.1, 1.2]
+    logs = np.log(medians)
+    half = t.ppf(0.975, 2) * logs.std(ddof=1) / np.sqrt(3)
+    low, high = stats.median_ci(medians)
+    assert (low, high) == pytest.approx((np.exp(logs.mean() - half), np.exp(logs.mean() + half)))
+    assert low < np.median(medians) < high
+
+
+def test_median_ci_needs_three_repeats():
+    assert stats.median_ci([1.0, 1.1]) == (None, None)
+    assert stats.median_ci([1.0]) == (None, None)
+    summary = stats.across_repeats([_ok([1.0] * 50), _ok([1.1] * 50)])
+    assert summary["median_ci_low_ms"] is None and summary["median_ci_high_ms"] is None
+
+
+def _simulated_cell(rng, repeats, samples, process_spread, step_noise, true_median=10.0):
+    """One cell's repeats: each process has its own offset (log-normal), its steps share it."""
+    return [true_median * np.exp(rng.normal(0.0, process_spread))
+            * np.exp(rng.normal(0.0, step_noise, samples)) for _ in range(repeats)]
+
+
+def _old_pooled_interval(repeats):
+    """What the report printed before: the order-statistic interval on every pooled sample."""
+    from scipy.stats import quantile_test
+
+    pooled = np.concatenate(repeats)
+    interval = quantile_test(pooled, q=float(np.median(pooled)), p=0.5).confidence_interval(0.95)
+    return interval.low, interval.high
+
+
+@pytest.mark.parametrize("repeats, lowest, highest", [(3, 0.92, 0.98), (5, 0.92, 0.98),
+                                                     (8, 0.95, 1.0)])
+def test_the_interval_across_repeats_covers_the_true_median_at_its_stated_rate(repeats, lowest,
+                                                                               highest):
+    """2 % spread between processes, 2 % between steps, 100 steps per repeat; the true median
+    is 10 ms (log-symmetric noise). The interval across repeats covers it about 95 % of the time
+    (the t interval; the order-statistic one, from 6 repeats, is exact and so at least 95 %: with
+    8 values it is [min, max], a 99 % interval); the old interval on pooled samples, which treats
+    every step as independent, rarely does."""
+    rng = np.random.default_rng(19 + repeats)
+    trials, covered, covered_old = 400, 0, 0
+    for _ in range(trials):
+        cell = _simulated_cell(rng, repeats, 100, 0.02, 0.02)
+        summary = stats.across_repeats([_ok(list(samples)) for samples in cell])
+        covered += summary["median_ci_low_ms"] <= 10.0 <= summary["median_ci_high_ms"]
+        low, high = _old_pooled_interval(cell)
+        covered_old += low <= 10.0 <= high
+    assert lowest <= covered / trials <= highest
+    assert covered_old / trials < 0.5
+
+
+def test_the_headline_follows_the_repeats_not_their_sample_counts():
+    """200 samples at 1.00 ms in one repeat, 50 at 1.10 ms in each of two others: two of three
+    processes say 1.10, so the cell says 1.10 (pooling every sample said 1.00)."""
+    rng = np.random.default_rng(6)
+    reps = [_ok(list(1.00 * np.exp(rng.normal(0, 0.005, 200)))),
+            _ok(list(1.10 * np.exp(rng.normal(0, 0.005, 50)))),
+            _ok(list(1.10 * np.exp(rng.normal(0, 0.005, 50))))]
+    summary = stats.across_repeats(reps)
+    assert summary["median_ms"] == pytest.approx(1.10, rel=0.01)
+    assert summary["samples"] == 300 and summary["repeats_ok"] == 3
+    # the spread is the typical repeat's, not the mixture's: p10–p90 stays within ±1 %
+    assert summary["p10_ms"] == pytest.approx(1.10, rel=0.01)
+    assert summary["p90_ms"] == pytest.approx(1.10, rel=0.015)
+    assert summary["cv"] < 0.01 and summary["iqr_ms"] < 0.01
+    assert summary["mean_ms"] == pytest.approx((1.00 + 1.10 + 1.10) / 3, rel=0.01)
+
+
+def test_spread_statistics_weigh_every_repeat_the_same():
+    """A steady repeat with many samples and two noisy ones with few: the typical repeat is
+    noisy, whatever the counts."""
+    steady = [10.0 + 0.001 * (i % 7) for i in range(400)]
+    noisy = [10.0 * (1 + 0.2 * ((i % 5) - 2) / 2) for i in range(20)]      # ±20 %
+    summary = stats.across_repeats([_ok(steady), _ok(noisy), _ok(noisy)])
+    assert summary["cv"] == pytest.approx(stats.cv(noisy))
+    assert summary["iqr_ms"] == pytest.approx(stats.iqr(noisy))
+    assert summary["p10_ms"] == pytest.approx(stats.summarize(noisy)["p10_ms"])
+    assert any(w.startswith("CV ") for w in summary["warnings"])
+
+
+def test_repeats_disagree_weighs_repeats_equally():
+    """One big repeat at 10 ms, two small ones 6 % slower: the two small repeats are the
+    majority of processes. Cut to equal sizes, Kruskal-Wallis sees three equal groups."""
+    rng = np.random.default_rng(2)
+    big = list(10.0 * np.exp(rng.normal(0, 0.01, 2000)))
+    small = [list(10.6 * np.exp(rng.normal(0, 0.01, 8))) for _ in range(2)]
+    groups = stats.equal_sized([np.asarray(g) for g in [big, *small]])
+    assert [len(g) for g in groups] == [8, 8, 8]
+    assert set(groups[0]) <= set(big)                 # actual samples, not interpolations
+    disagree, p = stats.repeats_disagree([big, *small])
+    assert disagree is True and p < stats.REPEAT_ALPHA
 
 
 def test_repeats_disagree_needs_significance_and_a_practical_spread():
@@ -66,26 +158,25 @@ def _ok(samples, **extra):
 
 def test_warnings_for_each_condition():
     steady = [100.0 + (i % 3) for i in range(30)]
-    assert stats.pooled([_ok(steady)])["warnings"] == []
+    assert stats.across_repeats([_ok(steady)])["warnings"] == []
     noisy = [100.0, 150.0] * 10
-    assert any(w.startswith("CV ") for w in stats.pooled([_ok(noisy)])["warnings"])
-    short = stats.pooled([_ok(steady, train_s=0.4)])["warnings"]
-    assert short == ["timed window 0.40 s < 1 s"]
-    energy = stats.pooled([_ok(steady, gpu_energy_j=50.0, extra={"telemetry_window_s": 0.5})])
-    assert any(w.startswith("energy window 0.50 s") for w in energy["warnings"])
-    throttled = stats.pooled([_ok(steady, gpu_clock_events=["sync_boost", "sw_power_cap"])])
-    assert throttled["warnings"] == ["GPU clock slowdown: sw_power_cap"]
-    # sync_boost alone is not a slowdown
-    assert stats.pooled([_ok(steady, gpu_clock_events=["sync_boost"])])["warnings"] == []
-    split = stats.pooled([_ok(steady), _ok([v * 1.3 for v in steady])])
+    assert any(w.startswith("CV ") for w in stats.across_repeats([_ok(noisy)])["warnings"])
+    short = stats.across_repeats([_ok(steady, train_s=0.4)])["warnings"]
+    assert short == ["timed window 0.400 s < 1 s"]
+    energy = stats.across_repeats([_ok(steady, gpu_energy_j=50.0, extra={"telemetry_window_s": 0.5})])
+    assert any(w.startswith("energy window 0.500 s") for w in energy["warnings"])
+    # Throttling is the machine's condition, not the numbers': conditions.py warns about it.
+    throttled = stats.across_repeats([_ok(steady, gpu_clock_events=["sync_boost", "sw_power_cap"])])
+    assert throttled["warnings"] == []
+    split = stats.across_repeats([_ok(steady), _ok([v * 1.3 for v in steady])])
     assert any(w.startswith("repeats disagree") for w in split["warnings"])
-    resumed = stats.pooled([_ok(steady, metadata={"driver_version": "550.54"}),
+    resumed = stats.across_repeats([_ok(steady, metadata={"driver_version": "550.54"}),
                             _ok(steady, metadata={"driver_version": "560.35"})])
     assert resumed["warnings"] == ["repeats ran on different setups (driver_version differ)"]
 
 
 def test_failed_repeats_are_not_pooled():
-    out = stats.pooled([_ok([1.0] * 10), {"status": "failed", "samples_ms": [99.0]}])
+    out = stats.across_repeats([_ok([1.0] * 10), {"status": "failed", "samples_ms": [99.0]}])
     assert out["repeats"] == 2 and out["repeats_ok"] == 1 and out["samples"] == 10
     assert out["median_ms"] == 1.0
 
@@ -101,7 +192,9 @@ def test_fixture_run_summaries():
     assert cnn["median_ms"] == pytest.approx(55.0, rel=0.01)
     assert cnn["warnings"] == [] and cnn["cv"] < stats.CV_LIMIT
     assert cnn["epoch_s"] == 7.5
-    assert by_id["m1mmjax000"]["warnings"] == ["GPU clock slowdown: hw_thermal_slowdown"]
+    assert by_id["m1mmjax000"]["warnings"] == ["GPU clock slowdown: hw_thermal_slowdown in r2"]
+    assert by_id["m1mmjax000"]["warning_groups"] == {
+        "throttle": ["GPU clock slowdown: hw_thermal_slowdown in r2"]}
     noisy = by_id["m2mmkrjax0"]["warnings"]
     assert [w.split()[0] for w in noisy] == ["CV", "timed", "energy"]
     assert any(w.startswith("repeats disagree") for w in by_id["e1ewjax000"]["warnings"])
@@ -153,3 +246,34 @@ def test_device_name_follows_where_the_cell_computed():
     assert stats.device_name({"metadata": meta, "effective": {"device": "cuda:0"}}) == "A100"
     assert stats.device_name({"metadata": meta, "effective": {"device": "/CPU:0"}}) == "EPYC"
     assert stats.device_name({"metadata": {"cpu_model": "EPYC"}, "effective": {}}) == "EPYC"
+
+
+def test_tf32_unknown_is_never_taken_for_off():
+    """A GPU float32 record that does not say whether TF32 was on (JAX before the worker
+    recorded it: JAX's default on sm_80+ is TF32) has no peak kind: no float32 peak from it, no
+    "% of peak" against one. On a CPU float32 is float32."""
+    gpu = {"gpu_name": "H100", "cpu_model": "EPYC"}
+
+    def record(tf32=None, device="cuda:0", precision="float32"):
+        effective = {"device": device} | ({} if tf32 is None else {"tf32": tf32})
+        return {"status": "ok", "environment": "jax", "precision": precision,
+                "achieved_tflops": 372.0, "options": {"n": 8192}, "effective": effective,
+                "metadata": gpu, "extra": {}}
+
+    assert stats.tf32_state(record()) is None
+    assert stats.tf32_state(record(tf32=False)) is False
+    assert stats.tf32_state(record(device="cpu")) is False
+    assert stats.peak_kind("float32", None) is None
+    assert stats.peak_kind("float32", True) == "tf32"
+    assert stats.peak_kind("bfloat16", None) == "bfloat16"
+    assert stats.peaks_from([record()]) == []
+    assert [p["kind"] for p in stats.peaks_from([record(tf32=True)])] == ["tf32"]
+    cell = {**record(), "cell_id": "c", "cell_name": "matmul-run-jax-b1", "repeat": 1,
+            "api": "jax", "backend": None, "image": "jax", "workload": "matmul", "task": "run",
+            "batch_size": 1, "jit": "auto", "size": "full", "tf32": None,
+            "steps_per_execution": 1, "data": "device", "device": "auto", "error": None,
+            "samples_ms": [3.0] * 5, "items_per_step": 1, "flops_per_step": 2 * 8192.0 ** 3}
+    (summary,) = summarize.cell_summaries(
+        [cell], ["c"], [{"device": "H100", "kind": "float32", "tflops": 52.0}])
+    assert summary["tf32_effective"] is None and summary["peak_kind"] is None
+    assert summary["fraction_of_peak"] is None      # not 700 % of torch's float32 peak

@@ -38,6 +38,13 @@ class FrameworkBase:
     def metadata(self) -> dict[str, Any]:
         return {}
 
+    # What compilation_count counts, in words (the record's compilations.counted).
+    compilations_counted: str = ""
+
+    def compilation_count(self) -> int | None:
+        """The framework's compilations so far in this process (None: it has no counter)."""
+        return None
+
 
 class NoGpuError(RuntimeError):
     """The cell wants the GPU and the framework cannot see one: status no_gpu."""

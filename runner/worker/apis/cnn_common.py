@@ -136,15 +136,31 @@ def weights_fingerprint(weights: list[np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
-def batch_indices(samples: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
-    """Endless batches of sample indices: a fresh permutation every epoch (manual shuffling for
-    the APIs that own their loop), only whole batches."""
+def epoch_orders(samples: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
+    """Endless epochs of sample indices, each a (steps, batch_size) array: a fresh permutation
+    every epoch, only whole batches. The APIs whose data sits on the device copy one epoch's
+    array there at once and index per step on the device: no step waits for a copy."""
     epoch = 0
+    steps = samples // batch_size
     while True:
         order = np.random.default_rng([seed, 2, epoch]).permutation(samples)
-        for start in range(0, samples - batch_size + 1, batch_size):
-            yield order[start:start + batch_size]
+        yield order[:steps * batch_size].reshape(steps, batch_size)
         epoch += 1
+
+
+def batch_indices(samples: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
+    """Endless batches of sample indices in epoch_orders' order (manual shuffling for the APIs
+    that own their loop)."""
+    for order in epoch_orders(samples, batch_size, seed):
+        yield from order
+
+
+def device_batches(samples: int, batch_size: int, seed: int,
+                   to_device: Callable[[np.ndarray], Any]) -> Iterator[Any]:
+    """Endless per-step index arrays on the device: `to_device` moves one epoch's (steps,
+    batch) array there in one copy and returns its rows."""
+    for order in epoch_orders(samples, batch_size, seed):
+        yield from to_device(order)
 
 
 def epoch_estimate(clock: StepClock, steps_per_call: int, data: CnnData) -> float:

@@ -245,16 +245,29 @@ MISTRAL_SPECIAL = {"unk": (0, "<unk>"), "bos": (1, "<s>"), "eos": (2, "</s>")}
 
 
 # --- benches shared by the Keras 3 and Keras 2 modules -----------------------------------------
-# Both Keras generations expose train_on_batch / predict_on_batch with the same signature: one call
-# runs one batch through the model's compiled train / predict function, which is the study's
-# "fit / predict per batch". Their results are host values (NumPy or Python floats), so the device
-# has finished when a call returns.
+# Both Keras generations run one batch through the model's compiled train / predict function per
+# call, which is the study's "fit / predict per batch", and return host values (NumPy or Python
+# floats), so the device has finished when a call returns. Keras 3 does it with train_on_batch /
+# predict_on_batch on tensors already on the device. Keras 2's train_on_batch / predict_on_batch
+# would build a tf.data dataset and iterator from the batch on every call (milliseconds of host
+# work, plus a device-to-host-to-device round trip of the batch that Keras 3 does not pay): Keras 2
+# runs the same compiled functions on one iterator made before the timed calls instead.
 
-FIT_TIMING = ("one model.train_on_batch call per sample (one batch through the compiled train "
-              "function, its inputs already on the device); its loss is read back to the host, "
-              "so the device has finished")
-PREDICT_TIMING = ("one model.predict_on_batch call per sample (one batch, already on the device, "
-                  "through the compiled predict function; outputs copied to the host)")
+FIT_TIMING = ("one train-on-batch call per sample (one batch through the compiled train "
+              "function; Keras 3: train_on_batch on tensors already on the device; Keras 2: its "
+              "train_function on an iterator made once, prefetching the batch to the device); its "
+              "loss is read back to the host, so the device has finished")
+PREDICT_TIMING = ("one predict-on-batch call per sample (one batch through the compiled predict "
+                  "function; Keras 3: predict_on_batch on tensors already on the device; Keras 2: "
+                  "its predict_function on an iterator made once, prefetching the batch to the "
+                  "device); outputs copied to the host")
+KERAS2_FEED = ("tf.data.Dataset.from_tensors(batch).repeat(), prefetched to the device, one "
+               "iterator for every call (train_on_batch would build one per call)")
+KERAS3_FEED = "the batch as tensors on the device, made once"
+
+
+def is_keras2() -> bool:
+    return os.environ.get("TF_USE_LEGACY_KERAS") == "1"
 
 
 def on_device(data: Any) -> Any:
@@ -263,14 +276,9 @@ def on_device(data: Any) -> Any:
     call would time a host-to-device copy (SAM predict at batch 4: ~50 MB) it did not."""
     if data is None:
         return None
-    if os.environ.get("TF_USE_LEGACY_KERAS") == "1":       # Keras 2: TensorFlow tensors
-        import tensorflow as tf
+    import keras
 
-        convert = tf.convert_to_tensor
-    else:
-        import keras
-
-        convert = keras.ops.convert_to_tensor
+    convert = keras.ops.convert_to_tensor
     if isinstance(data, dict):
         return {key: convert(value) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
@@ -278,24 +286,65 @@ def on_device(data: Any) -> Any:
     return convert(data)
 
 
+def keras2_iterator(*parts: Any) -> Any:
+    """One iterator over the batch repeated, prefetched to the device: what Keras 2's
+    single_batch_iterator builds per call ((x,), (x, y) or (x, y, sample_weight)), made once."""
+    import tensorflow as tf
+
+    data = tuple(part for part in parts if part is not None)
+    device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
+    dataset = tf.data.Dataset.from_tensors(data).repeat()
+    return iter(dataset.apply(tf.data.experimental.prefetch_to_device(device, buffer_size=1)))
+
+
+def to_host(structure: Any) -> Any:
+    """Keras 2's sync_to_numpy_or_python_type: every tensor of the outputs to NumPy."""
+    import tensorflow as tf
+
+    return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, structure)
+
+
 def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, extra=None) -> Bench:
-    x, y, sample_weight = on_device(x), on_device(y), on_device(sample_weight)
+    if is_keras2():
+        iterator = keras2_iterator(x, y, sample_weight)
+        model.make_train_function()
 
-    def step():
-        # The loss tracker is a running mean over calls; resetting it makes each call's loss the
-        # loss of that batch (Keras 2 does this by default).
-        model.reset_metrics()
-        return model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)
+        def step():
+            model.reset_metrics()             # train_on_batch(reset_metrics=True), its default
+            return to_host(model.train_function(iterator))
 
+        feed = KERAS2_FEED
+    else:
+        x, y, sample_weight = on_device(x), on_device(y), on_device(sample_weight)
+
+        def step():
+            # train_on_batch resets the metrics itself: each call's loss is its batch's.
+            return model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)
+
+        feed = KERAS3_FEED
     return Bench(step=step, items_per_step=batch, loss=lambda logs: float(logs["loss"]),
-                 returns_to_host=True,
-                 timing=FIT_TIMING, effective=dict(effective or {}), extra=dict(extra or {}))
+                 returns_to_host=True, timing=FIT_TIMING,
+                 effective={**(effective or {}), "feed": feed}, extra=dict(extra or {}))
 
 
 def predict_bench(model, x, *, batch: int, effective=None, extra=None) -> Bench:
-    x = on_device(x)
-    return Bench(step=lambda: model.predict_on_batch(x), items_per_step=batch, returns_to_host=True,
-                 timing=PREDICT_TIMING, effective=dict(effective or {}), extra=dict(extra or {}))
+    if is_keras2():
+        iterator = keras2_iterator(x)
+        model.make_predict_function()
+
+        def step():
+            return to_host(model.predict_function(iterator))
+
+        feed = KERAS2_FEED
+    else:
+        x = on_device(x)
+
+        def step():
+            return model.predict_on_batch(x)
+
+        feed = KERAS3_FEED
+    return Bench(step=step, items_per_step=batch, returns_to_host=True, timing=PREDICT_TIMING,
+                 effective={**(effective or {}), "feed": feed}, extra=dict(extra or {}))
 
 
 def jit_in_effect(model) -> object:
@@ -390,7 +439,14 @@ SAM_FIT_DOC = ("the Keras 3 benchmark study's SegmentAnything training step: the
 SD_PREDICT_TIMING = ("one text-to-image generate call of num_steps denoising steps (text encoders, "
                      "the denoising loop with classifier-free guidance, VAE decode; images copied "
                      "to the host) per timed call; a sample is the call time / num_steps, i.e. "
-                     "time per denoising step as in the study")
+                     "time per denoising step as in the study; items are images (batch_size per "
+                     "call, so batch_size / num_steps per step)")
+
+
+def images_per_step(batch: int, num_steps: int) -> float:
+    """A Stable Diffusion step is one denoising step: a call of num_steps of them makes `batch`
+    images, so items/s is images/s and energy per item is energy per image."""
+    return batch / num_steps
 SD_FIT_DOC = ("the Keras 3 benchmark study's Stable Diffusion training step: the VAE image "
               "encoder (up to its latent moments, before sampling) regresses fixed random "
               "targets of its output shape from images of image_size, MSE, Adam, one batch per "

@@ -8,7 +8,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .. import FrameworkBase, resolve_device
+from .. import FrameworkBase, resolve_device, tf32
+
+# JAX's monitoring event for one XLA compilation (jax._src.dispatch.BACKEND_COMPILE_EVENT).
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -29,7 +32,19 @@ class Framework(FrameworkBase):
         self.effective = {
             "device": str(self.jax_device),
             "matmul_precision": str(jax.config.jax_default_matmul_precision or "default"),
+            **jax_tf32(self.device, self.jax_device),
         }
+        self._compiles = 0
+        jax.monitoring.register_event_duration_secs_listener(self._count_compile)
+
+    def _count_compile(self, event: str, *args: Any, **kwargs: Any) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            self._compiles += 1
+
+    compilations_counted = "XLA compilations (jax.monitoring backend-compile events)"
+
+    def compilation_count(self) -> int | None:
+        return self._compiles
 
     def compile(self, fn: Any) -> Any:
         """False → op-by-op dispatch; True / 'auto' → jax.jit."""
@@ -84,3 +99,15 @@ class Framework(FrameworkBase):
             except Exception:
                 pass
         return meta
+
+
+def jax_tf32(device: str, jax_device: Any) -> dict[str, Any]:
+    """effective tf32 and tf32_detail: JAX's default precision setting (dots and convolutions
+    alike) and the GPU's compute capability (TF32 from sm_80)."""
+    setting = jax.config.jax_default_matmul_precision
+    allowed = tf32.jax_precision_allows_tf32(setting)
+    effective, detail = tf32.decide(
+        gpu=device == "gpu", capability=getattr(jax_device, "compute_capability", None),
+        matmul=allowed, conv=allowed,
+        flags={"jax_default_matmul_precision": None if setting is None else str(setting)})
+    return {"tf32": effective, "tf32_detail": detail}

@@ -73,6 +73,10 @@ def batches(spec, fw, data: cc.CnnData):
     order = cc.batch_indices(len(y), data.batch_size, spec.seed)
     if spec.data == "device":
         x_dev, y_dev = jax.device_put(x, fw.jax_device), jax.device_put(y, fw.jax_device)
+        # Each step's indices are put on the device as it starts: JAX's transfers are
+        # asynchronous and never wait for the device's queued work (unlike torch's .to() from
+        # pageable memory, which synchronises the stream). Splitting a whole epoch's indices on
+        # the device instead costs an XLA compilation of seconds per epoch length.
         return ((x_dev[i], y_dev[i]) for i in (jax.device_put(o, fw.jax_device) for o in order)), \
             "arrays preloaded on the device, gathered per step"
     host = ((x[o], y[o]) for o in order)
@@ -124,8 +128,8 @@ def build(spec, fw) -> Bench:
         drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
         items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out[0]),
         evaluate=lambda: cc.evaluation(logits_of, data),
-        timing="one training step per sample (next batch, jitted value_and_grad + optax update), "
-               "block_until_ready on the loss and new state before the clock is read",
+        timing="one training step (next batch, jitted value_and_grad + optax update); the "
+               "block's synchronisation is block_until_ready on the loss and new state",
         effective={
             "parameter_dtype": jnp.dtype(param_dtype).name,
             "compute_dtype": jnp.dtype(compute_dtype).name,

@@ -30,6 +30,7 @@ class Framework(FrameworkBase):
         keras.config.set_dtype_policy(spec.precision)
         self.device = self.native.device
         self.vram_source = self.native.vram_source
+        self.compilations_counted = self.native.compilations_counted
         self.effective = dict(self.native.effective)
         self.effective["dtype_policy"] = keras.config.dtype_policy().name
 
@@ -40,6 +41,9 @@ class Framework(FrameworkBase):
 
     def sync(self, out: Any) -> None:
         self.native.sync(out)
+
+    def compilation_count(self) -> int | None:
+        return self.native.compilation_count()
 
     def vram_mb(self):
         return self.native.vram_mb()

@@ -1,10 +1,12 @@
 """The CNN trained with `model.fit`: the same code on every Keras 3 backend, and on Keras 2
 (tf_keras_api/cnn.py calls `fit_bench` with the tf_keras module).
 
-Timing: a callback ticks the worker's StepClock at every on_train_batch_end. Keras runs the
-callback once per call of its train function, i.e. once per `steps_per_execution` steps, so a
-sample is one call and the worker divides by Bench.steps_per_call. float(logs["loss"]) waits for
-the device. `fit` stops (model.stop_training) as soon as the clock has its timed calls.
+Timing: one `fit` call runs the whole cell (warm-up, block calibration, timed blocks) through its
+own loop and data pipeline; keras_fit_clock.BlockClock reads the worker's clock in
+on_train_batch_begin at the end of each block of train-function calls, synchronising the device
+there only, as the native loops do. Its batch-end hook is marked async-safe, so Keras 3 keeps
+dispatching batch-end callbacks asynchronously, as a plain `fit` does. `fit` stops
+(model.stop_training) as soon as the clock has its timed calls.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from ...bench import Bench, StepClock
 from .. import cnn_common as cc
+from .. import keras_fit_clock
 
 
 def build(spec, fw) -> Bench:
@@ -124,41 +127,29 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
         # jit axis does not reach it.
         effective["torch_compile_mode"] = "default"
 
-    class Clocked(keras.callbacks.Callback):
-        """Ticks the clock once per train-function call, with the mean loss of that call's steps
-        (Keras' logs["loss"] is the running mean over the epoch, so it is unwound here)."""
-
-        def __init__(self, clock: StepClock):
-            super().__init__()
-            self.clock = clock
-            self.seen, self.mean = 0, 0.0
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.seen, self.mean = 0, 0.0
-
-        def on_train_batch_end(self, batch, logs=None):
-            running = float(logs["loss"])            # waits for the device
-            before, self.seen = self.seen, self.seen + per_call
-            call_loss = (running * self.seen - self.mean * before) / per_call
-            self.mean = running
-            self.clock.tick(call_loss)
-            if self.clock.done:
-                self.model.stop_training = True
+    sync_state = keras_fit_clock.state_sync(fw, model, backend)
+    calibration: dict[str, Any] = {}
+    effective.update(keras_fit_clock.dispatch_facts(keras))
 
     def drive(clock: StepClock) -> None:
-        epochs = math.ceil(clock.calls_bound * per_call / data.steps_per_epoch)
-        model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[Clocked(clock)])
+        handed = clock.calls_per_sample if clock.block_source == "handed_over" else None
+        callback = keras_fit_clock.block_clock(keras, clock, per_call=per_call, given=handed,
+                                               calibration=calibration)
+        bound = keras_fit_clock.calls_bound(clock)
+        epochs = math.ceil(bound * per_call / data.steps_per_epoch) + 1
+        model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[callback])
+        clock.first_out, clock.last_out = callback.losses.first(), callback.losses.last_timed()
         extra["epoch_s"] = cc.epoch_estimate(clock, per_call, data)
+        if calibration.get("trials"):
+            extra["block_calibration"] = calibration["trials"]
 
     return Bench(
         drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
         calls_per_epoch=data.steps_per_epoch // per_call,
-        loss=float, sync=lambda out: None,
+        loss=float, sync=sync_state,
         evaluate=lambda: cc.evaluation(
             lambda x: model.predict(x, batch_size=cc.EVAL_BATCH, verbose=0), data,
             batch=len(data.y_test)),
-        timing=("one sample per train-function call (steps_per_execution steps), taken in "
-                "on_train_batch_end after float(logs['loss']) waited for the device; divided by "
-                "steps_per_execution"),
+        timing=keras_fit_clock.TIMING,
         effective=effective,
         extra=extra)

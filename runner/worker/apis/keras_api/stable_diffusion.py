@@ -56,7 +56,8 @@ def build(spec, fw):
         facts["images_shape"] = list(np.shape(images))
         return images
 
-    return hub.Bench(step=step, items_per_step=batch, steps_per_call=num_steps, returns_to_host=True,
+    return hub.Bench(step=step, items_per_step=hub.images_per_step(batch, num_steps),
+                     steps_per_call=num_steps, returns_to_host=True,
                      timing=hub.SD_PREDICT_TIMING,
                      effective={"jit_compile": hub.jit_in_effect(model), "image_size": side},
                      extra=facts)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import FrameworkBase
+from .. import FrameworkBase, tf32
 
 
 class Framework(FrameworkBase):
@@ -14,7 +14,9 @@ class Framework(FrameworkBase):
 
     def __init__(self, spec):
         super().__init__(spec)
-        self.effective = {"device": "cpu", "precision": "float32", "jit": False}
+        no_tf32, detail = tf32.cpu_only()
+        self.effective = {"device": "cpu", "precision": "float32", "jit": False,
+                          "tf32": no_tf32, "tf32_detail": detail}
 
     def metadata(self) -> dict[str, Any]:
         return {"framework_name": "numpy", "framework_version": np.__version__}

@@ -2,17 +2,38 @@
 
 behaviour "ok" sleeps sleep_ms per step; "fail" raises in the first step (status failed);
 "crash" kills the worker process without a result (status crashed); "hang" never returns
-(status timeout)."""
+(status timeout); "orphan" first leaves a process behind that escapes the worker's session and
+parentage (setsid and a double fork; `marker` in its command line), then steps as "ok"; "flood"
+first prints flood_mb megabytes, then steps as "ok"."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 from ...bench import Bench
 
-BEHAVIOURS = ("ok", "fail", "crash", "hang")
+BEHAVIOURS = ("ok", "fail", "crash", "hang", "orphan", "flood")
+# The escaped process: started in a new session by a child that exits at once, so its parent
+# is gone and it belongs to no group of the worker's; it ignores SIGTERM and sleeps.
+ORPHAN = ("import signal, subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+          "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)',"
+          " sys.argv[1]], start_new_session=True, stdout=subprocess.DEVNULL, "
+          "stderr=subprocess.DEVNULL)")
+
+
+def leave_an_orphan(marker: str) -> None:
+    subprocess.run([sys.executable, "-c", ORPHAN, marker], start_new_session=True, check=True)
+
+
+def flood(megabytes: float) -> None:
+    line = b"selftest flood " + b"x" * 1008 + b"\n"           # 1 KiB
+    for _ in range(int(megabytes * 1024)):
+        sys.stdout.buffer.write(line)
+    sys.stdout.flush()
 
 
 def build(spec, fw) -> Bench:
@@ -20,6 +41,10 @@ def build(spec, fw) -> Bench:
     if behaviour not in BEHAVIOURS:
         raise ValueError(f"options.behaviour must be one of {BEHAVIOURS}, got {behaviour!r}")
     pause = spec.options.get("sleep_ms", 1.0) / 1000.0
+    if behaviour == "orphan":
+        leave_an_orphan(spec.options.get("marker", "dl-bench-selftest-orphan"))
+    if behaviour == "flood":
+        flood(spec.options.get("flood_mb", 1.0))
 
     def step():
         if behaviour == "fail":

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
 import tensorflow as tf
 
-from .. import FrameworkBase, resolve_device
+from .. import FrameworkBase, resolve_device, tf32
 
 DTYPES = {"float32": tf.float32, "bfloat16": tf.bfloat16}
 
@@ -25,7 +26,30 @@ def configure_tensorflow(fw: FrameworkBase) -> None:
         tf.config.experimental.enable_tensor_float_32_execution(bool(fw.spec.tf32))
     tf.random.set_seed(fw.spec.seed)
     fw.effective.update(device="/GPU:0" if fw.device == "gpu" else "/CPU:0",
-                        tf32=bool(tf.config.experimental.tensor_float_32_execution_enabled()))
+                        **tensorflow_tf32(fw.device, gpus))
+
+
+def tensorflow_tf32(device: str, gpus: list) -> dict[str, Any]:
+    """effective tf32 and tf32_detail: TensorFlow's one switch (matmuls and convolutions) and
+    the GPU's compute capability."""
+    enabled = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    capability = None
+    if device == "gpu" and gpus:
+        capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+    effective, detail = tf32.decide(
+        gpu=device == "gpu", capability=capability, matmul=enabled, conv=enabled,
+        flags={"tensor_float_32_execution_enabled": enabled})
+    return {"tf32": effective, "tf32_detail": detail}
+
+
+def tf_function_traces() -> int:
+    """Traces made so far by every live tf.function (a tf.function that was created and
+    dropped meanwhile is not seen). Walks the heap: called outside the timed window only."""
+    kind = getattr(tf.types.experimental, "PolymorphicFunction", None) \
+        or tf.types.experimental.GenericFunction
+    # type(), not isinstance(): the heap holds weak proxies, whose class lookup can raise.
+    return sum(int(obj.experimental_get_tracing_count()) for obj in gc.get_objects()
+               if issubclass(type(obj), kind))
 
 
 def sync_devices() -> None:
@@ -55,6 +79,11 @@ class Framework(FrameworkBase):
     def __init__(self, spec):
         super().__init__(spec)
         configure_tensorflow(self)
+
+    compilations_counted = "tf.function traces (experimental_get_tracing_count, live functions)"
+
+    def compilation_count(self) -> int | None:
+        return tf_function_traces()
 
     def compile(self, fn: Any) -> Any:
         """False → eager; 'auto' → tf.function (graph); True → tf.function(jit_compile=True)."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import torch
 
-from .. import FrameworkBase, resolve_device
+from .. import FrameworkBase, resolve_device, tf32
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -21,14 +22,21 @@ class Framework(FrameworkBase):
         torch.manual_seed(spec.seed)
         self.device = resolve_device(spec.device, torch.cuda.is_available())
         self.torch_device = torch.device("cuda:0" if self.device == "gpu" else "cpu")
-        if spec.tf32 is not None:
+        if spec.tf32 is not None:             # both paths: matmuls (cuBLAS) and convolutions
             torch.backends.cuda.matmul.allow_tf32 = bool(spec.tf32)
             torch.backends.cudnn.allow_tf32 = bool(spec.tf32)
-        self.effective = {
-            "device": str(self.torch_device),
-            "tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        }
+        self.effective = {"device": str(self.torch_device), **torch_tf32(self.device)}
+
+    compilations_counted = "torch._dynamo graphs compiled (0 without torch.compile)"
+
+    def compilation_count(self) -> int | None:
+        if "torch._dynamo" not in sys.modules:     # never imported: nothing was compiled
+            return 0
+        try:
+            from torch._dynamo.utils import counters
+        except ImportError:
+            return None
+        return int(counters["stats"]["unique_graphs"])
 
     def compile(self, fn: Any) -> Any:
         """Apply the jit axis: False/'auto' → eager, True → torch.compile(), a mode name →
@@ -70,3 +78,17 @@ class Framework(FrameworkBase):
         if torch.backends.cudnn.is_available():
             meta["cudnn_version"] = str(torch.backends.cudnn.version())
         return meta
+
+
+def torch_tf32(device: str) -> dict[str, Any]:
+    """effective tf32 and tf32_detail from torch's two flags and the GPU's capability."""
+    capability = torch.cuda.get_device_capability(0) if device == "gpu" else None
+    matmul = bool(torch.backends.cuda.matmul.allow_tf32)
+    conv = bool(torch.backends.cudnn.allow_tf32)
+    effective, detail = tf32.decide(
+        gpu=device == "gpu", capability=capability, matmul=matmul, conv=conv,
+        flags={"torch.backends.cuda.matmul.allow_tf32": matmul,
+               "torch.backends.cudnn.allow_tf32": conv,
+               "float32_matmul_precision": torch.get_float32_matmul_precision()})
+    return {"tf32": effective, "tf32_detail": detail,
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}

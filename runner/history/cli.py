@@ -1,0 +1,216 @@
+"""`runner history import|list|show|diff|regressions|site` and `runner bisect`.
+
+Exit codes: 0 done; 1 `regressions` found a new change point that made a cell slower (or
+`bisect` could not name a distribution); 2 bad input or an unreachable database."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from . import changepoints
+
+ACTIONS = ("import", "list", "show", "diff", "regressions", "site")
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    if command == "bisect":
+        _bisect_arguments(parser)
+        return
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                parser_class=type(parser))
+    add = {name: sub.add_parser(name, help=text) for name, text in (
+        ("import", "store run folders (a run folder, or every run under a results folder)"),
+        ("list", "the stored runs"),
+        ("show", "a cell's series across runs: date, median, interval, stack changes"),
+        ("diff", "what changed between two runs' stacks, environment by environment"),
+        ("regressions", "change points in every cell's series; exit 1 on a new slowdown"),
+        ("site", "a static trend site (opens offline)"))}
+    for action in add.values():
+        action.add_argument("--db", metavar="URL", default=None,
+                            help="SQLAlchemy URL of the history (default: DL_BENCH_HISTORY_URL, "
+                                 "else sqlite:///results/history.sqlite)")
+    add["import"].add_argument("paths", type=Path, nargs="+", metavar="RESULTS_DIR|RUN_DIR")
+    for key in ("name", "host", "gpu"):
+        add["list"].add_argument(f"--{key}", metavar="GLOB", default=None,
+                                 help=f"only runs whose {key} matches GLOB")
+    add["list"].add_argument("--since", metavar="DATE", default=None, help="YYYY-MM-DD[THH:MM:SSZ]")
+    add["list"].add_argument("--until", metavar="DATE", default=None, help="YYYY-MM-DD[THH:MM:SSZ]")
+    add["show"].add_argument("cell", metavar="CELL", help="a cell name, a cell id or a glob")
+    add["diff"].add_argument("run_a", metavar="RUN_A", help="run id (name/timestamp) or folder")
+    add["diff"].add_argument("run_b", metavar="RUN_B")
+    add["regressions"].add_argument("--cell", metavar="GLOB", default="*",
+                                    help="only cells whose name matches GLOB")
+    add["regressions"].add_argument("--recent", type=int, default=changepoints.RECENT,
+                                    metavar="N", help="a change point within the newest N runs "
+                                    f"of its series is new (default {changepoints.RECENT})")
+    add["regressions"].add_argument("--min-change", type=float,
+                                    default=changepoints.MIN_MAGNITUDE, metavar="FRACTION",
+                                    help="smallest level shift reported (default "
+                                         f"{changepoints.MIN_MAGNITUDE})")
+    add["regressions"].add_argument("--max-pvalue", type=float,
+                                    default=changepoints.MAX_PVALUE, metavar="P",
+                                    help=f"significance (default {changepoints.MAX_PVALUE})")
+    add["site"].add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
+
+
+def _bisect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_good", type=Path, metavar="RUN_GOOD", help="run folder: the good stack")
+    parser.add_argument("run_bad", type=Path, metavar="RUN_BAD", help="run folder: the bad stack")
+    parser.add_argument("--cell", required=True, metavar="ID",
+                        help="the cell (id or name) whose number moved")
+    parser.add_argument("--repeats", type=int, default=None, metavar="N",
+                        help="repeats per measured stack (default: the bad run's, at least 3)")
+    parser.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
+                        help="where intermediate locks, environments and runs go (default: "
+                             "results/bisect/<cell>-<time>)")
+    parser.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
+                        help="a folder of wheels uv may use besides PyPI (repeatable; e.g. a "
+                             "local torch+cpu wheel)")
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="history the steps are written to (default as for history)")
+
+
+def main(command: str, args: argparse.Namespace, console) -> int:
+    from . import db
+
+    url = db.resolve_url(getattr(args, "db", None))
+    try:
+        engine = db.open_history(url)
+    except db.HistoryError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        if command == "bisect":
+            from .bisect import run_bisect
+
+            return run_bisect(engine, args, console)
+        return globals()[f"do_{args.action}"](engine, args, console)
+    finally:
+        engine.dispose()
+
+
+def do_import(engine, args, console) -> int:
+    from . import ingest
+
+    folders = []
+    for path in args.paths:
+        if not path.is_dir():
+            raise UsageError(f"{path}: no such folder")
+        found = ingest.run_folders(path)
+        if not found:
+            raise UsageError(f"{path}: no run folder (manifest.json and cells/) in it")
+        folders += found
+    counts = {"added": 0, "updated": 0, "unchanged": 0}
+    for folder in folders:
+        done = ingest.import_run(engine, folder)
+        counts[done.action] += 1
+        cells = f" ({done.cells} cells)" if done.action != "unchanged" else ""
+        console.print(f"{done.action:9} {escape(done.run_id)}{cells}", soft_wrap=True)
+    console.print(", ".join(f"{n} {k}" for k, n in counts.items()), soft_wrap=True)
+    return EXIT_OK
+
+
+def _fmt(value, pattern: str = ".4g") -> str:
+    return "–" if value is None else format(value, pattern)
+
+
+def do_list(engine, args, console) -> int:
+    from .queries import list_runs
+
+    rows = list_runs(engine, args.name, args.host, args.gpu, args.since, args.until)
+    table = Table(title=f"{len(rows)} runs", title_justify="left")
+    for column in ("run", "started", "host", "GPU", "driver", "runner", "cells ok"):
+        table.add_column(column, no_wrap=column != "run", overflow="fold")
+    for row in rows:
+        table.add_row(escape(row["run_id"]), row["started_at"] or "–", row["host_name"] or "–",
+                      row["gpu_name"] or "–", row["driver_version"] or "–",
+                      row["runner_version"] or "–", f"{row['ok'] or 0}/{row['cells'] or 0}")
+    console.print(table)
+    return EXIT_OK
+
+
+def do_show(engine, args, console) -> int:
+    from .queries import resolve_cell, series
+
+    name = resolve_cell(engine, args.cell)
+    points = series(engine, name)
+    table = Table(title=f"{name}: {points[0].label}, batch {points[0].batch_size}",
+                  title_justify="left")
+    for column in ("run", "started", "median ms", "95 % interval", "repeats", "stack"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("median ms",))
+    for point in points:
+        median = _fmt(point.median_ms) if point.status == "ok" else point.status
+        interval = (f"{_fmt(point.ci_low_ms)}–{_fmt(point.ci_high_ms)}"
+                    if point.ci_low_ms is not None else "–")
+        stack = "first" if point.change is None else escape(point.change.text())
+        table.add_row(escape(point.run_id), point.started_at or "–", median, interval,
+                      str(len(point.repeat_medians_ms)), stack)
+    console.print(table)
+    return EXIT_OK
+
+
+def do_diff(engine, args, console) -> int:
+    from .queries import diff_runs
+
+    a, b, diffs = diff_runs(engine, args.run_a, args.run_b)
+    console.print(f"A = {escape(a['run_id'])} ({a['started_at']})\nB = {escape(b['run_id'])} "
+                  f"({b['started_at']})", soft_wrap=True)
+    for key in ("driver_version", "gpu_name", "runner_version", "host_name"):
+        if a.get(key) != b.get(key):
+            console.print(f"run: {key} {a.get(key) or 'absent'} → {b.get(key) or 'absent'}",
+                          soft_wrap=True)
+    table = Table(title="Stacks (A → B)", title_justify="left")
+    table.add_column("environment", no_wrap=True)
+    table.add_column("changes", overflow="fold")
+    for name, diff in diffs.items():
+        text = diff if isinstance(diff, str) else "\n".join(diff.lines()) or "same stack"
+        table.add_row(escape(name), escape(text))
+    console.print(table)
+    return EXIT_OK
+
+
+def find_regressions(engine, pattern: str = "*", recent: int = changepoints.RECENT,
+                     max_pvalue: float = changepoints.MAX_PVALUE,
+                     min_change: float = changepoints.MIN_MAGNITUDE):
+    from .queries import cell_names, series
+
+    found = []
+    for name in cell_names(engine, pattern):
+        found += changepoints.change_points(name, series(engine, name), recent, max_pvalue,
+                                            min_change)
+    return found
+
+
+def do_regressions(engine, args, console) -> int:
+    if args.recent < 1 or not 0 < args.max_pvalue < 1 or args.min_change < 0:
+        raise UsageError("--recent must be ≥ 1, --max-pvalue in (0, 1), --min-change ≥ 0")
+    found = find_regressions(engine, args.cell, args.recent, args.max_pvalue, args.min_change)
+    table = Table(title=f"{len(found)} change points", title_justify="left")
+    for column in ("cell", "at run", "before ms", "after ms", "after/before (95 %)", "p",
+                   "new", "stack diff at that run"):
+        table.add_column(column, overflow="fold")
+    for cp in found:
+        style = "bold red" if cp.slower else "green"
+        interval = (f" ({cp.ratio_low:.3f}–{cp.ratio_high:.3f})"
+                    if cp.ratio_low is not None else "")
+        table.add_row(escape(cp.cell_name), escape(cp.point.run_id), _fmt(cp.before_ms),
+                      _fmt(cp.after_ms), f"[{style}]{cp.ratio:.3f}{interval} {cp.direction}[/]",
+                      f"{cp.pvalue:.2g}", "yes" if cp.new else "no",
+                      escape(cp.change.text()) if cp.change else "–")
+    console.print(table)
+    slower = [cp for cp in found if cp.new and cp.slower]
+    console.print(f"{len(slower)} new slowdowns (change points within the newest {args.recent} "
+                  f"runs of their series)", soft_wrap=True)
+    return EXIT_FAILED_CELLS if slower else EXIT_OK
+
+
+def do_site(engine, args, console) -> int:
+    from .site import write_site
+
+    index = write_site(engine, args.output)
+    console.print(f"site: {escape(str(index))}", soft_wrap=True)
+    return EXIT_OK

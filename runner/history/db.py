@@ -1,0 +1,117 @@
+"""Which database the history is, and opening it at the current schema.
+
+The URL, first found: `--db URL` on the command line, `[history] url` in the matrix,
+DL_BENCH_HISTORY_URL, else the embedded default `sqlite:///<results>/history.sqlite`. A team
+points every VM at one PostgreSQL server (`postgresql://user@host/db`, driven by psycopg 3).
+Every open upgrades the schema to the newest Alembic revision first (idempotent), so an older
+database is migrated in place, never recreated.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from ..errors import UsageError
+from ..results.store import RESULTS_DIR
+
+URL_ENV = "DL_BENCH_HISTORY_URL"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+class HistoryError(Exception):
+    """The database cannot be reached or written (one line, no traceback)."""
+
+
+def default_url(results_dir: Path = RESULTS_DIR) -> str:
+    return f"sqlite:///{results_dir / 'history.sqlite'}"
+
+
+def resolve_url(given: str | None = None, matrix_url: str | None = None,
+                results_dir: Path = RESULTS_DIR) -> str:
+    return given or matrix_url or os.environ.get(URL_ENV) or default_url(results_dir)
+
+
+def _driver_url(url: str) -> str:
+    """postgresql:// means psycopg 3 here (SQLAlchemy's own default would be psycopg2)."""
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def engine_for(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UsageError(f"history URL {url!r}: not an SQLAlchemy URL (sqlite:///PATH or "
+                         "postgresql://USER@HOST[:PORT]/DATABASE)") from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise UsageError(f"history URL {url!r}: use sqlite:///PATH or postgresql://…")
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(_driver_url(url))
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    # Foreign keys (cascading deletes) are off by default in SQLite; WAL lets a reader (the site,
+    # `history list`) work while a run writes.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def alembic_config(connection):
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` (create it from empty when the database is new)."""
+    from alembic import command
+
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def open_history(url: str) -> Engine:
+    """An engine on an up-to-date schema; HistoryError (one line) when unreachable."""
+    engine = engine_for(url)
+    try:
+        upgrade(engine)
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        raise HistoryError(f"history database {shown(url)}: {one_line(exc)}") from None
+    return engine
+
+
+def shown(url: str) -> str:
+    """The URL without its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

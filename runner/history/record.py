@@ -1,0 +1,37 @@
+"""The end of every run (and --resume): the run folder into the history. A history that cannot
+be written costs one warning line, never the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+
+
+def runner_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dl-bench-runner")
+    except PackageNotFoundError:
+        return None
+
+
+def record_finished_run(run_dir: Path, matrix_url: str | None, results_dir: Path,
+                        console) -> None:
+    try:
+        from . import db, ingest
+
+        url = db.resolve_url(None, matrix_url, results_dir)
+        engine = db.open_history(url)
+        try:
+            done = ingest.import_run(engine, run_dir, origin="run",
+                                     extra={"runner_version": runner_version()})
+        finally:
+            engine.dispose()
+        console.print(f"history: {done.action} {escape(done.run_id)} in {escape(db.shown(url))}",
+                      soft_wrap=True)
+    except Exception as exc:  # noqa: BLE001 — the run is finished: never fail it here
+        text = str(exc).strip().splitlines()
+        console.print(f"[yellow]! history: not recorded ({type(exc).__name__}: "
+                      f"{escape(text[0] if text else '')})[/]", soft_wrap=True)

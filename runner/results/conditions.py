@@ -1,0 +1,133 @@
+"""What the machine was doing while a cell ran, as warnings in plain words, grouped by kind:
+
+- throttle: the GPU slowed its clocks for power or heat during a timed window;
+- other load: another process computed on the cell's GPU, or other processes used more than a
+  small share of the host's CPU time (or the hypervisor gave it to other VMs: steal);
+- clocks: the SM or memory clock's mean differed across the cell's repeats by more than this
+  machine's run-to-run spread (from its machine profile; 5 % without one);
+- settle: a repeat started before the GPU was quiet (another process, busy, or hot) when the
+  wait of [run] settle ran out;
+- compilations: the framework compiled (or traced) inside the timed window, so some samples
+  hold compile time, not steps (the worker counts them: torch dynamo graphs, JAX XLA compiles,
+  TensorFlow traces; record field `compilations`).
+
+Read from the records' telemetry (runner/worker/monitor.py) and the host's settle wait; the
+statistics' own warnings (CV, short windows, repeats that disagree) stay in stats.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..worker.monitor import SLOWDOWN_EVENTS
+from .formatting import fmt
+
+KINDS = ("throttle", "other load", "clocks", "settle", "compilations")
+TITLES = {
+    "statistics": "The numbers themselves",
+    "throttle": "The GPU throttled (slowed its clocks for power or heat)",
+    "other load": "Something else was running",
+    "clocks": "Clocks differed between repeats",
+    "settle": "The GPU was not quiet when a repeat started",
+    "compilations": "The framework compiled inside the timed window",
+}
+OTHER_LOAD_SHARE = 0.05     # other processes' share of the host's CPU time (or steal) to warn
+DEFAULT_CLOCK_SPREAD = 0.05  # without a machine profile
+MIN_CLOCK_SPREAD = 0.01     # clocks move in steps of ~15 MHz: never flag less than 1 %
+
+
+def _repeats(records: list[dict[str, Any]]) -> str:
+    return ", ".join(f"r{r.get('repeat')}" for r in records)
+
+
+def throttle(ok: list[dict[str, Any]]) -> list[str]:
+    by_event: dict[str, list[dict[str, Any]]] = {}
+    for record in ok:
+        for event in sorted(set(record.get("gpu_clock_events") or []) & SLOWDOWN_EVENTS):
+            by_event.setdefault(event, []).append(record)
+    return [f"GPU clock slowdown: {event} in {_repeats(records)}"
+            for event, records in by_event.items()]
+
+
+def other_gpu_load(ok: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for record in ok:
+        seen = record.get("gpu_other_processes") or {}
+        if not seen.get("share"):
+            continue
+        shown = ", ".join(f"pid {p['pid']}" + (f" {p['name']}" if p.get("name") else "")
+                          + (f" {fmt(p['used_mb'])} MB" if p.get("used_mb") is not None else "")
+                          for p in (seen.get("processes") or [])[:3])
+        out.append(f"another process was on the GPU during {seen['share'] * 100:.0f} % of "
+                   f"r{record.get('repeat')}'s timed window ({shown})")
+    return out
+
+
+def other_cpu_load(ok: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for record in ok:
+        load = record.get("host_other_cpu") or {}
+        if (load.get("share") or 0) > OTHER_LOAD_SHARE:
+            cores = load["other_cpu_s"] / load["window_s"] if load.get("window_s") else None
+            out.append(f"other processes used {load['share'] * 100:.0f} % of the host's CPU "
+                       f"time during r{record.get('repeat')}'s timed window"
+                       + (f" ({fmt(cores)} of {load.get('cpus')} CPUs)" if cores else ""))
+        if (load.get("steal_share") or 0) > OTHER_LOAD_SHARE:
+            out.append(f"the hypervisor gave {load['steal_share'] * 100:.0f} % of the host's "
+                       f"CPU time to other VMs (steal) during r{record.get('repeat')}")
+    return out
+
+
+def clock_spread(ok: list[dict[str, Any]], spread: float | None) -> list[str]:
+    """The SM and memory clocks' means across repeats, against the machine's spread."""
+    allowed = max(MIN_CLOCK_SPREAD, spread if spread is not None else DEFAULT_CLOCK_SPREAD)
+    source = "this machine's run-to-run spread" if spread is not None else \
+        "no machine profile, so 5 %"
+    out = []
+    for name, key, low_key in (("SM", "gpu_sm_clock_mhz", "gpu_sm_clock_min_mhz"),
+                               ("memory", "gpu_mem_clock_mhz", "gpu_mem_clock_min_mhz")):
+        means = [r[key] for r in ok if r.get(key)]
+        if len(means) < 2 or max(means) / min(means) - 1 <= allowed:
+            continue
+        lowest = min((r[low_key] for r in ok if r.get(low_key)), default=None)
+        out.append(f"{name} clock means {fmt(min(means))}–{fmt(max(means))} MHz across repeats "
+                   f"({(max(means) / min(means) - 1) * 100:.1f} % apart; {source} "
+                   f"{allowed * 100:.1f} %)" + (f", lowest sample {fmt(lowest)} MHz"
+                                                 if lowest is not None else ""))
+    return out
+
+
+def settle(records: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for record in records:
+        waited = record.get("settle") or {}
+        if waited and not waited.get("settled"):
+            out.append(f"r{record.get('repeat')} started after waiting {fmt(waited['waited_s'])} s "
+                       f"for a quiet GPU: {waited.get('why')}"
+                       + (f" (at {waited['start_temp_c']} °C)"
+                          if waited.get("start_temp_c") is not None else ""))
+    return out
+
+
+def compilations(ok: list[dict[str, Any]]) -> list[str]:
+    """Compilations counted between the timed window's first and last sample."""
+    out = []
+    for record in ok:
+        counts = record.get("compilations") or {}
+        if counts.get("timed"):
+            out.append(f"r{record.get('repeat')}: {counts['timed']} compilation(s) inside the "
+                       f"timed window ({counts.get('counted') or 'counted by the framework'}); "
+                       "the samples that hold them are slower than a step")
+    return out
+
+
+def warnings_by_kind(records: list[dict[str, Any]],
+                     spread: float | None = None) -> dict[str, list[str]]:
+    """{kind: warnings} of one cell's records (only the kinds that have some)."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    found = {"throttle": throttle(ok),
+             "other load": other_gpu_load(ok) + other_cpu_load(ok),
+             "clocks": clock_spread(ok, spread),
+             "settle": settle(records),
+             "compilations": compilations(ok)}
+    return {kind: texts for kind, texts in found.items() if texts}

@@ -1,0 +1,221 @@
+"""Timing Keras `model.fit` (Keras 3 on every backend, and Keras 2) without changing what fit does.
+
+A callback is the only way into fit's loop, and Keras decides how to run its loop from the
+callbacks it is given:
+- Keras 3's CallbackList dispatches batch-end hooks asynchronously (in a thread pool) unless a
+  callback overrides `on_train_batch_end` / `on_batch_end` and is not marked `async_safe`; a
+  callback that then reads `logs["loss"]` waits for the device on every call. The old clock did
+  both: every call synchronised, while a plain fit overlaps them.
+- Keras 2 calls batch hooks only when a callback implements them, and converts the logs to
+  NumPy (a device wait) unless every such callback sets `_supports_tf_logs`.
+
+BlockClock therefore (1) reads the clock in `on_train_batch_begin`, which Keras 3 always calls
+synchronously and which does not enter the async decision, and only at the end of a block of
+calls, where it synchronises the device once (as the native loops do); (2) keeps the running
+loss from `on_train_batch_end`, marked `async_safe` (Keras 3 has already made the logs host
+values in its own batch-end thread, as a plain fit does) and `_supports_tf_logs` (Keras 2 hands
+it the tensors, which are read after fit). One fit runs the warm-up, the block calibration (as
+bench.calibrate_block: the smallest power of two of calls lasting BLOCK_TARGET_S, each size
+tried twice) and the timed blocks, through fit's own data pipeline and epochs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable
+
+from ..bench import BLOCK_TARGET_S, MAX_CALLS_PER_SAMPLE, StepClock
+
+TIMING = ("one train-function call (steps_per_execution steps) inside model.fit, whose loop, data "
+          "pipeline and batch-end dispatch run as in a plain fit (the clock's callback reads the "
+          "clock in on_train_batch_begin at block ends only; its batch-end hook is async-safe); "
+          "divided by steps_per_execution")
+CALLBACK = ("BlockClock: on_train_batch_begin reads the clock at block ends (device synchronised "
+            "there); on_train_batch_end (async_safe, tensors as they are) keeps the running loss")
+# Calls a calibration can use at most: two trials of each power of two up to the cap.
+CALIBRATION_CALLS_BOUND = 4 * MAX_CALLS_PER_SAMPLE
+
+
+def state_sync(fw: Any, model: Any, backend: str) -> Callable[[Any], None]:
+    """Wait for the device to finish the calls dispatched so far. torch and TensorFlow wait for
+    the whole device; JAX waits on arrays, here the newest training state (fit keeps it in
+    model._jax_state between calls, and in the variables after each epoch)."""
+    if backend != "jax":
+        return lambda out: fw.sync(None)
+
+    def sync(out: Any) -> None:
+        state = getattr(model, "_jax_state", None)
+        # Keras tracks the attribute (a TrackedDict of TrackedLists), which JAX does not see
+        # into: the arrays are handed over as a plain list.
+        arrays = [a for group in state.values() for a in (group or ())] if state else \
+            [v.value for v in model.variables]
+        fw.sync(arrays)
+
+    return sync
+
+
+def dispatch_facts(keras: Any) -> dict[str, Any]:
+    """What fit is told about its callbacks: Keras 3's async batch-end decision for a list
+    holding BlockClock, and the same for no callback at all (a plain fit)."""
+    facts: dict[str, Any] = {"fit_callbacks": CALLBACK}
+    callback_list = getattr(keras.callbacks, "CallbackList", None)
+    probe = block_clock(keras, None, per_call=1, given=None, calibration={})
+    try:
+        with_clock = callback_list([probe])
+        plain = callback_list([])
+    except Exception:            # Keras 2's CallbackList needs more; its decision is below
+        return facts
+    if hasattr(with_clock, "_async_train"):                    # Keras 3
+        facts["keras_async_batch_end"] = bool(with_clock._async_train)
+        facts["keras_async_batch_end_plain_fit"] = bool(plain._async_train)
+    if hasattr(with_clock, "_batch_hooks_support_tf_logs"):    # Keras 2
+        facts["keras2_batch_logs_converted"] = not with_clock._batch_hooks_support_tf_logs
+    return facts
+
+
+def calls_bound(clock: StepClock) -> int:
+    """Calls the fit may need at most (it stops as soon as the clock is done)."""
+    timed = clock.timed_calls if clock.timed_calls is not None else 10_000_000
+    return clock.warmup_calls + CALIBRATION_CALLS_BOUND + timed + 1
+
+
+class RunningLosses:
+    """Keras' logs["loss"] is the running mean over the epoch's steps so far; a call's own loss
+    is unwound from two consecutive running means. Only the first call's and the newest few
+    are kept (the loop may run for minutes). Keras 3 records them from its batch-end threads."""
+
+    KEEP = 6
+
+    def __init__(self, per_call: int):
+        self.per_call = per_call
+        self.first_key = (0, per_call - 1)                   # the first call's end step
+        self.calls: dict[int, tuple[int, int]] = {}          # call number → (epoch, end step)
+        self.running: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self.timed_last: int | None = None
+        self._lock = threading.Lock()
+
+    def begin(self, call: int, epoch: int, begin_step: int) -> None:
+        self.calls[call] = (epoch, begin_step + self.per_call - 1)
+        stale = call - self.KEEP
+        if stale != 1:                                       # the first call's is kept
+            self.calls.pop(stale, None)
+
+    def end(self, epoch: int, end_step: int, loss: Any) -> None:
+        with self._lock:
+            self.running[(epoch, end_step)] = loss
+            newer = [key for key in self.running if key != self.first_key]
+            for key in newer[:-self.KEEP]:
+                del self.running[key]
+
+    def of_call(self, call: int | None) -> float | None:
+        if call is None or call not in self.calls:
+            return None
+        epoch, end = self.calls[call]
+        if (epoch, end) not in self.running:
+            return None
+        mean = float(self.running[(epoch, end)])
+        steps = end + 1
+        if steps <= self.per_call:
+            return mean
+        before = self.running.get((epoch, end - self.per_call))
+        if before is None:
+            return None
+        return (mean * steps - float(before) * (steps - self.per_call)) / self.per_call
+
+    def first(self) -> float | None:
+        return self.of_call(1)
+
+    def last_timed(self) -> float | None:
+        return self.of_call(self.timed_last)
+
+
+def block_clock(keras: Any, clock: StepClock | None, *, per_call: int, given: int | None,
+                calibration: dict[str, Any]) -> Any:
+    """The callback for one fit (clock None: a probe for dispatch_facts). It synchronises the
+    device through clock.sync (the bench's state_sync)."""
+
+    class BlockClock(keras.callbacks.Callback):
+        async_safe = True           # Keras 3: the batch-end hook below is safe in its thread pool
+
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True   # Keras 2: no NumPy conversion of logs per batch
+            self.calls = 0                  # train-function calls started so far
+            self.epoch = 0
+            self.losses = RunningLosses(per_call)
+            self.phase = "warmup"
+            self.trials: list[list[float]] = []
+            self.trial_calls = 1
+            self.trial_end = 0
+            self.mark = 0.0
+            self.timed_from = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.calls and clock is not None:
+                self.after(self.calls)
+            self.calls += 1
+            self.losses.begin(self.calls, self.epoch, batch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            if logs and "loss" in logs:
+                self.losses.end(self.epoch, batch, logs["loss"])
+
+        def after(self, done: int) -> None:
+            """`done` calls have been dispatched, the next one not yet: the end of a block?"""
+            if self.phase == "warmup":
+                clock.tick(None)
+                if done == clock.warmup_calls:
+                    self.start_calibration(done)
+            elif self.phase == "calibrate":
+                if done == self.trial_end:
+                    self.end_trial(done)
+            elif self.phase == "timed":
+                if (done - self.timed_from) % clock.calls_per_sample == 0:
+                    clock.tick(None, clock.calls_per_sample)
+                    if clock.done:
+                        self.losses.timed_last = done
+                        self.phase = "over"
+                        self.model.stop_training = True
+
+        def start_calibration(self, done: int) -> None:
+            if given:
+                self.start_timed(done, int(given))
+                return
+            self.phase, self.trial_calls = "calibrate", 1
+            self.trial_end, self.mark = done + 1, time.perf_counter()
+
+        def end_trial(self, done: int) -> None:
+            clock.sync(None)
+            now = time.perf_counter()
+            self.trials.append([self.trial_calls, round(now - self.mark, 6)])
+            clock.calls += self.trial_calls               # they consumed batches too
+            self.mark = now
+            pair = [t for c, t in self.trials if c == self.trial_calls]
+            if len(pair) < 2:
+                self.trial_end = done + self.trial_calls
+                return
+            if min(pair) >= BLOCK_TARGET_S or self.trial_calls >= MAX_CALLS_PER_SAMPLE:
+                calibration["trials"] = self.trials
+                clock.block_source = "calibrated"
+                self.start_timed(done, self.capped(self.trial_calls))
+                return
+            self.trial_calls *= 2
+            self.trial_end = done + self.trial_calls
+
+        def capped(self, calls: int) -> int:
+            """A fixed step count still yields min_samples samples where it can (as run_loop)."""
+            if clock.timed_calls is not None:
+                calls = min(calls, max(1, clock.timed_calls // clock.min_samples))
+            return calls
+
+        def start_timed(self, done: int, calls: int) -> None:
+            clock.calls_per_sample = calls
+            clock.begin_timed()
+            self.phase, self.timed_from = "timed", done
+
+    return BlockClock()

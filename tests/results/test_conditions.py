@@ -1,0 +1,127 @@
+"""What the machine did while a cell ran (runner/results/conditions.py): throttling, other load,
+clocks that moved between repeats, a GPU that was not quiet at the start, grouped by kind in the
+summaries and in report.md's warnings section."""
+
+from __future__ import annotations
+
+from runner.results import conditions, markdown
+from runner.results.summaries import cell_summaries
+from runner.worker.catalog import AXIS_DEFAULTS
+
+
+def record(repeat: int, **extra) -> dict:
+    base = {"cell_id": "c1", "cell_name": "matmul-run-jax-b1", "repeat": repeat,
+            "environment": "jax", "api": "jax", "workload": "matmul", "task": "run",
+            "batch_size": 1, "status": "ok",
+            "samples_ms": [10.0 + 0.01 * (i % 3) for i in range(30)],
+            "train_s": 2.0, "gpu_clock_events": [], "options": {}, **AXIS_DEFAULTS}
+    return {**base, **extra}
+
+
+def test_a_quiet_cell_has_no_condition():
+    assert conditions.warnings_by_kind([record(1), record(2)]) == {}
+
+
+def test_throttling_names_the_reason_and_the_repeats():
+    found = conditions.warnings_by_kind([
+        record(1, gpu_clock_events=["sw_power_cap", "sync_boost"]), record(2),
+        record(3, gpu_clock_events=["sw_power_cap", "hw_thermal_slowdown"])])
+    assert found == {"throttle": ["GPU clock slowdown: sw_power_cap in r1, r3",
+                                  "GPU clock slowdown: hw_thermal_slowdown in r3"]}
+
+
+def test_another_process_on_the_gpu():
+    seen = {"share": 0.4, "samples": 10, "own_pid_listed": True,
+            "processes": [{"pid": 4242, "name": "python3", "used_mb": 2048.0}]}
+    found = conditions.warnings_by_kind([record(1), record(2, gpu_other_processes=seen)])
+    assert found == {"other load": ["another process was on the GPU during 40 % of r2's timed "
+                                    "window (pid 4242 python3 2,048 MB)"]}
+
+
+def test_the_worker_alone_on_its_gpu_is_no_other_load():
+    alone = {"share": 0.0, "samples": 10, "own_pid_listed": True, "processes": []}
+    assert conditions.warnings_by_kind([record(1, gpu_other_processes=alone)]) == {}
+
+
+def test_other_processes_cpu_time_above_a_small_share():
+    busy = {"other_cpu_s": 1.6, "share": 0.8, "steal_share": 0.0, "cpus": 2, "window_s": 1.0}
+    light = {"other_cpu_s": 0.04, "share": 0.02, "steal_share": 0.0, "cpus": 2, "window_s": 1.0}
+    stolen = {"other_cpu_s": 0.0, "share": 0.0, "steal_share": 0.12, "cpus": 8, "window_s": 1.0}
+    found = conditions.warnings_by_kind([record(1, host_other_cpu=busy),
+                                         record(2, host_other_cpu=light),
+                                         record(3, host_other_cpu=stolen)])
+    assert found == {"other load": [
+        "other processes used 80 % of the host's CPU time during r1's timed window "
+        "(1.60 of 2 CPUs)",
+        "the hypervisor gave 12 % of the host's CPU time to other VMs (steal) during r3"]}
+
+
+def test_clocks_that_moved_more_than_the_machines_spread():
+    records = [record(1, gpu_sm_clock_mhz=1410.0, gpu_sm_clock_min_mhz=1395.0),
+               record(2, gpu_sm_clock_mhz=1290.0, gpu_sm_clock_min_mhz=1110.0),
+               record(3, gpu_mem_clock_mhz=1593.0), record(4, gpu_mem_clock_mhz=1590.0)]
+    found = conditions.warnings_by_kind(records, spread=0.02)
+    assert found == {"clocks": ["SM clock means 1,290–1,410 MHz across repeats (9.3 % apart; "
+                                "this machine's run-to-run spread 2.0 %), lowest sample 1,110 MHz"]}
+    # Within the spread: nothing; without a profile the bar is 5 %.
+    assert conditions.warnings_by_kind(records, spread=0.10) == {}
+    assert "no machine profile, so 5 %" in conditions.warnings_by_kind(records)["clocks"][0]
+
+
+def test_clocks_never_flag_less_than_a_clock_step():
+    records = [record(1, gpu_sm_clock_mhz=1410.0), record(2, gpu_sm_clock_mhz=1400.0)]
+    assert conditions.warnings_by_kind(records, spread=0.001) == {}
+
+
+def test_a_repeat_that_started_on_a_busy_or_hot_gpu():
+    calm = {"settled": True, "waited_s": 3.0, "start_temp_c": 52, "why": None}
+    hot = {"settled": False, "waited_s": 60.0, "start_temp_c": 71, "why": "71 °C > 60 °C"}
+    found = conditions.warnings_by_kind([record(1, settle=calm), record(2, settle=hot)])
+    assert found == {"settle": ["r2 started after waiting 60.0 s for a quiet GPU: 71 °C > 60 °C "
+                                "(at 71 °C)"]}
+
+
+def test_summaries_group_the_warnings_and_the_report_titles_each_group():
+    busy = {"other_cpu_s": 1.6, "share": 0.8, "steal_share": 0.0, "cpus": 2, "window_s": 1.0}
+    records = [record(1, host_other_cpu=busy, gpu_clock_events=["sw_power_cap"]),
+               record(2, train_s=0.5)]
+    (summary,) = cell_summaries(records)
+    groups = summary["warning_groups"]
+    assert list(groups) == ["statistics", "throttle", "other load"]
+    assert groups["statistics"] == ["timed window 0.500 s < 1 s"]
+    assert summary["warnings"] == [w for ws in groups.values() for w in ws]
+    text = markdown.report_markdown({"name": "x", "machine_profile": {
+        "found": False, "key": "vm-cpu", "why": "no machine profile for host vm (no GPU)"}},
+        [summary])
+    section = text.split("## Warnings")[1].split("\n## ")[0]
+    titles = [line for line in section.splitlines() if line.startswith("### ")]
+    assert titles == ["### This machine", "### The numbers themselves",
+                      "### The GPU throttled (slowed its clocks for power or heat)",
+                      "### Something else was running"]
+    assert "no machine profile for host vm (no GPU): compare keeps its fixed threshold" in section
+    assert "- `matmul-run-jax-b1`: other processes used 80 % of the host's CPU time" in section
+
+
+def test_the_machines_spread_from_the_profile_judges_the_clocks():
+    profile = {"found": True, "spread": 0.2, "classes": {"matmul": {"spread": 0.01}}}
+    records = [record(1, gpu_sm_clock_mhz=1410.0), record(2, gpu_sm_clock_mhz=1350.0)]
+    (matmul,) = cell_summaries(records, profile=profile)
+    assert "clocks" in matmul["warning_groups"]        # 4.4 % apart > the class's 1 %
+    other = [{**r, "workload": "cnn", "task": "fit", "batch_size": 128} for r in records]
+    (cnn,) = cell_summaries(other, profile=profile)
+    assert "clocks" not in cnn["warning_groups"]        # the machine's largest: 20 %
+
+
+def test_locked_clocks_are_named_in_the_report():
+    text = markdown.report_markdown({"name": "x", "gpu_clocks": {"setting": "tdp"}}, [])
+    assert "GPU clocks were locked at the TDP (base) clock for this run" in text
+
+
+def test_a_compilation_inside_the_timed_window_is_named():
+    counted = "XLA compilations (jax.monitoring backend-compile events)"
+    found = conditions.warnings_by_kind([
+        record(1, compilations={"before_timed": 4, "timed": 0, "counted": counted}),
+        record(2, compilations={"before_timed": 4, "timed": 3, "counted": counted})])
+    assert found == {"compilations": [
+        f"r2: 3 compilation(s) inside the timed window ({counted}); the samples that hold them "
+        "are slower than a step"]}
