@@ -162,6 +162,8 @@ def write_plots(root: Path, summaries: list[dict[str, Any]]) -> list[Plot]:
     """Write every plot under root/plots/; a plot with nothing to show is skipped with a note,
     and a stale file of that name from an earlier report is removed."""
     folder = root / "plots"
+    if folder.is_symlink():      # never written through: it could point anywhere
+        raise OSError(f"{folder} is a symbolic link")
     folder.mkdir(exist_ok=True)
     out = []
     for name, title, draw in PLOTS:
