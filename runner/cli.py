@@ -1,8 +1,9 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
 compare, doctor, export, import, reproduce.
 
-Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid matrix or usage; 130 interrupted
-(Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
+Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
+(one line, the traceback in a log file). See runner.errors.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .errors import (EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, interrupted_exit_code,
-                     terminating_signals_interrupt)
+from .errors import (EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean,
+                     interrupted_exit_code, one_line, os_error_line, terminating_signals_interrupt,
+                     write_traceback)
 
 SUBCOMMANDS = ("run", "plan", "build", "report", "compare", "doctor", "export", "import",
                "reproduce", "history", "bisect")
@@ -144,15 +146,31 @@ def main(argv: list[str] | None = None) -> int:
         with terminating_signals_interrupt():
             return dispatch(command, args, console)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(str(exc), EXIT_USAGE)
     except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM, SIGHUP
         print("interrupted", file=sys.stderr)
         return interrupted_exit_code(exc)
+    except OSError as exc:      # the machine said no: a full disk, a folder that cannot be written
+        return fail(os_error_line(exc), EXIT_USAGE)
+    except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in a file
+        log = write_traceback(exc)
+        where = f"; the traceback is in {log}" if log else ""
+        return fail(f"internal error ({type(exc).__name__}: {exc}){where} — please report it",
+                    EXIT_INTERNAL)
+
+
+def fail(message: str, code: int) -> int:
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return code
 
 
 def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
     from . import run
+    from .results.store import results_root
+
+    if getattr(args, "results_dir", None) is not None:
+        # Resolved once, here: every executor's worker starts in a folder of its own.
+        args.results_dir = results_root(args.results_dir)
 
     if command in ("run", "plan", "build"):
         opts = run.Options(matrix_path=args.matrix, only=args.only, profile=args.profile,

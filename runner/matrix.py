@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import json
@@ -65,7 +66,7 @@ class Cell:
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
                 "env": self.env, **calibration}
 
-    @property
+    @functools.cached_property      # computed once: a plan of 10 000 cells asks for it often
     def id(self) -> str:
         """Short hash of the coordinates (the worker's environment variables included: XLA
         flags, preallocation) and of the runner's version: the same cell measured the same way
@@ -100,23 +101,38 @@ class Matrix:
     calibration: list[Cell] = field(default_factory=list)   # [run] calibrate: the peak's cells
 
 
+MAX_MATRIX_BYTES = 16 << 20     # a matrix is a page of settings; a bigger file is no matrix
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            data = handle.read(MAX_MATRIX_BYTES + 1)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a folder, not a matrix file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: invalid TOML: {exc}") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_MATRIX_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_MATRIX_BYTES >> 20} MB; not a matrix file")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}: "
+                         f"{data[exc.start:exc.start + 1]!r}); TOML files are UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply (arrays or tables inside each other)") \
+            from None
 
 
 def choose_profile(raw: dict[str, Any], requested: str | None, gpu_found: bool) -> tuple[str, str]:
     run = raw.get("run", {}) if isinstance(raw.get("run"), dict) else {}
     wanted = requested or run.get("profile", "auto")
+    if wanted not in ("auto", "full", "smoke"):
+        wanted = "auto"                 # not a profile: the schema says so about run.profile
     if wanted == "auto":
         return ("full", "auto: a GPU was found") if gpu_found else (
             "smoke", "auto: no GPU found, so the smoke profile is in force")
@@ -173,7 +189,7 @@ def check_python(path: Path, env_name: str, python: str) -> None:
 
 def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) -> Matrix:
     """Read, apply the profile, validate and expand. Raises UsageError with one line."""
-    path = Path(path)
+    path = Path(path).absolute()      # resolved once: messages and the manifest name it exactly
     raw = read_toml(path)
     chosen, reason = choose_profile(raw, profile, gpu_found)
     resolved = apply_profile(raw, chosen)
@@ -181,6 +197,9 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
         spec = schema.validate(resolved)
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply (arrays or tables inside each other)") \
+            from None
     for name, env in spec.environments.items():
         if env.python is not None:
             check_python(path, name, env.python)

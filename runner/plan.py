@@ -25,13 +25,7 @@ class Plan:
     done: list[Entry] = field(default_factory=list)          # finished in the resumed run
     not_applicable: list[Cell] = field(default_factory=list)
     filtered_out: int = 0
-
-    @property
-    def cells(self) -> list[Cell]:
-        seen: dict[str, Cell] = {}
-        for entry in self.to_run + self.done:
-            seen.setdefault(entry.cell.id, entry.cell)
-        return list(seen.values())
+    cells: list[Cell] = field(default_factory=list)           # the planned cells, matrix order
 
 
 def matches(cell: Cell, patterns: list[str]) -> bool:
@@ -49,13 +43,15 @@ def make_plan(cells: list[Cell], only: list[str] | None = None,
     plan = Plan()
     finished = finished or set()
     selected = []
+    ids = set(only or ())          # `reproduce` names every cell by id: one set lookup each
     for cell in cells:
-        if only and not matches(cell, only):
+        if only and cell.id not in ids and not matches(cell, only):
             plan.filtered_out += 1
         elif cell.not_applicable:
             plan.not_applicable.append(cell)
         else:
             selected.append(cell)
+    plan.cells = selected
     rounds = max((c.repeats for c in selected), default=0)
     for repeat in range(1, rounds + 1):
         for cell in selected:

@@ -131,7 +131,8 @@ def import_only(archive: Path, console: Console) -> int:
             return None
 
     try:
-        transfer.verify(archive)      # a damaged or missing file is told before the engine
+        transfer.verify(archive)      # a damaged or missing file is told before the engine,
+        transfer.read_index(archive)  # ... and so is a malformed index
         client = _docker_client()
         try:
             loaded = transfer.import_images(client, archive, lambda line: None, recipe_for)
@@ -270,7 +271,8 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     # says "not comparable: runner_version"); not-applicable ones included.
     recorded = {c.get("name") for c in manifest.get("cells", [])}
     planned = [c.id for c in matrix.cells if c.name in recorded]
-    cells = [c for c in matrix.cells if c.id in planned and not c.not_applicable]
+    wanted = set(planned)
+    cells = [c for c in matrix.cells if c.id in wanted and not c.not_applicable]
     if not cells:
         raise UsageError(f"{run_dir}: none of its cells is in its matrix.toml")
     setup = run.choose_setup(matrix, executor, flavour=flavour)
@@ -286,7 +288,7 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
             code = run.run_matrix(opts, matrix, setup, console)
     finally:
         setup.close()
-    new_dir = Store.latest(matrix.spec.run.name, opts.results_dir)
+    new_dir = opts.run_dir            # the folder this run made (never another's)
     new = Store(new_dir)
     new_manifest = new.read_manifest()
     new_manifest["reproduces"] = str(run_dir.resolve())

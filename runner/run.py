@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import shutil
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -19,12 +22,13 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
 
-from . import gpustate, hostinfo, machine_profile, matrix as matrix_mod, scheduling
+from . import gpustate, hostinfo, machine_profile, matrix as matrix_mod, resume, scheduling
 from .results import records as record_mod, stats
 from .results.formatting import fmt
 from .results.terminal import tables
 from .results.write import write_reports
-from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code
+from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code, one_line,
+                     os_error_line)
 from .environments import Flavour, Source
 from .executors import Attempt, Executor, Prepared
 from .matrix import Cell, Matrix
@@ -48,6 +52,7 @@ class Options:
     ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
     push: str | None = None               # build --push REGISTRY
     history: bool = True                  # write the finished run to the history database
+    run_dir: Path | None = None           # set by run_matrix: the run folder it wrote
 
 
 def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
@@ -247,8 +252,24 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
         env = matrix.spec.environments[name]
         executor, flavour, uses = setup.describe(Source(env.image, env.python))
         api = env.api + (f"/{env.backend}" if env.backend else "")
-        table.add_row(name, api, executor, flavour or "as installed", escape(uses))
+        table.add_row(escape(name), escape(api), executor, flavour or "as installed",
+                      escape(uses))
     return table
+
+
+def show_env(matrix: Matrix, cells: list[Cell], console: Console) -> None:
+    """The variables each environment's workers get from the matrix ([run] preallocate and its
+    own env), one line per environment that sets any; unsafe_env is said."""
+    first = {c.environment: c for c in reversed(cells)}
+    lines = []
+    for name in dict.fromkeys(c.environment for c in cells):
+        variables = " ".join(f"{k}={v}" for k, v in first[name].env.items())
+        unsafe = matrix.spec.environments[name].unsafe_env
+        if variables:
+            lines.append(f"[bold]env {escape(name)}:[/] {escape(variables)}"
+                         + (" [red](unsafe_env = true)[/]" if unsafe else ""))
+    for line in lines or ["[bold]env:[/] no environment sets variables"]:
+        console.print(line, soft_wrap=True, highlight=False)
 
 
 def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console) -> None:
@@ -262,16 +283,28 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
                   soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells))
+        show_env(matrix, cells, console)
 
 
-def open_store(matrix: Matrix, opts: Options) -> Store:
-    if opts.resume:
-        root = opts.resume if isinstance(opts.resume, Path) else \
-            Store.latest(matrix.spec.run.name, opts.results_dir)
-        store = Store.open(root)
+def open_store(matrix: Matrix, opts: Options, console: Console) -> Store:
+    """A new run folder, or (--resume) the run's own: locked, made by this runner version, its
+    matrix the same as now, its unusable records set aside so that their cells run again."""
+    if not opts.resume:
+        return Store.create(matrix.spec.run.name, opts.results_dir)
+    root = opts.resume if isinstance(opts.resume, Path) else \
+        Store.latest(matrix.spec.run.name, opts.results_dir)
+    store = Store.open(root)
+    try:
         check_resumable(store)
-        return store
-    return Store.create(matrix.spec.run.name, opts.results_dir)
+        for change in resume.check_same_matrix(store, store.read_manifest(), matrix.resolved,
+                                               matrix.path):
+            console.print(f"resuming with {escape(change)}", soft_wrap=True)
+        resume.set_aside(store, lambda line: console.print(f"[yellow]! {escape(line)}[/]",
+                                                            soft_wrap=True))
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def check_resumable(store: Store) -> None:
@@ -288,22 +321,25 @@ def check_resumable(store: Store) -> None:
 
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
-    table = Table(title=f"Plan: {matrix.path} (profile {matrix.profile})", title_justify="left")
+    table = Table(title=escape(f"Plan: {matrix.path} (profile {matrix.profile})"),
+                  title_justify="left")
     table.add_column("cell", overflow="fold")
     table.add_column("id", no_wrap=True)
     table.add_column("repeats", justify="right")
     table.add_column("steps", justify="right")
     table.add_column("state", overflow="fold")
     pending = {e.cell.id for e in plan.to_run}
+    done_counts = Counter(e.cell.id for e in plan.done)
     for cell in plan.cells:
-        done = sum(1 for e in plan.done if e.cell.id == cell.id)
+        done = done_counts[cell.id]
         state = "to run" if cell.id in pending else "done"
         if done and cell.id in pending:
             state = f"{done} done, rest to run"
-        table.add_row(cell.name, cell.id, str(cell.repeats), f"{cell.warmup_steps}+{cell.steps}",
-                      state)
+        table.add_row(escape(cell.name), cell.id, str(cell.repeats),
+                      f"{cell.warmup_steps}+{cell.steps}", state)
     for cell in plan.not_applicable:
-        table.add_row(cell.name, cell.id, "–", "–", f"[yellow]NA: {cell.not_applicable}[/]")
+        table.add_row(escape(cell.name), cell.id, "–", "–",
+                      f"[yellow]NA: {escape(cell.not_applicable)}[/]")
     table.caption = (f"{len(plan.to_run)} runs to do, {len(plan.done)} done, "
                      f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out")
     return table
@@ -373,12 +409,15 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
             if prepared[source.key].warnings:
                 entry["warnings"] = prepared[source.key].warnings
         environments[name] = entry
+    planned = {c.id for c in plan.cells} | {c.id for c in plan.not_applicable}
     return {
         "schema": 1,
         "name": matrix.spec.run.name,
         "run_id": store.run_id,
         "runner_version": runner_version(),
         "matrix": str(matrix.path),
+        # A resume refuses another matrix: the digest of this one, profile applied.
+        "matrix_sha256": resume.matrix_sha256(matrix.resolved),
         "profile": matrix.profile,
         "profile_reason": matrix.profile_reason,
         "executor": setup.executor.name,
@@ -399,7 +438,7 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "cells": [{"id": c.id, "name": c.name, "environment": c.environment,
                    "repeats": c.repeats, "not_applicable": c.not_applicable,
                    **({} if c.check_answers else {"check_answers": False})}
-                  for c in matrix.cells if c in plan.cells or c in plan.not_applicable],
+                  for c in matrix.cells if c.id in planned],
     }
 
 
@@ -490,6 +529,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
     (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
     calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes)."""
+    check_free_disk(store)
     placement = lane.placement()
     adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))
     if adopted is not None:
@@ -526,6 +566,26 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     record["settle"] = None if prepared.error else settled
     store.write_record(key, record)
     return record
+
+
+MIN_FREE_ENV = "DL_BENCH_MIN_FREE_MB"
+MIN_FREE_MB = 200
+
+
+def min_free_mb() -> int:
+    text = os.environ.get(MIN_FREE_ENV, str(MIN_FREE_MB))
+    if not text.strip().isdigit():
+        raise UsageError(f"{MIN_FREE_ENV}={text!r}: expected a whole number of MB")
+    return int(text)
+
+
+def check_free_disk(store: Store) -> None:
+    """Before each cell: stop (one line, finished cells kept) when the run folder's disk is
+    nearly full, rather than losing a measurement to a failed write."""
+    free_mb = shutil.disk_usage(store.root).free / 2**20
+    if free_mb < min_free_mb():
+        raise UsageError(f"{store.root}: only {free_mb:.0f} MB free on its disk, below "
+                         f"{min_free_mb()} MB ({MIN_FREE_ENV})")
 
 
 def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
@@ -603,7 +663,7 @@ def ran_on(record: dict[str, Any]) -> str:
 
 
 def describe(record: dict[str, Any]) -> str:
-    if record["status"] == "ok":
+    if record["status"] == "ok" and record.get("median_ms") is not None:
         return f"{fmt(record['median_ms'])} ms/step"
     error = (record.get("error") or "").strip().splitlines()
     return f"{record['status']}: {error[-1][:120] if error else ''}"
@@ -621,33 +681,41 @@ def execute(opts: Options, console: Console) -> int:
 
 
 def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) -> int:
-    store_preview = opts.resume and not opts.dry_run
-    finished: set[str] = set()
     store: Store | None = None
-    if store_preview:
-        store = open_store(matrix, opts)
-        finished = store.finished()
-    plan = make_plan(matrix.cells, opts.only, finished)
-    if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
-        raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
-    show_setup(matrix, setup, plan.cells, console)
-    calibrations = calibrations_for(plan, matrix)
-    show_preparation(matrix, plan, calibrations, console)
-    if opts.dry_run:
-        console.print(plan_table(matrix, plan))
-        return EXIT_OK
+    if opts.resume and not opts.dry_run:
+        store = open_store(matrix, opts, console)
+    try:
+        plan = make_plan(matrix.cells, opts.only, store.finished() if store else set())
+        if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
+            raise UsageError(f"--only {' '.join(opts.only)}: no cell of {matrix.path} matches")
+        show_setup(matrix, setup, plan.cells, console)
+        calibrations = calibrations_for(plan, matrix)
+        show_preparation(matrix, plan, calibrations, console)
+        if opts.dry_run:
+            console.print(plan_table(matrix, plan))
+            return EXIT_OK
+        store = store or open_store(matrix, opts, console)
+        return run_in_store(opts, matrix, setup, plan, calibrations, store, console)
+    finally:
+        if store is not None:
+            store.close()
 
-    store = store or open_store(matrix, opts)
+
+def run_in_store(opts: Options, matrix: Matrix, setup: Setup, plan: Plan,
+                 calibrations: list[Cell], store: Store, console: Console) -> int:
+    opts.run_dir = store.root
     sources = sources_to_prepare(plan, calibrations)
-    console.print(f"run folder: {store.root}")
+    console.print(f"run folder: {escape(str(store.root))}", soft_wrap=True)
     announce_machine(manifest_for(matrix, plan, store, setup, {}), console)
     seed = matrix.spec.run.seed
-    store.write_matrix(matrix.resolved)
+    if not opts.resume:
+        store.write_matrix(matrix.resolved)   # a resume never rewrites what the run ran
     manifest = manifest_for(matrix, plan, store, setup, {})
     store.write_manifest(manifest)
     record_not_applicable(store, plan, store.run_id, seed)
     interrupted: KeyboardInterrupt | None = None
-    stopped: RunStopped | None = None
+    stopped: RunStopped | None = None     # an executor lost: exit 1
+    halted: str | None = None             # the disk or the folder said no: exit 2, one line
     try:
         prepared = prepare_environments(setup, sources, console)
         manifest = manifest_for(matrix, plan, store, setup, prepared)
@@ -664,19 +732,21 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
         stopped = exc
         if exc.record is not None:
             console.print(f"[red]✗[/] {escape(exc.cell)}: {escape(describe(exc.record))}")
+    except (OSError, UsageError) as exc:     # a full disk: stop, keep what is finished
+        halted = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
     finally:
         setup.close()
-        manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        manifest["interrupted"] = interrupted is not None
-        if stopped is not None:
-            manifest["stopped"] = stopped.reason
-        store.write_manifest(manifest)
-        summaries = write_reports(store, manifest)
-    for table in tables(summaries, f"{matrix.spec.run.name} ({store.root})"):
+        summaries = finish(store, manifest, interrupted is not None,
+                           stopped.reason if stopped is not None else halted, console)
+    if halted:
+        raise UsageError(f"run stopped: {halted}; finished cells are kept — continue with: "
+                         f"{resume_command(opts, setup, store)}")
+    for table in tables(summaries, escape(f"{matrix.spec.run.name} ({store.root})")):
         console.print(table)
-    console.print(f"report: {store.root / 'report.md'}")
+    console.print(f"report: {escape(str(store.root / 'report.md'))}", soft_wrap=True)
     if stopped is not None:
-        left = len(plan.to_run) - sum(1 for e in plan.to_run if e.key in store.finished())
+        finished = store.finished()
+        left = len(plan.to_run) - sum(1 for e in plan.to_run if e.key in finished)
         console.print(f"[red]stopped:[/] {escape(stopped.reason)}; {left} runs not done; "
                       f"continue with: {escape(resume_command(opts, setup, store))}",
                       soft_wrap=True, highlight=False)
@@ -689,6 +759,24 @@ def run_matrix(opts: Options, matrix: Matrix, setup: Setup, console: Console) ->
         return interrupted_exit_code(interrupted)
     failed = [s for s in summaries if s["status"] not in ("ok", "not_applicable")]
     return EXIT_FAILED_CELLS if failed else EXIT_OK
+
+
+def finish(store: Store, manifest: dict[str, Any], interrupted: bool, stopped: str | None,
+           console: Console) -> list[dict[str, Any]]:
+    """Finalise the manifest, then the reports, in the room the run kept aside (a run stopped
+    by a full disk still says how it ended). A report that cannot be written is a warning."""
+    store.release_reserve()
+    manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    manifest["interrupted"] = interrupted
+    if stopped:
+        manifest["stopped"] = one_line(stopped)
+    try:
+        store.write_manifest(manifest)
+        return write_reports(store, manifest)
+    except OSError as exc:
+        console.print(f"[yellow]! reports not written: {escape(os_error_line(exc))}[/]",
+                      soft_wrap=True)
+        return []
 
 
 class RunStopped(Exception):
@@ -799,12 +887,13 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
             console.print(f"[red]✗ {escape(str(exc))}[/]", soft_wrap=True)
             ok = False
             continue
-        console.print(f"[green]✓[/] pushed {source.key}: {reference}", soft_wrap=True)
+        console.print(f"[green]✓[/] pushed {escape(source.key)}: {escape(reference)}",
+                      soft_wrap=True)
         pushed[source.key] = {"image": reference, "image_id": image.id,
                               "flavour": rec.flavour, "lock": f"images/{rec.name}/{rec.lock.name}",
                               "lock_sha256": rec.lock_sha256, "recipe_sha256": rec.recipe_sha256}
     target = opts.results_dir / matrix.spec.run.name / "images.json"
-    earlier = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
+    earlier = read_pushed(target)
     same_registry = earlier.get("registry") == opts.push
     environments = dict(earlier.get("environments", {})) if same_registry else {}
     environments |= {name: pushed[env.image] for name, env in matrix.spec.environments.items()
@@ -820,12 +909,26 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
     return ok
 
 
+def read_pushed(target: Path) -> dict[str, Any]:
+    """images.json of earlier pushes ({} when there is none); UsageError when it is damaged."""
+    if not target.is_file():
+        return {}
+    try:
+        earlier = json.loads(target.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{target}: not valid JSON ({type(exc).__name__}); move it away to "
+                         "start a new one") from None
+    if not isinstance(earlier, dict) or not isinstance(earlier.get("environments", {}), dict):
+        raise UsageError(f"{target}: not an images.json of runner build --push")
+    return earlier
+
+
 def report_only(run_dir: Path, console: Console) -> int:
     """`runner report RUN_DIR`: rebuild the merged outputs of a run from its cell records."""
-    store = Store.open(run_dir)
+    store = Store.open(run_dir, lock=False)
     manifest = store.read_manifest()
     summaries = write_reports(store, manifest)
-    for table in tables(summaries, f"{manifest.get('name')} ({store.root})"):
+    for table in tables(summaries, escape(f"{manifest.get('name')} ({store.root})")):
         console.print(table)
-    console.print(f"report: {store.root / 'report.md'}")
+    console.print(f"report: {escape(str(store.root / 'report.md'))}", soft_wrap=True)
     return EXIT_OK

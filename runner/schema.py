@@ -8,6 +8,7 @@ Every error becomes one line: "<file>: <key path>: <what is wrong>" with a did-y
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import Any, Literal
 
@@ -19,6 +20,32 @@ from .errors import did_you_mean
 from .worker import catalog
 
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+# Environment names become columns, file names and log lines: the same safe pattern.
+NAME = re.compile(RUN_NAME_PATTERN)
+
+# Bounds, each with a one-line error: what no real matrix needs and what would make planning or
+# a run unbounded (repeats = 2**63 - 1 planned forever), or break a timer (timeout = inf).
+MAX_REPEATS = 1000
+MAX_RUNS = 100_000              # cells × repeats of one matrix
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # one cell attempt: a week
+MAX_SEED = 2**32 - 1             # every framework's seed fits 32 bits
+
+# Variables a matrix's `env` may not set unless the environment says unsafe_env = true: they
+# decide which code the worker's interpreter loads (PYTHONPATH, PYTHONSTARTUP, LD_PRELOAD, PATH).
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PROTECTED_ENV = ("PYTHON", "LD_")
+PROTECTED_ENV_NAMES = ("PATH",)
+
+
+def protected_env(name: str) -> bool:
+    upper = name.upper()
+    return upper in PROTECTED_ENV_NAMES or upper.startswith(PROTECTED_ENV)
+
+
+def shown(value: Any, limit: int = 200) -> str:
+    """repr(value), cut to `limit` characters: an error line stays one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 # An image in a registry, named by its content: REGISTRY/NAME@sha256:<64 hex digits>. A tag can
 # move; a digest names exactly one image, so a run (and its reproduction) gets what it asked for.
 # Without a registry host the name is Docker Hub's, as for `docker pull`.
@@ -36,7 +63,7 @@ def is_image_reference(image: str) -> bool:
 
 def _image(value: str | None) -> str | None:
     if value is not None and is_image_reference(value) and not IMAGE_REFERENCE.match(value):
-        raise ValueError(f"{value!r}: name a registry image by its digest, "
+        raise ValueError(f"{shown(value)}: name a registry image by its digest, "
                          f"REGISTRY/NAME@sha256:<64 hex digits> (a tag can move), or give an "
                          f"image folder under images/")
     return value
@@ -45,15 +72,15 @@ def _image(value: str | None) -> str | None:
 def _one_of(choices: tuple[Any, ...]):
     def check(value: Any) -> Any:
         if isinstance(value, bool) or value not in choices:
-            shown = ", ".join(repr(c) for c in choices)
-            raise ValueError(f"{value!r} is not one of {shown}{did_you_mean(value, choices)}")
+            listed = ", ".join(repr(c) for c in choices)
+            raise ValueError(f"{shown(value)} is not one of {listed}{did_you_mean(value, choices)}")
         return value
     return check
 
 
 def _positive_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"expected a whole number, got {value!r}")
+        raise ValueError(f"expected a whole number, got {shown(value)}")
     if value <= 0:
         raise ValueError(f"must be a positive whole number, got {value}")
     return value
@@ -63,7 +90,7 @@ def _steps(value: Any) -> int | str:
     """Timed steps: a positive whole number or "auto"."""
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
         return value
-    raise ValueError(f"expected a positive whole number or \"auto\", got {value!r}"
+    raise ValueError(f"expected a positive whole number or \"auto\", got {shown(value)}"
                      f"{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
 
 
@@ -72,7 +99,7 @@ def _parallel(value: Any) -> int | str:
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
         return value
     raise ValueError(f"expected a positive whole number or \"auto\" (one cell per GPU), got "
-                     f"{value!r}{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
+                     f"{shown(value)}{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
 
 
 def _lock_clocks(value: Any) -> bool | int:
@@ -85,7 +112,7 @@ def _lock_clocks(value: Any) -> bool | int:
 
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {shown(value)}")
     return value
 
 
@@ -118,31 +145,38 @@ def check_axis(name: str, value: Any) -> tuple[Any, ...]:
         raise ValueError("empty list: give at least one value")
     checked = tuple(AXIS_CHECKS[name](v) for v in values)
     if len(set(map(repr, checked))) != len(checked):
-        raise ValueError(f"repeated value in {value!r}")
+        raise ValueError(f"repeated value in {shown(value)}")
     return checked
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # allow_inf_nan=False: TOML has inf and nan, and no setting means either.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _no_control(value: str | None) -> str | None:
+    if value is not None and any(not c.isprintable() for c in value):
+        raise ValueError(f"{shown(value)} holds a control character (a newline, NUL, …)")
+    return value
 
 
 class RunSettings(_Strict):
     name: str = Field("run", pattern=RUN_NAME_PATTERN)
-    repeats: PositiveInt = 3
+    repeats: PositiveInt = Field(3, le=MAX_REPEATS)
     warmup_steps: PositiveInt = 2
     # Timed steps per repeat: a number, or "auto" (the default): the timed window runs until it
     # holds at least 10 samples and lasts min_time seconds, or until max_time.
     steps: Any = "auto"
     min_time: PositiveFloat = 1.0
     max_time: PositiveFloat = 60.0
-    timeout: PositiveFloat = 1800.0
+    timeout: PositiveFloat = Field(1800.0, le=MAX_TIMEOUT_S)
     executor: Literal["auto", "local", "docker", "ray"] = "auto"
     # Cells at once: "auto" runs one cell per GPU (every GPU of the VM, or of the Ray cluster,
     # busy), each pinned to its GPU; a number caps that; 1 runs one cell at a time. CPU cells
     # (device = "cpu", or a host without GPUs) always run one at a time, alone.
     parallel: Any = "auto"
     profile: Literal["auto", "full", "smoke"] = "auto"
-    seed: NonNegativeInt = 0
+    seed: NonNegativeInt = Field(0, le=MAX_SEED)
     # Add matmul calibration cells (float32 and bfloat16, the largest size) in every environment:
     # the fastest of them per device and precision is the measured peak that fraction_of_peak
     # divides by (never a datasheet figure).
@@ -205,11 +239,38 @@ class EnvironmentSpec(_Strict):
     api: Literal[catalog.APIS]  # type: ignore[valid-type]
     backend: Literal[catalog.KERAS_BACKENDS] | None = None  # type: ignore[valid-type]
     env: dict[str, str] = Field(default_factory=dict)
+    # true: `env` may set what decides the worker's code (PYTHON*, LD_*, PATH). A matrix is code
+    # then: run only one you trust.
+    unsafe_env: bool = False
 
     @field_validator("image", mode="after")
     @classmethod
     def _image(cls, value: str | None) -> str | None:
-        return _image(value)
+        return _image(_no_control(value))
+
+    @field_validator("python", mode="after")
+    @classmethod
+    def _python(cls, value: str | None) -> str | None:
+        return _no_control(value)
+
+    @field_validator("env", mode="after")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not ENV_NAME.match(name):
+                raise ValueError(f"{shown(name)}: a variable name is letters, digits and '_', "
+                                 f"not starting with a digit (no '=', NUL or space)")
+            if "\0" in value:
+                raise ValueError(f"{name}: the value holds a NUL character")
+        return env
+
+    @model_validator(mode="after")
+    def _protected_env(self) -> "EnvironmentSpec":
+        protected = [name for name in self.env if protected_env(name)]
+        if protected and not self.unsafe_env:
+            raise ValueError(f"env.{protected[0]}: PYTHON*, LD_* and PATH decide which code the "
+                             f"worker runs; set unsafe_env = true on this environment to allow it")
+        return self
 
     @model_validator(mode="after")
     def _backend_only_with_keras(self) -> "EnvironmentSpec":
@@ -230,8 +291,8 @@ class BenchmarkSpec(_Strict):
     # Per-benchmark overrides of [run] counts.
     steps: Any = None
     warmup_steps: PositiveInt | None = None
-    repeats: PositiveInt | None = None
-    timeout: PositiveFloat | None = None
+    repeats: PositiveInt | None = Field(None, le=MAX_REPEATS)
+    timeout: PositiveFloat | None = Field(None, le=MAX_TIMEOUT_S)
     # Compare what each cell computed (its answer) with the other environments of its row; false
     # where the APIs are known to compute differently (the report says the check was off).
     check_answers: bool = True
@@ -265,7 +326,7 @@ class BenchmarkSpec(_Strict):
             self.task = workload.tasks
         for task in self.task:
             if task not in workload.tasks:
-                raise ValueError(f"task: {self.workload} has no task {task!r} "
+                raise ValueError(f"task: {self.workload} has no task {shown(task)} "
                                  f"(it has {', '.join(workload.tasks)})")
         if self.batch_size is None:
             if workload.needs_batch_size:
@@ -284,10 +345,19 @@ class BenchmarkSpec(_Strict):
             for value in values:
                 if isinstance(value, bool) != (option.type is bool) \
                         or not isinstance(value, expected):
-                    raise ValueError(f"options.{key}: expected {option.type.__name__}, got {value!r}")
+                    raise ValueError(f"options.{key}: expected {option.type.__name__}, got {shown(value)}")
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError(f"options.{key}: must be a finite number, got {value}")
+                if isinstance(value, str) and any(not c.isprintable() for c in value):
+                    raise ValueError(f"options.{key}: {shown(value)} holds a control character")
                 if option.positive and value <= 0:
                     raise ValueError(f"options.{key}: must be positive, got {value}")
         return self
+
+    def cell_count(self, environments: int) -> int:
+        """Cells this benchmark expands to, counted without expanding it."""
+        options = math.prod(len(v) if isinstance(v, list) else 1 for v in self.options.values())
+        return environments * options * math.prod(len(self.axis_values(a)) for a in AXES)
 
     def option_grid(self) -> list[dict[str, Any]]:
         """Every combination of list-valued options (one dict per cell)."""
@@ -329,6 +399,8 @@ class ReportSettings(_Strict):
     @classmethod
     def _baselines(cls, baselines: dict[str, Any]) -> dict[str, Any]:
         for key, value in baselines.items():
+            if not key.isprintable():
+                raise ValueError(f"report.baselines: {shown(key)} holds a control character")
             if key == "options":
                 if not isinstance(value, dict):
                     raise ValueError("report.baselines.options: expected a table of option "
@@ -373,16 +445,25 @@ class MatrixSpec(_Strict):
                         raise ValueError(f"{where}: {exc}") from None
         return profiles
 
+    @field_validator("environments", mode="after")
+    @classmethod
+    def _safe_names(cls, environments: dict[str, EnvironmentSpec]) -> dict[str, EnvironmentSpec]:
+        for name in environments:
+            if not NAME.match(name):
+                raise ValueError(f"{shown(name)}: an environment name must be letters, digits, "
+                                 f"'.', '_' or '-' (at most 64; it names columns and files)")
+        return environments
+
     @model_validator(mode="after")
     def _environment_names(self) -> "MatrixSpec":
         for index, bench in enumerate(self.benchmarks):
             for name in bench.environments:
                 if name != "*" and name not in self.environments:
                     raise ValueError(f"benchmarks[{index}].environments: unknown environment "
-                                     f"{name!r}{did_you_mean(name, self.environments)}")
+                                     f"{shown(name)}{did_you_mean(name, self.environments)}")
         baseline = self.report.baseline_environment
         if baseline is not None and baseline not in self.environments:
-            raise ValueError(f"report.baseline_environment: unknown environment {baseline!r}"
+            raise ValueError(f"report.baseline_environment: unknown environment {shown(baseline)}"
                              f"{did_you_mean(baseline, self.environments)}")
         return self
 
@@ -392,14 +473,28 @@ class MatrixSpec(_Strict):
         workloads = [catalog.WORKLOADS[b.workload] for b in self.benchmarks]
         known = {name: w.options[name] for w in workloads for name in w.options}
         for name, value in (self.report.baselines.get("options") or {}).items():
-            where = f"report.baselines.options.{name}"
+            where = f"report.baselines.options.{name if name.isprintable() else shown(name)}"
             if name not in known:
                 raise ValueError(f"{where}: no workload of this matrix has that option"
                                  f"{did_you_mean(name, known)}")
             option = known[name]
             expected = (int, float) if option.type is float else option.type
             if isinstance(value, bool) != (option.type is bool) or not isinstance(value, expected):
-                raise ValueError(f"{where}: expected {option.type.__name__}, got {value!r}")
+                raise ValueError(f"{where}: expected {option.type.__name__}, got {shown(value)}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{where}: must be a finite number, got {value}")
+        return self
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "MatrixSpec":
+        runs = 0
+        for bench in self.benchmarks:
+            names = len(self.environments) if "*" in bench.environments \
+                else len(bench.environments)
+            runs += bench.cell_count(names) * (bench.repeats or self.run.repeats)
+        if runs > MAX_RUNS:
+            raise ValueError(f"benchmarks: {runs} runs (cells × repeats); at most {MAX_RUNS} "
+                             f"in one matrix (split it, or use --only)")
         return self
 
 
@@ -444,17 +539,22 @@ def format_error(error: dict[str, Any]) -> str:
     if kind == "literal_error":
         expected = error["ctx"]["expected"]
         choices = [c.strip().strip("'") for c in expected.replace(" or ", ", ").split(",")]
-        return f"{where}: {value!r} is not one of {expected}{did_you_mean(value, choices)}"
+        return f"{where}: {shown(value)} is not one of {expected}{did_you_mean(value, choices)}"
     if kind in ("greater_than", "greater_than_equal"):
         return f"{where}: must be {'>' if kind == 'greater_than' else '>='} " \
-               f"{error['ctx'].get('gt', error['ctx'].get('ge'))}, got {value!r}"
+               f"{error['ctx'].get('gt', error['ctx'].get('ge'))}, got {shown(value)}"
+    if kind in ("less_than", "less_than_equal"):
+        return f"{where}: must be {'<' if kind == 'less_than' else '<='} " \
+               f"{error['ctx'].get('lt', error['ctx'].get('le'))}, got {shown(value)}"
+    if kind == "finite_number":
+        return f"{where}: must be a finite number, got {shown(value)}"
     if kind == "too_short":
         return f"{where}: must not be empty"
     if kind == "string_pattern_mismatch":
-        return f"{where}: {value!r} must be letters, digits, '.', '_' or '-' (it names a folder " \
+        return f"{where}: {shown(value)} must be letters, digits, '.', '_' or '-' (it names a folder " \
                f"under results/)"
     if kind in _EXPECTED:
-        return f"{where}: expected {_EXPECTED[kind]}, got {type(value).__name__} {value!r}"
+        return f"{where}: expected {_EXPECTED[kind]}, got {type(value).__name__} {shown(value)}"
     if kind == "value_error":
         message = str(error["ctx"]["error"])
         return f"{where}: {message}" if where else message

@@ -107,4 +107,6 @@ def probe(python: str, timeout: float = 120.0) -> Interpreter:
     if version[:2] < MIN_PYTHON:
         raise InterpreterError(f"python = {python!r} is Python {'.'.join(map(str, version))}; "
                                f"the worker needs {'.'.join(map(str, MIN_PYTHON))} or newer")
-    return Interpreter(Path(python), ".".join(map(str, version)), facts["prefix"])
+    # A relative path is made absolute here, once: the worker starts in its cell's own folder.
+    found = Path(python).absolute() if os.sep in python else Path(python)
+    return Interpreter(found, ".".join(map(str, version)), facts["prefix"])

@@ -19,13 +19,17 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..schema import format_error
 from ..worker.protocol import atomic_target, write_text_atomic
 from . import images
 
 INDEX = "index.json"
 CHUNK = 1 << 20
+MAX_INDEX_BYTES = 16 << 20      # an index lists a few images; a bigger one is not an index
 
 
 class TransferError(Exception):
@@ -36,6 +40,26 @@ class TransferError(Exception):
 class Exported:
     key: str              # the environment's source: an image folder or a digest reference
     image: Any            # the docker SDK's Image
+
+
+class _Index(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class IndexEntry(_Index):
+    key: str
+    file: str = Field(pattern=r"^images/[0-9]+\.tar$")
+    image_id: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    tags: list[str] = Field(default_factory=list)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    repo_digests: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class IndexModel(_Index):
+    """index.json of an archive, validated as data before anything is loaded."""
+    schema_: Literal[1] = Field(alias="schema")
+    images: list[IndexEntry] = Field(min_length=1)
 
 
 def checksum_path(archive: Path) -> Path:
@@ -96,7 +120,12 @@ def verify(archive: Path) -> str:
     if not sums.is_file():
         raise TransferError(f"{archive}: its checksum file {sums.name} is missing (export "
                             "writes both; copy them together)")
-    expected = sums.read_text(encoding="utf-8").split()[:1]
+    try:
+        with sums.open("rb") as handle:
+            expected = handle.read(4096).decode("ascii").split()[:1]
+    except UnicodeDecodeError:
+        raise TransferError(f"{sums}: not a checksum file (sha256sum writes '<64 hex digits>  "
+                            f"{archive.name}')") from None
     actual = sha256_of(archive)
     if expected != [actual]:
         raise TransferError(f"{archive}: sha256 {actual[:16]}… does not match {sums.name} "
@@ -112,6 +141,34 @@ class Imported:
     problems: list[str]         # label mismatches against this checkout (empty: it matches)
 
 
+def read_index(archive: Path) -> dict[str, Any]:
+    """The archive's index.json, validated, every file it names a member of the archive;
+    TransferError (one line) otherwise. Reads the tar's table, extracts nothing."""
+    try:
+        with tarfile.open(archive, "r") as outer:
+            member = outer.getmember(INDEX)
+            if not member.isfile() or member.size > MAX_INDEX_BYTES:
+                raise TransferError(f"{archive}: {INDEX} is not a file of at most "
+                                    f"{MAX_INDEX_BYTES >> 20} MB")
+            index = json.loads(outer.extractfile(member).read())
+            if not isinstance(index, dict):
+                raise TransferError(f"{archive}: {INDEX} is not a JSON object")
+            IndexModel.model_validate(index)
+            members = {m.name: m for m in outer.getmembers()}
+    except KeyError:
+        raise TransferError(f"{archive}: not an archive of runner export (no {INDEX})") from None
+    except (ValueError, RecursionError, tarfile.TarError) as exc:
+        problem = format_error(exc.errors()[0]) if isinstance(exc, ValidationError) \
+            else f"{type(exc).__name__}: {exc}"
+        raise TransferError(f"{archive}: not an archive of runner export ({INDEX}: "
+                            f"{problem})") from None
+    for entry in index["images"]:
+        if entry["file"] not in members or not members[entry["file"]].isfile():
+            raise TransferError(f"{archive}: {INDEX} names {entry['file']}, which the archive "
+                                f"does not hold")
+    return index
+
+
 def import_images(client: Any, archive: Path, on_line: Callable[[str], None],
                   recipe_for: Callable[[str, str], images.Recipe | None]) -> list[Imported]:
     """Verify, then load every image of the archive and check its labels. recipe_for(name,
@@ -119,12 +176,10 @@ def import_images(client: Any, archive: Path, on_line: Callable[[str], None],
     import docker.errors
 
     verify(archive)
+    index = read_index(archive)
     out = []
     try:
         with tarfile.open(archive, "r") as outer:
-            index = json.loads(outer.extractfile(INDEX).read())
-            if index.get("schema") != 1:
-                raise TransferError(f"{archive}: unknown archive schema {index.get('schema')!r}")
             for entry in index["images"]:
                 on_line(f"loading {entry['key']}")
                 member = outer.extractfile(entry["file"])

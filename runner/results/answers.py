@@ -88,7 +88,8 @@ def differences(a: dict[str, Any], b: dict[str, Any], kind: str,
     """(what differs beyond the tolerance of `kind`, how many quantities were compared), for
     the quantities both fingerprints hold."""
     rtol, prefix = TOLERANCES[kind], TOKEN_PREFIX[kind]
-    scale = max(abs(float(a.get("rms") or 0)), abs(float(b.get("rms") or 0)))
+    scales = (_numbers(a.get("rms")) or []) + (_numbers(b.get("rms")) or [])
+    scale = max([abs(v) for v in scales if math.isfinite(v)] + [0.0])
     out: list[str] = []
     compared = 0
     for key in [k for k in a if k in b]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any, Callable
 
 from rich.markup import escape
 
-from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
 from ..machine_profile import compare_threshold
 from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values, repeat_medians, welch_ratio
@@ -136,12 +137,17 @@ def open_run(path: Path) -> tuple[Store, dict[str, Any]]:
         raise UsageError(f"{path}: no such run folder")
     if not (path / "manifest.json").is_file() or not (path / "cells").is_dir():
         raise UsageError(f"{path}: not a run folder (needs manifest.json and cells/)")
-    store = Store(path)
-    try:
-        manifest = store.read_manifest()
-    except ValueError as exc:
-        raise UsageError(f"{path / 'manifest.json'}: not valid JSON ({exc})") from None
-    return store, manifest
+    store = Store.open(path, lock=False, create_folders=False)
+    return store, store.read_manifest()
+
+
+def readable_records(store: Store) -> list[dict[str, Any]]:
+    """The run's valid records; every file that is not one is named on stderr (never skipped
+    without a word)."""
+    records, unreadable = store.read_records()
+    for path, problem in unreadable:
+        print(f"warning: {one_line(f'{path}: {problem}; not compared')}", file=sys.stderr)
+    return records
 
 
 def differing_keys(records_a: list[dict[str, Any]], records_b: list[dict[str, Any]]) -> list[str]:
@@ -284,13 +290,15 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
     for path in (run_a, run_b):
         store, manifest = open_run(path)
         manifests.append(manifest)
-        records = store.records()
+        records = readable_records(store)
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
         key = pairing_keys(summaries)
+        by_cell: dict[str, list[dict[str, Any]]] = {}
+        for record in records:          # one pass: a run of 10 000 cells is not quadratic
+            by_cell.setdefault(record["cell_id"], []).append(record)
         sides.append(({key[s["cell_id"]]: s for s in summaries},
-                      {key[s["cell_id"]]: [r for r in records if r["cell_id"] == s["cell_id"]]
-                       for s in summaries}))
+                      {key[s["cell_id"]]: by_cell.get(s["cell_id"], []) for s in summaries}))
     (sum_a, rec_a), (sum_b, rec_b) = sides
     threshold_of, source = choose_threshold(threshold, *manifests)
     stacks = compare_stacks(*all_records)
@@ -367,7 +375,8 @@ STYLES = {FASTER: "green", SLOWER: "bold red", SAME: "", NOT_COMPARABLE: "yellow
 def terminal_table(comparison: Comparison):
     from rich.table import Table
 
-    table = Table(title=f"B = {comparison.run_b}\nA = {comparison.run_a}", title_justify="left")
+    table = Table(title=escape(f"B = {comparison.run_b}\nA = {comparison.run_a}"),
+                  title_justify="left")
     for name, justify in (("Workload (task), batch", "left"), ("Environment", "left"),
                           ("Stack", "left"), ("A ms", "right"), ("B ms", "right"),
                           ("B/A", "right"), ("p", "right"), ("Verdict", "left"), ("Note", "left")):
@@ -375,10 +384,11 @@ def terminal_table(comparison: Comparison):
     for cell in comparison.cells:
         style = STYLES[cell.verdict]
         verdict = f"[{style}]{cell.verdict}[/]" if style else cell.verdict
-        table.add_row(f"{cell.label}, b{cell.batch_size}", cell.environment,
+        table.add_row(escape(f"{cell.label}, b{cell.batch_size}"), escape(cell.environment),
                       "[yellow]differs[/]" if cell.stack_differs else "same",
                       _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
-                      _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict, cell.reason)
+                      _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict,
+                      escape(cell.reason))
     table.caption = (f"B/A: ratio of repeat medians; p: Welch's t-test on log repeat medians "
                      f"(alpha {comparison.alpha:g}); threshold: {comparison.threshold_source} "
                      f"(up to {comparison.threshold * 100:g} %), and the run-to-run spread")
@@ -394,7 +404,7 @@ def stack_table(comparison: Comparison):
     table.add_column("Stack", overflow="fold")
     for stack in comparison.stacks:
         text = escape(stack.describe())
-        table.add_row(stack.environment, text if stack.same else f"[yellow]{text}[/]")
+        table.add_row(escape(stack.environment), text if stack.same else f"[yellow]{text}[/]")
     return table
 
 
@@ -405,10 +415,10 @@ def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
     comparison = compare_runs(run_a, run_b, threshold, alpha)
     console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
-    console.print(summary_line(comparison), soft_wrap=True)
+    console.print(escape(summary_line(comparison)), soft_wrap=True)
     console.print(f"threshold: {escape(comparison.threshold_source)}", soft_wrap=True,
                   style="yellow" if "without a profile" in comparison.threshold_source else None)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
     write_text_atomic(target, markdown(comparison))
-    console.print(f"compare: {target}", soft_wrap=True)
+    console.print(f"compare: {escape(str(target))}", soft_wrap=True)
     return comparison.exit_code

@@ -64,8 +64,13 @@ def _table(lines: list[str]) -> str:
 
 
 def _image(alt: str, src: str, root: Path) -> str:
+    """A plot of the run, embedded. Only a PNG file under the run's own plots/ folder is ever
+    read (resolved, so no '..' or symbolic link leads elsewhere): a crafted report.md or name
+    cannot embed a file of the host."""
+    plots = root.resolve() / "plots"
     path = (root / src).resolve()
-    if not path.is_file():
+    if not (path.is_relative_to(plots) and (root / "plots").resolve() == plots
+            and path.suffix == ".png" and path.is_file()):
         return f'<p class="missing">{html.escape(alt)}: image {html.escape(src)} missing</p>'
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></figure>'

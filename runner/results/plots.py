@@ -223,6 +223,8 @@ def write_plots(root: Path, summaries: list[dict[str, Any]],
     nothing to show is skipped with a note, and a stale file of that name from an earlier
     report is removed."""
     folder = root / "plots"
+    if folder.is_symlink():      # never written through: it could point anywhere
+        raise OSError(f"{folder} is a symbolic link")
     folder.mkdir(exist_ok=True)
     drawn = [(*FOREST, lambda _, target: forest_plot(analysis, target))] if analysis else []
     out = []

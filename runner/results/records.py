@@ -3,13 +3,12 @@ turn a worker outcome into a stored record, deciding the status in one place."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import stats
-from ..worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES, CellSpec, empty_result
+from . import schemas, stats
+from ..worker.protocol import RECORD_FIELDS, WORKER_FIELDS, CellSpec, empty_result
 
 
 @dataclass
@@ -25,15 +24,31 @@ class Outcome:
 
 
 def read_worker_result(path: Path) -> dict[str, Any] | None:
-    """The worker's result when present and well-formed, else None."""
+    """The worker's result when present and a JSON object (never through a symbolic link),
+    else None. Whether it is a valid result is status_from_outcome's to say."""
+    from .store import read_file
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = schemas.parse_json(read_file(path))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION \
-            or data.get("status") not in STATUSES:
-        return None
-    return data
+    return data if isinstance(data, dict) else None
+
+
+def worker_problem(worker: dict[str, Any]) -> str | None:
+    """Why a worker's result.json cannot be stored as it is (None: it can). The worker's own
+    status is kept, except that "ok" needs finite positive samples."""
+    problem = schemas.problem_of(schemas.RecordModel, _worker_view(worker))
+    if problem == "status 'ok' without finite positive samples_ms":
+        return None                      # a verdict on the measurement, not on the file
+    return problem
+
+
+def _worker_view(worker: dict[str, Any]) -> dict[str, Any]:
+    """The worker's fields over identity placeholders: only what the worker owns is checked."""
+    placeholders = dict(cell_id="x", cell_name="x", repeat=1, environment="x", workload="x",
+                        task="x", batch_size=1)
+    return {**placeholders, **{k: v for k, v in worker.items() if k in WORKER_FIELDS}}
 
 
 def status_from_outcome(outcome: Outcome, worker: dict[str, Any] | None) -> tuple[str, str | None]:
@@ -44,6 +59,12 @@ def status_from_outcome(outcome: Outcome, worker: dict[str, Any] | None) -> tupl
     if outcome.oom_killed:
         return "oom", "killed by the out-of-memory killer"
     if worker is not None:
+        problem = worker_problem(worker)
+        if problem:
+            return "crashed", f"the worker's result.json is not a valid result ({problem})"
+        if worker["status"] == "ok" and not schemas.positive_samples(worker.get("samples_ms")):
+            return "failed", ("the worker said ok but gave no finite positive step times "
+                              "(samples_ms); nothing was measured")
         return worker["status"], worker.get("error")
     if outcome.returncode is not None and outcome.returncode < 0:
         return "crashed", f"worker killed by signal {-outcome.returncode}; last output:\n{tail}"
@@ -56,15 +77,27 @@ def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
              host_metadata: dict[str, Any], log: str) -> dict[str, Any]:
     """The stored record: worker fields (or nulls), status, host summaries and metadata."""
     record = empty_result(spec)
-    if worker is not None:
-        record.update({k: v for k, v in worker.items() if k in RECORD_FIELDS})
-    record["status"], record["error"] = status_from_outcome(outcome, worker)
+    status, error = status_from_outcome(outcome, worker)
+    if worker is not None and worker_problem(worker) is None:
+        record.update(worker_fields(worker, spec))
+    record["status"], record["error"] = status, error
+    if not schemas.positive_samples(record["samples_ms"]):
+        record["samples_ms"] = []   # zeros or nothing: no measurement to summarise
     record["metadata"] = {**(record.get("metadata") or {}), **host_metadata}
     record.update(returncode=outcome.returncode, wall_s=outcome.wall_s, log=log,
                   host_gpu=outcome.host_gpu)
     record.update(stats.summarize(record.get("samples_ms") or []))
     record.update(stats.throughput(record))
     return {k: record.get(k) for k in RECORD_FIELDS}
+
+
+def worker_fields(worker: dict[str, Any], spec: CellSpec) -> dict[str, Any]:
+    """What a worker's result may set: its measurements, never the host's coordinates (cell id,
+    repeat, environment, ...) or summaries. A calibration reports the size it kept in options."""
+    fields = {k: v for k, v in worker.items() if k in WORKER_FIELDS}
+    if spec.calibration_sizes and isinstance(worker.get("options"), dict):
+        fields["options"] = worker["options"]
+    return fields
 
 
 def not_applicable_record(spec: CellSpec, reason: str) -> dict[str, Any]:

@@ -123,8 +123,10 @@ def median_ci(repeat_medians: list[float],
 
 
 def repeat_medians(records: list[dict[str, Any]]) -> list[float]:
-    """Each ok repeat's median step time (ms), the unit of every comparison."""
-    return [statistics.median(r["samples_ms"]) for r in records if r.get("samples_ms")]
+    """Each repeat's median step time (ms), the unit of every comparison; a repeat without a
+    positive median is no measurement (a ratio or a log of it means nothing)."""
+    medians = (statistics.median(r["samples_ms"]) for r in records if r.get("samples_ms"))
+    return [m for m in medians if m > 0]
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,19 @@
 """The results folder: results/<name>/<timestamp>/ with one atomically written record per cell ×
-repeat. A finished record is never overwritten; `--resume` reads them back."""
+repeat. A finished record is never overwritten; `--resume` reads them back.
+
+A run folder is untrusted input (it travels between machines): it is created exclusively and
+locked for the run's life, its records and manifest are validated as data (results/schemas.py),
+and no symbolic link in it is followed on read or write.
+"""
 
 from __future__ import annotations
 
-import json
+import errno
+import fcntl
+import os
+import re
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -12,57 +21,190 @@ from typing import Any
 import tomli_w
 
 from ..errors import UsageError
-from ..worker.protocol import SCHEMA_VERSION, STATUSES, write_json_atomic, write_text_atomic
+from ..worker.protocol import write_json_atomic, write_text_atomic
+from . import schemas
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+LOCK_FILE = ".lock"
+# Room kept free in a run folder for the run's life and given back when it stops, so that a run
+# stopped by a full disk can still finalise its manifest and reports.
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 8 << 20
+SET_ASIDE = "set-aside"          # unreadable records moved out of cells/ by a resume
+MAX_FILE_BYTES = 64 << 20        # a record or manifest larger than this is not one
+_STAMP = re.compile(r"^(?P<stamp>\d{8}T\d{6}Z)(?:-(?P<n>\d+))?$")
+
+
+def results_root(path: Path, option: str = "--results-dir") -> Path:
+    """The folder of run folders, resolved once (workers start in folders of their own, so a
+    relative path would point elsewhere for them)."""
+    path = Path(path).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path}: is a file, not a folder")
+    return path
+
+
+def read_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, never through a symbolic link; OSError otherwise (ELOOP for a
+    link, EFBIG for a file over `limit`). O_NONBLOCK: a FIFO in its place cannot hang the read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MB", str(path))
+    return data
+
+
+def describe_os_error(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "is a symbolic link (never followed in a run folder)"
+    return exc.strerror or str(exc)
 
 
 class Store:
     def __init__(self, root: Path, records_folder: str = "cells"):
-        self.root = root
-        self.cells = root / records_folder
-        self.logs = root / "logs"
-        self.work = root / "work"
+        self.root = Path(root)
+        self.cells = self.root / records_folder
+        self.logs = self.root / "logs"
+        self.work = self.root / "work"
+        self._lock_fd: int | None = None
+        self._reserved = False
 
     def calibration(self) -> "Store":
         """The same run folder, its calibration records kept apart in calibration/ (they are
         the run's measured peak, never cells of the run)."""
         store = Store(self.root, "calibration")
-        store.cells.mkdir(parents=True, exist_ok=True)
+        store._make_folders()
         return store
+
+    # --- creating and opening ---------------------------------------------------------------
 
     @classmethod
     def create(cls, name: str, results_dir: Path = RESULTS_DIR) -> "Store":
+        """A new run folder, made exclusively (two runs started in the same second get two
+        folders) and locked."""
+        parent = results_root(results_dir) / name
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise UsageError(f"{parent}: is a file, not a folder") from None
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        root = results_dir / name / stamp
-        suffix = 1
-        while root.exists():  # two runs in the same second
-            suffix += 1
-            root = results_dir / name / f"{stamp}-{suffix}"
+        for suffix in range(1, 10_000):
+            root = parent / (stamp if suffix == 1 else f"{stamp}-{suffix}")
+            try:
+                root.mkdir()
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise UsageError(f"{parent}: no free run folder name for {stamp}")
         store = cls(root)
-        for folder in (store.cells, store.logs, store.work):
-            folder.mkdir(parents=True, exist_ok=True)
-        return store
+        store.lock()
+        store._make_folders()
+        return store.reserve()
 
     @classmethod
-    def open(cls, root: Path) -> "Store":
+    def open(cls, root: Path, lock: bool = True, create_folders: bool = True) -> "Store":
+        """An existing run folder: checked (a manifest, no symbolic links at its top), locked
+        for a run (`lock`), its folders made for a writer (`create_folders`)."""
+        root = Path(root).expanduser().resolve()
+        if not root.is_dir():
+            raise UsageError(f"{root}: no such run folder")
+        store = cls(root)
+        store.check_links()
         if not (root / "manifest.json").is_file():
             raise UsageError(f"{root}: not a run folder (no manifest.json)")
-        store = cls(root)
-        for folder in (store.cells, store.logs, store.work):
-            folder.mkdir(parents=True, exist_ok=True)
+        if lock:
+            store.lock()
+            store.reserve()
+        if create_folders:
+            store._make_folders()
         return store
+
+    def check_links(self) -> None:
+        """A run folder holds no symbolic links at its top or in its folders: a link there
+        could make a read take a file of the host, or a write land outside the run."""
+        for entry in self.root.iterdir():
+            if entry.is_symlink():
+                raise UsageError(f"{entry}: is a symbolic link; a run folder holds none "
+                                 f"(it could point anywhere)")
+
+    def _make_folders(self) -> None:
+        for folder in (self.cells, self.logs, self.work):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def lock(self) -> None:
+        """Hold the run folder for this process's life (flock: the kernel releases it when the
+        process ends, however it ends); a second run or resume of it refuses in one line."""
+        path = self.root / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot lock the run folder: {describe_os_error(exc)}") \
+                from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise UsageError(f"{self.root}: in use by another run (pid {holder}); one run at a "
+                             f"time per run folder") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def reserve(self) -> "Store":
+        """Set RESERVE_BYTES of the disk aside (allocated, not just sized)."""
+        fd = os.open(self.root / RESERVE_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError as exc:
+            os.close(fd)
+            (self.root / RESERVE_FILE).unlink(missing_ok=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise UsageError(f"{self.root}: cannot set {RESERVE_BYTES >> 20} MB aside for "
+                                 f"the run's own files: {exc.strerror}") from None
+            return self          # a file system that cannot allocate ahead: no reserve
+        os.close(fd)
+        self._reserved = True
+        return self
+
+    def release_reserve(self) -> None:
+        """Give the reserved room back (before the manifest and reports are written last)."""
+        if self._reserved:
+            (self.root / RESERVE_FILE).unlink(missing_ok=True)
+            self._reserved = False
+
+    def close(self) -> None:
+        self.release_reserve()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     @staticmethod
     def latest(name: str, results_dir: Path = RESULTS_DIR) -> Path:
-        runs = sorted(p for p in (results_dir / name).glob("*") if (p / "manifest.json").is_file())
+        """The newest run folder of `name`: by its timestamp, then its same-second number
+        (…-10 after …-9)."""
+        def order(path: Path) -> tuple[str, int, str]:
+            match = _STAMP.match(path.name)
+            if match is None:
+                return "", 0, path.name
+            return match["stamp"], int(match["n"] or 1), path.name
+
+        folder = results_root(results_dir) / name
+        runs = sorted((p for p in folder.glob("*") if (p / "manifest.json").is_file()), key=order)
         if not runs:
-            raise UsageError(f"--resume: no earlier run of {name!r} under {results_dir}")
+            raise UsageError(f"--resume: no earlier run of {name!r} under {folder.parent}")
         return runs[-1]
 
     @property
     def run_id(self) -> str:
         return f"{self.root.parent.name}/{self.root.name}"
+
+    # --- records ------------------------------------------------------------------------------
 
     def record_path(self, key: str) -> Path:
         return self.cells / f"{key}.json"
@@ -72,26 +214,65 @@ class Store:
 
     def work_dir(self, key: str) -> Path:
         """A fresh scratch folder for one attempt (spec.json, result.json): whatever an
-        interrupted earlier attempt left there is discarded."""
+        interrupted earlier attempt left there is discarded (a link is removed, not followed)."""
         folder = self.work / key
-        if folder.exists():
+        if folder.is_symlink() or folder.is_file():
+            folder.unlink()
+        elif folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
         return folder
 
     def write_record(self, key: str, record: dict[str, Any]) -> None:
         path = self.record_path(key)
-        if path.exists():
+        if path.exists() or path.is_symlink():
             raise FileExistsError(f"{path} exists: a finished result is never overwritten")
         write_json_atomic(path, record)
 
-    def finished(self) -> set[str]:
-        """Keys (cell id + repeat) whose record is complete and well-formed."""
-        return {path.stem for path in self._record_files() if self._read(path) is not None}
+    def read_record(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+        """(record, None) when the file holds a valid record of its own cell, else (None, why)."""
+        try:
+            data = schemas.parse_json(read_file(path))
+        except OSError as exc:
+            return None, describe_os_error(exc)
+        except ValueError as exc:
+            return None, f"not valid JSON ({exc})"
+        problem = schemas.record_problem(data, path.stem)
+        return (None, problem) if problem else (schemas.complete_record(data), None)
+
+    def read_records(self) -> tuple[list[dict[str, Any]], list[tuple[Path, str]]]:
+        """(valid records, [(file, why) for every file that is not one])."""
+        good, bad = [], []
+        for path in self._record_files():
+            record, problem = self.read_record(path)
+            if record is None:
+                bad.append((path, problem))
+            else:
+                good.append(record)
+        return good, bad
 
     def records(self) -> list[dict[str, Any]]:
-        out = [self._read(p) for p in self._record_files()]
-        return [r for r in out if r is not None]
+        return self.read_records()[0]
+
+    def finished(self) -> set[str]:
+        """Keys (cell id + repeat) whose record is complete and valid."""
+        return {f"{r['cell_id']}-r{r['repeat']}" for r in self.records()}
+
+    def set_aside_unreadable(self) -> list[tuple[Path, str]]:
+        """Move every record that cannot be used out of cells/ (to set-aside/), so that its cell
+        runs again and its new record can be written: [(where it went, why)]."""
+        moved = []
+        for path, problem in self.read_records()[1]:
+            folder = self.root / SET_ASIDE
+            folder.mkdir(exist_ok=True)
+            target = folder / path.name
+            number = 1
+            while target.exists() or target.is_symlink():
+                number += 1
+                target = folder / f"{path.stem}.{number}{path.suffix}"
+            os.replace(path, target)          # a link is moved as a link, never followed
+            moved.append((target, problem))
+        return moved
 
     def _record_files(self) -> list[Path]:
         # Temporary files of an atomic write in progress start with a dot.
@@ -100,23 +281,27 @@ class Store:
     def orphaned_result(self, key: str) -> Path | None:
         """A worker result whose record was never stored (the runner died in between)."""
         path = self.work / key / "result.json"
-        return path if path.is_file() and not self.record_path(key).exists() else None
+        return path if path.is_file() and not path.is_symlink() \
+            and not self.record_path(key).exists() else None
 
-    @staticmethod
-    def _read(path: Path) -> dict[str, Any] | None:
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if record.get("schema") != SCHEMA_VERSION or record.get("status") not in STATUSES:
-            return None
-        return record
+    # --- manifest, matrix, reports ---------------------------------------------------------
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.root / "manifest.json", manifest)
 
     def read_manifest(self) -> dict[str, Any]:
-        return json.loads((self.root / "manifest.json").read_text(encoding="utf-8"))
+        """The manifest, validated; UsageError naming the file and the problem."""
+        path = self.root / "manifest.json"
+        try:
+            data = schemas.parse_json(read_file(path))
+        except OSError as exc:
+            raise UsageError(f"{path}: {describe_os_error(exc)}") from None
+        except ValueError as exc:
+            raise UsageError(f"{path}: not valid JSON ({exc})") from None
+        problem = schemas.manifest_problem(data)
+        if problem:
+            raise UsageError(f"{path}: {problem}")
+        return data
 
     def write_matrix(self, resolved: dict[str, Any]) -> None:
         write_text_atomic(self.root / "matrix.toml", tomli_w.dumps(resolved))

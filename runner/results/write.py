@@ -6,19 +6,22 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..errors import one_line
 from . import answers, effects, files, markdown
 from .store import Store
 from .summaries import cell_summaries
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
 def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
     HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
-    records = store.records()
+    records, unreadable = store.read_records()
+    for path, problem in unreadable:
+        _warn(f"{path}: {problem}; not in the reports")
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
                                (manifest.get("calibration") or {}).get("peaks"),
                                manifest.get("machine_profile"))

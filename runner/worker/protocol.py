@@ -209,9 +209,10 @@ def empty_result(spec: CellSpec) -> dict[str, Any]:
 @contextlib.contextmanager
 def atomic_target(path: str | os.PathLike) -> Iterator[str]:
     """A temporary file beside `path` to write to; when the block ends it is flushed to disk and
-    renamed into place, so a reader never sees a half-written file, whatever kills the writer;
-    when the block raises it is removed and `path` keeps what it had. The temporary name is
-    hidden and ends in .tmp, so no `*.json` (or `*.png`) pattern ever matches one."""
+    renamed into place (and the folder synced, so the rename is on disk too), so a reader never
+    sees a half-written file, whatever kills the writer; when the block raises it is removed and
+    `path` keeps what it had. The temporary name is hidden and ends in .tmp, so no `*.json` (or
+    `*.png`) pattern ever matches one."""
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
@@ -226,6 +227,22 @@ def atomic_target(path: str | os.PathLike) -> Iterator[str]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _fsync_folder(folder)
+
+
+def _fsync_folder(folder: str) -> None:
+    """The rename itself reaches the disk only with its folder: without this a power cut can
+    leave the old file (or none) although the write returned."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return                                  # a folder that cannot be opened (Windows)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass                                    # file systems that cannot sync a folder
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

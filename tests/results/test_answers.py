@@ -152,3 +152,19 @@ def test_the_summary_carries_the_first_ok_repeats_answer():
                                          (3, "ok", output(2.0)))]
     (cell,) = summarize.cell_summaries(records)
     assert cell["answer"] == output(2.0)
+
+
+def test_a_crafted_answer_is_data_not_a_crash():
+    from runner.results import schemas
+
+    odd = {"output": {"rms": "big", "mean": float("nan"), "max_abs": [1, "x"]}, "tokens": [[1], 2]}
+    found, compared = answers.differences(odd, output(10.0), "float32")
+    assert compared == 1 and "not finite" in found[0]           # only the mean is a number
+    record = {"schema": 1, "status": "failed", "cell_id": "c", "cell_name": "c", "repeat": 1,
+              "environment": "numpy", "workload": "matmul", "task": "run", "batch_size": 1}
+    assert schemas.record_problem({**record, "answer": {"output": {"rms": 1.0}}}) is None
+    assert "answer" in schemas.record_problem({**record, "answer": [1.0]})
+    manifest = {"name": "run", "report": {"baselines": {"options": 5}}}
+    assert "options must be a table" in schemas.manifest_problem(manifest)
+    assert schemas.manifest_problem({"name": "run", "report": {"baselines": {"jit": False}},
+                                     "cells": [{"id": "a", "check_answers": False}]}) is None

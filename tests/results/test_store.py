@@ -8,23 +8,38 @@ from pathlib import Path
 import pytest
 
 from runner.errors import UsageError
+from runner.results.records import not_applicable_record
 from runner.results.store import Store
-from runner.worker.protocol import atomic_target, write_json_atomic
+from runner.worker.protocol import CellSpec, atomic_target, write_json_atomic
+
+
+def record(cell_id: str, repeat: int = 1, status: str = "failed") -> dict:
+    """A complete, valid record of cell `cell_id` (its content is not what is tested)."""
+    spec = CellSpec(run_id="demo/x", cell_id=cell_id, cell_name=f"matmul-run-np-b1-{cell_id}",
+                    repeat=repeat, environment="np", api="numpy", backend=None, image="numpy",
+                    workload="matmul", task="run", batch_size=1, precision="float32", jit="auto",
+                    size="tiny", tf32=None, steps_per_execution=1, data="device", device="auto",
+                    options={}, steps=3, warmup_steps=1, seed=0, result_path="")
+    out = not_applicable_record(spec, "")
+    out.update(status=status, error=None if status == "ok" else "x")
+    if status == "ok":
+        out["samples_ms"] = [1.0, 2.0]
+    return out
 
 
 def test_write_record_is_atomic_and_never_overwrites(tmp_path):
     store = Store.create("demo", tmp_path)
-    store.write_record("abc-r1", {"schema": 1, "status": "ok"})
+    store.write_record("abc-r1", record("abc", status="ok"))
     assert json.loads(store.record_path("abc-r1").read_text())["status"] == "ok"
     assert not [p for p in store.cells.iterdir() if p.name.startswith(".tmp")]
     with pytest.raises(FileExistsError):
-        store.write_record("abc-r1", {"schema": 1, "status": "failed"})
+        store.write_record("abc-r1", record("abc"))
     assert json.loads(store.record_path("abc-r1").read_text())["status"] == "ok"
 
 
 def test_finished_ignores_partial_and_foreign_files(tmp_path):
     store = Store.create("demo", tmp_path)
-    store.write_record("a-r1", {"schema": 1, "status": "failed"})
+    store.write_record("a-r1", record("a"))
     (store.cells / "b-r1.json").write_text('{"schema": 1, "status": "o')   # torn write
     (store.cells / "c-r1.json").write_text('{"schema": 99, "status": "ok"}')
     (store.cells / ".b-r1.json.x1y2.tmp").write_text("{}")

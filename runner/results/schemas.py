@@ -1,0 +1,190 @@
+"""What the runner reads back from a run folder, validated as data in the matrix schema's style
+(pydantic, strict, one line per problem): cell records and the run manifest. Run folders travel
+between machines (`reproduce`, `compare`), so nothing in them is trusted because of where it
+lies. The record's fields are defined once, in runner.worker.protocol.RECORD_FIELDS; this module
+says only which type the host relies on for the fields it computes with (any other field is
+taken as it is).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError, create_model,
+                      field_validator, model_validator)
+
+from ..schema import RUN_NAME_PATTERN, format_error
+from ..worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
+
+# Host-relied types of record fields (every name is a RECORD_FIELDS key: tests/test_hostile.py).
+_Number = float | None
+_Text = str | None
+RECORD_TYPES: dict[str, Any] = {
+    "schema": Literal[SCHEMA_VERSION],
+    "status": Literal[STATUSES],  # type: ignore[valid-type]
+    "error": _Text,
+    "run_id": _Text,
+    "cell_id": str,
+    "cell_name": str,
+    "repeat": PositiveInt,
+    "environment": str,
+    "api": _Text,
+    "backend": _Text,
+    "image": _Text,
+    "workload": str,
+    "task": str,
+    "batch_size": PositiveInt,
+    "precision": _Text,
+    "jit": bool | str | None,
+    "size": _Text,
+    "tf32": bool | None,
+    "steps_per_execution": int | None,
+    "data": _Text,
+    "device": _Text,
+    "options": dict[str, Any],
+    "samples_ms": list[float],
+    "warmup_s": list[float] | None,
+    "metadata": dict[str, Any] | None,
+    "extra": dict[str, Any] | None,
+    "effective": dict[str, Any] | None,
+    "answer": dict[str, Any] | None,
+    "distributions": dict[str, Any] | None,
+    "returncode": int | None,
+    "log": _Text,
+    **{name: _Number for name in (
+        "import_s", "setup_s", "compile_s", "train_s", "worker_s", "items_per_step",
+        "rss_initial_mb", "rss_peak_mb", "vram_initial_mb", "vram_peak_mb",
+        "nvml_memory_peak_mb", "gpu_util_mean", "gpu_power_mean_w", "gpu_energy_j",
+        "gpu_sm_clock_mhz", "cpu_util_mean", "flops_per_step", "loss_first", "loss_last",
+        "accuracy", "wall_s", "median_ms", "mean_ms", "p10_ms", "p90_ms", "min_ms", "max_ms",
+        "stdev_ms", "items_per_s", "achieved_tflops")},
+}
+# A record is found by these; everything else may be null (unknown).
+REQUIRED = ("schema", "status", "cell_id", "cell_name", "repeat", "environment", "workload",
+            "task", "batch_size")
+
+
+class _Data(BaseModel):
+    # Unknown keys are ignored (a newer runner's fields); inf and nan are no measurement.
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+
+
+class _RecordChecks(_Data):
+    @field_validator("environment", check_fields=False)
+    @classmethod
+    def _safe_environment(cls, value: str) -> str:
+        # The matrix schema's pattern: a name from a crafted folder cannot become Markdown,
+        # markup or a path in the reports.
+        import re
+
+        if not re.match(RUN_NAME_PATTERN, value):
+            raise ValueError(f"{value[:40]!r} is not an environment name (letters, digits, . _ -)")
+        return value
+
+    @field_validator("cell_id", "cell_name", "workload", "task", check_fields=False)
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if not value or any(not c.isprintable() for c in value):
+            raise ValueError(f"{value[:40]!r}: empty, or holds a control character")
+        return value
+
+    @model_validator(mode="after")
+    def _ok_has_samples(self) -> "_RecordChecks":
+        if self.status == "ok" and not positive_samples(self.samples_ms):
+            raise ValueError("status 'ok' without finite positive samples_ms")
+        return self
+
+
+def _field(name: str) -> tuple[Any, Any]:
+    default = ... if name in REQUIRED else [] if name == "samples_ms" else None
+    # "schema" would shadow pydantic's own attribute: the field is schema_, read as "schema".
+    return RECORD_TYPES.get(name, Any), Field(default, alias=name)
+
+
+RecordModel = create_model("RecordModel", __base__=_RecordChecks,
+                           **{("schema_" if n == "schema" else n): _field(n) for n in RECORD_FIELDS})
+
+
+def positive_samples(samples: Any) -> bool:
+    """Non-empty, and every sample a finite number above zero: what an ok measurement is."""
+    return isinstance(samples, list) and bool(samples) and all(
+        isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0
+        for s in samples)
+
+
+def problem_of(model: type[BaseModel], data: Any) -> str | None:
+    """None when `data` is valid, else the first problem as one short line."""
+    if not isinstance(data, dict):
+        return f"expected a JSON object, got {type(data).__name__}"
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        return format_error(exc.errors()[0])
+    return None
+
+
+def record_problem(data: Any, key: str | None = None) -> str | None:
+    """Why a stored record cannot be used (None: it can). `key`: its file's stem, which must be
+    the record's own cell id and repeat (a record cannot stand in for another cell)."""
+    problem = problem_of(RecordModel, data)
+    if problem is None and key is not None and key != f"{data['cell_id']}-r{data['repeat']}":
+        problem = f"holds cell {data['cell_id']!r} repeat {data['repeat']}, not {key}"
+    return problem
+
+
+def complete_record(data: dict[str, Any]) -> dict[str, Any]:
+    """A valid record with every field present (an absent one is null: unknown)."""
+    return {**dict.fromkeys(RECORD_FIELDS), **data}
+
+
+# --- manifest ---------------------------------------------------------------------------------
+
+class ManifestCell(_Data):
+    id: str
+    name: str | None = None
+    environment: str | None = None
+    repeats: int | None = None
+    not_applicable: str | None = None
+    check_answers: bool | None = None
+
+
+class ManifestReport(_Data):
+    """[report] as the run recorded it: the effects' baselines."""
+
+    baselines: dict[str, Any] = Field(default_factory=dict)
+    baseline_environment: str | None = None
+
+    @field_validator("baselines")
+    @classmethod
+    def _options_table(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("options", {}), dict):
+            raise ValueError("baselines.options must be a table")
+        return value
+
+
+class ManifestModel(_Data):
+    schema_: Literal[1] = Field(1, alias="schema")
+    name: str = Field(pattern=RUN_NAME_PATTERN)
+    profile: Literal["full", "smoke"] | None = None
+    executor: str | None = None
+    flavour: Literal["cpu", "cuda"] | None = None
+    environments: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    cells: list[ManifestCell] = Field(default_factory=list)
+    report: ManifestReport | None = None
+    calibration: dict[str, Any] | None = None
+    matrix_sha256: str | None = None
+
+
+def manifest_problem(data: Any) -> str | None:
+    return problem_of(ManifestModel, data)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads, with nesting too deep for Python reported as ValueError like any other
+    malformed file."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None

@@ -1,0 +1,83 @@
+"""What `--resume` checks before it adds a measurement to a run folder: that the matrix is the
+one the run was started with (repeats of `steps = 1` and `steps = 500` must never pool into one
+cell), and that every record it finds can be used — one that cannot is set aside and its cell
+measured again, so a damaged record never blocks a resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UsageError
+from .results.store import Store, read_file
+
+ABSENT = "(absent)"
+
+
+def matrix_sha256(resolved: dict[str, Any]) -> str:
+    """The digest of a resolved matrix (profile applied), whatever its key order."""
+    blob = json.dumps(resolved, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """Every leaf that differs, as "key.path: old → new"."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in dict.fromkeys([*old, *new]):
+            path = f"{where}.{key}" if where else str(key)
+            out += differences(old.get(key, ABSENT), new.get(key, ABSENT), path)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new)) for d in differences(a, b, f"{where}[{i}]")]
+    if old == new and type(old) is type(new):
+        return []
+    return [f"{where}: {_shown(old)} → {_shown(new)}"]
+
+
+def _shown(value: Any) -> str:
+    text = value if value == ABSENT else json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def recorded_matrix(store: Store) -> dict[str, Any] | None:
+    """The run's own copy of its matrix (matrix.toml), or None when it cannot be read."""
+    try:
+        return tomllib.loads(read_file(store.root / "matrix.toml").decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+# What a resume may change: how many repeats (more processes of the very same cells; each
+# record says its repeat). Anything else would pool measurements of different settings.
+ALLOWED_CHANGE = re.compile(r"^(run|benchmarks\[\d+\]|profiles\.[^.]+)\.repeats: ")
+
+
+def check_same_matrix(store: Store, manifest: dict[str, Any], resolved: dict[str, Any],
+                      matrix_path: Path) -> list[str]:
+    """UsageError, naming what differs, when the matrix given now is not the run's; the allowed
+    changes (repeats) otherwise, each as "key: old → new"."""
+    recorded = manifest.get("matrix_sha256")
+    if recorded == matrix_sha256(resolved):
+        return []
+    old = recorded_matrix(store)
+    diff = differences(old, resolved) if old is not None else []
+    if old is not None and not [d for d in diff if not ALLOWED_CHANGE.match(d)]:
+        return diff                 # the same cells (a run from before the digest: the same)
+    refused = [d for d in diff if not ALLOWED_CHANGE.match(d)] or \
+        ["its matrix.toml cannot be read" if old is None else "the digest differs"]
+    shown = "; ".join(refused[:3]) + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+    raise UsageError(f"--resume {store.root}: {matrix_path} is not the matrix this run was "
+                     f"started with ({shown}); resume with the same matrix (the run's own "
+                     f"matrix.toml; only repeats may change), or start a new run")
+
+
+def set_aside(store: Store, say: Callable[[str], None]) -> None:
+    """Move every record that cannot be used out of cells/, saying which and why."""
+    for target, problem in store.set_aside_unreadable():
+        say(f"set aside {target.name} ({problem}) to {target.parent}: its cell runs again")
+
