@@ -169,7 +169,8 @@ class ManifestModel(_Data):
     name: str = Field(pattern=RUN_NAME_PATTERN)
     profile: Literal["full", "smoke"] | None = None
     executor: str | None = None
-    flavour: Literal["cpu", "cuda"] | None = None
+    # "node": a Ray run, whose nodes each decide cpu or cuda (reproduce refuses Ray runs).
+    flavour: Literal["cpu", "cuda", "node"] | None = None
     environments: dict[str, dict[str, Any]] = Field(default_factory=dict)
     cells: list[ManifestCell] = Field(default_factory=list)
     report: ManifestReport | None = None
