@@ -60,6 +60,9 @@ def spec(result_path: Path) -> dict:
         "workload": "matmul", "task": "run", "batch_size": 1, "precision": "float32",
         "jit": True, "size": "small", "tf32": None, "steps_per_execution": 1, "data": "arrays",
         "device": "cpu", "options": {"n": N}, "steps": STEPS, "warmup_steps": 2, "seed": 0,
+        # One call per sample, handed over: on a faster machine the product takes ~7 ms and the
+        # worker would otherwise calibrate blocks of 2 calls (10 samples, not STEPS).
+        "calls_per_sample": 1,
         "result_path": str(result_path),
     }
 
@@ -90,6 +93,7 @@ def test_worker_times_the_work_not_the_dispatch(tmp_path):
     result = json.loads(result_path.read_text(encoding="utf-8"))
     assert result["status"] == "ok", result["error"]
     assert result["effective"]["jit"] == "jax.jit" and len(result["samples_ms"]) == STEPS
+    assert result["calls_per_sample"] == 1 and result["block_source"] == "handed_over"
     worker_ms = statistics.median(result["samples_ms"])
 
     after = reference(python, tmp_path)
