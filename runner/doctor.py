@@ -156,9 +156,7 @@ def probe_image(client: Any) -> str | None:
 
 def check_engine(required: bool) -> tuple[Check, Any]:
     """(the check, a client or None). Not blocking unless the run must use Docker."""
-    from .executors.docker import DockerUnavailable, connect
-
-    from .executors.engine import EngineSettings
+    from .environments.docker_engine import DockerUnavailable, EngineSettings, connect
 
     waits = EngineSettings.from_env().describe()
     try:

@@ -27,7 +27,7 @@ from .worker.protocol import write_json_atomic
 
 
 def _docker_client() -> Any:
-    from .executors.docker import DockerUnavailable, connect
+    from .environments.docker_engine import DockerUnavailable, connect
 
     try:
         return connect()
@@ -212,7 +212,7 @@ def pin_image(run_dir: Path, name: str, source: Source, executor: Any,
     recorded one (pulled when missing), else by its id (an image kept or imported here)."""
     import docker.errors
 
-    from .executors.docker import DockerUnavailable
+    from .environments.docker_engine import DockerUnavailable
 
     image_id, digest = facts.get("image_id"), facts.get("image_digest")
     if not image_id and not source.pinned:

@@ -204,7 +204,7 @@ def choose_setup(matrix: Matrix | None, requested: str | None,
         lanes = dict(parallel=setting, parallel_asked=f"[run] parallel = {setting!r}")
     if name == "auto":
         # Docker is the GPU path: pinned images need an engine, and only pay off with a GPU.
-        from .executors.docker import DockerUnavailable, connect
+        from .environments.docker_engine import DockerUnavailable, connect
 
         if not gpu:
             name, reason = "local", "auto: no GPU found, so no Docker images are needed"

@@ -34,7 +34,7 @@ def engine():
     """A docker SDK client on a running engine that has the local base image, or a skip."""
     docker = pytest.importorskip("docker", reason="the docker SDK is not installed "
                                                   "(pip install .[docker])")
-    from runner.executors.docker import DockerUnavailable, connect
+    from runner.environments.docker_engine import DockerUnavailable, connect
 
     try:
         client = connect(timeout=120)

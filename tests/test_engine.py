@@ -1,4 +1,4 @@
-"""An engine that is slow or goes away fails one cell, never the run (runner/executors/engine.py).
+"""An engine that is slow or goes away fails one cell, never the run (runner/environments/docker_engine.py).
 
 The real-engine tests put a small proxy on a Unix socket in front of the shared Docker engine
 (tests/engine_proxy.py) and point the runner at it (DOCKER_HOST): the proxy answers container
@@ -25,7 +25,7 @@ import pytest
 from runner import environments
 from runner.environments import images
 from runner.errors import UsageError
-from runner.executors import engine as engine_mod
+from runner.environments import docker_engine as engine_mod
 from runner.matrix import REPO_ROOT
 from runner.run import Options, resume_command
 

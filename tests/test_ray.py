@@ -468,7 +468,7 @@ DOCKER_BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
 def test_one_cell_runs_ray_to_docker_on_the_real_engine(cluster, no_gpu_here, write_matrix,
                                                         run_cli, results_dir, monkeypatch):
     from runner.environments import images
-    from runner.executors.docker import DockerUnavailable, connect
+    from runner.environments.docker_engine import DockerUnavailable, connect
 
     try:
         client = connect(timeout=60)

@@ -28,8 +28,9 @@ from ..matrix import REPO_ROOT
 from ..results.records import Outcome
 from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
 from . import Attempt, Prepared
-from .engine import (SLOW_LIMIT, TIMEOUT_ENV, EngineProblem, EngineSettings, EngineSlow, call,
-                     classify, reason)
+from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
+                                          EngineProblem, EngineSettings, EngineSlow, call,
+                                          classify, connect, reason)
 from .local import RUNNER_OWNED_ENV, log_caps, tail
 from .supervisor import CappedLog
 
@@ -46,62 +47,12 @@ LABEL_CELL = f"{images.LABEL}.cell"
 GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID), default 0
 MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
-POOL_SIZE = 64                              # engine connections: 2 per running container
 # Processes and threads a container may hold: far above what a framework starts (TensorFlow
 # and XLA thread pools, torch.compile's workers: hundreds on a large VM), far below a fork bomb.
 PIDS_LIMIT = 8192
 # The root filesystem is read-only; frameworks write only under /tmp (HOME=/tmp: Keras's
 # config, compile caches, torch.compile's kernels, which are loaded from there, hence exec).
 TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
-
-
-class DockerUnavailable(Exception):
-    """No engine answers, or the docker SDK is missing; the message says how to fix it."""
-
-
-def connect(timeout: float | None = None) -> Any:
-    """A docker SDK client whose engine answered a ping; its requests time out after `timeout`
-    seconds (default: DL_BENCH_ENGINE_TIMEOUT, see engine.py)."""
-    if timeout is None:
-        timeout = EngineSettings.from_env().timeout_s
-    try:
-        import docker
-    except ImportError as exc:
-        raise DockerUnavailable("the docker SDK is not installed: pip install 'docker>=7' "
-                                "(a dependency of the runner: reinstall it)") from exc
-    problem = unix_socket_problem(os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock")
-    if problem:
-        raise DockerUnavailable(f"no Docker engine answers ({problem}); start one "
-                                "(sudo systemctl start docker) or set DOCKER_HOST")
-    # Ping with the oldest API first: from_env's version negotiation raises from inside its
-    # constructor when no engine answers, leaving its socket open.
-    probe = docker.from_env(version=docker.constants.MINIMUM_DOCKER_API_VERSION, timeout=10)
-    try:
-        probe.ping()
-        # Parallel lanes each hold two connections (the wait and the log stream) per container.
-        client = docker.from_env(timeout=int(timeout), max_pool_size=POOL_SIZE)
-    except Exception as exc:  # DockerException, connection errors: all mean "no engine"
-        raise DockerUnavailable(f"no Docker engine answers ({exc.__class__.__name__}: {exc}); "
-                                "start one (sudo systemctl start docker) or set DOCKER_HOST") \
-            from exc
-    finally:
-        probe.close()
-    return client
-
-
-def unix_socket_problem(host: str) -> str | None:
-    """Why a unix:// engine socket cannot be reached, tried with our own socket (the SDK leaves
-    its socket open when the connect fails); None when it answers or is not a unix socket."""
-    if not host.startswith("unix://"):
-        return None
-    path = host[len("unix://"):]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(5)
-        try:
-            probe.connect(path)
-        except OSError as exc:
-            return f"{path}: {exc.strerror or exc}"
-    return None
 
 
 def container_user() -> str:

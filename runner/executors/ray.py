@@ -608,7 +608,8 @@ def node_executor(wanted: str) -> tuple[str, Any]:
         key = ("executor", wanted)
         if key not in _NODE_STATE:
             from .. import hostinfo
-            from .docker import DockerExecutor, DockerUnavailable, connect
+            from ..environments.docker_engine import DockerUnavailable, connect
+            from .docker import DockerExecutor
             from .local import LocalExecutor
 
             gpu = hostinfo.gpu_found()
