@@ -30,7 +30,7 @@ from .results.write import write_reports
 from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code, one_line,
                      os_error_line)
 from .environments import Flavour, Source
-from .executors import Attempt, Executor, Prepared
+from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
@@ -103,8 +103,10 @@ class Setup:
     def lanes(self) -> tuple[list[Lane], str]:
         """Where cells run at once, and why: this host's GPUs, or the Ray cluster's slots."""
         if self._lanes is None:
-            if self.executor.name == "ray":
-                lanes, found = self.executor.lanes(self.parallel)
+            slots = self.executor.slots(self.parallel)
+            if slots is not None:
+                count, found = slots
+                lanes = [Lane(f"ray {i + 1}", local=False) for i in range(count)]
                 self._lanes = lanes, f"{self.parallel_asked}: {found}"
             else:
                 gpus = scheduling.visible_gpus(hostinfo.gpus())
@@ -120,7 +122,7 @@ class Setup:
     def describe(self, source: Source) -> tuple[str, str | None, str]:
         """(executor name, flavour, what it uses) without building anything."""
         executor = self.executor_for(source)
-        flavour, uses = executor.describe(source)
+        flavour, uses = executor.would_use(source)
         return executor.name, flavour, uses
 
     def executors(self) -> list[Executor]:
@@ -512,7 +514,7 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
     if worker is None or worker.get("cell_id") != entry.cell.id:
         return None
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(path))
-    outcome = record_mod.Outcome(returncode=0, timed_out=False, wall_s=None)
+    outcome = Outcome(returncode=0, timed_out=False, wall_s=None)
     record = record_mod.finalize(spec, outcome, worker, host_metadata, f"logs/{entry.key}.log")
     record["extra"] = {**(record["extra"] or {}), "adopted_after_interrupt": True}
     store.write_record(entry.key, record)
@@ -533,36 +535,41 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         return adopted
     key = entry.key
     work = store.work_dir(key)
-    spec_path, result_path = work / "spec.json", work / "result.json"
-    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(result_path),
+    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(work / "result.json"),
                      calls_per_sample)
     log_rel = f"logs/{key}.log"
     if prepared.error:
-        outcome = record_mod.Outcome(returncode=None, timed_out=False, wall_s=0.0)
+        outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
         worker = {"schema": 1, "status": "failed", "error": prepared.error}
     else:
         settled = settle_before(entry.cell, lane, on_status, stop)
-        write_json_atomic(spec_path, spec.to_dict())
         store.log_path(key).unlink(missing_ok=True)
-        attempt = Attempt(spec_path=spec_path, result_path=result_path,
-                          log_path=store.log_path(key), work_dir=work,
+        attempt = Attempt(spec=spec, work_dir=work, log_path=store.log_path(key),
                           env={**entry.cell.env, **({"KERAS_BACKEND": entry.cell.backend}
                                                     if entry.cell.backend else {}),
                                **({COMPILE_CACHE_ENV: "kept"}
                                   if entry.cell.keep_compile_caches else {})},
                           timeout=entry.cell.timeout,
-                          wants_gpu=entry.cell.axes["device"] != "cpu",
-                          gpu=lane.gpu.pin if lane.gpu is not None else None,
+                          gpu=gpu_request(entry.cell, lane),
                           placement=placement, on_status=on_status)
+        write_spec(attempt)
         outcome = executor.run(prepared, attempt)
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
-        worker = record_mod.read_worker_result(result_path)
+        worker = record_mod.read_worker_result(attempt.result_path)
     record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  log_rel)
     record["settle"] = None if prepared.error else settled
     store.write_record(key, record)
     return record
+
+
+def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
+    """What the cell asks of the GPU on its lane: none for a CPU cell, else the lane's GPU (or
+    the executor's default where the lane has none)."""
+    if cell.axes["device"] == "cpu":
+        return None
+    return GpuRequest(lane.gpu.pin if lane.gpu is not None else None)
 
 
 MIN_FREE_ENV = "DL_BENCH_MIN_FREE_MB"

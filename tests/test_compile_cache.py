@@ -10,10 +10,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from attempts import attempt_in
 
 from runner import cli
 from runner.environments import Source
-from runner.executors import Attempt, Prepared
+from runner.executors.base import Attempt, Prepared
 from runner.executors.local import (COMPILE_CACHE_DIR, COMPILE_CACHE_FOLDERS, LocalExecutor,
                                     compile_cache_environment)
 from runner.worker.protocol import COMPILE_CACHE_ENV
@@ -68,11 +69,7 @@ class EnvDump(LocalExecutor):
 
 
 def attempt(tmp_path: Path, env: dict[str, str]) -> Attempt:
-    work = tmp_path / "work"
-    work.mkdir()
-    return Attempt(spec_path=work / "spec.json", result_path=work / "result.json",
-                   log_path=tmp_path / "log.txt", work_dir=work, env=env, timeout=60,
-                   wants_gpu=False)
+    return attempt_in(tmp_path, env, timeout=60, device="cpu")
 
 
 def test_a_local_worker_compiles_into_empty_caches_that_go_with_it(tmp_path):

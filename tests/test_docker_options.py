@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from attempts import attempt_in
 
 from runner.environments import Source, images
-from runner.executors import Attempt, Prepared
+from runner.executors.base import Attempt, GpuRequest, Prepared
 from runner.matrix import IMAGES_DIR, REPO_ROOT
 
 IMAGE_NAMES = sorted(p.parent.name for p in IMAGES_DIR.glob("*/requirements.lock"))
@@ -113,13 +114,11 @@ def test_memory_limit_is_passed_without_swap(dockerx, tmp_path):
     assert opts["mem_limit"] == opts["memswap_limit"] == "2g"
 
 
-def attempt_in(tmp_path: Path, device: str) -> Attempt:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "spec.json").write_text(json.dumps({"run_id": "r-9", "cell_id": "abc", "repeat": 2,
-                                                "device": device}))
-    return Attempt(spec_path=work / "spec.json", result_path=work / "result.json",
-                   log_path=tmp_path / "log", work_dir=work, env={}, timeout=5)
+def cell_attempt(tmp_path: Path, device: str) -> Attempt:
+    """The attempt of cell abc's repeat 2 of run r-9, as the pipeline makes it: a GPU request
+    unless the cell runs on the CPU."""
+    return attempt_in(tmp_path, run_id="r-9", cell_id="abc", repeat=2, device=device,
+                      gpu=None if device == "cpu" else GpuRequest())
 
 
 @pytest.mark.parametrize("device, gpu, expected", [("gpu", True, "3"), ("cpu", True, None),
@@ -127,7 +126,7 @@ def attempt_in(tmp_path: Path, device: str) -> Attempt:
 def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(dockerx, tmp_path, device, gpu,
                                                                  expected):
     executor = dockerx.DockerExecutor(gpu_id="3", gpu=gpu)
-    opts = executor.options_for(Prepared("numpy"), attempt_in(tmp_path, device))
+    opts = executor.options_for(Prepared("numpy"), cell_attempt(tmp_path, device))
     ids = [r["DeviceIDs"] for r in opts["device_requests"]]
     assert ids == ([[expected]] if expected else [])
     assert opts["labels"][dockerx.LABEL_RUN] == "r-9"
@@ -140,8 +139,9 @@ def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(dockerx, tmp_path
 def test_a_parallel_lane_pins_its_gpu_in_the_device_request(dockerx, tmp_path, device, gpu,
                                                              expected):
     executor = dockerx.DockerExecutor(gpu_id="3", gpu=gpu)
-    attempt = attempt_in(tmp_path, device)
-    attempt.gpu = "GPU-lane-2"      # the lane's GPU wins over DL_BENCH_GPU's
+    attempt = cell_attempt(tmp_path, device)
+    if attempt.gpu is not None:
+        attempt.gpu = GpuRequest("GPU-lane-2")      # the lane's GPU wins over DL_BENCH_GPU's
     opts = executor.options_for(Prepared("numpy"), attempt)
     assert [r["DeviceIDs"] for r in opts["device_requests"]] == ([[expected]] if expected else [])
 

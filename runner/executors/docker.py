@@ -14,7 +14,6 @@ The docker SDK is imported lazily: planning and `--dry-run` never need it.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import socket
@@ -25,13 +24,13 @@ from typing import Any, Callable
 
 from ..environments import Flavour, Source, image_flavour, images
 from ..matrix import REPO_ROOT
-from ..results.records import Outcome
-from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
-from . import Attempt, Prepared
+from ..worker.protocol import COMPILE_CACHE_ENV
 from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
                                           EngineProblem, EngineSettings, EngineSlow, call,
                                           classify, connect, reason)
-from .local import RUNNER_OWNED_ENV, log_caps, tail
+from .base import (Attempt, ImageExecutor, InFlight, Outcome, Prepared, given_gpu, gpu_hand_off,
+                   log_tail, note_in_log, write_crashed_result)
+from .local import RUNNER_OWNED_ENV, log_caps
 from .supervisor import CappedLog
 
 CODE_ROOT = "/opt/dl-bench"                 # PYTHONPATH inside; the package is CODE_ROOT/runner
@@ -105,7 +104,7 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
                                      capabilities=GPU_CAPABILITIES))
         # A framework that does not see the GPU it was given fails the cell instead of running on
         # the CPU (JAX, for one, falls back silently; JAX_PLATFORMS=cuda makes it fail loudly).
-        environment[GPU_GIVEN_ENV] = "1"
+        environment.update(gpu_hand_off())
         environment.setdefault("JAX_PLATFORMS", "cuda")
     options: dict[str, Any] = dict(
         image=image,
@@ -169,7 +168,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class DockerExecutor:
+class DockerExecutor(ImageExecutor):
     name = "docker"
 
     def __init__(self, flavour: Flavour | None = None, gpu: bool = False,
@@ -183,14 +182,14 @@ class DockerExecutor:
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
         self.ulimits = ULIMITS            # lowered once if the engine refuses them
-        self._live: dict[str, Any] = {}   # containers in flight (parallel lanes), by id
+        self._in_flight: InFlight[Any] = InFlight()   # containers (parallel lanes)
         self._lock = threading.Lock()
         # Source key -> the exact image to run instead of the recipe's (an image id or a
-        # REGISTRY/NAME@sha256:… reference): `runner reproduce` pins the images a run used.
-        self.pins: dict[str, str] = {}
-        # Source key -> metadata a pinned image's records carry beyond what the engine says (the
-        # recorded digest of an image pinned by its id: an archive loads no repo digests).
-        self.pin_metadata: dict[str, dict[str, Any]] = {}
+        # REGISTRY/NAME@sha256:… reference): `runner reproduce` runs the images a run used.
+        self.exact_images: dict[str, str] = {}
+        # Source key -> metadata an exact image's records carry beyond what the engine says (the
+        # recorded digest of an image named by its id: an archive loads no repo digests).
+        self.exact_image_metadata: dict[str, dict[str, Any]] = {}
         self.engine = EngineSettings.from_env()
         self.lost: str | None = None      # why no further cell can run: the engine is gone
         self._slow_cells = 0              # cells in a row the engine was too slow for
@@ -209,13 +208,34 @@ class DockerExecutor:
             self._client = client
         return self._client
 
+    def image(self, source_key: str) -> Any:
+        return self.client().images.get(self.image_ids[source_key])
+
+    def run_exact_image(self, source_key: str, image: str,
+                        metadata: dict[str, Any] | None = None) -> None:
+        self.exact_images[source_key] = image
+        if metadata is not None:
+            self.exact_image_metadata[source_key] = metadata
+
+    def push(self, source: Source, registry: str) -> dict[str, Any]:
+        rec = self.recipe(source)
+        image = self.image(source.key)
+        reference = images.push(self.client(), image, rec, registry, lambda line: None)
+        return {"image": reference, "image_id": image.id, "flavour": rec.flavour,
+                "lock": f"images/{rec.name}/{rec.lock.name}", "lock_sha256": rec.lock_sha256,
+                "recipe_sha256": rec.recipe_sha256}
+
+    def built_lock_sha256(self, prepared: Prepared) -> str | None:
+        """The lock hash the built image carries in its label."""
+        return (self.image(prepared.key).labels or {}).get(f"{images.LABEL}.lock-sha256")
+
     def recipe(self, source: Source) -> images.Recipe:
         return images.recipe(source.image, image_flavour(self.flavour, source.image), self.base)
 
-    def describe(self, source: Source) -> tuple[str | None, str]:
-        """(flavour, image tag) without touching the engine: for the plan and the first lines."""
-        if source.pinned or source.key in self.pins:
-            return None, self.pins.get(source.key, source.image)
+    def would_use(self, source: Source) -> tuple[str | None, str]:
+        """(flavour, image tag) without touching the engine."""
+        if source.pinned or source.key in self.exact_images:
+            return None, self.exact_images.get(source.key, source.image)
         try:
             rec = self.recipe(source)
         except images.ImageError as exc:
@@ -226,9 +246,9 @@ class DockerExecutor:
         import docker.errors
         from requests.exceptions import RequestException
 
-        flavour, uses = self.describe(source)
-        if source.pinned or source.key in self.pins:
-            return self.prepare_pinned(source, uses, on_line)
+        flavour, uses = self.would_use(source)
+        if source.pinned or source.key in self.exact_images:
+            return self.prepare_exact(source, uses, on_line)
         try:
             client = self.client()
             rec = self.recipe(source)
@@ -245,9 +265,9 @@ class DockerExecutor:
                         metadata={**images.record_metadata(built, rec), "env_source": "image",
                                   "flavour": rec.flavour})
 
-    def prepare_pinned(self, source: Source, uses: str,
-                       on_line: Callable[[str], None]) -> Prepared:
-        """An image run exactly as it is: by digest (pulled when missing) or by a pinned id."""
+    def prepare_exact(self, source: Source, uses: str,
+                      on_line: Callable[[str], None]) -> Prepared:
+        """An image run exactly as it is: by digest (pulled when missing) or by its id."""
         import docker.errors
         from requests.exceptions import RequestException
 
@@ -265,27 +285,24 @@ class DockerExecutor:
             return Prepared(source.key, uses, error=f"image {uses}: "
                             f"{engine_silence(exc, self.engine)}")
         self.image_ids[source.key] = image.id
-        metadata = {**images.pinned_metadata(image, uses), **self.pin_metadata.get(source.key, {})}
+        metadata = {**images.pinned_metadata(image, uses),
+                    **self.exact_image_metadata.get(source.key, {})}
         return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
 
-    def gpu_for(self, spec: dict[str, Any], pinned: str | None = None) -> str | None:
-        """The GPU a cell's container is given: its lane's (pinned), else DL_BENCH_GPU's."""
-        if spec.get("device", "gpu") == "cpu" or not self.gpu:
+    def gpu_for(self, attempt: Attempt) -> str | None:
+        """The GPU a cell's container is given: its lane's, else DL_BENCH_GPU's first."""
+        gpu = given_gpu(attempt, self.gpu)
+        if gpu is None:
             return None
-        return pinned if pinned is not None else self.gpu_id
+        return gpu.device_id if gpu.device_id is not None else self.gpu_id
 
     def options_for(self, prepared: Prepared, attempt: Attempt) -> dict[str, Any]:
-        spec = json.loads(attempt.spec_path.read_text(encoding="utf-8"))
-        for path in (attempt.spec_path, attempt.result_path):
-            if path.parent != attempt.work_dir or path.name not in ("spec.json", "result.json"):
-                raise ValueError(f"{path}: the docker executor expects spec.json and result.json "
-                                 f"in the cell's work folder {attempt.work_dir}")
-        labels = {LABEL_OWNER: owner_label(), LABEL_RUN: str(spec.get("run_id", "")),
-                  LABEL_CELL: f"{spec.get('cell_id', '')}-r{spec.get('repeat', '')}"}
+        labels = {LABEL_OWNER: owner_label(), LABEL_RUN: attempt.spec.run_id,
+                  LABEL_CELL: attempt.key}
         # The engine binds absolute paths only (a relative --results-dir gives relative ones).
         return run_options(self.image_ids.get(prepared.key, prepared.key),
                            attempt.work_dir.resolve(), attempt.env, labels=labels,
-                           gpu_id=self.gpu_for(spec, attempt.gpu), user=container_user(),
+                           gpu_id=self.gpu_for(attempt), user=container_user(),
                            mem_limit=self.mem_limit, ulimits=self.ulimits)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
@@ -299,12 +316,15 @@ class DockerExecutor:
         except EngineProblem as exc:
             return self.engine_failed(attempt, started, exc, removed=True)
         except (DockerUnavailable, docker.errors.DockerException) as exc:  # the cell crashed
-            with attempt.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"[runner: docker could not start the container: {exc}]\n")
+            note_in_log(attempt.log_path, f"docker could not start the container: {exc}")
             return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
-                           log_tail=tail(attempt.log_path))
-        with self._lock:
-            self._live[container.id] = container
+                           log_tail=log_tail(attempt.log_path))
+        with self._in_flight.holding(container):
+            return self.follow(container, attempt, started)
+
+    def follow(self, container: Any, attempt: Attempt, started: float) -> Outcome:
+        """A started container to its end: its log saved, its GPU sampled from the host, its
+        exit (or timeout) read, the container removed however it ends."""
         logger = threading.Thread(target=save_logs,
                                   args=(container, attempt.log_path, self.log_caps),
                                   name="container-logs", daemon=True)
@@ -323,8 +343,6 @@ class DockerExecutor:
             if monitor is not None:
                 host_gpu = save_host_gpu(monitor, attempt.work_dir / HOST_GPU_FILE)
             logger.join(timeout=10)
-            with self._lock:
-                self._live.pop(container.id, None)
             removed = self.remove(container)
         if problem is not None:
             return self.engine_failed(attempt, started, problem, removed)
@@ -332,7 +350,7 @@ class DockerExecutor:
         return Outcome(returncode=None if timed_out else state.get("ExitCode"),
                        timed_out=timed_out, wall_s=wall_s,
                        oom_killed=bool(state.get("OOMKilled")) and not timed_out,
-                       log_tail=tail(attempt.log_path), host_gpu=host_gpu)
+                       log_tail=log_tail(attempt.log_path), host_gpu=host_gpu)
 
     def wait_for_exit(self, container: Any, attempt: Attempt, started: float) -> bool:
         """Wait until the container exits; past the cell's timeout kill it. True if killed.
@@ -367,8 +385,6 @@ class DockerExecutor:
                       removed: bool) -> Outcome:
         """The cell's record says what the engine did not do; an engine that is gone (or was
         too slow SLOW_LIMIT cells in a row) marks this executor lost, so the run stops."""
-        from ..worker.protocol import write_json_atomic
-
         error = str(problem) + ("" if removed else "; its container could not be removed "
                                 "(the next run on this engine removes it)")
         with self._lock:
@@ -379,11 +395,10 @@ class DockerExecutor:
                                 f"({problem})"
             elif self.lost is None:
                 self.lost = f"the Docker engine is gone ({problem})"
-        with attempt.log_path.open("a", encoding="utf-8") as log:
-            log.write(f"[runner: {error}]\n")
-        write_json_atomic(attempt.result_path, {"schema": 1, "status": "crashed", "error": error})
+        note_in_log(attempt.log_path, error)
+        write_crashed_result(attempt, error)
         return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
-                       log_tail=tail(attempt.log_path))
+                       log_tail=log_tail(attempt.log_path))
 
     def start(self, client: Any, prepared: Prepared, attempt: Attempt) -> Any:
         """Create and start the cell's container; if the engine may not raise the ulimits,
@@ -407,9 +422,8 @@ class DockerExecutor:
                 if retry or "rlimit" not in str(exc) or self.ulimits != ULIMITS:
                     raise
                 self.ulimits = host_capped_ulimits()
-                with attempt.log_path.open("a", encoding="utf-8") as log:
-                    log.write(f"[runner: the engine refused NVIDIA's ulimits; using the host's "
-                              f"limits {self.ulimits}]\n")
+                note_in_log(attempt.log_path, f"the engine refused NVIDIA's ulimits; using the "
+                            f"host's limits {self.ulimits}")
         raise AssertionError("unreachable")
 
     def create(self, client: Any, options: dict[str, Any]) -> Any:
@@ -443,9 +457,7 @@ class DockerExecutor:
     def interrupt(self) -> None:
         if self.lost:       # the engine is gone: nothing can be killed through it
             return
-        with self._lock:
-            live = list(self._live.values())
-        for container in live:     # each lane's wait then returns and removes its container
+        for container in self._in_flight.snapshot():     # each lane's wait then returns and removes its container
             try:
                 call("kill the container", lambda: kill_quietly(container), self.engine,
                      retry=False)

@@ -39,10 +39,10 @@ from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, decide_flavour, 
     lock_path
 from ..environments.venvs import ENV_ROOT, sha256_file
 from ..matrix import IMAGES_DIR, REPO_ROOT
-from ..results.records import Outcome, read_worker_result
-from ..worker.protocol import write_json_atomic
-from . import Attempt, Prepared
-from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV, tail
+from ..worker.protocol import CellSpec, write_text_atomic
+from .base import (Attempt, Executor, GpuRequest, InFlight, Outcome, Prepared, log_tail,
+                   note_in_log, write_crashed_result, write_spec)
+from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV
 
 ADDRESS_ENV = "RAY_ADDRESS"
 RETRIES_ENV = "DL_BENCH_RAY_RETRIES"       # resubmissions of a lost task (default 2)
@@ -54,6 +54,7 @@ FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, N
                  INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
 NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
 LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to the driver
+RESULT_LIMIT = 64 << 20                     # a result.json larger than this is not one
 MIN_RAY = (2, 52)                           # token authentication
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
@@ -135,8 +136,10 @@ def expected_locks(source: Source) -> dict[str, str]:
             for flavour in LOCKS if lock_path(source.image, flavour).is_file()}
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     name = "ray"
+    on_this_host = False        # Ray places every cell on a node of the cluster
+    runs_existing = True        # an existing interpreter runs on each node (a VM image's stack)
 
     def __init__(self, address: str | None = None, retries: int | None = None):
         self.retries = retries if retries is not None else retries_setting()
@@ -151,7 +154,7 @@ class RayExecutor:
         self.cluster: dict[str, Any] = {}
         self._staged: tempfile.TemporaryDirectory | None = None
         self._task: Any = None
-        self._live: set[Any] = set()
+        self._in_flight: InFlight[Any] = InFlight()     # task generators
         self._lock = threading.Lock()
         self._connected_here = False
         self.lost: str | None = None      # why no further cell can run: the cluster is gone
@@ -212,19 +215,19 @@ class RayExecutor:
                 raise ClusterLost(problem)
         return ray.get(next(generator))
 
-    def lanes(self, parallel: int | str) -> tuple[list[Any], str]:
+    def slots(self, parallel: int | str) -> tuple[int, str]:
         """Task slots the driver keeps in flight: one per GPU of the cluster (one per node on a
         cluster without GPUs), capped by [run] parallel; Ray places them."""
-        from ..scheduling import Lane
-
         facts = self.connect()
         slots = facts["gpus"] or len(facts["nodes"]) or 1
         count = slots if parallel == "auto" else max(1, min(int(parallel), slots))
         what = f"{facts['gpus']} GPUs" if facts["gpus"] else "no GPU: one cell per node"
-        return [Lane(f"ray {i + 1}", local=False) for i in range(count)], \
-            f"{len(facts['nodes'])} Ray node(s), {what}"
+        return count, f"{len(facts['nodes'])} Ray node(s), {what}"
 
-    def describe(self, source: Source) -> tuple[str | None, str]:
+    def cluster(self) -> dict[str, Any]:
+        return self.connect()
+
+    def would_use(self, source: Source) -> tuple[str | None, str]:
         if source.existing:
             return None, f"python {source.python} on each node"
         flavour = os.environ.get(FLAVOUR_ENV) or None
@@ -239,7 +242,7 @@ class RayExecutor:
         fails."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        flavour, uses = self.describe(source)
+        flavour, uses = self.would_use(source)
         locks = expected_locks(source)
         if not source.existing and not locks:
             return Prepared(source.key, uses, flavour,
@@ -290,63 +293,63 @@ class RayExecutor:
         return {"num_gpus": 0, "num_cpus": self.cluster.get("cpus_per_node") or 1}
 
     def request_for(self, prepared: Prepared, attempt: Attempt, source: Source) -> dict[str, Any]:
-        return {"spec": json.loads(attempt.spec_path.read_text(encoding="utf-8")),
+        return {"spec": attempt.spec.to_dict(),
                 "source": {"image": source.image, "python": source.python},
                 "locks": expected_locks(source), "env": attempt.env, "timeout": attempt.timeout,
-                "wants_gpu": attempt.wants_gpu, "node_executor": self.node_executor}
+                "wants_gpu": attempt.gpu is not None, "node_executor": self.node_executor}
 
-    def submit(self, request: dict[str, Any], wants_gpu: bool) -> Any:
-        spec = request["spec"]
+    def submit(self, request: dict[str, Any], attempt: Attempt) -> Any:
         return self._task.options(
-            **self.resources(wants_gpu), max_retries=0,   # lost tasks are resubmitted in run()
-            name=f"dl-bench cell {spec.get('cell_name')} r{spec.get('repeat')}").remote(request)
+            **self.resources(attempt.gpu is not None), max_retries=0,   # resubmitted in run()
+            name=f"dl-bench cell {attempt.spec.cell_name} r{attempt.spec.repeat}").remote(request)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
-        ray = self.ray
         started = time.monotonic()
-        source = source_from_key(prepared.key)
-        request = self.request_for(prepared, attempt, source)
+        request = self.request_for(prepared, attempt, source_from_key(prepared.key))
         losses: list[str] = []
         for tries in range(1, self.retries + 2):
             attempt.on_status("waiting for a Ray node" + (f" (try {tries})" if tries > 1 else ""))
-            placement: dict[str, Any] = {}
             problem = self.cluster_problem()
             if problem:
-                return self.cluster_lost(attempt, started, problem, placement)
-            generator = self.submit(request, attempt.wants_gpu)
-            with self._lock:
-                self._live.add(generator)
-            try:
-                placement = self.next_reply(generator)["placement"]
+                return self.cluster_lost(attempt, started, problem, {})
+            outcome = self.submit_once(request, attempt, started, tries, losses)
+            if outcome is not None:
+                return outcome
+        return self.crashed(attempt, started, f"the Ray task was lost {len(losses)} times "
+                            f"({self.retries} retries): " + "; ".join(losses))
+
+    def submit_once(self, request: dict[str, Any], attempt: Attempt, started: float, tries: int,
+                    losses: list[str]) -> Outcome | None:
+        """One submission of the cell's task: its outcome, or None when the task was lost and
+        may be submitted again (the loss added to `losses`)."""
+        ray = self.ray
+        placement: dict[str, Any] = {}
+        generator = self.submit(request, attempt)
+        try:
+            with self._in_flight.holding(generator):
+                placement.update(self.next_reply(generator)["placement"])
                 attempt.placement.update(placement)
                 attempt.on_status(f"on {where(placement)}")
                 reply = self.next_reply(generator)
-            except ClusterLost as exc:
-                return self.cluster_lost(attempt, started, str(exc), placement)
-            except ray.exceptions.TaskCancelledError:
-                raise KeyboardInterrupt from None
-            except ray.exceptions.RayTaskError as exc:   # the node's code raised: no retry
-                return self.crashed(attempt, started, f"the Ray task on {where(placement)} "
-                                    f"failed: {exc}")
-            except KeyboardInterrupt:
-                self.cancel(generator)
-                raise
-            except ray.exceptions.RayError as exc:       # process, node or object lost: retry
-                problem = self.cluster_problem()
-                if problem:                              # ... unless the whole cluster is
-                    return self.cluster_lost(attempt, started, problem, placement)
-                loss = f"try {tries} on {where(placement)}: {type(exc).__name__}: " \
-                       f"{first_line(exc)}"
-                losses.append(loss)
-                with attempt.log_path.open("a", encoding="utf-8") as log:
-                    log.write(f"[runner: ray task lost, {loss}]\n")
-                continue
-            finally:
-                with self._lock:
-                    self._live.discard(generator)
-            return self.received(reply, attempt, started)
-        return self.crashed(attempt, started, f"the Ray task was lost {len(losses)} times "
-                            f"({self.retries} retries): " + "; ".join(losses))
+        except ClusterLost as exc:
+            return self.cluster_lost(attempt, started, str(exc), placement)
+        except ray.exceptions.TaskCancelledError:
+            raise KeyboardInterrupt from None
+        except ray.exceptions.RayTaskError as exc:   # the node's code raised: no retry
+            return self.crashed(attempt, started, f"the Ray task on {where(placement)} "
+                                f"failed: {exc}")
+        except KeyboardInterrupt:
+            self.cancel(generator)
+            raise
+        except ray.exceptions.RayError as exc:       # process, node or object lost: retry
+            problem = self.cluster_problem()
+            if problem:                              # ... unless the whole cluster is
+                return self.cluster_lost(attempt, started, problem, placement)
+            loss = f"try {tries} on {where(placement)}: {type(exc).__name__}: {first_line(exc)}"
+            losses.append(loss)
+            note_in_log(attempt.log_path, f"ray task lost, {loss}")
+            return None
+        return self.received(reply, attempt, started)
 
     def received(self, reply: dict[str, Any], attempt: Attempt, started: float) -> Outcome:
         """Store what the node sent where a local worker would have left it."""
@@ -355,20 +358,21 @@ class RayExecutor:
         with attempt.log_path.open("a", encoding="utf-8") as log:
             log.write(reply.get("log", ""))
         if reply.get("result") is not None:
-            write_json_atomic(attempt.result_path, reply["result"])
+            write_text_atomic(attempt.result_path, reply["result"])
         attempt.placement.update({**reply.get("metadata", {}), "executor": self.name})
         outcome = Outcome(**reply["outcome"])
-        outcome.log_tail = tail(attempt.log_path)
+        outcome.log_tail = log_tail(attempt.log_path)
         return outcome
 
     def crashed(self, attempt: Attempt, started: float, error: str, log: str = "") -> Outcome:
         """The task could not report a worker's result: the executor writes it (crashed)."""
         with attempt.log_path.open("a", encoding="utf-8") as handle:
-            handle.write(log + f"[runner: {error}]\n")
-        write_json_atomic(attempt.result_path, {"schema": 1, "status": "crashed", "error": error})
+            handle.write(log)
+        note_in_log(attempt.log_path, error)
+        write_crashed_result(attempt, error)
         attempt.placement.setdefault("executor", self.name)
         return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
-                       log_tail=tail(attempt.log_path))
+                       log_tail=log_tail(attempt.log_path))
 
     def cluster_lost(self, attempt: Attempt, started: float, problem: str,
                      placement: dict[str, Any]) -> Outcome:
@@ -396,9 +400,7 @@ class RayExecutor:
     def interrupt(self) -> None:
         if self.lost:       # nothing to cancel on a cluster that is gone
             return
-        with self._lock:
-            live = list(self._live)
-        for generator in live:
+        for generator in self._in_flight.snapshot():
             try:
                 self.ray.cancel(generator)
             except Exception:
@@ -543,23 +545,43 @@ def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, An
         log_path.touch()
         if prepared.error:
             outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
-            result: dict[str, Any] | None = {"schema": 1, "status": "failed",
-                                              "error": prepared.error}
+            result: str | None = json.dumps({"schema": 1, "status": "failed",
+                                             "error": prepared.error})
         else:
-            spec_path, result_path = work / "spec.json", work / "result.json"
-            write_json_atomic(spec_path, {**request["spec"], "result_path": str(result_path)})
-            gpu = placement.get("gpu_uuid") or (str(placement["gpu_index"])
-                                                if "gpu_index" in placement else None)
-            attempt = Attempt(spec_path=spec_path, result_path=result_path, log_path=log_path,
-                              work_dir=work, env=request["env"], timeout=request["timeout"],
-                              wants_gpu=request["wants_gpu"], gpu=gpu)
+            attempt = node_attempt(request, placement, work, log_path)
+            write_spec(attempt)
             outcome = run_interruptibly(executor, prepared, attempt)
-            result = read_worker_result(result_path)
+            result = read_result(attempt.result_path)
         return {"outcome": dataclasses.asdict(outcome), "result": result,
                 "log": read_log(log_path),
                 "metadata": {**prepared.metadata, **placement, "node_executor": kind}}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def node_attempt(request: dict[str, Any], placement: dict[str, Any], work: Path,
+                 log_path: Path) -> Attempt:
+    """The driver's attempt on this node: its spec, in a work folder here, on the GPU Ray gave
+    the task."""
+    gpu = None
+    if request["wants_gpu"]:
+        device_id = placement.get("gpu_uuid") or (str(placement["gpu_index"])
+                                                  if "gpu_index" in placement else None)
+        gpu = GpuRequest(device_id)
+    return Attempt(spec=CellSpec.from_dict(request["spec"]), work_dir=work, log_path=log_path,
+                   env=request["env"], timeout=request["timeout"], gpu=gpu)
+
+
+def read_result(path: Path) -> str | None:
+    """The worker's result.json as it wrote it, for the driver to store and check; None when
+    there is none (never through a link, never more than RESULT_LIMIT bytes)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(RESULT_LIMIT + 1)
+        return data.decode("utf-8") if len(data) <= RESULT_LIMIT else None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def run_interruptibly(executor: Any, prepared: Prepared, attempt: Attempt) -> Outcome:
@@ -666,7 +688,7 @@ def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepar
     with node_file_lock(f"{executor.name}:{source.key}:{flavour}"):
         prepared = executor.prepare(source, lambda line: None)
     if not prepared.error and want is not None:
-        built = built_lock_sha256(executor, prepared)
+        built = executor.built_lock_sha256(prepared)
         if built != want:
             prepared = Prepared(source.key, error=f"node {socket.gethostname()}: the "
                                 f"{source.image} environment built here holds lock sha256 "
@@ -692,18 +714,3 @@ def lock_mismatch(source: Source, flavour: str | None, want: str | None) -> str 
         return (f"{here}: images/{source.image}/{lock.name} has sha256 {have[:12]}, the "
                 f"driver's has {want[:12]}: the node would not run the lock's environment")
     return None
-
-
-def built_lock_sha256(executor: Any, prepared: Prepared) -> str | None:
-    """The lock hash the built environment itself carries: a venv's completion marker, an
-    image's label."""
-    if executor.name == "local":
-        marker = Path(prepared.metadata.get("env_path", "")) / ".complete"
-        try:
-            return marker.read_text(encoding="utf-8").split()[0]
-        except (OSError, IndexError):
-            return None
-    from ..environments.images import LABEL
-
-    image = executor.client().images.get(executor.image_ids[prepared.key])
-    return (image.labels or {}).get(f"{LABEL}.lock-sha256")
