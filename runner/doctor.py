@@ -170,9 +170,9 @@ def check_engine(required: bool) -> tuple[Check, Any]:
                  f"(API {version.get('ApiVersion')}); during a cell {waits}"), client
 
 
-def check_ray(executor: Any) -> Check:
-    """The cluster the ray executor joined (choose_setup already failed when none answers)."""
-    facts = executor.connect()
+def check_cluster(executor: Any) -> Check:
+    """The cluster the executor joined (choose_setup already failed when none answers)."""
+    facts = executor.cluster()
     nodes = facts["nodes"]
     detail = (f"{executor.where}: Ray {facts['ray_version']}, {len(nodes)} node(s), "
               f"{facts['gpus']} GPUs, {facts['cpus']} CPUs")
@@ -234,16 +234,16 @@ def diagnose(matrix_path: Path | None, executor: str | None,
             lock = lock_path(image, image_flavour(setup.flavour, image))
             needs[f"images/{image}/{lock.name}"] = cuda_majors(lock)
         checks.append(check_driver(facts.get("driver_version"), needs if matrix else None))
-    if setup.executor.name == "ray":
-        checks.append(check_ray(setup.executor))
+    if setup.executor.cluster() is not None:
+        checks.append(check_cluster(setup.executor))
     pinned = any(e.image and is_image_reference(e.image) for e in envs)   # run in Docker
-    engine, client = check_engine(required=setup.executor.name == "docker" or pinned)
+    engine, client = check_engine(required=setup.executor.runs_images or pinned)
     checks.append(engine)
     if client is not None and facts.get("gpu_count"):
         toolkit = check_toolkit(client)
-        toolkit.blocking = setup.executor.name == "docker"
+        toolkit.blocking = setup.executor.runs_images
         checks.append(toolkit)
-    if setup.executor.name == "local" and images:
+    if setup.executor.builds_venvs and images:
         checks.append(check_local_builds(images, setup.flavour))
     checks += check_interpreters([e.python for e in envs if e.python])
     root = Path("/var/lib/docker")

@@ -52,7 +52,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
     opts = run.Options(matrix_path=args.matrix, only=list(args.only or []), profile=args.profile,
                        executor=args.executor, results_dir=results_dir, history=False)
     matrix, setup = run.load_matrix(opts, console)
-    if setup.executor.name == "ray":
+    if not setup.executor.on_this_host:
         setup.close()
         raise UsageError("doctor --measure measures this machine: use --executor local or "
                          "docker (run it on each kind of node for a Ray cluster)")

@@ -73,8 +73,7 @@ def export_only(source: Path, output: Path, opts: run.Options, console: Console)
         if any(p.error for p in prepared.values()):
             return EXIT_FAILED_CELLS
         client = setup.executor.client()
-        wanted = [transfer.Exported(s.key, client.images.get(setup.executor.image_ids[s.key]))
-                  for s in sources]
+        wanted = [transfer.Exported(s.key, setup.executor.image(s.key)) for s in sources]
         return write_archive(client, wanted, output, console)
     finally:
         setup.close()
@@ -153,6 +152,14 @@ def import_only(archive: Path, console: Console) -> int:
 
 # --- reproduce --------------------------------------------------------------------------------
 
+def reproducible(kind: Any) -> bool:
+    """Whether a run of this executor kind can run again here: one whose cells ran on its
+    host (a cluster's nodes built their own environments)."""
+    from .executors.kinds import KINDS, executor_class
+
+    return kind in KINDS[1:] and executor_class(kind).on_this_host
+
+
 def recorded_environments(store: Store, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per environment, what its records say it ran in (the manifest when no record says)."""
     facts: dict[str, dict[str, Any]] = {}
@@ -188,7 +195,7 @@ def pin_environments(run_dir: Path, matrix: matrix_mod.Matrix, setup: run.Setup,
         executor = setup.executor_for(source)
         if source.existing:
             continue  # what it holds is recorded per cell; compare names any difference
-        if executor.name == "local":
+        if not executor.runs_images:
             flavour = image_flavour(setup.flavour, env.image)
             lock = lock_path(env.image, flavour)
             here = compare_lock(lock)
@@ -229,19 +236,18 @@ def pin_image(run_dir: Path, name: str, source: Source, executor: Any,
             return False
 
     if digest and "@" in digest and not source.pinned:
-        executor.pins[source.key] = digest
+        executor.run_exact_image(source.key, digest)
     elif not source.pinned:
         if not here(image_id):
             raise refuse(run_dir, name, f"image {image_id[:19]} is not on this engine and the "
                          "run recorded no registry digest (runner import an archive of it from "
                          "runner export)")
-        executor.pins[source.key] = image_id
+        executor.run_exact_image(source.key, image_id)
     ready = executor.prepare(source, lambda line: None)
     if ready.error and digest and here(image_id):
         # No registry here, but the recorded image itself (an imported archive: a load brings
         # no repo digests). Its id is the digest of its content, the one the run's digest named.
-        executor.pins[source.key] = image_id
-        executor.pin_metadata[source.key] = {"image_digest": digest}
+        executor.run_exact_image(source.key, image_id, {"image_digest": digest})
         ready = executor.prepare(source, lambda line: None)
         console.print(f"environment {escape(name)}: {escape(digest)} cannot be pulled here; "
                       f"running the recorded image {image_id[:19]} kept on this engine",
@@ -262,7 +268,7 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     if not matrix_path.is_file():
         raise UsageError(f"{run_dir}: no matrix.toml (the copy of what ran) in the run folder")
     executor = manifest.get("executor")
-    if executor not in ("local", "docker"):
+    if not reproducible(executor):
         raise UsageError(f"{run_dir}: reproduce runs local and docker runs again; this one "
                          f"used {executor!r}")
     flavour = Flavour(manifest.get("flavour") or "cpu", f"as recorded by {run_dir}")

@@ -30,7 +30,9 @@ from .results.write import write_reports
 from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code, one_line,
                      os_error_line)
 from .environments import Flavour, Source
-from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
+from .executors import auto, kinds
+from .executors.base import (Attempt, Executor, ExecutorUnavailable, GpuRequest, Outcome, Prepared,
+                             write_spec)
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan, make_plan
 from .results.store import RESULTS_DIR, Store
@@ -61,8 +63,9 @@ def load_matrix(opts: Options, console: Console) -> tuple[Matrix, "Setup"]:
     gpu = hostinfo.gpu_found()
     matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=gpu)
     setup = choose_setup(matrix, opts.executor, opts.parallel, opts.ray_address)
-    if setup.executor.name == "ray" and matrix.profile_reason.startswith("auto"):
-        cluster_gpus = setup.executor.connect()["gpus"]
+    cluster = setup.executor.cluster()
+    if cluster is not None and matrix.profile_reason.startswith("auto"):
+        cluster_gpus = cluster["gpus"]
         matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=bool(cluster_gpus))
         matrix.profile_reason = f"auto: the Ray cluster has {cluster_gpus} GPUs" + \
             ("" if cluster_gpus else ", so the smoke profile is in force")
@@ -78,26 +81,29 @@ class Setup:
 
     executor: Executor
     reason: str
-    flavour: Flavour
-    local: Executor
+    gpu: bool = False                     # this host has a GPU
     parallel: int | str = "auto"          # [run] parallel or --parallel
     parallel_asked: str = "[run] parallel = 'auto'"
     _lanes: tuple[list[Lane], str] | None = None
-    _docker: Executor | None = None       # runs images named by digest in a local-executor run
+    _local: Executor | None = None        # runs existing interpreters the executor does not
+    _images: Executor | None = None       # runs images named by digest the executor does not
     clocks: dict[str, Any] | None = None  # [run] lock_clocks: what was locked (gpustate)
 
+    @property
+    def flavour(self) -> Flavour:
+        return self.executor.flavour
+
     def executor_for(self, source: Source) -> Executor:
-        # Ray runs existing interpreters on its nodes too (a VM image's preinstalled stack).
-        if source.existing and self.executor.name != "ray":
-            return self.local
-        if source.pinned and self.executor.name == "local":
+        if source.existing and not self.executor.runs_existing:
+            if self._local is None:
+                self._local = kinds.create("local", self.flavour, self.gpu)
+            return self._local
+        if source.pinned and not self.executor.runs_images:
             # An image named by digest runs only as that image: in Docker, whatever the run's
             # executor for image folders.
-            if self._docker is None:
-                from .executors.docker import DockerExecutor
-
-                self._docker = DockerExecutor(self.flavour, self.local.gpu)
-            return self._docker
+            if self._images is None:
+                self._images = kinds.create("docker", self.flavour, self.gpu)
+            return self._images
         return self.executor
 
     def lanes(self) -> tuple[list[Lane], str]:
@@ -126,7 +132,7 @@ class Setup:
         return executor.name, flavour, uses
 
     def executors(self) -> list[Executor]:
-        found = [e for e in (self.executor, self.local, self._docker) if e is not None]
+        found = [e for e in (self.executor, self._local, self._images) if e is not None]
         return list({id(e): e for e in found}.values())
 
     def interrupt(self) -> None:
@@ -192,56 +198,40 @@ def choose_setup(matrix: Matrix | None, requested: str | None,
                  flavour: Flavour | None = None) -> Setup:
     """`flavour` forces the locks' flavour (a reproduction uses the recorded one)."""
     from .environments import decide_flavour
-    from .executors.local import LocalExecutor
 
     facts = hostinfo.gpu_facts()
     gpu = bool(facts.get("gpu_count"))
     flavour = flavour or decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
-    name = requested or (matrix.spec.run.executor if matrix is not None else "auto")
-    reason = f"--executor {name}" if requested else f"[run] executor = {name!r}"
+    kind = requested or (matrix.spec.run.executor if matrix is not None else "auto")
+    reason = f"--executor {kind}" if requested else f"[run] executor = {kind!r}"
     if parallel is not None:
         lanes = dict(parallel=parallel, parallel_asked=f"--parallel {parallel}")
     else:
         setting = matrix.spec.run.parallel if matrix is not None else "auto"
         lanes = dict(parallel=setting, parallel_asked=f"[run] parallel = {setting!r}")
-    if name == "auto":
-        # Docker is the GPU path: pinned images need an engine, and only pay off with a GPU.
-        from .environments.docker_engine import DockerUnavailable, connect
+    if kind == "auto":
+        kind, reason = auto.choose(gpu)
+    if kind not in kinds.KINDS:
+        raise UsageError(f"executor {kind!r} is not available (use auto, local, docker or ray)")
+    if not kinds.executor_class(kind).on_this_host:
+        refuse_digest_images(matrix, kind)
+    try:
+        executor = kinds.create(kind, flavour, gpu, ray_address)
+        executor.cluster()          # a cluster joined now: one that does not answer stops here
+    except ExecutorUnavailable as exc:
+        raise UsageError(str(exc)) from None
+    where = f"; {executor.where}" if executor.where else ""
+    return Setup(executor, reason + where, gpu, **lanes)
 
-        if not gpu:
-            name, reason = "local", "auto: no GPU found, so no Docker images are needed"
-        else:
-            try:
-                connect(timeout=5).close()
-                name, reason = "docker", "auto: a GPU was found and a Docker engine answered"
-            except DockerUnavailable as exc:
-                why = str(exc).split(";")[0]   # the first clause; the fix is doctor's
-                name, reason = "local", f"auto: a GPU was found, but {why}"
-    local = LocalExecutor(flavour, gpu)
-    if name == "local":
-        return Setup(local, reason, flavour, local, **lanes)
-    if name == "docker":
-        from .executors.docker import DockerExecutor
 
-        return Setup(DockerExecutor(flavour, gpu), reason, flavour, local, **lanes)
-    if name == "ray":
-        from .executors.ray import NODE_FLAVOUR, RayExecutor, RayUnavailable
-
-        pinned = [n for n, e in (matrix.spec.environments.items() if matrix else ())
-                  if e.image is not None and Source(e.image).pinned]
-        if pinned:
-            raise UsageError(f"{matrix.path}: environments.{pinned[0]}.image: an image named by "
-                             "digest runs with the local or docker executor, not ray")
-
-        try:
-            executor = RayExecutor(ray_address)
-            executor.connect()
-        except RayUnavailable as exc:
-            raise UsageError(str(exc)) from None
-        if not flavour.reason.startswith("DL_BENCH_FLAVOUR"):
-            flavour = NODE_FLAVOUR
-        return Setup(executor, f"{reason}; {executor.where}", flavour, local, **lanes)
-    raise UsageError(f"executor {name!r} is not available (use auto, local, docker or ray)")
+def refuse_digest_images(matrix: Matrix | None, kind: str) -> None:
+    """An image named by digest runs on this host (in Docker): not with an executor that
+    places cells on other machines."""
+    pinned = [n for n, e in (matrix.spec.environments.items() if matrix else ())
+              if e.image is not None and Source(e.image).pinned]
+    if pinned:
+        raise UsageError(f"{matrix.path}: environments.{pinned[0]}.image: an image named by "
+                         f"digest runs with the local or docker executor, not {kind}")
 
 
 def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
@@ -430,7 +420,7 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
         "gpu_clocks": setup.clocks,
         # results/<name>/<stamp>: the results folder holds machine-profiles/ too
         "machine_profile": machine_profile.manifest_entry(store.root.parent.parent,
-                                                          setup.executor.name),
+                                                          setup.executor),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": hostinfo.host_summary(),
         "environments": environments,
@@ -447,8 +437,7 @@ def parallel_manifest(setup: Setup) -> dict[str, Any]:
     gpus = [lane.gpu for lane in lanes if lane.gpu is not None]
     if gpus:
         out["gpus"] = [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in gpus]
-    if setup.executor.name == "ray":
-        out["ray"] = {"address": setup.executor.address, **setup.executor.cluster}
+    out.update(setup.executor.placement_manifest())
     return out
 
 
@@ -607,9 +596,10 @@ def clocks_locked(matrix: Matrix, setup: Setup, console: Console) -> Iterator[No
     """[run] lock_clocks for the block: the run's GPUs locked (setup.clocks says how), reset
     however the block ends; a refusal is one line, exit 2, before anything is written."""
     setting = matrix.spec.run.lock_clocks
-    if setting is not False and setup.executor.name == "ray":
-        raise UsageError(f"{matrix.path}: run.lock_clocks: locks this host's GPUs; with the ray "
-                         "executor lock them on each node (sudo nvidia-smi -lgc) instead")
+    if setting is not False and not setup.executor.on_this_host:
+        raise UsageError(f"{matrix.path}: run.lock_clocks: locks this host's GPUs; with the "
+                         f"{setup.executor.name} executor lock them on each node (sudo nvidia-smi "
+                         "-lgc) instead")
     pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None] \
         if setting is not False else []
     def notify(text: str) -> None:
@@ -883,19 +873,14 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
     for source in sources:
         if source.existing or source.pinned:
             continue
-        rec = executor.recipe(source)
-        image = executor.client().images.get(executor.image_ids[source.key])
         try:
-            reference = images.push(executor.client(), image, rec, opts.push, lambda line: None)
+            pushed[source.key] = executor.push(source, opts.push)
         except images.ImageError as exc:
             console.print(f"[red]✗ {escape(str(exc))}[/]", soft_wrap=True)
             ok = False
             continue
-        console.print(f"[green]✓[/] pushed {escape(source.key)}: {escape(reference)}",
-                      soft_wrap=True)
-        pushed[source.key] = {"image": reference, "image_id": image.id,
-                              "flavour": rec.flavour, "lock": f"images/{rec.name}/{rec.lock.name}",
-                              "lock_sha256": rec.lock_sha256, "recipe_sha256": rec.recipe_sha256}
+        console.print(f"[green]✓[/] pushed {escape(source.key)}: "
+                      f"{escape(pushed[source.key]['image'])}", soft_wrap=True)
     target = opts.results_dir / matrix.spec.run.name / "images.json"
     earlier = read_pushed(target)
     same_registry = earlier.get("registry") == opts.push

@@ -100,6 +100,11 @@ def write_spec(attempt: Attempt) -> None:
     write_json_atomic(attempt.spec_path, spec.to_dict())
 
 
+class ExecutorUnavailable(Exception):
+    """The executor cannot be used here (its software is missing, no cluster answers); the
+    message is one line for the user."""
+
+
 class Executor:
     """Where cells run. The flags say what differs between executors; callers read them."""
 
@@ -119,6 +124,12 @@ class Executor:
     # Why this executor can run no more cells (its Docker engine or Ray cluster is gone), else
     # None: the run stops after the cell that found out.
     lost: str | None = None
+
+    @property
+    def where(self) -> str:
+        """Where the cells run when not on this host, for the run's first lines (a cluster's
+        address and how the driver joins it); empty for this host."""
+        return ""
 
     def would_use(self, source: Source) -> tuple[str | None, str]:
         """(flavour, what it uses: a lock, an image, an interpreter) without building anything:
@@ -152,6 +163,11 @@ class Executor:
         """The lock hash the built environment itself carries (a venv's completion marker, an
         image's label), to check it against the lock asked for; None when it carries none."""
         return None
+
+    def placement_manifest(self) -> dict[str, Any]:
+        """What the manifest's parallel entry adds about where cells were placed (a cluster's
+        address and figures); nothing for this host."""
+        return {}
 
 
 class ImageExecutor(Executor):

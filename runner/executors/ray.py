@@ -40,8 +40,8 @@ from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, decide_flavour, 
 from ..environments.venvs import ENV_ROOT, sha256_file
 from ..matrix import IMAGES_DIR, REPO_ROOT
 from ..worker.protocol import CellSpec, write_text_atomic
-from .base import (Attempt, Executor, GpuRequest, InFlight, Outcome, Prepared, log_tail,
-                   note_in_log, write_crashed_result, write_spec)
+from .base import (Attempt, Executor, ExecutorUnavailable, GpuRequest, InFlight, Outcome,
+                   Prepared, log_tail, note_in_log, write_crashed_result, write_spec)
 from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV
 
 ADDRESS_ENV = "RAY_ADDRESS"
@@ -64,7 +64,7 @@ CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel
 WATCH_S = 5.0
 
 
-class RayUnavailable(Exception):
+class RayUnavailable(ExecutorUnavailable):
     """Ray is not installed or no cluster answers; the message is one line for the user."""
 
 
@@ -141,7 +141,11 @@ class RayExecutor(Executor):
     on_this_host = False        # Ray places every cell on a node of the cluster
     runs_existing = True        # an existing interpreter runs on each node (a VM image's stack)
 
-    def __init__(self, address: str | None = None, retries: int | None = None):
+    def __init__(self, address: str | None = None, retries: int | None = None,
+                 flavour: Flavour | None = None):
+        # Each node decides its own flavour, unless DL_BENCH_FLAVOUR forces one everywhere.
+        forced = flavour is not None and flavour.reason.startswith(FLAVOUR_ENV)
+        self.flavour = flavour if forced else NODE_FLAVOUR
         self.retries = retries if retries is not None else retries_setting()
         self.auth = authentication()        # before Ray is imported: it reads the mode then
         self.ray = import_ray()
@@ -151,7 +155,7 @@ class RayExecutor(Executor):
         if self.node_executor not in ("auto", "local", "docker"):
             raise RayUnavailable(f"{NODE_EXECUTOR_ENV}={self.node_executor!r}: expected auto, "
                                  "local or docker")
-        self.cluster: dict[str, Any] = {}
+        self.facts: dict[str, Any] = {}     # the cluster's nodes, GPUs, CPUs, Ray version
         self._staged: tempfile.TemporaryDirectory | None = None
         self._task: Any = None
         self._in_flight: InFlight[Any] = InFlight()     # task generators
@@ -197,9 +201,9 @@ class RayExecutor(Executor):
                     raise RayUnavailable(f"{what}: {first_line(exc)}{hint}") from None
                 self._connected_here = True
             self._task = ray.remote(run_on_node)
-            self.cluster = cluster_facts(ray)
+            self.facts = cluster_facts(ray)
             self._gcs = gcs_address(ray)
-        return self.cluster
+        return self.facts
 
     def cluster_problem(self) -> str | None:
         """Why the cluster no longer answers (its GCS refuses a connection), or None."""
@@ -226,6 +230,9 @@ class RayExecutor(Executor):
 
     def cluster(self) -> dict[str, Any]:
         return self.connect()
+
+    def placement_manifest(self) -> dict[str, Any]:
+        return {"ray": {"address": self.address, **self.facts}}
 
     def would_use(self, source: Source) -> tuple[str | None, str]:
         if source.existing:
@@ -288,9 +295,9 @@ class RayExecutor(Executor):
     def resources(self, wants_gpu: bool) -> dict[str, Any]:
         """A GPU cell: one GPU (and one CPU for its host threads). A CPU cell: every CPU of the
         smallest node, so that it runs alone on whichever node it lands."""
-        if wants_gpu and self.cluster.get("gpus"):
+        if wants_gpu and self.facts.get("gpus"):
             return {"num_gpus": 1, "num_cpus": 1}
-        return {"num_gpus": 0, "num_cpus": self.cluster.get("cpus_per_node") or 1}
+        return {"num_gpus": 0, "num_cpus": self.facts.get("cpus_per_node") or 1}
 
     def request_for(self, prepared: Prepared, attempt: Attempt, source: Source) -> dict[str, Any]:
         return {"spec": attempt.spec.to_dict(),
@@ -630,22 +637,14 @@ def node_executor(wanted: str) -> tuple[str, Any]:
         key = ("executor", wanted)
         if key not in _NODE_STATE:
             from .. import hostinfo
-            from ..environments.docker_engine import DockerUnavailable, connect
+            from .auto import choose
             from .docker import DockerExecutor
             from .local import LocalExecutor
 
             gpu = hostinfo.gpu_found()
             facts = hostinfo.gpu_facts()
             flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
-            kind = wanted
-            if wanted == "auto":            # the same rule as the executor "auto" of one host
-                kind = "local"
-                if gpu:
-                    try:
-                        connect(timeout=5).close()
-                        kind = "docker"
-                    except DockerUnavailable:
-                        pass
+            kind = choose(gpu)[0] if wanted == "auto" else wanted
             executor = DockerExecutor(flavour, gpu) if kind == "docker" else \
                 LocalExecutor(flavour, gpu)
             _NODE_STATE[key] = (kind, executor)
