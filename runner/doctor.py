@@ -112,7 +112,7 @@ def check_toolkit(client: Any) -> Check:
     import docker.errors
 
     from .environments.images import LABEL
-    from .executors.docker import GPU_CAPABILITIES
+    from .executors.containers import GPU_CAPABILITIES
 
     image = probe_image(client)
     if image is None:

@@ -241,7 +241,7 @@ def through(monkeypatch, engine, numpy_image):
 
 def mine(client, pid: int) -> list:
     """Containers of the runner process `pid` left on the real engine."""
-    from runner.executors.docker import LABEL_OWNER
+    from runner.executors.containers import LABEL_OWNER
 
     return [c for c in client.containers.list(all=True, filters={"label": LABEL_OWNER})
             if c.labels.get(LABEL_OWNER, "").endswith(f":{pid}")]

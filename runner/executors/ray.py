@@ -1,131 +1,56 @@
-"""The Ray executor: each cell × repeat is one Ray task, on a cluster of GPU machines.
+"""The Ray executor (the driver's side): each cell × repeat is one Ray task, on a cluster of GPU
+machines.
 
 Ray only schedules. A task asks for one GPU (a CPU cell, or any cell on a cluster without GPUs,
 asks for all CPUs of a node, so it runs alone there) and, on the node it lands on, runs the
-existing local or docker executor: the node builds exactly the lock's environment or image
-itself (cached as on any host), checks its lock hash against the driver's, and runs the worker
-pinned to the GPU Ray gave the task. Ray is never installed inside the framework environments.
+existing local or docker executor (ray_node.py): the node builds exactly the lock's environment
+or image itself (cached as on any host), checks its lock hash against the driver's, and runs the
+worker pinned to the GPU Ray gave the task. Ray is never installed inside the framework
+environments.
 
 No shared file system: the runner's code and the image folders travel with the job (Ray's
-`working_dir`, staged from this checkout), the spec goes out in the task's arguments, and the
-worker's result, its log and the node's facts come back as the task's return values; the driver
-stores them exactly as a local run does. A task whose process or node is lost is submitted
-again, at most DL_BENCH_RAY_RETRIES times (Ray places it on a node that is alive), then the cell
-is recorded as crashed with each loss named.
+`working_dir`, staged from this checkout: ray_cluster.py), the spec goes out in the task's
+arguments, and the worker's result, its log and the node's facts come back as the task's return
+values; the driver stores them exactly as a local run does. A task whose process or node is lost
+is submitted again, at most DL_BENCH_RAY_RETRIES times (Ray places it on a node that is alive),
+then the cell is recorded as crashed with each loss named.
 
 `ray` is imported lazily: the runner works without it until this executor is asked for.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import fcntl
-import hashlib
-import json
 import logging
 import os
-import re
-import shutil
-import signal
-import socket
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, decide_flavour, image_flavour, \
-    lock_path
-from ..environments.venvs import ENV_ROOT, sha256_file
-from ..matrix import IMAGES_DIR, REPO_ROOT
-from ..worker.protocol import CellSpec, write_text_atomic
-from .base import (Attempt, Executor, ExecutorUnavailable, GpuRequest, InFlight, Outcome,
-                   Prepared, log_tail, note_in_log, write_crashed_result, write_spec)
+from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, image_flavour, lock_path
+from ..environments.venvs import sha256_file
+from ..worker.protocol import write_text_atomic
+from .base import (Attempt, Executor, InFlight, Outcome, Prepared, log_tail, note_in_log,
+                   write_crashed_result)
 from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV
+from .ray_cluster import (ADDRESS_ENV, AUTH_MODE_ENV, ClusterLost, RayUnavailable,
+                          address_problem, authentication, check_version, cluster_facts,
+                          first_line, gcs_address, import_ray, our_sigterm_handler,
+                          retries_setting, stage_code)
+from .ray_node import prepare_on_node, run_on_node, source_from_key, where
 
-ADDRESS_ENV = "RAY_ADDRESS"
-RETRIES_ENV = "DL_BENCH_RAY_RETRIES"       # resubmissions of a lost task (default 2)
 NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
-DEFAULT_RETRIES = 2
 # The driver's settings every node must share (the base image its Docker builds start from, a
 # forced flavour, a container memory limit, the node executor, what workers inherit, log caps).
 FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, NODE_EXECUTOR_ENV,
                  INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
 NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
-LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to the driver
-RESULT_LIMIT = 64 << 20                     # a result.json larger than this is not one
-MIN_RAY = (2, 52)                           # token authentication
-AUTH_MODE_ENV = "RAY_AUTH_MODE"
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
 # How often a driver waiting on a task checks that the cluster still answers. Ray ends a driver
 # whose cluster (its GCS) stays unreachable for 60 s (gcs_rpc_server_reconnect_timeout_s), so
 # the run must notice well before, store what it has and disconnect.
 WATCH_S = 5.0
-
-
-class RayUnavailable(ExecutorUnavailable):
-    """Ray is not installed or no cluster answers; the message is one line for the user."""
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise RayUnavailable("executor 'ray' needs Ray on this machine: pip install -e '.[ray]' "
-                             "(see the README's cluster section)") from None
-    return ray
-
-
-def retries_setting() -> int:
-    text = os.environ.get(RETRIES_ENV, str(DEFAULT_RETRIES)).strip()
-    if not text.isdigit() or int(text) > 100:
-        raise RayUnavailable(f"{RETRIES_ENV}={text!r}: expected a whole number from 0 to 100 "
-                             "(resubmissions of a lost task)")
-    return int(text)
-
-
-def check_version(version: str) -> None:
-    """Token authentication (RAY_AUTH_MODE=token) came with Ray 2.52."""
-    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
-    if found < MIN_RAY:
-        raise RayUnavailable(f"Ray {version} is older than {'.'.join(map(str, MIN_RAY))}, the "
-                             "first with token authentication: pip install -e '.[ray]'")
-
-
-def authentication() -> str:
-    """Token authentication on the driver, and on the local instance it starts (Ray makes and
-    keeps its token in ~/.ray/auth_token): RAY_AUTH_MODE=token unless the user set the mode.
-    What the run's first lines say about it."""
-    mode = os.environ.setdefault(AUTH_MODE_ENV, "token")
-    if mode == "token":
-        return f"{AUTH_MODE_ENV}=token"
-    return f"{AUTH_MODE_ENV}={mode}: no token authentication (anyone who reaches the cluster " \
-           "can run code on it)"
-
-
-def address_problem(address: str, timeout: float = 5.0) -> str | None:
-    """Why nothing answers at a cluster address (HOST:PORT or ray://HOST:PORT), tried with a
-    plain TCP connection first: ray.init would retry an unreachable address for minutes."""
-    target = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        return None                      # "auto" and the like: Ray resolves them itself
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as exc:
-        return exc.strerror or str(exc) or type(exc).__name__
-    return None
-
-
-def stage_code(folder: Path) -> Path:
-    """What every node needs of this checkout, copied into `folder`: the runner package (host
-    and worker code) and the image folders (locks, Dockerfiles). Shipped as the job's
-    working_dir, so a node runs exactly the driver's code and locks."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO_ROOT / "runner", folder / "runner", ignore=ignore)
-    shutil.copytree(IMAGES_DIR, folder / "images", ignore=ignore)
-    return folder
 
 
 def expected_locks(source: Source) -> dict[str, str]:
@@ -424,292 +349,3 @@ class RayExecutor(Executor):
         if self._staged is not None:
             self._staged.cleanup()
             self._staged = None
-
-
-class ClusterLost(Exception):
-    """The cluster's GCS no longer accepts connections."""
-
-
-def gcs_address(ray: Any) -> str | None:
-    """HOST:PORT of the cluster's GCS, which the driver probes to tell a lost task from a lost
-    cluster."""
-    try:
-        return ray.get_runtime_context().gcs_address
-    except Exception:  # an older Ray: no probe, Ray's own errors decide
-        return None
-
-
-@contextlib.contextmanager
-def our_sigterm_handler() -> Iterator[None]:
-    """ray.init replaces the driver's SIGTERM handler with sys.exit: keep the runner's, which
-    stops the run as Ctrl-C does (cells cancelled, records kept, the manifest finalised)."""
-    main = threading.current_thread() is threading.main_thread()
-    ours = signal.getsignal(signal.SIGTERM) if main else None
-    try:
-        yield
-    finally:
-        if main and ours is not None:
-            signal.signal(signal.SIGTERM, ours)
-
-
-def source_from_key(key: str) -> Source:
-    return Source(python=key[len("python:"):]) if key.startswith("python:") else Source(image=key)
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def where(placement: dict[str, Any]) -> str:
-    """node 10.0.0.7 (gpu-vm-3) GPU 2"""
-    if not placement:
-        return "an unknown node (lost before it started)"
-    text = f"node {placement.get('node_ip')} ({placement.get('node_name')})"
-    if "gpu_index" in placement:
-        text += f" GPU {placement['gpu_index']}"
-    return text
-
-
-def cluster_facts(ray: Any) -> dict[str, Any]:
-    nodes = []
-    for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
-        resources = node.get("Resources") or {}
-        nodes.append({"node_ip": node.get("NodeManagerAddress"),
-                      "node_name": node.get("NodeManagerHostname"),
-                      "ray_node_id": node.get("NodeID"),
-                      "cpus": int(resources.get("CPU", 0)), "gpus": int(resources.get("GPU", 0))})
-    cpus = [n["cpus"] for n in nodes if n["cpus"]]
-    return {"nodes": nodes, "gpus": sum(n["gpus"] for n in nodes),
-            "cpus": sum(n["cpus"] for n in nodes), "cpus_per_node": min(cpus) if cpus else 1,
-            "ray_version": ray.__version__}
-
-
-# --- the node --------------------------------------------------------------------------------------
-# What runs inside a Ray task on the node it landed on. Executors and prepared environments are
-# kept per Ray worker process (Ray reuses workers across tasks); a file lock per environment keeps
-# two tasks of one node from building the same environment at once.
-
-_NODE_STATE: dict[Any, Any] = {}
-_NODE_STATE_LOCK = threading.Lock()
-
-
-def run_on_node(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The Ray task: first where it runs (so a lost task can still be placed), then the result."""
-    placement = node_placement()
-    yield {"placement": placement}
-    try:
-        yield run_here(request, placement)
-    except Exception as exc:  # noqa: BLE001 - a bug on the node becomes the cell's error text
-        import traceback
-
-        yield {"error": f"on {where(placement)}: {type(exc).__name__}: {exc}",
-               "log": traceback.format_exc()}
-
-
-def node_placement() -> dict[str, Any]:
-    import ray
-
-    from .. import hostinfo
-
-    placement: dict[str, Any] = {"node_name": socket.gethostname(),
-                                 "node_ip": ray.util.get_node_ip_address(),
-                                 "ray_node_id": ray.get_runtime_context().get_node_id()}
-    ids = [str(i) for i in ray.get_gpu_ids()]
-    if ids:
-        known = hostinfo.gpus()
-        match = [g for g in known if ids[0] in (str(g.index), g.uuid)]
-        if match:
-            placement["gpu_index"] = match[0].index
-            if match[0].uuid:
-                placement["gpu_uuid"] = match[0].uuid
-        elif ids[0].isdigit():                   # a GPU Ray knows of but NVML does not list
-            placement["gpu_index"] = int(ids[0])
-    return placement
-
-
-def prepare_on_node(request: dict[str, Any]) -> dict[str, Any]:
-    """The Ray task that builds (or finds) one environment on the node it is pinned to."""
-    try:
-        _, executor = node_executor(request["node_executor"])
-        prepared = prepare_here(executor, Source(**request["source"]), request["locks"])
-    except Exception as exc:  # noqa: BLE001 - reported per node by the driver
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"error": prepared.error, "warnings": prepared.warnings}
-
-
-def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, Any]:
-    source = Source(**request["source"])
-    kind, executor = node_executor(request["node_executor"])
-    prepared = prepare_here(executor, source, request["locks"])
-    # A fresh private folder (mkdtemp: an unpredictable name, mode 0700), never a fixed /tmp
-    # path another user could have planted a link at.
-    work = Path(tempfile.mkdtemp(prefix="dl-bench-ray-cell-"))
-    try:
-        log_path = work / "worker.log"
-        log_path.touch()
-        if prepared.error:
-            outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
-            result: str | None = json.dumps({"schema": 1, "status": "failed",
-                                             "error": prepared.error})
-        else:
-            attempt = node_attempt(request, placement, work, log_path)
-            write_spec(attempt)
-            outcome = run_interruptibly(executor, prepared, attempt)
-            result = read_result(attempt.result_path)
-        return {"outcome": dataclasses.asdict(outcome), "result": result,
-                "log": read_log(log_path),
-                "metadata": {**prepared.metadata, **placement, "node_executor": kind}}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def node_attempt(request: dict[str, Any], placement: dict[str, Any], work: Path,
-                 log_path: Path) -> Attempt:
-    """The driver's attempt on this node: its spec, in a work folder here, on the GPU Ray gave
-    the task."""
-    gpu = None
-    if request["wants_gpu"]:
-        device_id = placement.get("gpu_uuid") or (str(placement["gpu_index"])
-                                                  if "gpu_index" in placement else None)
-        gpu = GpuRequest(device_id)
-    return Attempt(spec=CellSpec.from_dict(request["spec"]), work_dir=work, log_path=log_path,
-                   env=request["env"], timeout=request["timeout"], gpu=gpu)
-
-
-def read_result(path: Path) -> str | None:
-    """The worker's result.json as it wrote it, for the driver to store and check; None when
-    there is none (never through a link, never more than RESULT_LIMIT bytes)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(RESULT_LIMIT + 1)
-        return data.decode("utf-8") if len(data) <= RESULT_LIMIT else None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def run_interruptibly(executor: Any, prepared: Prepared, attempt: Attempt) -> Outcome:
-    """Run the cell in a helper thread: Ray's cancel arrives as KeyboardInterrupt in this (the
-    task's) thread only between Python instructions, never inside a blocking wait; then the
-    executor kills the worker or container and cleans up before the task ends."""
-    done: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            done["outcome"] = executor.run(prepared, attempt)
-        except BaseException as exc:  # noqa: BLE001 - handed to the task's thread
-            done["error"] = exc
-
-    thread = threading.Thread(target=target, name="cell", daemon=True)
-    thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(0.2)
-    except BaseException:
-        executor.interrupt()
-        thread.join(60)
-        raise
-    if "error" in done:
-        raise done["error"]
-    return done["outcome"]
-
-
-def read_log(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - LOG_LIMIT))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return (f"[runner: the first {size - LOG_LIMIT} bytes of the log were left on the node]\n"
-            if size > LOG_LIMIT else "") + text
-
-
-def node_executor(wanted: str) -> tuple[str, Any]:
-    """(kind, executor) of this node: docker when asked for, or (auto) when the node has a GPU
-    and a Docker engine answers; local otherwise. Made once per Ray worker process."""
-    with _NODE_STATE_LOCK:
-        key = ("executor", wanted)
-        if key not in _NODE_STATE:
-            from .. import hostinfo
-            from .auto import choose
-            from .docker import DockerExecutor
-            from .local import LocalExecutor
-
-            gpu = hostinfo.gpu_found()
-            facts = hostinfo.gpu_facts()
-            flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
-            kind = choose(gpu)[0] if wanted == "auto" else wanted
-            executor = DockerExecutor(flavour, gpu) if kind == "docker" else \
-                LocalExecutor(flavour, gpu)
-            _NODE_STATE[key] = (kind, executor)
-        return _NODE_STATE[key]
-
-
-def node_lock_folder() -> Path:
-    """Where the node's build locks live: beside the user's environment cache (its own home),
-    not in a shared /tmp folder of a predictable name."""
-    folder = ENV_ROOT.parent / "locks"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return folder
-
-
-@contextlib.contextmanager
-def node_file_lock(name: str) -> Iterator[None]:
-    """One holder per node (across Ray worker processes) at a time."""
-    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    fd = os.open(node_lock_folder() / f"{digest}.lock",
-                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepared:
-    """The environment on this node, built from the lock when missing, after checking that this
-    node's lock is the driver's; and that what was built holds that lock."""
-    flavour = image_flavour(executor.flavour, source.image) if not source.existing else None
-    want = locks.get(flavour) if flavour else None
-    key = ("prepared", executor.name, source.key, flavour, want)
-    with _NODE_STATE_LOCK:
-        if key in _NODE_STATE:
-            return _NODE_STATE[key]
-    mismatch = lock_mismatch(source, flavour, want)
-    if mismatch:
-        return Prepared(source.key, error=mismatch)
-    with node_file_lock(f"{executor.name}:{source.key}:{flavour}"):
-        prepared = executor.prepare(source, lambda line: None)
-    if not prepared.error and want is not None:
-        built = executor.built_lock_sha256(prepared)
-        if built != want:
-            prepared = Prepared(source.key, error=f"node {socket.gethostname()}: the "
-                                f"{source.image} environment built here holds lock sha256 "
-                                f"{str(built)[:12]}, the driver's lock is {want[:12]}")
-    if not prepared.error:
-        with _NODE_STATE_LOCK:
-            _NODE_STATE[key] = prepared
-    return prepared
-
-
-def lock_mismatch(source: Source, flavour: str | None, want: str | None) -> str | None:
-    """Why this node cannot build the driver's environment, or None."""
-    if source.existing:
-        return None
-    lock = lock_path(source.image, flavour)
-    here = f"node {socket.gethostname()}"
-    if want is None:
-        return f"{here} needs images/{source.image}/{lock.name}, which the driver does not have"
-    if not lock.is_file():
-        return f"{here}: images/{source.image}/{lock.name} is missing"
-    have = sha256_file(lock)
-    if have != want:
-        return (f"{here}: images/{source.image}/{lock.name} has sha256 {have[:12]}, the "
-                f"driver's has {want[:12]}: the node would not run the lock's environment")
-    return None
