@@ -158,7 +158,7 @@ def check_engine(required: bool) -> tuple[Check, Any]:
     """(the check, a client or None). Not blocking unless the run must use Docker."""
     from .environments.docker_engine import DockerUnavailable, EngineSettings, connect
 
-    waits = EngineSettings.from_env().describe()
+    waits = EngineSettings.from_env().summary()
     try:
         client = connect(timeout=10)
         version = client.version()
@@ -182,12 +182,12 @@ def check_cluster(executor: Any) -> Check:
     return Check("Ray cluster", True, detail)
 
 
-def check_local_builds(images: list[str], flavour: Flavour) -> Check:
+def check_local_builds(folders: list[str], flavour: Flavour) -> Check:
     """The local executor builds venvs with each lock's Python: uv finds or fetches it."""
-    from .environments import image_flavour, lock_path, lock_python
+    from .environments import folder_flavour, lock_path, lock_python
     from .environments.venvs import find_uv
 
-    wanted = sorted({lock_python(lock_path(i, image_flavour(flavour, i))) for i in images})
+    wanted = sorted({lock_python(lock_path(f, folder_flavour(flavour, f))) for f in folders})
     if find_uv():
         return Check("local environments", True, f"uv builds them with Python "
                      f"{', '.join(wanted) or '-'} (the locks')")
@@ -218,7 +218,7 @@ class Diagnosis:
 def diagnose(matrix_path: Path | None, executor: str | None,
              ray_address: str | None = None) -> Diagnosis:
     from . import hostinfo, matrix as matrix_mod, run
-    from .environments import image_flavour, lock_path
+    from .environments import folder_flavour, lock_path
     from .schema import is_image_reference
 
     facts = hostinfo.gpu_facts()
@@ -227,12 +227,12 @@ def diagnose(matrix_path: Path | None, executor: str | None,
         if matrix_path else None
     setup = run.choose_setup(matrix, executor, ray_address=ray_address)
     envs = list(matrix.spec.environments.values()) if matrix else []
-    images = sorted({e.image for e in envs if e.image and not is_image_reference(e.image)})
+    folders = sorted({e.image for e in envs if e.image and not is_image_reference(e.image)})
     if facts.get("gpu_count"):
         needs = {}
-        for image in images:
-            lock = lock_path(image, image_flavour(setup.flavour, image))
-            needs[f"images/{image}/{lock.name}"] = cuda_majors(lock)
+        for folder in folders:
+            lock = lock_path(folder, folder_flavour(setup.flavour, folder))
+            needs[f"images/{folder}/{lock.name}"] = cuda_majors(lock)
         checks.append(check_driver(facts.get("driver_version"), needs if matrix else None))
     if setup.executor.cluster() is not None:
         checks.append(check_cluster(setup.executor))
@@ -243,8 +243,8 @@ def diagnose(matrix_path: Path | None, executor: str | None,
         toolkit = check_toolkit(client)
         toolkit.blocking = setup.executor.runs_images
         checks.append(toolkit)
-    if setup.executor.builds_venvs and images:
-        checks.append(check_local_builds(images, setup.flavour))
+    if setup.executor.builds_venvs and folders:
+        checks.append(check_local_builds(folders, setup.flavour))
     checks += check_interpreters([e.python for e in envs if e.python])
     root = Path("/var/lib/docker")
     if client is not None:

@@ -96,12 +96,12 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
 def gpu_states(setup: run.Setup) -> list[dict[str, Any]]:
     """gpustate.gpu_state of every GPU the run's lanes use (none on a CPU host)."""
-    pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None]
+    device_ids = [lane.gpu.device_id for lane in setup.lanes()[0] if lane.gpu is not None]
     states = []
-    for pin in pins:
-        nvml = gpustate.open_gpu(pin)
+    for device_id in device_ids:
+        nvml = gpustate.open_gpu(device_id)
         if nvml is not None:
-            states.append({"gpu": pin, **gpustate.gpu_state(nvml)})
+            states.append({"gpu": device_id, **gpustate.gpu_state(nvml)})
     return states
 
 

@@ -19,11 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import matrix as matrix_mod, run
-from .environments import Flavour, Source, image_flavour, lock_path
+from .environments import Flavour, Source, folder_flavour, lock_path, lock_sha256
 from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from .results import compare
 from .results.store import RESULTS_DIR, Store
-from .worker.protocol import write_json_atomic
 
 
 def _docker_client() -> Any:
@@ -183,38 +182,32 @@ def refuse(run_dir: Path, environment: str, what: str) -> UsageError:
     return UsageError(f"cannot reproduce {run_dir}: environment {environment}: {what}")
 
 
-def pin_environments(run_dir: Path, matrix: matrix_mod.Matrix, setup: run.Setup,
-                     names: list[str], recorded: dict[str, dict[str, Any]],
-                     console: Console) -> None:
-    """Check every environment can be had exactly as recorded, pinning the Docker ones to the
+def use_recorded_environments(run_dir: Path, matrix: matrix_mod.Matrix, setup: run.Setup,
+                              names: list[str], recorded: dict[str, dict[str, Any]],
+                              console: Console) -> None:
+    """Check every environment can be had exactly as recorded, the Docker ones made to run the
     recorded image; UsageError (one line) naming the first that cannot."""
     for name in names:
         env = matrix.spec.environments[name]
-        source = Source(env.image, env.python)
+        source = Source.of(env.image, env.python)
         facts = recorded.get(name, {})
         executor = setup.executor_for(source)
         if source.existing:
             continue  # what it holds is recorded per cell; compare names any difference
         if not executor.runs_images:
-            flavour = image_flavour(setup.flavour, env.image)
-            lock = lock_path(env.image, flavour)
-            here = compare_lock(lock)
+            flavour = folder_flavour(setup.flavour, source.folder)
+            lock = lock_path(source.folder, flavour)
+            here = lock_sha256(source.folder, flavour)
             if facts.get("lock_sha256") and here != facts["lock_sha256"]:
-                raise refuse(run_dir, name, f"images/{env.image}/{lock.name} has sha256 "
+                raise refuse(run_dir, name, f"images/{source.folder}/{lock.name} has sha256 "
                              f"{(here or 'none')[:12]}… here, the run used "
                              f"{facts['lock_sha256'][:12]}… (check out the commit that ran it)")
             continue
-        pin_image(run_dir, name, source, executor, facts, console)
+        use_recorded_image(run_dir, name, source, executor, facts, console)
 
 
-def compare_lock(lock: Path) -> str | None:
-    from .environments.venvs import sha256_file
-
-    return sha256_file(lock) if lock.is_file() else None
-
-
-def pin_image(run_dir: Path, name: str, source: Source, executor: Any,
-              facts: dict[str, Any], console: Console) -> None:
+def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,
+                       facts: dict[str, Any], console: Console) -> None:
     """Make the Docker executor run exactly the recorded image: by its digest when the run
     recorded one (pulled when missing), else by its id (an image kept or imported here)."""
     import docker.errors
@@ -222,7 +215,7 @@ def pin_image(run_dir: Path, name: str, source: Source, executor: Any,
     from .environments.docker_engine import DockerUnavailable
 
     image_id, digest = facts.get("image_id"), facts.get("image_digest")
-    if not image_id and not source.pinned:
+    if not image_id and not source.by_digest:
         raise refuse(run_dir, name, "the run recorded no image id for it")
     try:
         client = executor.client()
@@ -235,9 +228,9 @@ def pin_image(run_dir: Path, name: str, source: Source, executor: Any,
         except docker.errors.ImageNotFound:
             return False
 
-    if digest and "@" in digest and not source.pinned:
+    if digest and "@" in digest and not source.by_digest:
         executor.run_exact_image(source.key, digest)
-    elif not source.pinned:
+    elif not source.by_digest:
         if not here(image_id):
             raise refuse(run_dir, name, f"image {image_id[:19]} is not on this engine and the "
                          "run recorded no registry digest (runner import an archive of it from "
@@ -284,8 +277,8 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     setup = run.choose_setup(matrix, executor, flavour=flavour)
     try:
         names = list(dict.fromkeys(c.environment for c in cells))
-        pin_environments(run_dir, matrix, setup, names, recorded_environments(store, manifest),
-                         console)
+        use_recorded_environments(run_dir, matrix, setup, names,
+                                  recorded_environments(store, manifest), console)
         console.print(f"reproducing {escape(str(run_dir))}: {len(cells)} cells in "
                       f"{len(names)} environments, each as recorded", soft_wrap=True)
         opts = run.Options(matrix_path=matrix_path, only=planned,

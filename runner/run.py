@@ -98,7 +98,7 @@ class Setup:
             if self._local is None:
                 self._local = kinds.create("local", self.flavour, self.gpu)
             return self._local
-        if source.pinned and not self.executor.runs_images:
+        if source.by_digest and not self.executor.runs_images:
             # An image named by digest runs only as that image: in Docker, whatever the run's
             # executor for image folders.
             if self._images is None:
@@ -115,7 +115,7 @@ class Setup:
                 lanes = [Lane(f"ray {i + 1}", local=False) for i in range(count)]
                 self._lanes = lanes, f"{self.parallel_asked}: {found}"
             else:
-                gpus = scheduling.visible_gpus(hostinfo.gpus())
+                gpus = hostinfo.visible_gpus(hostinfo.gpus())
                 self._lanes = scheduling.gpu_lanes(self.parallel, gpus, self.parallel_asked)
         return self._lanes
 
@@ -125,7 +125,7 @@ class Setup:
         lanes, _ = self.lanes()
         return cell.axes["device"] == "cpu" and lanes[0].local and lanes[0].gpu is not None
 
-    def describe(self, source: Source) -> tuple[str, str | None, str]:
+    def would_use(self, source: Source) -> tuple[str, str | None, str]:
         """(executor name, flavour, what it uses) without building anything."""
         executor = self.executor_for(source)
         flavour, uses = executor.would_use(source)
@@ -145,7 +145,7 @@ class Setup:
 
 
 def source_of(cell: Cell) -> Source:
-    return Source(image=cell.image, python=cell.python)
+    return Source.of(cell.image, cell.python)
 
 
 def sources_to_prepare(plan: Plan, extra: list[Cell] = ()) -> list[Source]:
@@ -162,13 +162,6 @@ def calibrations_for(plan: Plan, matrix: Matrix) -> list[Cell]:
     return [cell for cell in matrix.calibration if cell.environment in used]
 
 
-def source_label(source: Source) -> str:
-    """images/torch, python /opt/conda/bin/python, or a registry image reference."""
-    if source.existing:
-        return f"python {source.python}"
-    return source.image if source.pinned else f"images/{source.image}"
-
-
 def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
                      action: str = "prepares") -> None:
     """One line: what will be built (or found ready) and why, and what the selection leaves
@@ -176,7 +169,7 @@ def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], conso
     needs: dict[str, dict[str, Any]] = {}
     for cell, what in [(e.cell, "cells") for e in plan.to_run] + \
             [(c, "calibration") for c in calibrations]:
-        need = needs.setdefault(source_label(source_of(cell)),
+        need = needs.setdefault(source_of(cell).label,
                                 {"envs": {}, "cells": 0, "calibration": 0})
         need["envs"][cell.environment] = True
         need[what] += 1
@@ -228,7 +221,7 @@ def refuse_digest_images(matrix: Matrix | None, kind: str) -> None:
     """An image named by digest runs on this host (in Docker): not with an executor that
     places cells on other machines."""
     pinned = [n for n, e in (matrix.spec.environments.items() if matrix else ())
-              if e.image is not None and Source(e.image).pinned]
+              if e.image is not None and Source.of(e.image).by_digest]
     if pinned:
         raise UsageError(f"{matrix.path}: environments.{pinned[0]}.image: an image named by "
                          f"digest runs with the local or docker executor, not {kind}")
@@ -242,7 +235,7 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
     table.add_column("uses", overflow="fold")
     for name in dict.fromkeys(c.environment for c in cells):
         env = matrix.spec.environments[name]
-        executor, flavour, uses = setup.describe(Source(env.image, env.python))
+        executor, flavour, uses = setup.would_use(Source.of(env.image, env.python))
         api = env.api + (f"/{env.backend}" if env.backend else "")
         table.add_row(escape(name), escape(api), executor, flavour or "as installed",
                       escape(uses))
@@ -271,7 +264,7 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
     console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})",
                   soft_wrap=True)
     lanes, why = setup.lanes()
-    console.print(f"[bold]parallel:[/] {scheduling.describe_lanes(lanes)} ({escape(why)})",
+    console.print(f"[bold]parallel:[/] {scheduling.lanes_text(lanes)} ({escape(why)})",
                   soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells))
@@ -393,8 +386,8 @@ def manifest_for(matrix: Matrix, plan: Plan, store: Store, setup: Setup,
                  prepared: dict[str, Prepared]) -> dict[str, Any]:
     environments = {}
     for name, env in matrix.spec.environments.items():
-        source = Source(env.image, env.python)
-        executor, flavour, uses = setup.describe(source)
+        source = Source.of(env.image, env.python)
+        executor, flavour, uses = setup.would_use(source)
         entry = {**env.model_dump(), "executor": executor, "flavour": flavour, "uses": uses}
         if source.key in prepared:
             entry.update(prepared[source.key].metadata)
@@ -558,7 +551,7 @@ def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
     the executor's default where the lane has none)."""
     if cell.axes["device"] == "cpu":
         return None
-    return GpuRequest(lane.gpu.pin if lane.gpu is not None else None)
+    return GpuRequest(lane.gpu.device_id if lane.gpu is not None else None)
 
 
 MIN_FREE_ENV = "DL_BENCH_MIN_FREE_MB"
@@ -587,7 +580,7 @@ def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
     GPU is on its node; a CPU cell needs none); the record's `settle`."""
     if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
         return None
-    return gpustate.settle_gpu(lane.gpu.pin, cell.settle_s, cell.settle_temp_c, on_status,
+    return gpustate.settle_gpu(lane.gpu.device_id, cell.settle_s, cell.settle_temp_c, on_status,
                                stop)
 
 
@@ -600,12 +593,12 @@ def clocks_locked(matrix: Matrix, setup: Setup, console: Console) -> Iterator[No
         raise UsageError(f"{matrix.path}: run.lock_clocks: locks this host's GPUs; with the "
                          f"{setup.executor.name} executor lock them on each node (sudo nvidia-smi "
                          "-lgc) instead")
-    pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None] \
+    device_ids = [lane.gpu.device_id for lane in setup.lanes()[0] if lane.gpu is not None] \
         if setting is not False else []
     def notify(text: str) -> None:
         console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)
 
-    with gpustate.locked_clocks(setting, pins, notify) as setup.clocks:
+    with gpustate.locked_clocks(setting, device_ids, notify) as setup.clocks:
         yield
 
 
@@ -634,15 +627,15 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
                            lane=setup.lanes()[0][0])
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         console.print(f"{mark} calibration {escape(cell.environment)} "
-                      f"{cell.axes['precision']}: {escape(describe_peak(record))}")
+                      f"{cell.axes['precision']}: {escape(peak_text(record))}")
         stop_if_lost(executor)
     records = sub.records()
     return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(records)}
 
 
-def describe_peak(record: dict[str, Any]) -> str:
+def peak_text(record: dict[str, Any]) -> str:
     if record["status"] != "ok":
-        return describe(record)
+        return outcome_text(record)
     return f"{record['achieved_tflops']:.4g} TFLOP/s at n={record['options'].get('n')}"
 
 
@@ -656,7 +649,7 @@ def ran_on(record: dict[str, Any]) -> str:
     return f" [{' '.join(parts)}]" if parts else ""
 
 
-def describe(record: dict[str, Any]) -> str:
+def outcome_text(record: dict[str, Any]) -> str:
     if record["status"] == "ok" and record.get("median_ms") is not None:
         return f"{fmt(record['median_ms'])} ms/step"
     error = (record.get("error") or "").strip().splitlines()
@@ -725,7 +718,7 @@ def run_in_store(opts: Options, matrix: Matrix, setup: Setup, plan: Plan,
     except RunStopped as exc:
         stopped = exc
         if exc.record is not None:
-            console.print(f"[red]✗[/] {escape(exc.cell)}: {escape(describe(exc.record))}")
+            console.print(f"[red]✗[/] {escape(exc.cell)}: {escape(outcome_text(exc.record))}")
     except (OSError, UsageError) as exc:     # a full disk: stop, keep what is finished
         halted = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
     finally:
@@ -825,7 +818,7 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         blocks.finished(entry, record)
         mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
         progress.console.print(f"{mark} {escape(entry.cell.name)} r{entry.repeat}"
-                               f"{escape(ran_on(record))}: {escape(describe(record))}")
+                               f"{escape(ran_on(record))}: {escape(outcome_text(record))}")
 
     lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
               alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
@@ -871,7 +864,7 @@ def push_images(matrix: Matrix, setup: Setup, sources: list[Source], opts: Optio
     pushed: dict[str, dict[str, Any]] = {}
     ok = True
     for source in sources:
-        if source.existing or source.pinned:
+        if source.existing or source.by_digest:
             continue
         try:
             pushed[source.key] = executor.push(source, opts.push)

@@ -13,7 +13,6 @@ not finish write nothing, every finished record is already stored (--resume goes
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from collections import deque
@@ -28,7 +27,6 @@ from rich.console import Console
 
 from .hostinfo import Gpu
 
-GPU_ENV = "DL_BENCH_GPU"        # the GPU(s) a run may use: indices or UUIDs, comma-separated
 STOP_GRACE_S = 60.0              # after Ctrl-C: how long in-flight cells get to be killed
 
 Entry = TypeVar("Entry")
@@ -67,17 +65,6 @@ class _CountCellsOnly(MofNCompleteColumn):
         return "" if task.fields.get("lane") else super().render(task)
 
 
-def visible_gpus(gpus: list[Gpu], environ: dict[str, str] | None = None) -> list[Gpu]:
-    """The host's GPUs this run may use: DL_BENCH_GPU's when set, else CUDA_VISIBLE_DEVICES's
-    when set (NVML lists every GPU whatever that says), else all."""
-    environ = os.environ if environ is None else environ
-    for var in (GPU_ENV, "CUDA_VISIBLE_DEVICES"):
-        if var in environ:
-            wanted = [w.strip() for w in environ[var].split(",") if w.strip()]
-            return [g for g in gpus if str(g.index) in wanted or (g.uuid and g.uuid in wanted)]
-    return list(gpus)
-
-
 def gpu_lanes(parallel: int | str, gpus: list[Gpu], asked: str) -> tuple[list[Lane], str]:
     """(lanes, the reason shown in the run's first lines) for the local and docker executors."""
     if not gpus:
@@ -88,7 +75,7 @@ def gpu_lanes(parallel: int | str, gpus: list[Gpu], asked: str) -> tuple[list[La
     return lanes, f"{asked}: {found}"
 
 
-def describe_lanes(lanes: list[Lane]) -> str:
+def lanes_text(lanes: list[Lane]) -> str:
     if len(lanes) == 1:
         return "1 cell at a time" + (f", on {lanes[0].label}" if lanes[0].gpu else "")
     kind = "one per GPU" if all(lane.gpu for lane in lanes) else "task slots"

@@ -74,7 +74,7 @@ def attempt(tmp_path: Path, env: dict[str, str]) -> Attempt:
 
 def test_a_local_worker_compiles_into_empty_caches_that_go_with_it(tmp_path):
     job = attempt(tmp_path, {})
-    prepared = Prepared(Source(image="numpy").key, "test", python=Path(sys.executable))
+    prepared = Prepared(Source(folder="numpy").key, "test", python=Path(sys.executable))
     outcome = EnvDump().run(prepared, job)
     assert outcome.returncode == 0, outcome.log_tail
     seen = json.loads((job.work_dir / "seen.json").read_text())
@@ -86,7 +86,7 @@ def test_a_local_worker_compiles_into_empty_caches_that_go_with_it(tmp_path):
 
 def test_kept_caches_leave_the_users_variables_alone(tmp_path):
     job = attempt(tmp_path, {COMPILE_CACHE_ENV: "kept", "TRITON_CACHE_DIR": "/home/me/.triton/cache"})
-    prepared = Prepared(Source(image="numpy").key, "test", python=Path(sys.executable))
+    prepared = Prepared(Source(folder="numpy").key, "test", python=Path(sys.executable))
     assert EnvDump().run(prepared, job).returncode == 0
     seen = json.loads((job.work_dir / "seen.json").read_text())
     assert seen[COMPILE_CACHE_ENV] == "kept"

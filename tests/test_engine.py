@@ -44,7 +44,7 @@ def test_settings_default_and_from_the_environment(monkeypatch):
     monkeypatch.setenv(engine_mod.RECONNECT_ENV, "2.5")
     settings = engine_mod.EngineSettings.from_env()
     assert (settings.timeout_s, settings.reconnect_s) == (1200.0, 2.5)
-    assert "1200 s (DL_BENCH_ENGINE_TIMEOUT)" in settings.describe()
+    assert "1200 s (DL_BENCH_ENGINE_TIMEOUT)" in settings.summary()
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "nan", "inf"])

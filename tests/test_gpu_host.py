@@ -61,9 +61,9 @@ def test_gpu_host_without_engine_runs_local_cuda_stacks(gpu_host, write_matrix):
     assert setup.executor.name == "local"
     assert setup.reason.startswith("auto: a GPU was found, but no Docker engine answers")
     assert setup.flavour.name == "cuda"
-    assert setup.describe(Source("torch")) == ("local", "cuda",
+    assert setup.would_use(Source("torch")) == ("local", "cuda",
                                                "images/torch/requirements-cuda.lock")
-    assert setup.describe(Source("numpy")) == ("local", "cpu", "images/numpy/requirements.lock")
+    assert setup.would_use(Source("numpy")) == ("local", "cpu", "images/numpy/requirements.lock")
     setup.close()
 
 
@@ -72,15 +72,15 @@ def test_no_gpu_host_runs_local_cpu_stacks(gpu_host, write_matrix):
     setup = run.choose_setup(None, None)
     assert (setup.executor.name, setup.flavour.name) == ("local", "cpu")
     assert setup.reason == "auto: no GPU found, so no Docker images are needed"
-    assert setup.describe(Source("torch"))[2] == "images/torch/requirements.lock"
+    assert setup.would_use(Source("torch"))[2] == "images/torch/requirements.lock"
 
 
 def test_existing_interpreters_run_locally_under_any_executor(gpu_host):
     setup = run.choose_setup(None, "docker")
     assert setup.executor.name == "docker"
     python = Source(python=sys.executable)
-    assert setup.describe(python) == ("local", None, f"python {sys.executable}")
-    assert setup.describe(Source("jax"))[:2] == ("docker", "cuda")
+    assert setup.would_use(python) == ("local", None, f"python {sys.executable}")
+    assert setup.would_use(Source("jax"))[:2] == ("docker", "cuda")
     setup.close()
 
 

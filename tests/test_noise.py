@@ -135,7 +135,7 @@ def fake_gpu_host(monkeypatch):
     def install(**readings) -> FakeGpu:
         fake = FakeGpu(**readings)
         monkeypatch.setattr(hostinfo, "gpu_facts", lambda: dict(A100))
-        monkeypatch.setattr(gpustate, "open_gpu", lambda pin=None: Nvml(fake, handle=pin))
+        monkeypatch.setattr(gpustate, "open_gpu", lambda device_id=None: Nvml(fake, handle=device_id))
         return fake
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.delenv(environments.FLAVOUR_ENV, raising=False)

@@ -51,7 +51,7 @@ class EngineSettings:
         return cls(seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
                    seconds_from_env(RECONNECT_ENV, DEFAULT_RECONNECT_S))
 
-    def describe(self) -> str:
+    def summary(self) -> str:
         return (f"a request may take {self.timeout_s:g} s ({TIMEOUT_ENV}), an unreachable "
                 f"engine is waited for {self.reconnect_s:g} s ({RECONNECT_ENV})")
 

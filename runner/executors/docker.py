@@ -1,4 +1,4 @@
-"""The GPU path: one pinned image per environment, one fresh container per cell × repeat
+"""The GPU path: one image per environment, one fresh container per cell × repeat
 (what a container is made of: containers.py).
 
 Timeouts kill the container; the kernel's OOM kill is read back from the engine. Containers are
@@ -15,7 +15,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..environments import Flavour, Source, image_flavour, images
+from .. import hostinfo
+from ..environments import Flavour, Source, folder_flavour, images
 from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
                                           EngineProblem, EngineSettings, EngineSlow, call,
                                           classify, connect, reason)
@@ -28,7 +29,6 @@ from .containers import (LABEL_CELL, LABEL_OWNER, LABEL_RUN, ULIMITS, container_
                          save_host_gpu, save_logs)
 from .local import log_caps
 
-GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID), default 0
 MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
 
@@ -40,7 +40,8 @@ class DockerExecutor(ImageExecutor):
                  gpu_id: str | None = None, base: str | None = None, mem_limit: str | None = None):
         self.flavour = flavour or Flavour("cpu", "default")
         self.gpu = gpu                    # the host has a GPU: cells that want one get it
-        self.gpu_id = gpu_id if gpu_id is not None else os.environ.get(GPU_ENV, "0")
+        # The GPU a cell gets where its lane names none (hostinfo.GPU_ENV's first).
+        self.gpu_id = gpu_id if gpu_id is not None else hostinfo.default_gpu_id()
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
         self.mem_limit = mem_limit or os.environ.get(MEMORY_ENV) or None
         self.log_caps = log_caps()       # checked here: a bad setting stops the run early
@@ -95,16 +96,16 @@ class DockerExecutor(ImageExecutor):
         return (self.image(prepared.key).labels or {}).get(f"{images.LABEL}.lock-sha256")
 
     def recipe(self, source: Source) -> images.Recipe:
-        return images.recipe(source.image, image_flavour(self.flavour, source.image), self.base)
+        return images.recipe(source.folder, folder_flavour(self.flavour, source.folder), self.base)
 
     def would_use(self, source: Source) -> tuple[str | None, str]:
         """(flavour, image tag) without touching the engine."""
-        if source.pinned or source.key in self.exact_images:
-            return None, self.exact_images.get(source.key, source.image)
+        if source.by_digest or source.key in self.exact_images:
+            return None, self.exact_images.get(source.key, source.reference)
         try:
             rec = self.recipe(source)
         except images.ImageError as exc:
-            return image_flavour(self.flavour, source.image), str(exc)
+            return folder_flavour(self.flavour, source.folder), str(exc)
         return rec.flavour, rec.tag
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
@@ -112,7 +113,7 @@ class DockerExecutor(ImageExecutor):
         from requests.exceptions import RequestException
 
         flavour, uses = self.would_use(source)
-        if source.pinned or source.key in self.exact_images:
+        if source.by_digest or source.key in self.exact_images:
             return self.prepare_exact(source, uses, on_line)
         try:
             client = self.client()
@@ -121,10 +122,11 @@ class DockerExecutor(ImageExecutor):
         except (DockerUnavailable, images.ImageError) as exc:
             return Prepared(source.key, uses, flavour, error=str(exc))
         except docker.errors.DockerException as exc:
-            return Prepared(source.key, uses, flavour, error=f"image {source.image}: docker: {exc}")
+            return Prepared(source.key, uses, flavour,
+                            error=f"image {source.folder}: docker: {exc}")
         except RequestException as exc:     # the engine stopped answering
             return Prepared(source.key, uses, flavour,
-                            error=f"image {source.image}: {engine_silence(exc, self.engine)}")
+                            error=f"image {source.folder}: {engine_silence(exc, self.engine)}")
         self.image_ids[source.key] = built.id   # run by id: a rebuild cannot swap it mid-run
         return Prepared(source.key, uses, flavour,
                         metadata={**images.record_metadata(built, rec), "env_source": "image",
@@ -155,7 +157,7 @@ class DockerExecutor(ImageExecutor):
         return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
 
     def gpu_for(self, attempt: Attempt) -> str | None:
-        """The GPU a cell's container is given: its lane's, else DL_BENCH_GPU's first."""
+        """The GPU a cell's container is given: its lane's, else the default one."""
         gpu = given_gpu(attempt, self.gpu)
         if gpu is None:
             return None
@@ -322,7 +324,8 @@ class DockerExecutor(ImageExecutor):
     def interrupt(self) -> None:
         if self.lost:       # the engine is gone: nothing can be killed through it
             return
-        for container in self._in_flight.snapshot():     # each lane's wait then returns and removes its container
+        # Each lane's wait then returns and removes its container.
+        for container in self._in_flight.snapshot():
             try:
                 call("kill the container", lambda: kill_quietly(container), self.engine,
                      retry=False)

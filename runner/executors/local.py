@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from ..environments import (Flavour, Source, existing, image_flavour, installed, lock_path,
+from ..environments import (Flavour, Source, existing, folder_flavour, installed, lock_path,
                             venvs)
 from ..errors import UsageError
 from ..matrix import REPO_ROOT
@@ -182,8 +182,8 @@ class LocalExecutor(Executor):
     def would_use(self, source: Source) -> tuple[str | None, str]:
         if source.existing:
             return None, f"python {source.python}"
-        flavour = image_flavour(self.flavour, source.image)
-        return flavour, f"images/{source.image}/{lock_path(source.image, flavour).name}"
+        flavour = folder_flavour(self.flavour, source.folder)
+        return flavour, f"images/{source.folder}/{lock_path(source.folder, flavour).name}"
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         flavour, uses = self.would_use(source)
@@ -195,7 +195,7 @@ class LocalExecutor(Executor):
             return Prepared(source.key, uses, python=interpreter.python,
                             metadata={"executor": self.name, "env_source": "existing"})
         try:
-            env = venvs.build(source.image, flavour, self.env_root, on_line)
+            env = venvs.build(source.folder, flavour, self.env_root, on_line)
         except venvs.EnvironmentBuildError as exc:
             return Prepared(source.key, uses, flavour, error=str(exc))
         return Prepared(source.key, uses, flavour, python=env.python,

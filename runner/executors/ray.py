@@ -20,6 +20,7 @@ then the cell is recorded as crashed with each loss named.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
@@ -28,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..environments import FLAVOUR_ENV, LOCKS, Flavour, Source, image_flavour, lock_path
-from ..environments.venvs import sha256_file
+from ..environments import (FLAVOUR_ENV, LOCKS, Flavour, Source, folder_flavour, lock_path,
+                            lock_sha256)
 from ..worker.protocol import write_text_atomic
 from .base import (Attempt, Executor, InFlight, Outcome, Prepared, log_tail, note_in_log,
                    write_crashed_result)
@@ -38,7 +39,7 @@ from .ray_cluster import (ADDRESS_ENV, AUTH_MODE_ENV, ClusterLost, RayUnavailabl
                           address_problem, authentication, check_version, cluster_facts,
                           first_line, gcs_address, import_ray, our_sigterm_handler,
                           retries_setting, stage_code)
-from .ray_node import prepare_on_node, run_on_node, source_from_key, where
+from .ray_node import prepare_on_node, run_on_node, where
 
 NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
 # The driver's settings every node must share (the base image its Docker builds start from, a
@@ -57,8 +58,8 @@ def expected_locks(source: Source) -> dict[str, str]:
     """flavour → sha256 of the driver's lock of that flavour (what every node must build)."""
     if source.existing:
         return {}
-    return {flavour: sha256_file(lock_path(source.image, flavour))
-            for flavour in LOCKS if lock_path(source.image, flavour).is_file()}
+    hashes = {flavour: lock_sha256(source.folder, flavour) for flavour in LOCKS}
+    return {flavour: sha256 for flavour, sha256 in hashes.items() if sha256 is not None}
 
 
 class RayExecutor(Executor):
@@ -84,6 +85,7 @@ class RayExecutor(Executor):
         self._staged: tempfile.TemporaryDirectory | None = None
         self._task: Any = None
         self._in_flight: InFlight[Any] = InFlight()     # task generators
+        self._sources: dict[str, Source] = {}            # what prepare() was given, by key
         self._lock = threading.Lock()
         self._connected_here = False
         self.lost: str | None = None      # why no further cell can run: the cluster is gone
@@ -163,9 +165,9 @@ class RayExecutor(Executor):
         if source.existing:
             return None, f"python {source.python} on each node"
         flavour = os.environ.get(FLAVOUR_ENV) or None
-        locks = "/".join(sorted({lock_path(source.image, image_flavour(
-            Flavour(f, ""), source.image)).name for f in ([flavour] if flavour else LOCKS)}))
-        return flavour or NODE_FLAVOUR.name, f"images/{source.image}/{locks}, built on each node"
+        locks = "/".join(sorted({lock_path(source.folder, folder_flavour(
+            Flavour(f, ""), source.folder)).name for f in ([flavour] if flavour else LOCKS)}))
+        return flavour or NODE_FLAVOUR.name, f"images/{source.folder}/{locks}, built on each node"
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         """Every node that can run cells builds (or finds) the lock's environment now, all at
@@ -178,8 +180,9 @@ class RayExecutor(Executor):
         locks = expected_locks(source)
         if not source.existing and not locks:
             return Prepared(source.key, uses, flavour,
-                            error=f"images/{source.image}: no requirements lock")
-        request = {"source": {"image": source.image, "python": source.python}, "locks": locks,
+                            error=f"images/{source.folder}: no requirements lock")
+        self._sources[source.key] = source
+        request = {"source": dataclasses.asdict(source), "locks": locks,
                    "node_executor": self.node_executor}
         nodes = [n for n in self.connect()["nodes"] if n["cpus"]]
         task = self.ray.remote(prepare_on_node)
@@ -226,7 +229,7 @@ class RayExecutor(Executor):
 
     def request_for(self, prepared: Prepared, attempt: Attempt, source: Source) -> dict[str, Any]:
         return {"spec": attempt.spec.to_dict(),
-                "source": {"image": source.image, "python": source.python},
+                "source": dataclasses.asdict(source),
                 "locks": expected_locks(source), "env": attempt.env, "timeout": attempt.timeout,
                 "wants_gpu": attempt.gpu is not None, "node_executor": self.node_executor}
 
@@ -237,7 +240,7 @@ class RayExecutor(Executor):
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
         started = time.monotonic()
-        request = self.request_for(prepared, attempt, source_from_key(prepared.key))
+        request = self.request_for(prepared, attempt, self._sources[prepared.key])
         losses: list[str] = []
         for tries in range(1, self.retries + 2):
             attempt.on_status("waiting for a Ray node" + (f" (try {tries})" if tries > 1 else ""))

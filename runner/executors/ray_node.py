@@ -23,8 +23,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..environments import Source, decide_flavour, image_flavour, lock_path
-from ..environments.venvs import ENV_ROOT, sha256_file
+from ..environments import Source, decide_flavour, folder_flavour, lock_path, lock_sha256
+from ..environments.venvs import ENV_ROOT
 from ..worker.protocol import CellSpec
 from .base import Attempt, GpuRequest, Outcome, Prepared, write_spec
 
@@ -33,10 +33,6 @@ RESULT_LIMIT = 64 << 20                     # a result.json larger than this is 
 
 _NODE_STATE: dict[Any, Any] = {}
 _NODE_STATE_LOCK = threading.Lock()
-
-
-def source_from_key(key: str) -> Source:
-    return Source(python=key[len("python:"):]) if key.startswith("python:") else Source(image=key)
 
 
 def where(placement: dict[str, Any]) -> str:
@@ -228,7 +224,7 @@ def node_file_lock(name: str) -> Iterator[None]:
 def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepared:
     """The environment on this node, built from the lock when missing, after checking that this
     node's lock is the driver's; and that what was built holds that lock."""
-    flavour = image_flavour(executor.flavour, source.image) if not source.existing else None
+    flavour = folder_flavour(executor.flavour, source.folder) if not source.existing else None
     want = locks.get(flavour) if flavour else None
     key = ("prepared", executor.name, source.key, flavour, want)
     with _NODE_STATE_LOCK:
@@ -243,7 +239,7 @@ def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepar
         built = executor.built_lock_sha256(prepared)
         if built != want:
             prepared = Prepared(source.key, error=f"node {socket.gethostname()}: the "
-                                f"{source.image} environment built here holds lock sha256 "
+                                f"{source.folder} environment built here holds lock sha256 "
                                 f"{str(built)[:12]}, the driver's lock is {want[:12]}")
     if not prepared.error:
         with _NODE_STATE_LOCK:
@@ -255,14 +251,14 @@ def lock_mismatch(source: Source, flavour: str | None, want: str | None) -> str 
     """Why this node cannot build the driver's environment, or None."""
     if source.existing:
         return None
-    lock = lock_path(source.image, flavour)
+    lock = lock_path(source.folder, flavour)
     here = f"node {socket.gethostname()}"
     if want is None:
-        return f"{here} needs images/{source.image}/{lock.name}, which the driver does not have"
-    if not lock.is_file():
-        return f"{here}: images/{source.image}/{lock.name} is missing"
-    have = sha256_file(lock)
+        return f"{here} needs images/{source.folder}/{lock.name}, which the driver does not have"
+    have = lock_sha256(source.folder, flavour)
+    if have is None:
+        return f"{here}: images/{source.folder}/{lock.name} is missing"
     if have != want:
-        return (f"{here}: images/{source.image}/{lock.name} has sha256 {have[:12]}, the "
+        return (f"{here}: images/{source.folder}/{lock.name} has sha256 {have[:12]}, the "
                 f"driver's has {want[:12]}: the node would not run the lock's environment")
     return None

@@ -257,7 +257,7 @@ class Bisect:
         return step
 
     def show(self, step: Step) -> None:
-        shown = ", ".join(self.describe(n) for n in step.taken) or "none (the good stack)"
+        shown = ", ".join(self.change_text(n) for n in step.taken) or "none (the good stack)"
         if step.verdict in ("unresolvable", "failed"):
             self.console.print(f"step {step.number}: take {escape(shown)}: [yellow]{step.verdict}"
                                f"[/] ({escape(step.error or '')})", soft_wrap=True)
@@ -269,7 +269,7 @@ class Bisect:
         self.console.print(f"step {step.number}: take {escape(shown)}: {figures}{judged}",
                            soft_wrap=True)
 
-    def describe(self, name: str) -> str:
+    def change_text(self, name: str) -> str:
         old, new = self.changed[name]
         return f"{name} {old or 'absent'} → {new or 'absent'}"
 
@@ -278,7 +278,7 @@ class Bisect:
         names = list(self.changed)
         self.console.print(f"bisect {escape(self.cell_name)} ({self.environment}): "
                            f"{len(names)} distributions changed: "
-                           f"{escape('; '.join(self.describe(n) for n in names))}",
+                           f"{escape('; '.join(self.change_text(n) for n in names))}",
                            soft_wrap=True)
         good = self.step([])
         bad = self.step(names)
@@ -303,7 +303,7 @@ class Bisect:
                 break
             taken, candidates = moved
         culprit = candidates
-        what = "; ".join(self.describe(n) for n in culprit)
+        what = "; ".join(self.change_text(n) for n in culprit)
         kind = "distribution" if len(culprit) == 1 else "group that only moves together"
         message = f"named the {kind}: {what}"
         self.finish_record("named", culprit, message)
