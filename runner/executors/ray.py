@@ -21,7 +21,6 @@ then the cell is recorded as crashed with each loss named.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import tempfile
 import threading
@@ -35,10 +34,9 @@ from ..worker.protocol import write_text_atomic
 from .base import (Attempt, Executor, InFlight, Outcome, Prepared, log_tail, note_in_log,
                    write_crashed_result)
 from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV
-from .ray_cluster import (ADDRESS_ENV, AUTH_MODE_ENV, ClusterLost, RayUnavailable,
-                          address_problem, authentication, check_version, cluster_facts,
-                          first_line, gcs_address, import_ray, our_sigterm_handler,
-                          retries_setting, stage_code)
+from .ray_cluster import (ADDRESS_ENV, ClusterLost, RayUnavailable, address_problem,
+                          authentication, check_version, cluster_facts, first_line, gcs_address,
+                          import_ray, join, retries_setting)
 from .ray_node import prepare_on_node, run_on_node, where
 
 NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
@@ -104,28 +102,13 @@ class RayExecutor(Executor):
         ray = self.ray
         if self._task is None:
             if not ray.is_initialized():
-                problem = address_problem(self.address) if self.address else None
-                if problem:
-                    raise RayUnavailable(f"no Ray cluster answers at {self.address} ({problem}); "
-                                         "start one (ray up, or ray start --head) or fix "
-                                         "--ray-address / RAY_ADDRESS")
                 self._staged = tempfile.TemporaryDirectory(prefix="dl-bench-ray-code-")
-                runtime_env = {"working_dir": str(stage_code(Path(self._staged.name))),
-                               "env_vars": {k: os.environ[k] for k in FORWARDED_ENV
-                                            if k in os.environ}}
                 try:
-                    with our_sigterm_handler():
-                        ray.init(address=self.address or "local", runtime_env=runtime_env,
-                                 log_to_driver=False, logging_level=logging.WARNING,
-                                 **({} if self.address else {"include_dashboard": False}))
-                except (ConnectionError, RuntimeError, ValueError) as exc:
+                    join(ray, self.address, Path(self._staged.name),
+                         {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ})
+                except RayUnavailable:
                     self._drop_stage()
-                    what = f"no Ray cluster answers at {self.address}" if self.address else \
-                        "a local Ray instance could not start"
-                    hint = " (with token authentication the driver needs the cluster's token: " \
-                        "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)" \
-                        if self.address and os.environ.get(AUTH_MODE_ENV) == "token" else ""
-                    raise RayUnavailable(f"{what}: {first_line(exc)}{hint}") from None
+                    raise
                 self._connected_here = True
             self._task = ray.remote(run_on_node)
             self.facts = cluster_facts(ray)

@@ -6,6 +6,7 @@ cluster."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -77,6 +78,29 @@ def address_problem(address: str, timeout: float = 5.0) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc) or type(exc).__name__
     return None
+
+
+def join(ray: Any, address: str | None, staged: Path, forwarded: dict[str, str]) -> None:
+    """ray.init: join the cluster at `address` (none: start a local instance), this checkout's
+    code staged in `staged` as the job's working_dir, `forwarded` set on every node;
+    RayUnavailable (one line) when no cluster answers."""
+    problem = address_problem(address) if address else None
+    if problem:
+        raise RayUnavailable(f"no Ray cluster answers at {address} ({problem}); start one "
+                             "(ray up, or ray start --head) or fix --ray-address / RAY_ADDRESS")
+    runtime_env = {"working_dir": str(stage_code(staged)), "env_vars": forwarded}
+    try:
+        with our_sigterm_handler():
+            ray.init(address=address or "local", runtime_env=runtime_env, log_to_driver=False,
+                     logging_level=logging.WARNING,
+                     **({} if address else {"include_dashboard": False}))
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        what = f"no Ray cluster answers at {address}" if address else \
+            "a local Ray instance could not start"
+        hint = " (with token authentication the driver needs the cluster's token: " \
+            "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)" \
+            if address and os.environ.get(AUTH_MODE_ENV) == "token" else ""
+        raise RayUnavailable(f"{what}: {first_line(exc)}{hint}") from None
 
 
 def stage_code(folder: Path) -> Path:
