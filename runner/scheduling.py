@@ -123,6 +123,20 @@ class Lanes:
             done(entry, run_one(entry, where, show), progress)
             progress.advance(bar)
 
+    @staticmethod
+    def _next_start(pending, running, free, ready, alone) -> tuple[Any, Lane] | None:
+        """The next entry to start now and its lane, or None: the first ready entry (the first
+        of all when nothing runs: nothing could make the others ready) on the first free lane;
+        a CPU cell alone, once the running cells have finished."""
+        entry = next((e for e in pending if ready(e)), None if running else pending[0])
+        if entry is None:
+            return None                     # every entry waits for a running one
+        if any(lane is CPU_LANE for _, lane in running.values()):
+            return None                     # a CPU cell runs alone
+        if alone(entry):
+            return None if running else (entry, CPU_LANE)   # after the GPU cells finish
+        return (entry, free[0]) if free else None
+
     def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar,
                   ready) -> None:
         rows = {lane: progress.add_task(escape(f"{lane.label}: idle"), total=None, lane=True)
@@ -146,24 +160,14 @@ class Lanes:
         try:
             while pending or running:
                 while pending:
-                    # The first ready entry (the first of all when nothing runs: nothing could
-                    # make the others ready).
-                    entry = next((e for e in pending if ready(e)), None if running else pending[0])
-                    if entry is None:
-                        break                       # every entry waits for a running one
-                    cpu_busy = any(lane is CPU_LANE for _, lane in running.values())
-                    if cpu_busy:
-                        break                       # a CPU cell runs alone
-                    if alone(entry):
-                        if running:
-                            break                   # wait until the GPU cells finish
-                        pending.remove(entry)
-                        start(entry, CPU_LANE)
+                    chosen = self._next_start(pending, running, free, ready, alone)
+                    if chosen is None:
                         break
-                    if not free:
-                        break
+                    entry, lane = chosen
                     pending.remove(entry)
-                    start(entry, free.pop(0))
+                    if lane is not CPU_LANE:
+                        free.remove(lane)
+                    start(entry, lane)
                 finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in finished:
                     entry, lane = running.pop(future)
