@@ -217,7 +217,9 @@ class Diagnosis:
 
 def diagnose(matrix_path: Path | None, executor: str | None,
              ray_address: str | None = None) -> Diagnosis:
-    from . import hostinfo, matrix as matrix_mod, run
+    from . import hostinfo, matrix as matrix_mod
+    from .console import show_setup
+    from .run_setup import choose_setup
     from .environments import folder_flavour, lock_path
     from .schema import is_image_reference
 
@@ -225,7 +227,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
     checks = [check_gpus(facts)]
     matrix = matrix_mod.load(matrix_path, gpu_found=bool(facts.get("gpu_count"))) \
         if matrix_path else None
-    setup = run.choose_setup(matrix, executor, ray_address=ray_address)
+    setup = choose_setup(matrix, executor, ray_address=ray_address)
     envs = list(matrix.spec.environments.values()) if matrix else []
     folders = sorted({e.image for e in envs if e.image and not is_image_reference(e.image)})
     if facts.get("gpu_count"):
@@ -255,7 +257,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
     def path(console: Console) -> None:
         if matrix is not None:
             console.print(f"[bold]path for {escape(str(matrix.path))}:[/]")
-            run.show_setup(matrix, setup, matrix.cells, console)
+            show_setup(matrix, setup, matrix.cells, console)
         setup.close()
     return Diagnosis(checks, path)
 

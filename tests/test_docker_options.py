@@ -251,7 +251,7 @@ def test_host_gpu_sampling_on_a_gpu(containers, tmp_path):
 
 
 def test_explicit_docker_executor_is_chosen_without_touching_an_engine(dockerx):
-    from runner.run import choose_setup
+    from runner.run_setup import choose_setup
 
     executor = choose_setup(None, "docker").executor
     assert isinstance(executor, dockerx.DockerExecutor) and executor._client is None

@@ -27,7 +27,8 @@ from runner.environments import images
 from runner.errors import UsageError
 from runner.environments import docker_engine as engine_mod
 from runner.matrix import REPO_ROOT
-from runner.run import Options, resume_command
+from runner.pipeline import Options
+from runner.resume import resume_command
 
 from engine_proxy import EngineProxy
 
@@ -172,11 +173,7 @@ def test_the_resume_line_keeps_the_selection_and_the_executor(tmp_path):
     opts = Options(matrix_path=Path("my matrix.toml"), only=["*-numpy-*", "jax"],
                    profile="smoke")
 
-    class Chosen:
-        class executor:
-            name = "docker"
-
-    line = resume_command(opts, Chosen(), store)
+    line = resume_command(opts, "docker", store.root)
     args = shlex.split(line)
     assert args[1:] == ["-m", "runner", "my matrix.toml", "--resume", str(store.root),
                         "--executor", "docker", "--only", "*-numpy-*", "--only", "jax",

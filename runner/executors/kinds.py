@@ -7,6 +7,8 @@ from ..environments import Flavour
 from .base import Executor
 
 KINDS = ("auto", "local", "docker", "ray")     # the CLI's --executor, [run] executor
+IMAGE_KIND = "docker"       # runs Docker images where a command or a source needs one
+PROCESS_KIND = "local"      # runs existing interpreters where the run's executor does not
 
 
 def executor_class(kind: str) -> type[Executor]:
@@ -24,6 +26,11 @@ def executor_class(kind: str) -> type[Executor]:
 
         return RayExecutor
     raise ValueError(f"executor {kind!r} is not one of {', '.join(KINDS[1:])}")
+
+
+def runs_images(kind: str) -> bool:
+    """Whether executors of a kind ("auto" included: undecided) run Docker images."""
+    return kind in KINDS[1:] and executor_class(kind).runs_images
 
 
 def create(kind: str, flavour: Flavour, gpu: bool, ray_address: str | None = None) -> Executor:
