@@ -162,7 +162,7 @@ def _on(value: bool | None) -> str:
 
 # --- the measuring runs --------------------------------------------------------------------------
 
-def run_cells(matrix: Matrix, cells: list[Cell], name: str, setup: Setup,
+def measuring_run(matrix: Matrix, cells: list[Cell], name: str, setup: Setup,
               opts: pipeline.Options, folder: Path, log: Console) -> Path:
     """The cells as one run of their own (the real pipeline: plan, environments, executors,
     workers, records, reports) under `folder`/<name>/; its output goes to the log."""
@@ -209,7 +209,7 @@ def measure_overhead(matrix: Matrix, setup: Setup, opts: pipeline.Options, folde
         return []
     console.print(f"[bold]overhead:[/] a matmul cell in each of {len(cells)} environment(s), "
                   "the worker's clock against a bare loop in the same process …", soft_wrap=True)
-    run_dir = run_cells(matrix, cells, "overhead", setup, opts, folder, log)
+    run_dir = measuring_run(matrix, cells, "overhead", setup, opts, folder, log)
     out = []
     for record in Store(run_dir).records():
         paired = (record.get("extra") or {}).get("harness_overhead") or {}
@@ -259,7 +259,7 @@ def measure_aa(matrix: Matrix, cells: list[Cell], setup: Setup, opts: pipeline.O
     run_dirs = []
     for k in range(1, runs + 1):
         started = time.monotonic()
-        run_dirs.append(run_cells(matrix, cells, "aa", setup, opts, folder, log))
+        run_dirs.append(measuring_run(matrix, cells, "aa", setup, opts, folder, log))
         heads = headlines(run_dirs[-1])
         shown = ", ".join(f"{escape(name)} {fmt(s['median_ms'])} ms" if s["status"] == "ok"
                           else f"{escape(name)} [red]{s['status']}[/]" for name, s in heads.items())

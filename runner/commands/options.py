@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..executors.kinds import KINDS
+
+if TYPE_CHECKING:
+    from ..pipeline import Options
 
 PROFILES = ("auto", "full", "smoke")
 
@@ -36,7 +40,7 @@ def parallel(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"expected a positive whole number or auto, got {text!r}")
 
 
-def run_options(args: argparse.Namespace, **overrides):
+def run_options(args: argparse.Namespace, **overrides: Any) -> "Options":
     """pipeline.Options from run, plan and build's arguments."""
     from ..pipeline import Options
 

@@ -4,8 +4,8 @@ An executor prepares environments (`prepare`) and runs one cell × repeat in one
 an Attempt in, an Outcome out: what it saw of the worker process or container). Callers — the
 pipeline, doctor, reproduce — read its capability flags, never its name, to decide what differs
 between executors. Adding an executor: subclass Executor, set the flags, implement `would_use`,
-`prepare` and `run` (and `interrupt`, `close` where something can be left behind), and teach
-executors/auto.py its kind.
+`prepare` and `run` (and `interrupt`, `close` where something can be left behind), and name
+its kind in executors/kinds.py.
 
 Shared here: the in-flight set Ctrl-C reaches (InFlight), the log's tail and the runner's notes
 in it, the GPU hand-off to a worker, and spec.json, written in one place (write_spec) and read
