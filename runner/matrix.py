@@ -50,6 +50,9 @@ class Cell:
     settle_s: float = 0.0                     # [run] settle: the wait for a quiet GPU (idem)
     settle_temp_c: float = 60.0               # [run] settle_temperature
     harness_overhead: bool = False            # pair the worker's clock with a bare loop after
+    # The report compares this cell's answer with its row's ([[benchmarks]] check_answers);
+    # not a coordinate: the cell computes the same either way.
+    check_answers: bool = True
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -236,6 +239,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 min_time_s=run.min_time, max_time_s=run.max_time,
                 keep_compile_caches=run.keep_compile_caches,
                 settle_s=run.settle, settle_temp_c=run.settle_temperature,
+                check_answers=bench.check_answers,
             )
             if cell.id in cells:
                 raise UsageError(f"{path}: benchmarks[{index}] repeats cell {cell.name} of "

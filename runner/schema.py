@@ -293,6 +293,9 @@ class BenchmarkSpec(_Strict):
     warmup_steps: PositiveInt | None = None
     repeats: PositiveInt | None = Field(None, le=MAX_REPEATS)
     timeout: PositiveFloat | None = Field(None, le=MAX_TIMEOUT_S)
+    # Compare what each cell computed (its answer) with the other environments of its row; false
+    # where the APIs are known to compute differently (the report says the check was off).
+    check_answers: bool = True
     # Axes: stored as tuples of values after validation.
     task: Any = None
     batch_size: Any = None
@@ -381,9 +384,44 @@ class HistorySettings(_Strict):
         return value
 
 
+# Axes an effect can be measured against (a task is different work, not a setting of it).
+BASELINE_AXES = tuple(a for a in AXES if a != "task")
+
+
+class ReportSettings(_Strict):
+    # The value each axis's effects are measured against, e.g. { jit = false, precision =
+    # "float32", options.n = 1024 }; an axis not named here: its first value in the matrix.
+    baselines: dict[str, Any] = Field(default_factory=dict)
+    # The environment every other one is measured against, row by row; unset: the first.
+    baseline_environment: str | None = Field(None, min_length=1)
+
+    @field_validator("baselines", mode="after")
+    @classmethod
+    def _baselines(cls, baselines: dict[str, Any]) -> dict[str, Any]:
+        for key, value in baselines.items():
+            if not key.isprintable():
+                raise ValueError(f"report.baselines: {shown(key)} holds a control character")
+            if key == "options":
+                if not isinstance(value, dict):
+                    raise ValueError("report.baselines.options: expected a table of option "
+                                     "values, e.g. options.n = 1024")
+                continue
+            if key not in BASELINE_AXES:
+                raise ValueError(f"report.baselines.{key}: not an axis"
+                                 f"{did_you_mean(key, BASELINE_AXES + ('options',))}")
+            if isinstance(value, list):
+                raise ValueError(f"report.baselines.{key}: one value, not a list")
+            try:
+                check_axis(key, value)
+            except ValueError as exc:
+                raise ValueError(f"report.baselines.{key}: {exc}") from None
+        return baselines
+
+
 class MatrixSpec(_Strict):
     run: RunSettings = Field(default_factory=RunSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)
     benchmarks: list[BenchmarkSpec] = Field(min_length=1)
@@ -423,6 +461,28 @@ class MatrixSpec(_Strict):
                 if name != "*" and name not in self.environments:
                     raise ValueError(f"benchmarks[{index}].environments: unknown environment "
                                      f"{shown(name)}{did_you_mean(name, self.environments)}")
+        baseline = self.report.baseline_environment
+        if baseline is not None and baseline not in self.environments:
+            raise ValueError(f"report.baseline_environment: unknown environment {shown(baseline)}"
+                             f"{did_you_mean(baseline, self.environments)}")
+        return self
+
+    @model_validator(mode="after")
+    def _baseline_options(self) -> "MatrixSpec":
+        """A baseline option must be an option of a workload of the matrix, of its type."""
+        workloads = [catalog.WORKLOADS[b.workload] for b in self.benchmarks]
+        known = {name: w.options[name] for w in workloads for name in w.options}
+        for name, value in (self.report.baselines.get("options") or {}).items():
+            where = f"report.baselines.options.{name if name.isprintable() else shown(name)}"
+            if name not in known:
+                raise ValueError(f"{where}: no workload of this matrix has that option"
+                                 f"{did_you_mean(name, known)}")
+            option = known[name]
+            expected = (int, float) if option.type is float else option.type
+            if isinstance(value, bool) != (option.type is bool) or not isinstance(value, expected):
+                raise ValueError(f"{where}: expected {option.type.__name__}, got {shown(value)}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{where}: must be a finite number, got {value}")
         return self
 
     @model_validator(mode="after")
@@ -453,6 +513,8 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         key = path.pop(0)
         if model is MatrixSpec and key == "run":
             model = RunSettings
+        elif model is MatrixSpec and key == "report":
+            model = ReportSettings
         elif model is MatrixSpec and key in ("environments", "benchmarks"):
             model = EnvironmentSpec if key == "environments" else BenchmarkSpec
             if path:

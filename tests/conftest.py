@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -54,5 +56,28 @@ def run_cli(capsys, results_dir):
         code = cli.main(argv)
         out, err = capsys.readouterr()
         return code, out, err
+
+    return run
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--hide-scrollbars"]
+
+
+@pytest.fixture
+def chromium(tmp_path):
+    """chromium(*args) -> stdout: Debian's chromium, headless, offline, a fresh profile (tests
+    marked `browser`; `bash .ci/history-setup.sh` installs it)."""
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.skip("no chromium (bash .ci/history-setup.sh installs Debian's chromium)")
+    profile = tmp_path / "chromium-profile"
+
+    def run(*args: str) -> str:
+        done = subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
 
     return run

@@ -311,7 +311,7 @@ def test_reproduce_refuses_a_flavour_that_is_not_cpu_or_cuda(run_copy, tmp_path,
     manifest = json.loads((run_copy / "manifest.json").read_text())
     (run_copy / "manifest.json").write_text(json.dumps({**manifest, "flavour": "rocm"}))
     code, _, err = main(capsys, "reproduce", run_copy, "--results-dir", tmp_path / "new")
-    assert "manifest.json: flavour: 'rocm' is not one of 'cpu' or 'cuda'" in one_line(code, err)
+    assert "manifest.json: flavour: 'rocm' is not one of 'cpu', 'cuda' or 'node'" in one_line(code, err)
     assert not (tmp_path / "new").exists()
 
 

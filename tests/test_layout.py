@@ -199,8 +199,8 @@ KNOWN_LONG = {
     # An Alembic migration is history: it is never edited once a database has run it.
     "runner.history.migrations.versions.0001_runs:upgrade",
     # The typed records and the report's sections come with issue 21's types part.
-    "runner.results.compare", "runner.results.markdown:report_markdown",
-    "runner.results.summaries:cell_summaries",
+    "runner.results.compare", "runner.results.markdown", "runner.results.markdown:report_markdown",
+    "runner.results.stats", "runner.results.summaries:cell_summaries",
     # One declaration per axis (issue 21's worker part) shrinks the schema.
     "runner.schema",
     # The worker's side of issue 21 (one recipe per workload) splits these.

@@ -59,6 +59,22 @@ REJECTIONS = [
     ("[run\nname = 1\n", "invalid TOML"),
     ("[run]\nname = \"x\"\nname = \"y\"\n", "invalid TOML"),
     (VALID_BENCH + VALID_BENCH, "repeats cell"),
+    ("[report]\nbaseline = { jit = false }\n" + VALID_BENCH,
+     "report.baseline: unknown key (did you mean 'baselines'?)"),
+    ("[report]\nbaselines = { jitt = false }\n" + VALID_BENCH,
+     "report.baselines.jitt: not an axis (did you mean 'jit'?)"),
+    ("[report]\nbaselines = { precision = \"float23\" }\n" + VALID_BENCH,
+     "report.baselines.precision: 'float23' is not one of"),
+    ("[report]\nbaselines = { jit = [false, true] }\n" + VALID_BENCH,
+     "report.baselines.jit: one value, not a list"),
+    ("[report]\nbaselines = { task = \"run\" }\n" + VALID_BENCH, "report.baselines.task: not an axis"),
+    ("[report]\nbaselines = { options.to_hots = true }\n" + VALID_BENCH,
+     "report.baselines.options.to_hots: no workload of this matrix has that option (did you mean 'to_host'?)"),
+    ("[report]\nbaselines = { options.n = \"big\" }\n" + VALID_BENCH,
+     "report.baselines.options.n: expected int, got 'big'"),
+    ("[report]\nbaseline_environment = \"nmupy\"\n" + VALID_BENCH,
+     "report.baseline_environment: unknown environment 'nmupy' (did you mean 'numpy'?)"),
+    (VALID_BENCH + "check_answers = \"no\"\n", "benchmarks[0].check_answers: expected true or false"),
 ]
 
 
@@ -106,3 +122,38 @@ def test_bad_cli_usage_is_one_line(run_cli):
 def test_unknown_subcommand_suggests(run_cli):
     code, _, err = run_cli("reprot")
     assert code == 2 and "did you mean 'report'?" in err
+
+
+def test_the_report_table_and_check_answers_reach_the_manifest(write_matrix, tmp_path):
+    """[report] baselines and baseline_environment, and check_answers = false, travel with the
+    run (report RUN_DIR reads them from its manifest)."""
+    import json
+
+    from runner import cli
+
+    path = write_matrix("""
+        [run]
+        repeats = 1
+        steps = 2
+        warmup_steps = 1
+        executor = "local"
+
+        [report]
+        baselines = { options.sleep_ms = 2.0 }
+        baseline_environment = "numpy"
+
+        [[benchmarks]]
+        workload = "selftest"
+        environments = ["numpy"]
+        options = { sleep_ms = [1.0, 2.0] }
+        check_answers = false
+        """)
+    assert cli.main([str(path), "--results-dir", str(tmp_path / "results")]) == 0
+    (run,) = (tmp_path / "results" / "run").iterdir()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["report"] == {"baselines": {"options": {"sleep_ms": 2.0}},
+                                  "baseline_environment": "numpy"}
+    assert [c.get("check_answers") for c in manifest["cells"]] == [False, False]
+    report = (run / "report.md").read_text()
+    assert "### options.sleep_ms: against options.sleep_ms = 2.0" in report
+    assert "Not checked (the matrix sets `check_answers = false`" in report

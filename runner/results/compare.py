@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from rich.markup import escape
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
 from ..machine_profile import compare_threshold
 from ..worker.protocol import write_text_atomic
-from .stats import COMPARABILITY_KEYS, metadata_values
+from .stats import COMPARABILITY_KEYS, metadata_values, repeat_medians, welch_ratio
 from .store import Store
 from .summaries import cell_summaries
 
@@ -197,26 +196,12 @@ def _samples(records: list[dict[str, Any]]) -> list[float]:
     return [s for r in records for s in r.get("samples_ms") or []]
 
 
-def repeat_medians(records: list[dict[str, Any]]) -> list[float]:
-    """Each repeat's median step time; a repeat without a positive median is no measurement
-    (a ratio or a log of it means nothing)."""
-    medians = (statistics.median(r["samples_ms"]) for r in records if r.get("samples_ms"))
-    return [m for m in medians if m > 0]
-
-
 def repeat_test(medians_a: list[float], medians_b: list[float]) -> tuple[float, float, float]:
-    """(ratio B/A, two-sided p of Welch's t-test on the logs, run-to-run spread)."""
-    from scipy.stats import ttest_ind
-
-    logs_a = [math.log(m) for m in medians_a]
-    logs_b = [math.log(m) for m in medians_b]
-    ratio = math.exp(statistics.fmean(logs_b) - statistics.fmean(logs_a))
+    """(ratio B/A, two-sided p of Welch's t-test on the logs, run-to-run spread): the ratio and
+    test of stats.welch_ratio (the one used by the effects too), from 2 repeats per side."""
+    estimate = welch_ratio(medians_b, medians_a, min_repeats=MIN_REPEATS)
     spread = max(max(m) / min(m) for m in (medians_a, medians_b)) - 1
-    if statistics.pvariance(logs_a) == 0 and statistics.pvariance(logs_b) == 0:
-        p = 1.0 if ratio == 1 else 0.0           # no noise at all: equal, or certainly not
-    else:
-        p = float(ttest_ind(logs_b, logs_a, equal_var=False).pvalue)
-    return ratio, p, spread
+    return estimate.ratio, estimate.p_value, spread
 
 
 def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | None,
@@ -239,9 +224,7 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
         return out
     out.differing_keys = differing_keys(ok_a, ok_b)
     medians_a, medians_b = repeat_medians(ok_a), repeat_medians(ok_b)
-    if medians_a and medians_b:
-        out.ratio = math.exp(statistics.fmean(map(math.log, medians_b))
-                             - statistics.fmean(map(math.log, medians_a)))
+    out.ratio = welch_ratio(medians_b, medians_a).ratio
     if out.differing_keys:
         values_a, values_b = metadata_values(ok_a), metadata_values(ok_b)
         out.reason = "metadata differ: " + ", ".join(

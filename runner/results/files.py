@@ -20,7 +20,8 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
                "gpu_energy_j", "energy_per_step_j", "energy_per_item_j", "energy_note",
                "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
-               "accuracy", "warnings", "error")
+               "accuracy", "answer_check", "answer_reference", "answer_detail", "warnings",
+               "error")
 
 
 def summary_csv(summaries: list[dict[str, Any]]) -> str:

@@ -49,9 +49,14 @@ def best_text(values: Iterable[float | None], lower_is_better: bool = True,
     return fmt(best, significant)
 
 
+# A cell that computed a different answer from its row (runner.results.answers): marked in every
+# table, never bold.
+DIFFERENT_MARK = "≠"
+
+
 def cell_text(summary: dict[str, Any] | None, key: str, best: str | None) -> str:
     """A table cell: NA, a status word, or the value, bold when it prints as `best`
-    (best_text's answer)."""
+    (best_text's answer); a cell with a different answer is marked and never bold."""
     if summary is None:
         return ""
     if summary["status"] == "not_applicable":
@@ -59,4 +64,13 @@ def cell_text(summary: dict[str, Any] | None, key: str, best: str | None) -> str
     if summary["status"] != "ok":
         return summary["status"]
     text = fmt(summary.get(key))
+    if summary.get("answer_differs"):
+        return f"{text} {DIFFERENT_MARK}"
     return f"**{text}**" if best is not None and text == best else text
+
+
+def comparable_values(summaries: Iterable[dict[str, Any] | None], key: str) -> list[Any]:
+    """The values of `key` among ok cells whose answer agrees with their row: what a "best"
+    is chosen from."""
+    return [s.get(key) for s in summaries
+            if s is not None and s["status"] == "ok" and not s.get("answer_differs")]

@@ -73,9 +73,12 @@ def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
         "started_at": now(),
         "host": hostinfo.host_summary(),
         "environments": environments,
+        # [report]: the baselines of the effects (report RUN_DIR reads them from here).
+        "report": matrix.spec.report.model_dump(),
         # Matrix order, so reports list rows and environment columns as the matrix does.
         "cells": [{"id": c.id, "name": c.name, "environment": c.environment,
-                   "repeats": c.repeats, "not_applicable": c.not_applicable}
+                   "repeats": c.repeats, "not_applicable": c.not_applicable,
+                   **({} if c.check_answers else {"check_answers": False})}
                   for c in matrix.cells if c.id in planned],
     }
 

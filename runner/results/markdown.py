@@ -1,15 +1,16 @@
-"""report.md: the Keras-3-benchmarks table first, then warnings, training, memory, energy,
-per-cell statistics, the measured peak, problems and plots."""
+"""report.md: the findings in words first, then the Keras-3-benchmarks table, the effects (ratios
+with intervals, the forest plot), the answer check, warnings, training, memory, energy, per-cell
+statistics, the measured peak, problems and plots."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
-from . import conditions, reference, stats
-from .formatting import best_text, cell_text, fmt, percent
-from .summaries import (TF32_MARK, TF32_NOTE, fixed_costs, keras_speedups, keras_view, pivot,
-                        tf32_rows)
+from . import answers, conditions, findings, reference, stats
+from .effects import ENVIRONMENT, Analysis, EffectTable, keras_speedups, shown
+from .formatting import best_text, cell_text, comparable_values, fmt, percent
+from .summaries import TF32_MARK, TF32_NOTE, fixed_costs, keras_view, pivot, tf32_rows
 
 
 def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
@@ -41,17 +42,134 @@ def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: b
     lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
              "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")]
     for label, batch in rows:
-        values = [grid[(label, batch, e)].get(key) for e in environments
-                  if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
+        values = comparable_values((grid.get((label, batch, e)) for e in environments), key)
         best = best_text(values, lower_is_better) if bold_best else None
         cells = [cell_text(grid.get((label, batch, e)), key, best) for e in environments]
         if speedups:
             entry = speedups.get((label, batch))
             cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
-            cells.append(f"{fmt(entry['speedup'])}×" if entry and entry["speedup"] else "–")
+            cells.append(ratio_text(entry["estimate"]) if entry and entry["speedup"] else "–")
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
+    notes = [TF32_NOTE] if marked else []
+    missing = no_interval_note([e["estimate"] for e in speedups.values() if e.get("estimate")])
+    if missing:
+        notes.append("Speedups " + missing[1][0].lower() + missing[1][1:])
+    if any(s.get("answer_differs") for s in grid.values()):
+        notes.append(answers.NOTE)
+    return "\n".join(lines) + "".join(f"\n\n{note}" for note in notes)
+
+
+def ratio_text(estimate: stats.Ratio) -> str:
+    """'8.10× (7.60–8.60)', '1.30× (no interval)' (no_interval_note says why), or '– (why)'."""
+    if estimate.ratio is None:
+        return f"– ({estimate.why})"
+    if not estimate.has_interval:
+        return f"{fmt(estimate.ratio)}× (no interval)"          # why: below the table
+    return f"{fmt(estimate.ratio)}× ({fmt(estimate.low)}–{fmt(estimate.high)})"
+
+
+def effect_table(table: EffectTable) -> list[str]:
+    """One factor's effects: rows (workload and settings, batch, environment) × its values, then
+    the geometric mean of each column."""
+    axis = table.factor != ENVIRONMENT
+    keyed: dict[tuple[Any, ...], dict[str, str]] = {}
+    for effect in table.effects:
+        row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),
+               *((effect.environment,) if axis else ()))
+        text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "")
+        keyed.setdefault(row, {})[repr(effect.value)] = text
+    heads = (["Workload (task) and settings"]
+             + ([] if table.factor == "batch_size" else ["Batch size"])
+             + (["Environment"] if axis else []))
+    columns = [shown(v) if axis else str(v) for v in table.values]
+    if axis:
+        columns = [f"{table.factor} = {c}" for c in columns]
+    lines = ["| " + " | ".join(heads + columns) + " |",
+             "|---|" + "---:|" * (table.factor != "batch_size") + "---|" * axis
+             + "---:|" * len(columns)]
+    for row, cells in keyed.items():
+        lines.append("| " + " | ".join([str(part) for part in row]
+                                       + [cells.get(repr(v), "") for v in table.values]) + " |")
+    means = []
+    for value in table.values:
+        overall, rows = table.overall(value)
+        means.append(f"{ratio_text(overall)} over {rows} row{'s' if rows > 1 else ''}"
+                     if overall.ratio is not None else "–")
+    lines.append("| **Geometric mean** | " + " | ".join([""] * (len(heads) - 1) + means) + " |")
+    return lines + no_interval_note([e.estimate for e in table.effects])
+
+
+def no_interval_note(estimates: list[stats.Ratio]) -> list[str]:
+    """Why ratios have no interval, once under their table."""
+    reasons = list(dict.fromkeys(e.why for e in estimates if e.ratio is not None
+                                 and not e.has_interval))
+    return ["", "With no interval: " + "; ".join(reasons) + "."] if reasons else []
+
+
+def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
+    if not analysis.tables:
+        return []
+    parts = ["## Effects", "",
+             "Each ratio is a speedup: the baseline's time ÷ this cell's time, both the "
+             "geometric mean of the cell's repeat medians (above 1: faster than the baseline, "
+             "below 1: slower). In brackets its 95 % interval: a Welch t interval on the "
+             "logarithms of the two cells' repeat medians (each repeat, a fresh process, is one "
+             "observation; 3 repeats per cell are needed). An interval that covers 1 is not "
+             "distinguishable from noise. The geometric mean of a column spans its rows whose "
+             "cells computed the same answer, with the interval of that mean from each row's "
+             "own. Baselines: the first value in the matrix, or `[report] baselines = { jit = "
+             "false, ... }`; environments against `[report] baseline_environment` (default: "
+             "the first environment).", ""]
+    forest = next((p for p in plots or [] if p.path and p.path.endswith("effects.png")), None)
+    if forest:
+        parts += [f"![{forest.title}]({forest.path})", ""]
+    for table in analysis.tables:
+        parts += [f"### {table.title}", "", *effect_table(table), ""]
+        if table.without_baseline:
+            parts += [f"{table.without_baseline} group(s) have no cell at {table.factor} = "
+                      f"{shown(table.baseline)} (the configured baseline) and are left out.", ""]
+    return parts
+
+
+def answers_section(summaries: list[dict[str, Any]]) -> list[str]:
+    ok = [s for s in summaries if s["status"] == "ok"]
+    if not ok:
+        return []
+    counts = {status: sum(1 for s in ok if s.get("answer_check") == status)
+              for status in (answers.SAME, answers.DIFFERENT, answers.NO_MAJORITY, answers.ALONE,
+                             answers.NOT_RECORDED, answers.UNCHECKED)}
+    parts = ["## Different answers", "",
+             "Every cell records a small fingerprint of what it computed on the seeded inputs "
+             "(norms of the output, the initial loss and logits, the first step's loss, the "
+             "first generated tokens), and the cells of a row are compared quantity by quantity "
+             "with a relative tolerance set by their arithmetic: float32 "
+             f"{answers.TOLERANCES['float32']:g}, TF32 and float16 "
+             f"{answers.TOLERANCES['tf32']:g}, bfloat16 {answers.TOLERANCES['bfloat16']:g}. "
+             "The row's majority is the reference.", "",
+             "Cells: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n) + ".", ""]
+    differing = [s for s in ok if s.get("answer_differs")]
+    if differing:
+        parts += [f"- `{s['cell_name']}` ({s['answer_check']}, against "
+                  f"{s.get('answer_reference') or 'the row'}): {s.get('answer_detail')}"
+                  for s in differing] + [""]
+    else:
+        parts += ["No cell computed a different answer.", ""]
+    unchecked = [s for s in ok if s.get("answer_check") == answers.UNCHECKED]
+    if unchecked:
+        parts += ["Not checked (the matrix sets `check_answers = false` on their benchmark): "
+                  + ", ".join(f"`{s['cell_name']}`" for s in unchecked) + ".", ""]
+    alone = [s for s in ok if s.get("answer_check") == answers.ALONE]
+    if alone:
+        parts += ["Alone in their row, nothing to compare with (Keras 2's keras-hub cells are "
+                  "compared with Keras 2 cells only): "
+                  + ", ".join(f"`{s['cell_name']}`" for s in alone) + ".", ""]
+    missing = [s for s in ok if s.get("answer_check") == answers.NOT_RECORDED]
+    if missing:
+        unknown = "no fingerprint: a run made before answers were recorded, or a workload without one"
+        parts += ["No answer recorded: " + ", ".join(
+            f"`{s['cell_name']}` ({s.get('answer_note') or unknown})" for s in missing) + ".", ""]
+    return parts
 
 
 def _pair(first: float | None, second: float | None) -> str:
@@ -72,6 +190,7 @@ def training_table(summaries: list[dict[str, Any]]) -> str | None:
              "|---|---:|---|---:|---:|---:|---|---:|---:|"]
     for s in fits:
         label = s["label"] + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked else "")
+        label += f" {answers.MARK}" if s.get("answer_differs") else ""
         if s["status"] != "ok":
             lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | {s['status']} "
                          "| | | | | |")
@@ -166,9 +285,9 @@ def _ci_text(s: dict[str, Any]) -> str:
 
 
 def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
-                    plots: list[Any] | None = None) -> str:
+                    plots: list[Any] | None = None, analysis: Analysis | None = None) -> str:
     """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
-    note on why it was skipped) are listed at the end."""
+    note on why it was skipped) are listed at the end, the forest plot with the effects."""
     parts = [f"# Benchmark report: {manifest.get('name')}", ""]
     host = manifest.get("host", {})
     parts.append(f"Run `{manifest.get('run_id')}` · profile **{manifest.get('profile')}** "
@@ -178,6 +297,10 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
                  + (f" · runner `{manifest['runner_version']}`" if manifest.get("runner_version")
                     else ""))
     keras = keras_view(summaries)
+    if analysis is not None:
+        said = findings.sentences(summaries, analysis, keras[0] if keras else None)
+        if said:
+            parts += ["", "## Findings", "", *[f"- {sentence}" for sentence in said]]
     if keras:
         rows, columns, titles = keras
         parts += ["", "## The Keras 3 benchmark table (median ms/step, lower is better; best in "
@@ -197,7 +320,10 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
     if keras_speedups(summaries):
         parts += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
                   "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
-                  "faster.", ""]
+                  "faster, with its 95 % interval (an environment effect, see Effects).", ""]
+    if analysis is not None:
+        parts += effects_section(analysis, plots)
+    parts += answers_section(summaries)
     parts += warnings_section(manifest, summaries)
     costs = fixed_costs(summaries)
     if costs:
@@ -246,7 +372,8 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
         spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
         cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
         loss, acc = _sanity(s)
-        parts.append(f"| `{s['cell_name']}` | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
+        mark = f" {answers.MARK}" if s.get("answer_differs") else ""
+        parts.append(f"| `{s['cell_name']}`{mark} | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
                      f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
                      f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
                      f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
@@ -304,6 +431,8 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
     if plots:
         parts += ["## Plots", ""]
         for plot in plots:
+            if analysis is not None and plot.path and plot.path.endswith("effects.png"):
+                continue                    # drawn with the effects
             parts += [f"![{plot.title}]({plot.path})" if plot.path
                       else f"{plot.title}: skipped, {plot.note}.", ""]
     return "\n".join(parts)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..worker.protocol import atomic_target
-from .summaries import keras_speedups, pivot
+from .effects import Analysis, keras_speedups, shown
+from .summaries import pivot
 
 DPI = 110
 
@@ -150,6 +151,61 @@ def energy_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
                           "GPU energy per step", "J per step (median over repeats)")
 
 
+MAX_FOREST_ROWS = 60       # beyond this the forest shows the geometric means only
+
+
+def _forest_rows(analysis: Analysis) -> list[dict[str, Any]]:
+    """The forest's lines, top to bottom: per factor and value, its rows, then their mean."""
+    lines: list[dict[str, Any]] = []
+    every = sum(len(t.effects) for t in analysis.tables) <= MAX_FOREST_ROWS
+    for table in analysis.tables:
+        for value in table.values:
+            effects = [e for e in table.of(value) if e.estimate.ratio is not None]
+            if not effects:
+                continue
+            subject = (f"{value} vs {table.baseline}" if table.factor == "environment"
+                       else f"{table.factor}={shown(value)} vs {shown(table.baseline)}")
+            if every:
+                for e in effects:
+                    where = e.label + ("" if table.factor == "batch_size" else f", b{e.batch_size}")
+                    where += "" if table.factor == "environment" else f" · {e.environment}"
+                    lines.append({"text": f"{subject}: {where}", "estimate": e.estimate,
+                                  "differs": e.differs, "mean": False})
+            overall, rows = table.overall(value)
+            if overall.ratio is not None and (rows > 1 or not every):
+                lines.append({"text": f"{subject}: geometric mean of {rows} rows",
+                              "estimate": overall, "differs": False, "mean": True})
+    return lines
+
+
+def forest_plot(analysis: Analysis, path: Path) -> str | None:
+    """Every effect as a point (the speedup) with its 95 % interval, on a log scale around 1;
+    the geometric means as diamonds; hollow: no interval; red: a cell with a different answer."""
+    lines = _forest_rows(analysis)
+    if not lines:
+        return "no axis or environment takes two values with results"
+    fig = _figure(10.0, 0.3 * len(lines) + 1.6)
+    ax = fig.subplots()
+    for y, line in enumerate(lines):
+        r = line["estimate"]
+        color = "tab:red" if line["differs"] else ("black" if line["mean"] else "tab:blue")
+        if r.has_interval:
+            ax.plot([r.low, r.high], [y, y], color=color, linewidth=1.5)
+        ax.plot([r.ratio], [y], marker="D" if line["mean"] else "o", markersize=7 if line["mean"] else 5,
+                color=color, markerfacecolor=color if r.has_interval else "white")
+    ax.axvline(1.0, color="grey", linewidth=1, linestyle="--")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(lines)), [line["text"] for line in lines], fontsize=7)
+    ax.set_ylim(len(lines) - 0.5, -0.5)
+    ax.set_xlabel("speedup: baseline time ÷ this time (log scale; right of 1: faster), "
+                  "95 % interval", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle("Effects against their baselines (hollow: no interval; red: different answer)",
+                 fontsize=10)
+    save(fig, path)
+    return None
+
+
 PLOTS: list[tuple[str, str, Callable[[list[dict[str, Any]], Path], str | None]]] = [
     ("time.png", "Time per step", time_plot),
     ("keras_speedup.png", "Speedup of the best Keras 3 backend over Keras 2", keras_speedup_plot),
@@ -158,15 +214,21 @@ PLOTS: list[tuple[str, str, Callable[[list[dict[str, Any]], Path], str | None]]]
 ]
 
 
-def write_plots(root: Path, summaries: list[dict[str, Any]]) -> list[Plot]:
-    """Write every plot under root/plots/; a plot with nothing to show is skipped with a note,
-    and a stale file of that name from an earlier report is removed."""
+FOREST = ("effects.png", "Effects (forest plot)")
+
+
+def write_plots(root: Path, summaries: list[dict[str, Any]],
+                analysis: Analysis | None = None) -> list[Plot]:
+    """Write every plot under root/plots/ (the forest plot of `analysis` first); a plot with
+    nothing to show is skipped with a note, and a stale file of that name from an earlier
+    report is removed."""
     folder = root / "plots"
     if folder.is_symlink():      # never written through: it could point anywhere
         raise OSError(f"{folder} is a symbolic link")
     folder.mkdir(exist_ok=True)
+    drawn = [(*FOREST, lambda _, target: forest_plot(analysis, target))] if analysis else []
     out = []
-    for name, title, draw in PLOTS:
+    for name, title, draw in drawn + PLOTS:
         target = folder / name
         target.unlink(missing_ok=True)
         skipped = draw(summaries, target)

@@ -49,6 +49,7 @@ RECORD_TYPES: dict[str, Any] = {
     "metadata": dict[str, Any] | None,
     "extra": dict[str, Any] | None,
     "effective": dict[str, Any] | None,
+    "answer": dict[str, Any] | None,
     "distributions": dict[str, Any] | None,
     "returncode": int | None,
     "log": _Text,
@@ -146,6 +147,21 @@ class ManifestCell(_Data):
     environment: str | None = None
     repeats: int | None = None
     not_applicable: str | None = None
+    check_answers: bool | None = None
+
+
+class ManifestReport(_Data):
+    """[report] as the run recorded it: the effects' baselines."""
+
+    baselines: dict[str, Any] = Field(default_factory=dict)
+    baseline_environment: str | None = None
+
+    @field_validator("baselines")
+    @classmethod
+    def _options_table(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("options", {}), dict):
+            raise ValueError("baselines.options must be a table")
+        return value
 
 
 class ManifestModel(_Data):
@@ -153,9 +169,11 @@ class ManifestModel(_Data):
     name: str = Field(pattern=RUN_NAME_PATTERN)
     profile: Literal["full", "smoke"] | None = None
     executor: str | None = None
-    flavour: Literal["cpu", "cuda"] | None = None
+    # "node": a Ray run, whose nodes each decide cpu or cuda (reproduce refuses Ray runs).
+    flavour: Literal["cpu", "cuda", "node"] | None = None
     environments: dict[str, dict[str, Any]] = Field(default_factory=dict)
     cells: list[ManifestCell] = Field(default_factory=list)
+    report: ManifestReport | None = None
     calibration: dict[str, Any] | None = None
     matrix_sha256: str | None = None
 

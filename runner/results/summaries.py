@@ -1,6 +1,5 @@
 """Summaries: a run's records summarised per cell (statistics, memory, energy, % of peak), then
-pivoted to the Keras-3-benchmarks table (rows × environment columns) with the Keras 3 over
-Keras 2 speedups. Plain data, no formatting: every renderer (terminal, Markdown, HTML, files,
+pivoted to the Keras-3-benchmarks table (rows × environment columns). Plain data, no formatting: every renderer (terminal, Markdown, HTML, files,
 plots, compare) reads these and nothing else."""
 
 from __future__ import annotations
@@ -29,16 +28,18 @@ def _max(values: list[Any]) -> float | None:
     return max(values) if values else None
 
 
-def row_label(record: dict[str, Any]) -> str:
+def row_label(record: dict[str, Any], without: str | None = None) -> str:
     """'workload (task)' plus every non-default axis (size included: a tiny cell must never sit
     in a full-size row) and every option that is not the size preset's, so cells that differ
-    only there get rows of their own."""
+    only there get rows of their own. `without`: an axis (or "options.NAME") left out, for the
+    rows of that axis's effects."""
     workload = catalog.WORKLOADS.get(record["workload"])
     uses_data = workload is not None and workload.uses_data_axis
     extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]
-              and (k != "data" or uses_data)]
+              and (k != "data" or uses_data) and k != without]
     preset = default_sizes(record["workload"], record.get("size") or "full")
-    extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v]
+    extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v
+               and f"options.{k}" != without]
     return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")
 
 
@@ -126,6 +127,7 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
             "cell_id": cell_id, "cell_name": first["cell_name"], "label": row_label(first),
             **{k: first.get(k) for k in ("environment", "api", "backend", "image", "workload",
                                          "task", "batch_size", *AXIS_KEYS)},
+            "options": first.get("options") or {},
             "status": status,
             "error": next((r["error"] for r in reps if r["status"] == status and r.get("error")), None),
             **stats.across_repeats(reps),
@@ -158,6 +160,11 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
             jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
             **tf32_summary(ok),
             allocator=allocator_settings(ok[0]) if ok else None,
+            # What the cell computed on the seeded inputs (its first ok repeat's fingerprint);
+            # runner.results.answers compares it across the row and sets answer_check.
+            answer=next((r["answer"] for r in ok if r.get("answer") is not None), None),
+            answer_note=next(((r.get("extra") or {}).get("answer_note") for r in ok
+                              if (r.get("extra") or {}).get("answer_note")), None),
         )
         summary["peak_kind"] = stats.peak_kind(first.get("precision"), summary["tf32_effective"])
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
@@ -193,35 +200,12 @@ KERAS3_API, KERAS2_API = "keras", "tf-keras"
 DIFFERENT_MODELS = ("stable_diffusion",)   # Keras 2 and Keras 3 columns run different models
 
 
-def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """Per (row label, batch size): the best (fastest) Keras 3 environment and, where a Keras 2
-    (tf-keras) cell of the row ran, its speedup = Keras 2 ms / best Keras 3 ms (the Keras 3
-    benchmark page's layout). Empty unless the run has both kinds of environment."""
-    apis = {s["api"] for s in summaries}
-    if not {KERAS3_API, KERAS2_API} <= apis:
-        return {}
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    _, rows, grid = pivot(summaries)
-    for row in rows:
-        cells = [s for (label, batch, _), s in grid.items() if (label, batch) == row
-                 and s["status"] == "ok" and s.get("median_ms") is not None]
-        keras3 = [s for s in cells if s["api"] == KERAS3_API]
-        keras2 = [s for s in cells if s["api"] == KERAS2_API]
-        if not keras3:
-            continue
-        best = min(keras3, key=lambda s: s["median_ms"])
-        entry = {"best_env": best["environment"], "best_backend": best.get("backend"),
-                 "best_ms": best["median_ms"], "keras2_env": None, "keras2_ms": None,
-                 "speedup": None}
-        if keras2:
-            fastest2 = min(keras2, key=lambda s: s["median_ms"])
-            entry.update(keras2_env=fastest2["environment"], keras2_ms=fastest2["median_ms"])
-            # Keras 2's Stable Diffusion (keras-cv v1.4) and Keras 3's (keras-hub SD3) are
-            # different models: their ratio is no framework speedup.
-            if not any(s["workload"] in DIFFERENT_MODELS for s in cells):
-                entry["speedup"] = fastest2["median_ms"] / best["median_ms"]
-        out[row] = entry
-    return out
+def model_family(summary: dict[str, Any]) -> str:
+    """Which model a cell's row runs: Keras 2's Stable Diffusion (keras-cv v1.4) and Keras 3's
+    (keras-hub SD3) are different models, so neither their times nor their answers compare."""
+    if summary["workload"] in DIFFERENT_MODELS and summary.get("api") == KERAS2_API:
+        return "keras2"
+    return ""
 
 
 def fixed_costs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .formatting import best_text, cell_text
+from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values
 from .summaries import TF32_MARK, keras_view, pivot, tf32_rows
 
 
@@ -24,14 +24,15 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
     for env in environments:
         table.add_column(escape((titles or {}).get(env, env)), justify="right")
     for label, batch in rows:
-        ok = [grid[(label, batch, e)]["median_ms"] for e in environments
-              if (label, batch, e) in grid and grid[(label, batch, e)]["status"] == "ok"]
-        best = best_text(ok)
+        best = best_text(comparable_values((grid.get((label, batch, e)) for e in environments),
+                                           "median_ms"))
         cells = []
         for env in environments:
             text = cell_text(grid.get((label, batch, env)), "median_ms", best)
             if text.startswith("**"):
                 text = f"[bold green]{text.strip('*')}[/]"
+            elif text.endswith(DIFFERENT_MARK):
+                text = f"{text[:-1]}[bold red]{DIFFERENT_MARK}[/]"
             elif text and text not in ("NA",) and not text[0].isdigit() and text != "–":
                 text = f"[red]{text}[/]"
             if (grid.get((label, batch, env)) or {}).get("warnings"):
@@ -40,12 +41,15 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(escape(label) + mark, str(batch), *cells)
     flagged = sum(1 for s in summaries if s.get("warnings"))
+    differing = sum(1 for s in summaries if s.get("answer_differs"))
     table.caption = ("median of the repeat medians, ms/step; best in green (ties as printed all "
                      "green); NA = not applicable"
                      + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)"
                         if flagged else "")
                      + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
-                        if marked else ""))
+                        if marked else "")
+                     + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
+                        "answer from their row, never best (report.md)" if differing else ""))
     return table
 
 

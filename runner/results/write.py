@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import one_line
-from . import files, markdown
+from . import answers, effects, files, markdown
 from .store import Store
 from .summaries import cell_summaries
 
@@ -25,16 +25,18 @@ def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
                                (manifest.get("calibration") or {}).get("peaks"),
                                manifest.get("machine_profile"))
+    answers.check(summaries, answers.unchecked_cells(manifest))
+    analysis = effects.analyse(summaries, effects.Settings.from_manifest(manifest))
     store.write_text("results.jsonl", files.results_jsonl(records))
     store.write_text("summary.csv", files.summary_csv(summaries))
     plots: list[Any] = []
     try:
         from .plots import write_plots
 
-        plots = write_plots(store.root, summaries)
+        plots = write_plots(store.root, summaries, analysis)
     except Exception as exc:  # noqa: BLE001 - a plot must never cost the tables
         _warn(f"plots not written ({type(exc).__name__}: {exc})")
-    text = markdown.report_markdown(manifest, summaries, plots)
+    text = markdown.report_markdown(manifest, summaries, plots, analysis)
     store.write_text("report.md", text)
     try:
         from . import html

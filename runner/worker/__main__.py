@@ -124,6 +124,22 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     result["extra"].update(bench.extra)
     if spec.harness_overhead:   # after the timed window: none of this is in the cell's figures
         result["extra"]["harness_overhead"] = overhead.paired_rounds(bench, clock.calls_per_sample)
+    # The answer last, once the peaks are read: its copies to the host are no part of the cell.
+    result["rss_peak_mb"] = peak_rss_mb()
+    result["answer"] = answer_of(bench, result)
+
+
+def answer_of(bench: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The cell's answer (after the timed loop: never timed). A fingerprint that cannot be
+    taken costs the answer, not the measurement: the reason goes to extra."""
+    try:
+        answer = dict(bench.answer()) if bench.answer is not None else {}
+    except Exception as exc:  # noqa: BLE001
+        result["extra"]["answer_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        return None
+    if bench.first_loss_in_answer and result.get("loss_first") is not None:
+        answer["first_step_loss"] = result["loss_first"]
+    return answer or None
 
 
 def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClock, Monitor]:
@@ -208,7 +224,8 @@ def main(argv: list[str]) -> int:
         lines = traceback.format_exception_only(type(exc), exc)
         result["error"] = "".join(lines).strip()[-4000:]
     finally:
-        result["rss_peak_mb"] = peak_rss_mb()
+        if result.get("rss_peak_mb") is None:        # a cell that failed before its answer
+            result["rss_peak_mb"] = peak_rss_mb()
         record_distributions(result)
         result["worker_s"] = time.perf_counter() - started
         write_json_atomic(result_path, result)

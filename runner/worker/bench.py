@@ -36,6 +36,11 @@ class Bench:
     timing: str = "one step() call"
     effective: dict[str, Any] = field(default_factory=dict)  # axis values in effect
     extra: dict[str, Any] = field(default_factory=dict)
+    # The answer (apis/answers.py): a fingerprint of what the step computes on the seeded
+    # inputs, called once after the timed loop (never timed); and whether the first step's loss
+    # belongs to it (loops that see the same first batch in every API).
+    answer: Callable[[], dict[str, Any]] | None = None
+    first_loss_in_answer: bool = False
 
 
 # Block samples: a sample times this many consecutive calls with one device synchronisation at

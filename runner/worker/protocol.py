@@ -128,7 +128,8 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
                        "num_steps, so that items/s is images/s and energy per item is per image"),
     # memory
     "rss_initial_mb": ("worker", "process RSS after the framework import, before the workload is built"),
-    "rss_peak_mb": ("worker", "peak process RSS over the worker's life (kernel high-water mark)"),
+    "rss_peak_mb": ("worker", "peak process RSS over the worker's life up to the end of the "
+                    "measurement, before its answer is taken (kernel high-water mark)"),
     "vram_initial_mb": ("worker", "framework-native device memory in use before the workload is built"),
     "vram_peak_mb": ("worker", "framework-native device memory peak (null without a GPU)"),
     "vram_source": ("worker", "which framework counter gave vram_*"),
@@ -164,6 +165,10 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "loss_last": ("worker", "loss at the last timed step (Keras: the mean over the last timed "
                   "call's steps_per_execution steps)"),
     "accuracy": ("worker", "accuracy on a held-out split where it applies"),
+    "answer": ("worker", "a small fingerprint of what the cell computed on its seeded inputs "
+               "(norms of the output, initial loss and logits, first-step loss, first generated "
+               "tokens; runner/worker/apis/answers.py), compared across the environments of a "
+               "row by the report; null where the workload records none"),
     "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
     "effective": ("worker", "axis values actually in effect inside the framework; on every "
                   "API: tf32 (bool: float32 matmuls may run as TF32 on this device, read from "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,25 +17,6 @@ from .runs import write_run
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "results" / "test-artifacts"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars"]
-
-
-@pytest.fixture
-def chromium(tmp_path):
-    binary = shutil.which("chromium")
-    if binary is None:
-        pytest.skip("no chromium (bash .ci/history-setup.sh installs Debian's chromium)")
-    profile = tmp_path / "chromium-profile"
-
-    def run(*args: str) -> str:
-        done = subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout
-
-    return run
 
 
 def test_the_site_opens_in_chromium_with_plots_and_working_links(tmp_path, chromium):

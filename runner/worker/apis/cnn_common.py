@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..bench import Bench, StepClock, run_loop
+from . import answers
 
 IMAGE_SHAPE = (28, 28, 1)                 # height, width, channels (channels-last, as in Keras)
 CLASSES = 10
@@ -209,6 +210,18 @@ def initial_extra(logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     Glorot scale the loss is close to ln 10 for any weights; the logits tell layouts apart)."""
     return {"initial_loss": cross_entropy(logits, labels),
             "initial_logits_head": np.asarray(logits[:2], np.float64).round(7).tolist()}
+
+
+def answer_fields(spec, initial: dict[str, Any], native_loop: bool) -> dict[str, Any]:
+    """The CNN's answer (Bench fields): the initial model on the probe batch, its loss and first
+    logits (the same weights and batch in every API), and the first training step's loss where
+    every API sees the same first batch: the native loops, which share batch_indices' order
+    unless a pipeline shuffles (data = "dataset"); Keras fit shuffles by its own order."""
+    def answer() -> dict[str, Any]:
+        return {"initial_loss": initial["initial_loss"],
+                "initial_logits": answers.head(initial["initial_logits_head"])}
+
+    return {"answer": answer, "first_loss_in_answer": native_loop and spec.data != "dataset"}
 
 
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import io
 import os
+import zlib
 from typing import Any
 
 import numpy as np
 
 from ..bench import Bench
+from . import answers
 
 # --- configurations ---------------------------------------------------------------------------
 # Constructor arguments of the keras-hub classes, per size. "small" sits between the two so that a
@@ -219,6 +221,44 @@ def sam_inputs(seed: int, batch: int, image_size: int, mask_size: int) -> dict[s
     }
 
 
+def seeded_weights(model, seed: int) -> dict[str, int]:
+    """Redraw every randomly initialised weight of `model` from NumPy (normal, scaled by
+    1/√fan-in, fan-in being the product of all but the last dimension), each from a generator
+    seeded by the run's seed and the weight's path, so that the draw does not depend on the
+    order a backend lists its weights in (Keras on torch lists a model's sublayers in another
+    order than on JAX or TensorFlow); constant weights (zero biases, unit norm scales) are kept.
+    Each backend's initialisers draw other numbers from the same seed, and the answers of a
+    row's environments can only agree on identical weights. Random weights are still random
+    weights: the shapes, hence the work timed, are the configuration's. It runs in setup (never
+    timed); host memory holds one weight at a time (twice the largest: Gemma 7B's embedding,
+    ~3 GB in float32). Returns the counts."""
+    counts = {"redrawn": 0, "kept": 0}
+    for variable in model.weights:
+        value = np.asarray(variable.numpy())
+        flat = value.reshape(-1)
+        sample = flat[::max(1, flat.size // 4096)].astype(np.float64) if flat.size else flat
+        if value.dtype.kind not in "fV" or flat.size < 2 or np.ptp(sample) == 0:
+            counts["kept"] += 1
+            continue
+        shape = value.shape
+        del value, flat
+        fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else int(np.prod(shape))
+        path = getattr(variable, "path", None) or variable.name      # Keras 2: the name
+        rng = np.random.default_rng([seed, 3, zlib.crc32(path.encode())])
+        drawn = rng.standard_normal(shape, dtype=np.float32)
+        drawn *= np.float32(1 / np.sqrt(fan_in))
+        variable.assign(drawn)
+        del drawn
+        counts["redrawn"] += 1
+    return counts
+
+
+def seed_weights(model, spec, facts: dict[str, Any], preset: str | None) -> None:
+    """seeded_weights unless the weights come from a preset (identical files everywhere)."""
+    if not preset:
+        facts["seeded_weights"] = seeded_weights(model, spec.seed)
+
+
 # --- tokenizers built in memory ---------------------------------------------------------------
 
 def sentencepiece_proto(special: dict[str, tuple[int, str]], vocab_size: int = 40) -> bytes:
@@ -304,7 +344,21 @@ def to_host(structure: Any) -> Any:
     return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, structure)
 
 
-def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, extra=None) -> Bench:
+def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, extra=None,
+              deterministic: bool = True) -> Bench:
+    """One batch through the train function per call. Its answer is the first step's loss on
+    the fixed batch, unless the step draws random numbers (dropout: each backend its own), so
+    `deterministic` is False."""
+    bench = _fit_bench(model, x, y, batch=batch, sample_weight=sample_weight,
+                       effective=effective, extra=extra)
+    bench.first_loss_in_answer = deterministic
+    if not deterministic:
+        bench.extra["answer_note"] = ("the step draws dropout masks from each backend's own "
+                                      "generator: its first loss is no answer")
+    return bench
+
+
+def _fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, extra=None) -> Bench:
     if is_keras2():
         iterator = keras2_iterator(x, y, sample_weight)
         model.make_train_function()
@@ -328,6 +382,14 @@ def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, ex
 
 
 def predict_bench(model, x, *, batch: int, effective=None, extra=None) -> Bench:
+    """One batch through the predict function per call; its answer: the norms of the outputs
+    on the fixed batch (one more call after the timed ones)."""
+    bench = _predict_bench(model, x, batch=batch, effective=effective, extra=extra)
+    bench.answer = lambda: answers.output(bench.step())
+    return bench
+
+
+def _predict_bench(model, x, *, batch: int, effective=None, extra=None) -> Bench:
     if is_keras2():
         iterator = keras2_iterator(x)
         model.make_predict_function()
@@ -354,7 +416,8 @@ def jit_in_effect(model) -> object:
 
 # --- Gemma and Mistral (Keras 3 only) ---------------------------------------------------------
 
-GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (greedy) from the "
+GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (the model's "
+                   "default sampler, extra.sampler: greedy for Gemma, top-k for Mistral) from the "
                    "prompts to max_length tokens, stop_token_ids=None so every call generates the "
                    "same number of tokens; the token ids are copied to the host")
 
@@ -374,6 +437,7 @@ def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokeniz
         if rank:
             backbone.enable_lora(rank=rank)
         model = lm_cls(backbone=backbone, preprocessor=None)
+        seed_weights(model, spec, facts, preset)
         optimizer = keras.optimizers.AdamW(learning_rate=5e-5, weight_decay=0.01)
         # As in keras-hub's LoRA fine-tuning guide: no weight decay on biases and norm scales.
         optimizer.exclude_from_weight_decay(var_names=["bias", "scale"])
@@ -397,6 +461,7 @@ def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokeniz
     inputs = {k: np.asarray(keras.ops.convert_to_numpy(v))
               for k, v in preprocessor.generate_preprocess(prompts, sequence_length=max_length).items()}
     model = lm_cls(backbone=backbone, preprocessor=None)
+    seed_weights(model, spec, facts, preset)
     model.compile(jit_compile=fw.jit_compile())
     new_tokens = int(batch * max_length - inputs["padding_mask"].astype(bool).sum())
     facts.update(max_length=max_length, prompt_tokens=int(inputs["padding_mask"].astype(bool).sum()),
@@ -421,7 +486,20 @@ def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokeniz
         timed = durations[spec.warmup_steps:] or durations
         return {"tokens_per_s": new_tokens * len(timed) / sum(timed)}
 
-    bench.step, bench.evaluate = step, evaluate
+    def answer() -> dict[str, Any]:
+        """The next-token logits after each prompt (a forward pass), and the first tokens
+        generated where decoding is greedy: a sampler draws from each backend's own generator."""
+        starts = inputs["padding_mask"].astype(bool).sum(axis=1)
+        logits = model(dict(inputs))
+        last = keras.ops.take_along_axis(
+            logits, keras.ops.convert_to_tensor(starts.astype("int32") - 1)[:, None, None], axis=1)
+        out = {"next_token_logits": answers.output(keras.ops.convert_to_numpy(
+            keras.ops.cast(last, "float32")))["output"]}
+        if facts["sampler"] == "GreedySampler":
+            out |= answers.tokens(step(), [int(s) for s in starts])
+        return out
+
+    bench.step, bench.evaluate, bench.answer = step, evaluate, answer
     return bench
 
 

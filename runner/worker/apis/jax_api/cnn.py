@@ -137,4 +137,4 @@ def build(spec, fw) -> Bench:
             "data": data_text,
             "optimizer": f"optax.rmsprop(lr={cc.LEARNING_RATE}, decay={cc.RMS_RHO}, eps={cc.RMS_EPSILON})",
         },
-        extra=extra)
+        extra=extra, **cc.answer_fields(spec, initial, native_loop=True))

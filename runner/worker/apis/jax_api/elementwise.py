@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...bench import Bench
+from .. import answers, seeded
 from ..selu import ALPHA, FLOPS_PER_ELEMENT, SCALE
 from . import DTYPES
 
@@ -18,9 +19,10 @@ def selu(x):
 def build(spec, fw) -> Bench:
     n, batch = spec.options["n"], spec.batch_size
     dtype = DTYPES[spec.precision]
-    x = jax.device_put(jnp.asarray(
-        np.random.default_rng(spec.seed).standard_normal((batch, n), dtype=np.float32), dtype))
+    (values,) = seeded.normal(spec.seed, (batch, n))
+    x = jax.device_put(jnp.asarray(values, dtype))
     fn = fw.compile(selu)
     return Bench(step=lambda: fn(x), sync=fw.sync, items_per_step=batch * n,
                  flops_per_step=FLOPS_PER_ELEMENT * batch * n,
-                 effective={"dtype": str(np.dtype(dtype))})
+                 effective={"dtype": str(np.dtype(dtype))},
+                 answer=lambda: answers.output(np.asarray(fn(x), np.float32)))

@@ -152,4 +152,4 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
             batch=len(data.y_test)),
         timing=keras_fit_clock.TIMING,
         effective=effective,
-        extra=extra)
+        extra=extra, **cc.answer_fields(spec, initial, native_loop=False))

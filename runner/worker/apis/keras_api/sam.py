@@ -26,6 +26,7 @@ def build(spec, fw):
     segmenter = keras_hub.models.SAMImageSegmenter(backbone=backbone, preprocessor=None)
     facts = dict(batch_size=batch, image_size=side, params=segmenter.count_params(),
                  preset=preset or f"random weights, {spec.size} config")
+    hub.seed_weights(segmenter, spec, facts, preset)
     if spec.task == "fit":
         return hub.encoder_fit_bench(keras, backbone.image_encoder, side, batch, spec.seed, facts,
                                      fw.jit_compile(), hub.SAM_FIT_DOC)

@@ -4,7 +4,13 @@ behaviour "ok" sleeps sleep_ms per step; "fail" raises in the first step (status
 "crash" kills the worker process without a result (status crashed); "hang" never returns
 (status timeout); "orphan" first leaves a process behind that escapes the worker's session and
 parentage (setsid and a double fork; `marker` in its command line), then steps as "ok"; "flood"
-first prints flood_mb megabytes, then steps as "ok"."""
+first prints flood_mb megabytes, then steps as "ok". Its answer is the norm of a small product of
+seeded arrays.
+
+DL_BENCH_SELFTEST_SHORTCUT (an environment's `env`, a fraction in (0, 1]) makes an environment
+cut corners the way a backend that silently does less would: each step sleeps that fraction of
+sleep_ms, and the answer is scaled by it. The report must mark such a cell "different answer"
+and never call it the best (tests/test_effects_run.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +20,13 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from ...bench import Bench
+from .. import answers, seeded
 
 BEHAVIOURS = ("ok", "fail", "crash", "hang", "orphan", "flood")
+SHORTCUT_ENV = "DL_BENCH_SELFTEST_SHORTCUT"
 # The escaped process: started in a new session by a child that exits at once, so its parent
 # is gone and it belongs to no group of the worker's; it ignores SIGTERM and sleeps.
 ORPHAN = ("import signal, subprocess, sys; subprocess.Popen([sys.executable, '-c', "
@@ -36,11 +46,20 @@ def flood(megabytes: float) -> None:
     sys.stdout.flush()
 
 
+def shortcut() -> float:
+    value = float(os.environ.get(SHORTCUT_ENV, "1"))
+    if not 0 < value <= 1:
+        raise ValueError(f"{SHORTCUT_ENV} must be a fraction in (0, 1], got {value}")
+    return value
+
+
 def build(spec, fw) -> Bench:
     behaviour = spec.options.get("behaviour", "ok")
     if behaviour not in BEHAVIOURS:
         raise ValueError(f"options.behaviour must be one of {BEHAVIOURS}, got {behaviour!r}")
-    pause = spec.options.get("sleep_ms", 1.0) / 1000.0
+    share = shortcut()
+    pause = spec.options.get("sleep_ms", 1.0) / 1000.0 * share
+    (x,) = seeded.normal(spec.seed, (16, 16))
     if behaviour == "orphan":
         leave_an_orphan(spec.options.get("marker", "dl-bench-selftest-orphan"))
     if behaviour == "flood":
@@ -56,4 +75,6 @@ def build(spec, fw) -> Bench:
                 time.sleep(60)
         time.sleep(pause)
 
-    return Bench(step=step, items_per_step=1, timing="time.sleep(sleep_ms) per step")
+    return Bench(step=step, items_per_step=1, timing="time.sleep(sleep_ms) per step",
+                 answer=lambda: answers.output(np.matmul(x, x.T) * share),
+                 effective={"shortcut": share} if share != 1 else {})

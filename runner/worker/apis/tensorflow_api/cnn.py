@@ -122,4 +122,4 @@ def build(spec, fw) -> Bench:
             "data": data_text,
             "optimizer": f"RMSprop by hand (lr={cc.LEARNING_RATE}, rho={cc.RMS_RHO}, eps={cc.RMS_EPSILON})",
         },
-        extra=extra)
+        extra=extra, **cc.answer_fields(spec, initial, native_loop=True))

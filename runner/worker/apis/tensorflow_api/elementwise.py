@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from ...bench import Bench
+from .. import answers, seeded
 from ..selu import ALPHA, FLOPS_PER_ELEMENT, SCALE
 from . import DTYPES
 
@@ -17,9 +17,10 @@ def selu(x):
 def build(spec, fw) -> Bench:
     n, batch = spec.options["n"], spec.batch_size
     dtype = DTYPES[spec.precision]
+    (values,) = seeded.normal(spec.seed, (batch, n))
     with tf.device(fw.effective["device"]):
-        x = tf.cast(tf.constant(
-            np.random.default_rng(spec.seed).standard_normal((batch, n), dtype=np.float32)), dtype)
+        x = tf.cast(tf.constant(values), dtype)
     fn = fw.compile(selu)
     return Bench(step=lambda: fn(x), sync=fw.sync, items_per_step=batch * n,
-                 flops_per_step=FLOPS_PER_ELEMENT * batch * n, effective={"dtype": dtype.name})
+                 flops_per_step=FLOPS_PER_ELEMENT * batch * n, effective={"dtype": dtype.name},
+                 answer=lambda: answers.output(tf.cast(fn(x), tf.float32).numpy()))

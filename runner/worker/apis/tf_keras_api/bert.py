@@ -26,7 +26,10 @@ def build(spec, fw):
     x, y = hub.bert_inputs(spec.seed, batch, length, backbone.vocabulary_size)
     facts = dict(sequence_length=length, batch_size=batch, params=model.count_params(),
                  preset=preset or f"random weights, {size} config")
+    hub.seed_weights(model, spec, facts, preset)
     effective = {"jit_compile": hub.jit_in_effect(model)}
     if spec.task == "fit":
-        return hub.fit_bench(model, x, y, batch=batch, effective=effective, extra=facts)
+        # Dropout draws from each backend's own generator: the first loss is no answer.
+        return hub.fit_bench(model, x, y, batch=batch, effective=effective, extra=facts,
+                             deterministic=False)
     return hub.predict_bench(model, x, batch=batch, effective=effective, extra=facts)

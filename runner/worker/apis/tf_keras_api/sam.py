@@ -47,6 +47,7 @@ def build(spec, fw):
         )
     facts = dict(batch_size=batch, image_size=side, params=model.count_params(),
                  preset=preset or f"random weights, {spec.size} config")
+    hub.seed_weights(model, spec, facts, preset)
     if spec.task == "fit":
         return hub.encoder_fit_bench(keras, model.backbone, side, batch, spec.seed, facts,
                                      fw.jit_compile(), hub.SAM_FIT_DOC)

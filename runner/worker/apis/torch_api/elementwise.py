@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...bench import Bench
+from .. import answers, seeded
 from ..selu import ALPHA, FLOPS_PER_ELEMENT, SCALE
 from . import DTYPES
 
@@ -15,9 +16,10 @@ def selu(x):
 
 def build(spec, fw) -> Bench:
     n, batch = spec.options["n"], spec.batch_size
-    gen = torch.Generator(device="cpu").manual_seed(spec.seed)
     dtype = DTYPES[spec.precision]
-    x = torch.randn(batch, n, generator=gen).to(fw.torch_device, dtype)
+    (values,) = seeded.normal(spec.seed, (batch, n))
+    x = torch.from_numpy(values).to(fw.torch_device, dtype)
     fn = fw.compile(selu)
     return Bench(step=lambda: fn(x), sync=fw.sync, items_per_step=batch * n,
-                 flops_per_step=FLOPS_PER_ELEMENT * batch * n, effective={"dtype": str(dtype)})
+                 flops_per_step=FLOPS_PER_ELEMENT * batch * n, effective={"dtype": str(dtype)},
+                 answer=lambda: answers.output(fn(x).float().cpu().numpy()))

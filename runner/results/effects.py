@@ -1,0 +1,284 @@
+"""Effects: what changing one thing did, as ratios between cells of one run with their intervals.
+
+An effect is a **speedup**: the baseline cell's time ÷ the other cell's time, both the geometric
+mean of their repeat medians (the repeat, a fresh process, is the unit), so above 1 the other
+value is faster, below 1 slower; its 95 % interval is the Welch t interval on the logs of the
+repeat medians (stats.welch_ratio: the one `compare` uses), "–" with the reason where a side has
+fewer than 3 repeats. An interval that covers 1 is not distinguishable from noise.
+
+- **Axis effects**: for every axis that takes several values in the run (precision, jit, tf32,
+  steps_per_execution, data, device, size, batch size, and every option given as a list such as
+  options.n), per workload, environment and setting of everything else, each value against the
+  baseline value: the first in the matrix, or `[report] baselines = { jit = false, ... }`. The
+  batch size changes a step's work: its effect is on the time per item (sample, token, image).
+- **Environment effects**: per row (workload, task, batch size, axes), every environment
+  against the baseline environment (`[report] baseline_environment`, default the first).
+- The **geometric mean** of a column's ratios, over the rows that computed the same answer,
+  with the interval of that mean (stats.geometric_mean_ratio).
+- The Keras 3 benchmark table's "best Keras 3 over Keras 2" is one environment effect: the Keras 2
+  cell against the row's fastest Keras 3 cell (keras_speedups).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import stats
+from .summaries import AXIS_KEYS, KERAS2_API, KERAS3_API, model_family, pivot, row_label
+from ..worker.catalog import default_sizes
+
+ENVIRONMENT = "environment"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The matrix's [report] table, as the run's manifest recorded it."""
+
+    baselines: dict[str, Any] = field(default_factory=dict)    # "jit" / "options.n" → value
+    baseline_environment: str | None = None
+    environments: tuple[str, ...] = ()                          # the matrix's order
+
+    @classmethod
+    def from_manifest(cls, manifest: dict[str, Any]) -> "Settings":
+        report = manifest.get("report") or {}
+        baselines = {k: v for k, v in (report.get("baselines") or {}).items() if k != "options"}
+        baselines |= {f"options.{k}": v
+                      for k, v in ((report.get("baselines") or {}).get("options") or {}).items()}
+        return cls(baselines, report.get("baseline_environment"),
+                   tuple(manifest.get("environments") or ()))
+
+
+def speedup(base: dict[str, Any], cell: dict[str, Any]) -> stats.Ratio:
+    """base ms ÷ cell ms (geometric means of repeat medians) with its interval; above 1: `cell`
+    is faster. No ratio where either is not ok or the two run different models."""
+    for side in (base, cell):
+        if side["status"] != "ok":
+            return stats.Ratio(None, why=f"{side['environment']}: {side['status']}")
+    if model_family(base) != model_family(cell):
+        return stats.Ratio(None, why="different models (Keras 2's Stable Diffusion is v1.4, "
+                                     "Keras 3's is SD3)")
+    return stats.welch_ratio(base.get("repeat_medians_ms") or [],
+                             cell.get("repeat_medians_ms") or [])
+
+
+@dataclass
+class Effect:
+    """One ratio: `cell` (at `value`) against `base` (at the baseline)."""
+
+    value: Any
+    label: str                      # the row: workload (task) and every other setting
+    batch_size: int
+    environment: str                # the environment of `cell`
+    base: dict[str, Any]
+    cell: dict[str, Any]
+    estimate: stats.Ratio
+
+    @property
+    def differs(self) -> bool:
+        """Either cell computed a different answer from its row: the ratio compares apples
+        with pears."""
+        return bool(self.base.get("answer_differs") or self.cell.get("answer_differs"))
+
+
+@dataclass
+class EffectTable:
+    """The effects of one factor (an axis, an option, or the environment) against one baseline."""
+
+    factor: str
+    baseline: Any
+    values: list[Any]
+    effects: list[Effect]
+    without_baseline: int = 0       # groups that had no cell at a configured baseline
+
+    def of(self, value: Any) -> list[Effect]:
+        return [e for e in self.effects if _same(e.value, value)]
+
+    def overall(self, value: Any) -> tuple[stats.Ratio, int]:
+        """The geometric mean of `value`'s ratios over the rows whose answers agree, and how
+        many rows it spans."""
+        used = [e.estimate for e in self.of(value) if e.estimate.ratio is not None and not e.differs]
+        return stats.geometric_mean_ratio(used), len(used)
+
+    @property
+    def title(self) -> str:
+        if self.factor == ENVIRONMENT:
+            return f"Environments against {self.baseline}"
+        per = " (time per item)" if self.factor == PER_ITEM_FACTOR else ""
+        return f"{self.factor}: against {self.factor} = {shown(self.baseline)}{per}"
+
+
+def shown(value: Any) -> str:
+    return {True: "true", False: "false", None: "unset"}.get(value, str(value)) \
+        if isinstance(value, (bool, type(None))) else str(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def coordinates(summary: dict[str, Any]) -> dict[str, Any]:
+    """Everything that places a cell besides its workload, task and environment."""
+    out = {"batch_size": summary.get("batch_size"), **{k: summary.get(k) for k in AXIS_KEYS}}
+    out |= {f"options.{k}": v for k, v in (summary.get("options") or {}).items()}
+    return out
+
+
+def _context(summary: dict[str, Any], factor: str) -> tuple[Any, ...]:
+    """Where a cell sits apart from `factor`: the cells of one context differ only in it. For
+    the size axis the options its preset sets go with it."""
+    coords = coordinates(summary)
+    coords.pop(factor, None)
+    if factor == "size":
+        preset = default_sizes(summary["workload"], summary.get("size") or "full")
+        coords = {k: v for k, v in coords.items()
+                  if not (k.startswith("options.") and preset.get(k[8:]) == v)}
+    return (summary["workload"], summary["task"], summary["environment"],
+            tuple(sorted((k, repr(v)) for k, v in coords.items())))
+
+
+def _factors(summaries: list[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for s in summaries:
+        keys |= dict.fromkeys(coordinates(s))
+    return list(keys)
+
+
+def axis_tables(summaries: list[dict[str, Any]], settings: Settings) -> list[EffectTable]:
+    """One table per varying factor and baseline value, rows in the run's order."""
+    measured = [s for s in summaries if s["status"] != "not_applicable"]
+    tables: dict[tuple[str, str], EffectTable] = {}
+    for factor in _factors(measured):
+        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+        for s in measured:
+            groups[_context(s, factor)].append(s)
+        for cells in groups.values():
+            values = list({repr(coordinates(c).get(factor)): coordinates(c).get(factor)
+                           for c in cells}.values())
+            if len(values) < 2:
+                continue
+            baseline = values[0]
+            if factor in settings.baselines:
+                if not any(_same(v, settings.baselines[factor]) for v in values):
+                    key = (factor, repr(settings.baselines[factor]))
+                    tables.setdefault(key, EffectTable(factor, settings.baselines[factor], [], []))
+                    tables[key].without_baseline += 1
+                    continue
+                baseline = settings.baselines[factor]
+            base = next(c for c in cells if _same(coordinates(c).get(factor), baseline))
+            table = tables.setdefault((factor, repr(baseline)),
+                                      EffectTable(factor, baseline, [], []))
+            for cell in cells:
+                value = coordinates(cell).get(factor)
+                if _same(value, baseline):
+                    continue
+                if not any(_same(value, v) for v in table.values):
+                    table.values.append(value)
+                estimate = speedup(base, cell)
+                if factor == PER_ITEM_FACTOR:
+                    estimate = per_item(estimate, base, cell)
+                table.effects.append(Effect(value, row_label(base, without=factor),
+                                            base["batch_size"], cell["environment"], base, cell,
+                                            estimate))
+    return [t for t in tables.values() if t.effects or t.without_baseline]
+
+
+# The batch size changes the work of a step: its effect is on the time per item (sample,
+# token, image), not per step.
+PER_ITEM_FACTOR = "batch_size"
+
+
+def per_item(estimate: stats.Ratio, base: dict[str, Any], cell: dict[str, Any]) -> stats.Ratio:
+    """A speedup of time per step turned into one of time per item (× cell items ÷ base items)."""
+    base_items, cell_items = base.get("items_per_step"), cell.get("items_per_step")
+    if not base_items or not cell_items:
+        return stats.Ratio(None, why="items per step not recorded")
+    return estimate.scaled(cell_items / base_items)
+
+
+def baseline_environment(summaries: list[dict[str, Any]], settings: Settings) -> str | None:
+    """The configured baseline environment, else the matrix's first one that has cells."""
+    present = [e for e in pivot(summaries)[0]]
+    if settings.baseline_environment in present:
+        return settings.baseline_environment
+    ordered = [e for e in settings.environments if e in present] + present
+    return ordered[0] if ordered else None
+
+
+def environment_table(summaries: list[dict[str, Any]], settings: Settings) -> EffectTable | None:
+    """Every environment against the baseline environment, row by row; None with one
+    environment."""
+    environments, rows, grid = pivot(summaries)
+    if len(environments) < 2:
+        return None
+    baseline = baseline_environment(summaries, settings)
+    table = EffectTable(ENVIRONMENT, baseline, [e for e in environments if e != baseline], [])
+    for label, batch in rows:
+        base = grid.get((label, batch, baseline))
+        if base is None or base["status"] == "not_applicable":
+            continue
+        for env in table.values:
+            cell = grid.get((label, batch, env))
+            if cell is None or cell["status"] == "not_applicable":
+                continue
+            table.effects.append(Effect(env, label, batch, env, base, cell, speedup(base, cell)))
+    table.values = [env for env in table.values if table.of(env)]   # shares no row: no column
+    return table if table.effects else None
+
+
+@dataclass
+class Analysis:
+    """Everything the report says about effects."""
+
+    settings: Settings
+    axes: list[EffectTable]
+    environments: EffectTable | None
+
+    @property
+    def tables(self) -> list[EffectTable]:
+        return self.axes + ([self.environments] if self.environments else [])
+
+
+def analyse(summaries: list[dict[str, Any]], settings: Settings | None = None) -> Analysis:
+    settings = settings or Settings()
+    return Analysis(settings, axis_tables(summaries, settings),
+                    environment_table(summaries, settings))
+
+
+def fastest(cells: list[dict[str, Any]]) -> tuple[dict[str, Any], stats.Ratio | None] | None:
+    """The fastest of a row's ok cells that computed the same answer, and its speedup over the
+    runner-up (None with one cell): whether it is fastest beyond noise."""
+    eligible = sorted((c for c in cells if c["status"] == "ok" and c.get("median_ms") is not None
+                       and not c.get("answer_differs")), key=lambda c: c["median_ms"])
+    if not eligible:
+        return None
+    return eligible[0], (speedup(eligible[1], eligible[0]) if len(eligible) > 1 else None)
+
+
+def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Per (row label, batch size): the best (fastest) Keras 3 environment and, where a Keras 2
+    (tf-keras) cell of the row ran, its speedup = Keras 2 ÷ best Keras 3 (an environment effect,
+    with its interval: `estimate`). Cells with a different answer are never the best. Empty
+    unless the run has both kinds of environment."""
+    apis = {s["api"] for s in summaries}
+    if not {KERAS3_API, KERAS2_API} <= apis:
+        return {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    _, rows, grid = pivot(summaries)
+    for row in rows:
+        cells = [s for (label, batch, _), s in grid.items() if (label, batch) == row]
+        found = fastest([s for s in cells if s["api"] == KERAS3_API])
+        if found is None:
+            continue
+        best = found[0]
+        entry = {"best_env": best["environment"], "best_backend": best.get("backend"),
+                 "best_ms": best["median_ms"], "keras2_env": None, "keras2_ms": None,
+                 "speedup": None, "estimate": None}
+        keras2 = fastest([s for s in cells if s["api"] == KERAS2_API])
+        if keras2:
+            entry.update(keras2_env=keras2[0]["environment"], keras2_ms=keras2[0]["median_ms"])
+            estimate = speedup(keras2[0], best)
+            entry.update(estimate=estimate, speedup=estimate.ratio)
+        out[row] = entry
+    return out

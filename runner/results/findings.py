@@ -1,0 +1,147 @@
+"""Findings in words: the short list of sentences report.md opens with, generated from the effects
+and the answer check. Every sentence carries its number and its 95 % interval; an interval that
+covers 1 is said to be "not distinguishable from noise", a ratio without an interval says why it
+has none, and a count of "fastest" rows says in how many the lead is beyond noise. Nothing is
+claimed that the statistics do not support.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from . import answers, stats
+from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
+from .formatting import fmt
+from .summaries import pivot
+
+ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
+FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" sentences
+
+
+def speed_words(estimate: stats.Ratio) -> str:
+    """'8.10× faster (95 % CI 7.60–8.60)', '1.25× slower (…) — not distinguishable from noise',
+    or the ratio with "(no interval)" (repeat_sentences says why, once)."""
+    ratio = estimate.ratio
+    if ratio >= 1:
+        text, bounds = f"{fmt(ratio)}× faster", (estimate.low, estimate.high)
+    else:
+        text = f"{fmt(1 / ratio)}× slower"
+        bounds = (1 / estimate.high, 1 / estimate.low) if estimate.has_interval else (None, None)
+    if not estimate.has_interval:
+        return f"{text} (no interval)"
+    text += f" (95 % CI {fmt(bounds[0])}–{fmt(bounds[1])})"
+    return text if estimate.distinguishable else text + " — not distinguishable from noise"
+
+
+def _where(effect, factor: str) -> str:
+    batch = f", batch {effect.batch_size}" if factor != "batch_size" else ""
+    on = "" if factor == ENVIRONMENT else f" on {effect.environment}"
+    return f"{effect.label}{batch}{on}"
+
+
+def _subject(table: EffectTable, value: Any) -> str:
+    if table.factor == ENVIRONMENT:
+        return f"{value} against {table.baseline}"
+    per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
+    return f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}"
+
+
+def table_sentences(table: EffectTable) -> list[str]:
+    """Per value of the factor: one sentence per row when it has few, else the geometric mean
+    with how many rows are beyond noise each way and the range."""
+    out = []
+    for value in table.values:
+        effects = [e for e in table.of(value) if e.estimate.ratio is not None and not e.differs]
+        if not effects:
+            continue
+        subject = _subject(table, value)
+        if len(effects) <= ROWS_IN_FULL:
+            out += [f"{subject}: {speed_words(e.estimate)} for {_where(e, table.factor)}."
+                    for e in effects]
+            continue
+        overall, rows = table.overall(value)
+        text = f"{subject}: {speed_words(overall)}, geometric mean over {rows} rows"
+        if any(e.estimate.has_interval for e in effects):
+            beyond = [e for e in effects if e.estimate.distinguishable]
+            faster = sum(1 for e in beyond if e.estimate.ratio > 1)
+            text += (f"; beyond noise in {len(beyond)} of them ({faster} faster, "
+                     f"{len(beyond) - faster} slower)")
+        low, high = min(effects, key=_ratio), max(effects, key=_ratio)
+        out.append(f"{text}; from {fmt(low.estimate.ratio)}× ({_where(low, table.factor)}) to "
+                   f"{fmt(high.estimate.ratio)}× ({_where(high, table.factor)}).")
+    return out
+
+
+def _ratio(effect) -> float:
+    return effect.estimate.ratio
+
+
+def fastest_sentences(summaries: list[dict[str, Any]], what: str = "") -> list[str]:
+    """'jax is fastest in 7 of 10 rows (beyond noise in 5)': per environment, the rows where it
+    is the fastest of the cells that agree, and in how many its lead over the runner-up has an
+    interval above 1."""
+    environments, rows, grid = pivot(summaries)
+    wins: Counter[str] = Counter()
+    clear: Counter[str] = Counter()
+    contested = 0
+    for label, batch in rows:
+        cells = [grid[(label, batch, e)] for e in environments if (label, batch, e) in grid]
+        found = fastest(cells)
+        if found is None or found[1] is None:
+            continue
+        contested += 1
+        wins[found[0]["environment"]] += 1
+        clear[found[0]["environment"]] += found[1].distinguishable
+    return [f"{env} is fastest in {count} of {contested} rows{what} with two or more "
+            f"environments (ahead of the runner-up beyond noise in {clear[env]})."
+            for env, count in wins.most_common(FASTEST_SHOWN)]
+
+
+def answer_sentences(summaries: list[dict[str, Any]]) -> list[str]:
+    ok = [s for s in summaries if s["status"] == "ok"]
+    differing = [s for s in ok if s.get("answer_differs")]
+    compared = [s for s in ok if s.get("answer_check") in (answers.SAME, *answers.DIFFERING)]
+    unchecked = [s for s in ok if s.get("answer_check") == answers.UNCHECKED]
+    out = []
+    if differing:
+        names = ", ".join(f"`{s['cell_name']}`" for s in differing[:4])
+        more = f" and {len(differing) - 4} more" if len(differing) > 4 else ""
+        out.append(f"{len(differing)} of {len(compared)} compared cells computed a different "
+                   f"answer from their row ({names}{more}): they are marked "
+                   f"{answers.MARK}, left out of the effects' means and never bold (see "
+                   "Different answers).")
+    elif compared:
+        out.append(f"All {len(compared)} cells compared computed the same answer as the rest of "
+                   "their row, within the tolerance of their precision.")
+    if unchecked:
+        out.append(f"Answers not checked for {len(unchecked)} cells (check_answers = false in "
+                   "the matrix).")
+    return out
+
+
+def repeat_sentences(analysis: Analysis) -> list[str]:
+    """Say once why effects have no interval, rather than on every row."""
+    missing = [e for t in analysis.tables for e in t.effects
+               if e.estimate.ratio is not None and not e.estimate.has_interval]
+    if not missing:
+        return []
+    total = sum(1 for t in analysis.tables for e in t.effects if e.estimate.ratio is not None)
+    return [f"{len(missing)} of {total} ratios have no interval: {missing[0].estimate.why}; "
+            "without one, no ratio is called beyond noise (set repeats ≥ 3)."]
+
+
+def sentences(summaries: list[dict[str, Any]], analysis: Analysis,
+              keras_rows: list[dict[str, Any]] | None = None) -> list[str]:
+    """The findings, most general first."""
+    out: list[str] = []
+    out += answer_sentences(summaries)
+    for table in analysis.axes:
+        out += table_sentences(table)
+    if analysis.environments:
+        out += table_sentences(analysis.environments)
+    if keras_rows:
+        out += fastest_sentences(keras_rows, " of the Keras table")
+    out += fastest_sentences(summaries)
+    out += repeat_sentences(analysis)
+    return out
