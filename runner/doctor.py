@@ -112,7 +112,7 @@ def check_toolkit(client: Any) -> Check:
     import docker.errors
 
     from .environments.images import LABEL
-    from .executors.docker import GPU_CAPABILITIES
+    from .executors.containers import GPU_CAPABILITIES
 
     image = probe_image(client)
     if image is None:
@@ -156,11 +156,9 @@ def probe_image(client: Any) -> str | None:
 
 def check_engine(required: bool) -> tuple[Check, Any]:
     """(the check, a client or None). Not blocking unless the run must use Docker."""
-    from .executors.docker import DockerUnavailable, connect
+    from .environments.docker_engine import DockerUnavailable, EngineSettings, connect
 
-    from .executors.engine import EngineSettings
-
-    waits = EngineSettings.from_env().describe()
+    waits = EngineSettings.from_env().summary()
     try:
         client = connect(timeout=10)
         version = client.version()
@@ -172,9 +170,9 @@ def check_engine(required: bool) -> tuple[Check, Any]:
                  f"(API {version.get('ApiVersion')}); during a cell {waits}"), client
 
 
-def check_ray(executor: Any) -> Check:
-    """The cluster the ray executor joined (choose_setup already failed when none answers)."""
-    facts = executor.connect()
+def check_cluster(executor: Any) -> Check:
+    """The cluster the executor joined (choose_setup already failed when none answers)."""
+    facts = executor.cluster()
     nodes = facts["nodes"]
     detail = (f"{executor.where}: Ray {facts['ray_version']}, {len(nodes)} node(s), "
               f"{facts['gpus']} GPUs, {facts['cpus']} CPUs")
@@ -184,12 +182,12 @@ def check_ray(executor: Any) -> Check:
     return Check("Ray cluster", True, detail)
 
 
-def check_local_builds(images: list[str], flavour: Flavour) -> Check:
+def check_local_builds(folders: list[str], flavour: Flavour) -> Check:
     """The local executor builds venvs with each lock's Python: uv finds or fetches it."""
-    from .environments import image_flavour, lock_path, lock_python
+    from .environments import folder_flavour, lock_path, lock_python
     from .environments.venvs import find_uv
 
-    wanted = sorted({lock_python(lock_path(i, image_flavour(flavour, i))) for i in images})
+    wanted = sorted({lock_python(lock_path(f, folder_flavour(flavour, f))) for f in folders})
     if find_uv():
         return Check("local environments", True, f"uv builds them with Python "
                      f"{', '.join(wanted) or '-'} (the locks')")
@@ -219,34 +217,36 @@ class Diagnosis:
 
 def diagnose(matrix_path: Path | None, executor: str | None,
              ray_address: str | None = None) -> Diagnosis:
-    from . import hostinfo, matrix as matrix_mod, run
-    from .environments import image_flavour, lock_path
+    from . import hostinfo, matrix as matrix_mod
+    from .console import show_setup
+    from .run_setup import choose_setup
+    from .environments import folder_flavour, lock_path
     from .schema import is_image_reference
 
     facts = hostinfo.gpu_facts()
     checks = [check_gpus(facts)]
     matrix = matrix_mod.load(matrix_path, gpu_found=bool(facts.get("gpu_count"))) \
         if matrix_path else None
-    setup = run.choose_setup(matrix, executor, ray_address=ray_address)
+    setup = choose_setup(matrix, executor, ray_address=ray_address)
     envs = list(matrix.spec.environments.values()) if matrix else []
-    images = sorted({e.image for e in envs if e.image and not is_image_reference(e.image)})
+    folders = sorted({e.image for e in envs if e.image and not is_image_reference(e.image)})
     if facts.get("gpu_count"):
         needs = {}
-        for image in images:
-            lock = lock_path(image, image_flavour(setup.flavour, image))
-            needs[f"images/{image}/{lock.name}"] = cuda_majors(lock)
+        for folder in folders:
+            lock = lock_path(folder, folder_flavour(setup.flavour, folder))
+            needs[f"images/{folder}/{lock.name}"] = cuda_majors(lock)
         checks.append(check_driver(facts.get("driver_version"), needs if matrix else None))
-    if setup.executor.name == "ray":
-        checks.append(check_ray(setup.executor))
+    if setup.executor.cluster() is not None:
+        checks.append(check_cluster(setup.executor))
     pinned = any(e.image and is_image_reference(e.image) for e in envs)   # run in Docker
-    engine, client = check_engine(required=setup.executor.name == "docker" or pinned)
+    engine, client = check_engine(required=setup.executor.runs_images or pinned)
     checks.append(engine)
     if client is not None and facts.get("gpu_count"):
         toolkit = check_toolkit(client)
-        toolkit.blocking = setup.executor.name == "docker"
+        toolkit.blocking = setup.executor.runs_images
         checks.append(toolkit)
-    if setup.executor.name == "local" and images:
-        checks.append(check_local_builds(images, setup.flavour))
+    if setup.executor.builds_venvs and folders:
+        checks.append(check_local_builds(folders, setup.flavour))
     checks += check_interpreters([e.python for e in envs if e.python])
     root = Path("/var/lib/docker")
     if client is not None:
@@ -257,7 +257,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
     def path(console: Console) -> None:
         if matrix is not None:
             console.print(f"[bold]path for {escape(str(matrix.path))}:[/]")
-            run.show_setup(matrix, setup, matrix.cells, console)
+            show_setup(matrix, setup, matrix.cells, console)
         setup.close()
     return Diagnosis(checks, path)
 

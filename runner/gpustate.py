@@ -26,10 +26,10 @@ IDLE_UTIL_PERCENT = 5          # "utilisation about 0": NVML's busy share of its
 SETTLE_POLL_S = 0.5
 
 
-def open_gpu(pin: str | None = None) -> Nvml | None:
+def open_gpu(device_id: str | None = None) -> Nvml | None:
     """The NVML handle of one GPU (an index or UUID; None: GPU 0), or None. Tests replace this
     one function to fake a GPU host."""
-    return Nvml.open(pin if pin is not None else "0")
+    return Nvml.open(device_id if device_id is not None else "0")
 
 
 def _call(nvml: Nvml, name: str, *args: Any) -> Any:
@@ -138,15 +138,15 @@ def settle(read: Callable[[], Reading], limit_s: float, max_temp_c: float,
         sleep(min(SETTLE_POLL_S, limit_s - waited))
 
 
-def settle_gpu(pin: str | None, limit_s: float, max_temp_c: float,
+def settle_gpu(device_id: str | None, limit_s: float, max_temp_c: float,
                on_status: Callable[[str], None] = lambda text: None,
                stop: threading.Event | None = None) -> dict[str, Any] | None:
-    """Wait for the quiet GPU `pin` names; None when there is nothing to wait for (settle = 0,
-    no NVML). `stop` set (Ctrl-C in a parallel run) ends the wait at once, as KeyboardInterrupt:
-    no cell starts after the run was stopped."""
+    """Wait for the quiet GPU `device_id` names; None when there is nothing to wait for
+    (settle = 0, no NVML). `stop` set (Ctrl-C in a parallel run) ends the wait at once, as
+    KeyboardInterrupt: no cell starts after the run was stopped."""
     if limit_s <= 0:
         return None
-    nvml = open_gpu(pin)
+    nvml = open_gpu(device_id)
     if nvml is None:
         return None
     on_status("waiting for a quiet GPU")
@@ -162,8 +162,9 @@ def settle_gpu(pin: str | None, limit_s: float, max_temp_c: float,
 
 # --- locked clocks for a run -------------------------------------------------------------------
 
-# The GPUs this process locked, {pin: the setting ("tdp" or MHz)}: NVML cannot read a lock back,
-# so what the runner set is known only here (the manifest and every record on such a GPU say it).
+# The GPUs this process locked, {device id: the setting ("tdp" or MHz)}: NVML cannot read a lock
+# back, so what the runner set is known only here (the manifest and every record on such a GPU
+# say it).
 _LOCKED: dict[str, str | int] = {}
 
 
@@ -181,54 +182,54 @@ def lock_target(nvml: Nvml, setting: bool | int) -> tuple[int, int, str | int]:
     return int(setting), int(setting), int(setting)
 
 
-def lock_one(pin: str, setting: bool | int) -> dict[str, Any]:
-    nvml = open_gpu(pin)
+def lock_one(device_id: str, setting: bool | int) -> dict[str, Any]:
+    nvml = open_gpu(device_id)
     if nvml is None:
-        raise UsageError(f"run.lock_clocks: GPU {pin}: NVML cannot open it")
+        raise UsageError(f"run.lock_clocks: GPU {device_id}: NVML cannot open it")
     low, high, recorded = lock_target(nvml, setting)
     try:
         nvml.nv.nvmlDeviceSetGpuLockedClocks(nvml.handle, low, high)
     except Exception as exc:  # NVMLError_NoPermission, _NotSupported, _InvalidArgument, ...
         raise UsageError(f"run.lock_clocks = {str(setting).lower()}: the driver refused to lock "
-                         f"GPU {pin}'s clocks ({exc}): locking needs root (sudo nvidia-smi -lgc "
-                         "works the same way), or set lock_clocks = false") from None
-    _LOCKED[pin] = recorded
-    return {"gpu": pin, "locked": recorded,
+                         f"GPU {device_id}'s clocks ({exc}): locking needs root (sudo nvidia-smi "
+                         "-lgc works the same way), or set lock_clocks = false") from None
+    _LOCKED[device_id] = recorded
+    return {"gpu": device_id, "locked": recorded,
             "sm_clock_after_mhz": _call(nvml, "nvmlDeviceGetClockInfo", nvml.nv.NVML_CLOCK_SM)}
 
 
 def unlock_all() -> list[str]:
-    """Reset every GPU this process locked (nvmlDeviceResetGpuLockedClocks); the pins it could
-    not reset (the run's last lines name them, with the command that does)."""
+    """Reset every GPU this process locked (nvmlDeviceResetGpuLockedClocks); the GPUs it could not
+    reset (the run's last lines name them, with the command that does)."""
     failed = []
-    for pin in list(_LOCKED):
-        nvml = open_gpu(pin)
+    for device_id in list(_LOCKED):
+        nvml = open_gpu(device_id)
         try:
             nvml.nv.nvmlDeviceResetGpuLockedClocks(nvml.handle)
         except Exception:  # noqa: BLE001 - every other GPU is still reset
-            failed.append(pin)
-        _LOCKED.pop(pin, None)
+            failed.append(device_id)
+        _LOCKED.pop(device_id, None)
     return failed
 
 
 @contextlib.contextmanager
-def locked_clocks(setting: bool | int, pins: list[str],
+def locked_clocks(setting: bool | int, device_ids: list[str],
                   notify: Callable[[str], None]) -> Iterator[dict[str, Any] | None]:
     """Lock the clocks of these GPUs for the block and reset them when it ends, however it ends
     (an error, Ctrl-C, SIGTERM or SIGHUP: the runner raises those as KeyboardInterrupt). Yields
     what the manifest keeps: None when nothing is locked (setting false, or no GPU). A refusal
     raises UsageError (one line, exit 2) after resetting what was already locked."""
-    if setting is False or not pins:
+    if setting is False or not device_ids:
         if setting is not False:
             notify("lock_clocks: no GPU on this host, nothing locked")
         yield None
         return
     locked = []
     try:
-        for pin in pins:
-            locked.append(lock_one(pin, setting))
+        for device_id in device_ids:
+            locked.append(lock_one(device_id, setting))
         notify(f"clocks locked ({'TDP (base) clock' if setting is True else f'{setting} MHz'}) "
-               f"on GPU {', '.join(pins)} until the run ends")
+               f"on GPU {', '.join(device_ids)} until the run ends")
         yield {"setting": "tdp" if setting is True else setting, "gpus": locked,
                "how": "nvmlDeviceSetGpuLockedClocks(min = max), reset at the end with "
                       "nvmlDeviceResetGpuLockedClocks"}
@@ -241,7 +242,7 @@ def locked_clocks(setting: bool | int, pins: list[str],
 
 def lock_metadata(placement: dict[str, Any]) -> dict[str, Any]:
     """The record's gpu_locked_clocks for a cell placed on a GPU this process locked."""
-    for pin in (placement.get("gpu_uuid"), placement.get("gpu_index")):
-        if pin is not None and str(pin) in _LOCKED:
-            return {"gpu_locked_clocks": _LOCKED[str(pin)]}
+    for device_id in (placement.get("gpu_uuid"), placement.get("gpu_index")):
+        if device_id is not None and str(device_id) in _LOCKED:
+            return {"gpu_locked_clocks": _LOCKED[str(device_id)]}
     return {}

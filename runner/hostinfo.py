@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from .worker.metadata import base_metadata
 from .worker.monitor import Nvml
+
+
+# The GPUs a run may use, by NVML index or UUID, comma-separated (default: all it sees). The first
+# is also the GPU a container gets where no lane names one (a Ray node's cell Ray gave none).
+GPU_ENV = "DL_BENCH_GPU"
 
 
 @dataclass(frozen=True)
@@ -19,7 +25,7 @@ class Gpu:
     name: str | None = None
 
     @property
-    def pin(self) -> str:
+    def device_id(self) -> str:
         """What CUDA_VISIBLE_DEVICES and a container's device request name it by: the UUID
         where known (CUDA's own order may differ from NVML's), else the index."""
         return self.uuid or str(self.index)
@@ -59,6 +65,24 @@ def gpus() -> list[Gpu]:
         listed = [{"index": i, "name": facts.get("gpu_name")}
                   for i in range(facts.get("gpu_count") or 0)]
     return [Gpu(int(g["index"]), g.get("uuid"), g.get("name")) for g in listed]
+
+
+def visible_gpus(gpus: list[Gpu], environ: dict[str, str] | None = None) -> list[Gpu]:
+    """The host's GPUs this run may use: DL_BENCH_GPU's when set, else CUDA_VISIBLE_DEVICES's
+    when set (NVML lists every GPU whatever that says), else all."""
+    environ = os.environ if environ is None else environ
+    for var in (GPU_ENV, "CUDA_VISIBLE_DEVICES"):
+        if var in environ:
+            wanted = [w.strip() for w in environ[var].split(",") if w.strip()]
+            return [g for g in gpus if str(g.index) in wanted or (g.uuid and g.uuid in wanted)]
+    return list(gpus)
+
+
+def default_gpu_id(environ: dict[str, str] | None = None) -> str:
+    """The GPU a cell gets where no lane names one: DL_BENCH_GPU's first, else GPU 0."""
+    environ = os.environ if environ is None else environ
+    wanted = [w.strip() for w in environ.get(GPU_ENV, "").split(",") if w.strip()]
+    return wanted[0] if wanted else "0"
 
 
 def gpu_found() -> bool:

@@ -64,11 +64,12 @@ def supported_threshold(spread: float) -> float:
     return max(MIN_THRESHOLD, steps * THRESHOLD_STEP)
 
 
-def manifest_entry(results_dir: Path, executor: str) -> dict[str, Any]:
+def manifest_entry(results_dir: Path, executor: Any) -> dict[str, Any]:
     """What a run's manifest keeps of its machine's profile: the threshold and spreads when
-    there is one, where it would be when there is none."""
-    if executor == "ray":
-        return {"found": False, "why": "ray: the cells ran on the cluster's nodes"}
+    there is one, where it would be when there is none (and none for an executor whose cells
+    ran elsewhere)."""
+    if not executor.on_this_host:
+        return {"found": False, "why": f"{executor.name}: the cells ran on the cluster's nodes"}
     host, gpu = this_machine()
     path = path_for(results_dir, host, gpu)
     profile = load(path)

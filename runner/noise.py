@@ -29,13 +29,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import gpustate, machine_profile, run
+from . import gpustate, machine_profile, pipeline
 from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from .matrix import Cell, Matrix, worker_env
 from .plan import make_plan
 from .results.formatting import fmt
 from .results.store import RESULTS_DIR, Store
 from .results.summaries import cell_summaries
+from .run_setup import Setup, choose_setup
 from .version import runner_version
 from .worker import catalog
 from .worker.protocol import write_json_atomic
@@ -49,35 +50,31 @@ def main(args: argparse.Namespace, console: Console) -> int:
     if args.runs < 2:
         raise UsageError(f"--runs {args.runs}: an A/A run needs at least 2 runs")
     results_dir = args.results_dir or RESULTS_DIR
-    opts = run.Options(matrix_path=args.matrix, only=list(args.only or []), profile=args.profile,
-                       executor=args.executor, results_dir=results_dir, history=False)
-    matrix, setup = run.load_matrix(opts, console)
-    if setup.executor.name == "ray":
-        setup.close()
-        raise UsageError("doctor --measure measures this machine: use --executor local or "
-                         "docker (run it on each kind of node for a Ray cluster)")
-    try:
-        cells = aa_cells(matrix, opts.only)      # bad input stops before anything is measured
-    except UsageError:
-        setup.close()
-        raise
+    opts = pipeline.Options(matrix_path=args.matrix, only=list(args.only or []),
+                            profile=args.profile, executor=args.executor,
+                            results_dir=results_dir, history=False)
+    state = pipeline.RunState(opts, console)
     host, gpu = machine_profile.this_machine()
     path = machine_profile.path_for(results_dir, host, gpu)
-    folder = path.with_suffix("")
-    folder.mkdir(parents=True, exist_ok=True)
-    console.print(f"[bold]machine:[/] {escape(host)}, {escape(gpu or 'no GPU')} → "
-                  f"{escape(str(path))}", soft_wrap=True)
-    log_path = folder / "measure.log"
-    with log_path.open("a", encoding="utf-8") as log_file:
-        log = Console(file=log_file, width=200)
-        try:
-            with run.clocks_locked(matrix, setup, console):
-                states = gpu_states(setup)
-                show_states(states, matrix, console)
-                overhead = measure_overhead(matrix, setup, opts, folder, log, console)
-                aa = measure_aa(matrix, cells, setup, opts, args.runs, folder, log, console)
-        finally:
-            setup.close()
+    with state.cleanup:                     # the setup closed, the clocks reset: however it ends
+        pipeline.load_matrix(state)
+        matrix, setup = state.matrix, state.setup
+        if not setup.executor.on_this_host:
+            raise UsageError("doctor --measure measures this machine: use --executor local or "
+                             "docker (run it on each kind of node for a Ray cluster)")
+        cells = aa_cells(matrix, opts.only)      # bad input stops before anything is measured
+        folder = path.with_suffix("")
+        folder.mkdir(parents=True, exist_ok=True)
+        console.print(f"[bold]machine:[/] {escape(host)}, {escape(gpu or 'no GPU')} → "
+                      f"{escape(str(path))}", soft_wrap=True)
+        log_path = folder / "measure.log"
+        with log_path.open("a", encoding="utf-8") as log_file:
+            log = Console(file=log_file, width=200)
+            pipeline.lock_clocks(state)
+            states = gpu_states(setup)
+            show_states(states, matrix, console)
+            overhead = measure_overhead(matrix, setup, opts, folder, log, console)
+            aa = measure_aa(matrix, cells, setup, opts, args.runs, folder, log, console)
     profile = {"schema": machine_profile.SCHEMA, "key": machine_profile.profile_key(host, gpu),
                "host": host, "gpu_name": gpu,
                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -94,14 +91,13 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
 # --- 1. the GPU's state --------------------------------------------------------------------------
 
-def gpu_states(setup: run.Setup) -> list[dict[str, Any]]:
+def gpu_states(setup: Setup) -> list[dict[str, Any]]:
     """gpustate.gpu_state of every GPU the run's lanes use (none on a CPU host)."""
-    pins = [lane.gpu.pin for lane in setup.lanes()[0] if lane.gpu is not None]
     states = []
-    for pin in pins:
-        nvml = gpustate.open_gpu(pin)
+    for device_id in setup.gpu_device_ids():
+        nvml = gpustate.open_gpu(device_id)
         if nvml is not None:
-            states.append({"gpu": pin, **gpustate.gpu_state(nvml)})
+            states.append({"gpu": device_id, **gpustate.gpu_state(nvml)})
     return states
 
 
@@ -166,19 +162,21 @@ def _on(value: bool | None) -> str:
 
 # --- the measuring runs --------------------------------------------------------------------------
 
-def run_cells(matrix: Matrix, cells: list[Cell], name: str, setup: run.Setup, opts: run.Options,
-              folder: Path, log: Console) -> Path:
+def measuring_run(matrix: Matrix, cells: list[Cell], name: str, setup: Setup,
+              opts: pipeline.Options, folder: Path, log: Console) -> Path:
     """The cells as one run of their own (the real pipeline: plan, environments, executors,
     workers, records, reports) under `folder`/<name>/; its output goes to the log."""
     spec = matrix.spec.model_copy(update={"run": matrix.spec.run.model_copy(update={"name": name})})
     sub = dataclasses.replace(matrix, spec=spec, cells=cells, calibration=[])
-    inner = run.choose_setup(sub, opts.executor)
+    inner = choose_setup(sub, opts.executor)
     inner.clocks = setup.clocks
+    state = pipeline.RunState(dataclasses.replace(opts, only=[], results_dir=folder), log,
+                              matrix=sub, setup=inner)
     try:
-        run.run_matrix(dataclasses.replace(opts, only=[], results_dir=folder), sub, inner, log)
+        pipeline.execute(pipeline.CELLS, state)
     finally:
         inner.close()
-    return Store.latest(name, folder)
+    return state.store.root
 
 
 def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
@@ -203,7 +201,7 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
     return out
 
 
-def measure_overhead(matrix: Matrix, setup: run.Setup, opts: run.Options, folder: Path,
+def measure_overhead(matrix: Matrix, setup: Setup, opts: pipeline.Options, folder: Path,
                      log: Console, console: Console) -> list[dict[str, Any]]:
     cells = overhead_cells(matrix, gpu=any(lane.gpu for lane in setup.lanes()[0]))
     if not cells:
@@ -211,7 +209,7 @@ def measure_overhead(matrix: Matrix, setup: run.Setup, opts: run.Options, folder
         return []
     console.print(f"[bold]overhead:[/] a matmul cell in each of {len(cells)} environment(s), "
                   "the worker's clock against a bare loop in the same process …", soft_wrap=True)
-    run_dir = run_cells(matrix, cells, "overhead", setup, opts, folder, log)
+    run_dir = measuring_run(matrix, cells, "overhead", setup, opts, folder, log)
     out = []
     for record in Store(run_dir).records():
         paired = (record.get("extra") or {}).get("harness_overhead") or {}
@@ -253,7 +251,7 @@ def aa_cells(matrix: Matrix, only: list[str]) -> list[Cell]:
     return list(first.values())
 
 
-def measure_aa(matrix: Matrix, cells: list[Cell], setup: run.Setup, opts: run.Options,
+def measure_aa(matrix: Matrix, cells: list[Cell], setup: Setup, opts: pipeline.Options,
                runs: int, folder: Path, log: Console, console: Console) -> dict[str, Any]:
     console.print(f"[bold]A/A:[/] {len(cells)} cell(s) × {cells[0].repeats} repeat(s), run "
                   f"{runs} times as separate runs: " + ", ".join(escape(c.name) for c in cells),
@@ -261,7 +259,7 @@ def measure_aa(matrix: Matrix, cells: list[Cell], setup: run.Setup, opts: run.Op
     run_dirs = []
     for k in range(1, runs + 1):
         started = time.monotonic()
-        run_dirs.append(run_cells(matrix, cells, "aa", setup, opts, folder, log))
+        run_dirs.append(measuring_run(matrix, cells, "aa", setup, opts, folder, log))
         heads = headlines(run_dirs[-1])
         shown = ", ".join(f"{escape(name)} {fmt(s['median_ms'])} ms" if s["status"] == "ok"
                           else f"{escape(name)} [red]{s['status']}[/]" for name, s in heads.items())

@@ -1,19 +1,30 @@
-"""What `--resume` checks before it adds a measurement to a run folder: that the matrix is the
-one the run was started with (repeats of `steps = 1` and `steps = 500` must never pool into one
-cell), and that every record it finds can be used — one that cannot is set aside and its cell
-measured again, so a damaged record never blocks a resume."""
+"""What `--resume` checks before it adds a measurement to a run folder: that the runner version
+and the matrix are the ones the run was started with (repeats of `steps = 1` and `steps = 500`
+must never pool into one cell), and that every record it finds can be used — one that cannot is
+set aside and its cell measured again, so a damaged record never blocks a resume."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shlex
+import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+from rich.markup import escape
 
 from .errors import UsageError
 from .results.store import Store, read_file
+from .version import runner_version
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .matrix import Matrix
 
 ABSENT = "(absent)"
 
@@ -33,7 +44,8 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
             out += differences(old.get(key, ABSENT), new.get(key, ABSENT), path)
         return out
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [d for i, (a, b) in enumerate(zip(old, new)) for d in differences(a, b, f"{where}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(old, new))
+                for d in differences(a, b, f"{where}[{i}]")]
     if old == new and type(old) is type(new):
         return []
     return [f"{where}: {_shown(old)} → {_shown(new)}"]
@@ -81,3 +93,51 @@ def set_aside(store: Store, say: Callable[[str], None]) -> None:
     for target, problem in store.set_aside_unreadable():
         say(f"set aside {target.name} ({problem}) to {target.parent}: its cell runs again")
 
+
+
+def open_resumed(matrix: "Matrix", resume: Path | bool, results_dir: Path,
+                 console: "Console") -> Store:
+    """The run's own folder (`resume` True: the latest run of this matrix's name): locked, made
+    by this runner version, its matrix the same as now, its unusable records set aside so that
+    their cells run again."""
+    root = resume if isinstance(resume, Path) else Store.latest(matrix.spec.run.name, results_dir)
+    store = Store.open(root)
+    try:
+        check_resumable(store)
+        for change in check_same_matrix(store, store.read_manifest(), matrix.resolved,
+                                        matrix.path):
+            console.print(f"resuming with {escape(change)}", soft_wrap=True)
+        set_aside(store, lambda line: console.print(f"[yellow]! {escape(line)}[/]",
+                                                    soft_wrap=True))
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def check_resumable(store: Store) -> None:
+    """A run is resumed only by the runner version that made it: another version's cells have
+    other ids and its numbers would not compare (one line, exit 2, nothing written)."""
+    try:
+        made_by = store.read_manifest().get("runner_version")
+    except (OSError, ValueError, AttributeError):
+        made_by = None
+    if made_by != runner_version():
+        raise UsageError(f"--resume {store.root}: made by runner version "
+                         f"{made_by or '(unversioned, older)'}, this is {runner_version()}: its "
+                         "numbers would not compare with this runner's; start a new run")
+
+
+def resume_command(opts: Any, executor: str, run_dir: Path) -> str:
+    """The command that continues a run where it stopped: the same selection and executor
+    (`opts`: the run's pipeline.Options)."""
+    python = os.path.relpath(sys.executable)
+    args = [python if not python.startswith("..") else sys.executable, "-m", "runner",
+            str(opts.matrix_path), "--resume", str(run_dir), "--executor", executor]
+    for pattern in opts.only:
+        args += ["--only", pattern]
+    for flag, value in (("--profile", opts.profile), ("--parallel", opts.parallel),
+                        ("--ray-address", opts.ray_address)):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args)

@@ -13,7 +13,6 @@ not finish write nothing, every finished record is already stored (--resume goes
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from collections import deque
@@ -28,7 +27,6 @@ from rich.console import Console
 
 from .hostinfo import Gpu
 
-GPU_ENV = "DL_BENCH_GPU"        # the GPU(s) a run may use: indices or UUIDs, comma-separated
 STOP_GRACE_S = 60.0              # after Ctrl-C: how long in-flight cells get to be killed
 
 Entry = TypeVar("Entry")
@@ -67,17 +65,6 @@ class _CountCellsOnly(MofNCompleteColumn):
         return "" if task.fields.get("lane") else super().render(task)
 
 
-def visible_gpus(gpus: list[Gpu], environ: dict[str, str] | None = None) -> list[Gpu]:
-    """The host's GPUs this run may use: DL_BENCH_GPU's when set, else CUDA_VISIBLE_DEVICES's
-    when set (NVML lists every GPU whatever that says), else all."""
-    environ = os.environ if environ is None else environ
-    for var in (GPU_ENV, "CUDA_VISIBLE_DEVICES"):
-        if var in environ:
-            wanted = [w.strip() for w in environ[var].split(",") if w.strip()]
-            return [g for g in gpus if str(g.index) in wanted or (g.uuid and g.uuid in wanted)]
-    return list(gpus)
-
-
 def gpu_lanes(parallel: int | str, gpus: list[Gpu], asked: str) -> tuple[list[Lane], str]:
     """(lanes, the reason shown in the run's first lines) for the local and docker executors."""
     if not gpus:
@@ -88,7 +75,7 @@ def gpu_lanes(parallel: int | str, gpus: list[Gpu], asked: str) -> tuple[list[La
     return lanes, f"{asked}: {found}"
 
 
-def describe_lanes(lanes: list[Lane]) -> str:
+def lanes_text(lanes: list[Lane]) -> str:
     if len(lanes) == 1:
         return "1 cell at a time" + (f", on {lanes[0].label}" if lanes[0].gpu else "")
     kind = "one per GPU" if all(lane.gpu for lane in lanes) else "task slots"
@@ -136,6 +123,20 @@ class Lanes:
             done(entry, run_one(entry, where, show), progress)
             progress.advance(bar)
 
+    @staticmethod
+    def _next_start(pending, running, free, ready, alone) -> tuple[Any, Lane] | None:
+        """The next entry to start now and its lane, or None: the first ready entry (the first
+        of all when nothing runs: nothing could make the others ready) on the first free lane;
+        a CPU cell alone, once the running cells have finished."""
+        entry = next((e for e in pending if ready(e)), None if running else pending[0])
+        if entry is None:
+            return None                     # every entry waits for a running one
+        if any(lane is CPU_LANE for _, lane in running.values()):
+            return None                     # a CPU cell runs alone
+        if alone(entry):
+            return None if running else (entry, CPU_LANE)   # after the GPU cells finish
+        return (entry, free[0]) if free else None
+
     def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar,
                   ready) -> None:
         rows = {lane: progress.add_task(escape(f"{lane.label}: idle"), total=None, lane=True)
@@ -159,24 +160,14 @@ class Lanes:
         try:
             while pending or running:
                 while pending:
-                    # The first ready entry (the first of all when nothing runs: nothing could
-                    # make the others ready).
-                    entry = next((e for e in pending if ready(e)), None if running else pending[0])
-                    if entry is None:
-                        break                       # every entry waits for a running one
-                    cpu_busy = any(lane is CPU_LANE for _, lane in running.values())
-                    if cpu_busy:
-                        break                       # a CPU cell runs alone
-                    if alone(entry):
-                        if running:
-                            break                   # wait until the GPU cells finish
-                        pending.remove(entry)
-                        start(entry, CPU_LANE)
+                    chosen = self._next_start(pending, running, free, ready, alone)
+                    if chosen is None:
                         break
-                    if not free:
-                        break
+                    entry, lane = chosen
                     pending.remove(entry)
-                    start(entry, free.pop(0))
+                    if lane is not CPU_LANE:
+                        free.remove(lane)
+                    start(entry, lane)
                 finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in finished:
                     entry, lane = running.pop(future)

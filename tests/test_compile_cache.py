@@ -10,10 +10,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from attempts import attempt_in
 
 from runner import cli
 from runner.environments import Source
-from runner.executors import Attempt, Prepared
+from runner.executors.base import Attempt, Prepared
 from runner.executors.local import (COMPILE_CACHE_DIR, COMPILE_CACHE_FOLDERS, LocalExecutor,
                                     compile_cache_environment)
 from runner.worker.protocol import COMPILE_CACHE_ENV
@@ -68,16 +69,12 @@ class EnvDump(LocalExecutor):
 
 
 def attempt(tmp_path: Path, env: dict[str, str]) -> Attempt:
-    work = tmp_path / "work"
-    work.mkdir()
-    return Attempt(spec_path=work / "spec.json", result_path=work / "result.json",
-                   log_path=tmp_path / "log.txt", work_dir=work, env=env, timeout=60,
-                   wants_gpu=False)
+    return attempt_in(tmp_path, env, timeout=60, device="cpu")
 
 
 def test_a_local_worker_compiles_into_empty_caches_that_go_with_it(tmp_path):
     job = attempt(tmp_path, {})
-    prepared = Prepared(Source(image="numpy").key, "test", python=Path(sys.executable))
+    prepared = Prepared(Source(folder="numpy").key, "test", python=Path(sys.executable))
     outcome = EnvDump().run(prepared, job)
     assert outcome.returncode == 0, outcome.log_tail
     seen = json.loads((job.work_dir / "seen.json").read_text())
@@ -89,7 +86,7 @@ def test_a_local_worker_compiles_into_empty_caches_that_go_with_it(tmp_path):
 
 def test_kept_caches_leave_the_users_variables_alone(tmp_path):
     job = attempt(tmp_path, {COMPILE_CACHE_ENV: "kept", "TRITON_CACHE_DIR": "/home/me/.triton/cache"})
-    prepared = Prepared(Source(image="numpy").key, "test", python=Path(sys.executable))
+    prepared = Prepared(Source(folder="numpy").key, "test", python=Path(sys.executable))
     assert EnvDump().run(prepared, job).returncode == 0
     seen = json.loads((job.work_dir / "seen.json").read_text())
     assert seen[COMPILE_CACHE_ENV] == "kept"

@@ -34,7 +34,7 @@ def engine():
     """A docker SDK client on a running engine that has the local base image, or a skip."""
     docker = pytest.importorskip("docker", reason="the docker SDK is not installed "
                                                   "(pip install .[docker])")
-    from runner.executors.docker import DockerUnavailable, connect
+    from runner.environments.docker_engine import DockerUnavailable, connect
 
     try:
         client = connect(timeout=120)
@@ -74,7 +74,7 @@ def base_env(monkeypatch):
 
 
 def runner_containers(client) -> list:
-    from runner.executors.docker import LABEL_OWNER
+    from runner.executors.containers import LABEL_OWNER
 
     mine = f":{os.getpid()}"
     return [c for c in client.containers.list(all=True, filters={"label": LABEL_OWNER})
@@ -235,7 +235,7 @@ print(json.dumps(out))
 
 def test_sandbox_seen_from_inside_a_container(engine, numpy_image, tmp_path):
     """The executor's own run options, with a probe instead of the worker."""
-    from runner.executors.docker import container_user, give_container_the_work_dir, \
+    from runner.executors.containers import container_user, give_container_the_work_dir, \
         host_capped_ulimits, run_options
 
     work = tmp_path / "cell"
@@ -264,13 +264,14 @@ def test_sandbox_seen_from_inside_a_container(engine, numpy_image, tmp_path):
     assert not (REPO_ROOT / "runner" / "probe.txt").exists()
     assert seen["root_fs"] == seen["home"] == "Read-only file system"
     assert seen["tmp_exec"] == "ran from tmp"          # HOME=/tmp: writable, and exec allowed
-    from runner.executors.docker import PIDS_LIMIT
+    from runner.executors.containers import PIDS_LIMIT
 
     assert seen["pids_max"] == str(PIDS_LIMIT)
 
 
 def test_leftovers_of_a_killed_run_are_removed_at_start(engine, numpy_image):
-    from runner.executors.docker import LABEL_OWNER, LABEL_RUNNER, DockerExecutor
+    from runner.executors.containers import LABEL_OWNER, LABEL_RUNNER
+    from runner.executors.docker import DockerExecutor
 
     dead = subprocess.Popen(["true"])
     dead.wait()                           # a pid that no longer runs: its run was killed
@@ -334,7 +335,7 @@ def test_compose_file_is_valid_and_mirrors_the_executor():
                             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    from runner.executors.docker import PIDS_LIMIT, TMPFS
+    from runner.executors.containers import PIDS_LIMIT, TMPFS
 
     for expected in ("network_mode: none", "read_only: true", "no-new-privileges",
                      "memlock: -1", "stack: 67108864", "driver: nvidia", "init: true",
@@ -397,7 +398,7 @@ def test_sigterm_stops_a_docker_run_as_ctrl_c_and_leaves_no_container(engine, nu
         environments = ["numpy"]
         options = { behaviour = "hang" }
     """)
-    from runner.executors.docker import LABEL_OWNER
+    from runner.executors.containers import LABEL_OWNER
 
     env = {**os.environ, images.BASE_ENV: BASE, environments.FLAVOUR_ENV: "cpu"}
     runner = subprocess.Popen(

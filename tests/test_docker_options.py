@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from attempts import attempt_in
 
 from runner.environments import Source, images
-from runner.executors import Attempt, Prepared
+from runner.executors.base import Attempt, GpuRequest, Prepared
 from runner.matrix import IMAGES_DIR, REPO_ROOT
 
 IMAGE_NAMES = sorted(p.parent.name for p in IMAGES_DIR.glob("*/requirements.lock"))
@@ -21,20 +22,29 @@ DOCKERFILE = IMAGES_DIR / "Dockerfile"          # the one recipe of every image
 
 @pytest.fixture
 def dockerx():
-    """runner.executors.docker, whose run options are the docker SDK's types."""
+    """runner.executors.docker, the executor."""
     pytest.importorskip("docker", reason="the docker SDK is not installed (pip install .[docker])")
     from runner.executors import docker as module
 
     return module
 
 
-def options(dockerx, tmp_path: Path, gpu_id: str | None = None, **kwargs) -> dict:
-    return dockerx.run_options("dl-bench/numpy:cpu-x", tmp_path, {"KERAS_BACKEND": "jax"},
-                               labels={dockerx.LABEL_RUN: "run-1"}, gpu_id=gpu_id, **kwargs)
+@pytest.fixture
+def containers():
+    """runner.executors.containers, whose run options are the docker SDK's types."""
+    pytest.importorskip("docker", reason="the docker SDK is not installed (pip install .[docker])")
+    from runner.executors import containers as module
+
+    return module
 
 
-def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(dockerx, tmp_path):
-    opts = options(dockerx, tmp_path, gpu_id="1")
+def options(containers, tmp_path: Path, gpu_id: str | None = None, **kwargs) -> dict:
+    return containers.run_options("dl-bench/numpy:cpu-x", tmp_path, {"KERAS_BACKEND": "jax"},
+                               labels={containers.LABEL_RUN: "run-1"}, gpu_id=gpu_id, **kwargs)
+
+
+def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(containers, tmp_path):
+    opts = options(containers, tmp_path, gpu_id="1")
     [request] = opts["device_requests"]
     assert request["DeviceIDs"] == ["1"]
     assert request["Capabilities"] == [["gpu", "compute", "utility"]]
@@ -44,15 +54,15 @@ def test_gpu_cell_gets_one_gpu_by_id_with_compute_and_utility(dockerx, tmp_path)
     assert opts["environment"]["DL_BENCH_GPU_GIVEN"] == "1"  # the worker insists on the GPU
 
 
-def test_cpu_cell_gets_no_gpu(dockerx, tmp_path):
-    opts = options(dockerx, tmp_path)
+def test_cpu_cell_gets_no_gpu(containers, tmp_path):
+    opts = options(containers, tmp_path)
     assert opts["device_requests"] == []
     assert "JAX_PLATFORMS" not in opts["environment"]
     assert "DL_BENCH_GPU_GIVEN" not in opts["environment"]
 
 
-def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(dockerx, tmp_path):
-    mounts = {m["Target"]: m for m in options(dockerx, tmp_path)["mounts"]}
+def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(containers, tmp_path):
+    mounts = {m["Target"]: m for m in options(containers, tmp_path)["mounts"]}
     assert set(mounts) == {"/opt/dl-bench/runner", "/cell"}
     code, cell = mounts["/opt/dl-bench/runner"], mounts["/cell"]
     assert code["ReadOnly"] is True and code["Type"] == "bind"
@@ -60,26 +70,26 @@ def test_code_mount_is_read_only_and_only_the_cell_folder_is_writable(dockerx, t
     assert cell["ReadOnly"] is False and cell["Source"] == str(tmp_path)
 
 
-def test_sandbox_options(dockerx, tmp_path):
-    opts = options(dockerx, tmp_path)
+def test_sandbox_options(containers, tmp_path):
+    opts = options(containers, tmp_path)
     assert opts["network_mode"] == "none"
     assert opts["user"] == "1000:1000"
     assert opts["cap_drop"] == ["ALL"]
     assert opts["security_opt"] == ["no-new-privileges"]
     assert opts["init"] is True
-    assert opts["shm_size"] == dockerx.SHM_SIZE
+    assert opts["shm_size"] == containers.SHM_SIZE
     assert opts["working_dir"] == "/cell"
     assert opts["command"] == ["python", "-P", "-m", "runner.worker", "/cell/spec.json",
                                "/cell/result.json"]
     assert opts["environment"]["PYTHONPATH"] == "/opt/dl-bench"
     assert opts["environment"]["KERAS_BACKEND"] == "jax"
-    assert opts["labels"] == {dockerx.LABEL_RUNNER: "1", dockerx.LABEL_RUN: "run-1"}
+    assert opts["labels"] == {containers.LABEL_RUNNER: "1", containers.LABEL_RUN: "run-1"}
     assert "mem_limit" not in opts
 
 
-def test_the_root_filesystem_is_read_only_with_a_tmpfs_tmp_and_processes_are_capped(dockerx,
+def test_the_root_filesystem_is_read_only_with_a_tmpfs_tmp_and_processes_are_capped(containers,
                                                                                    tmp_path):
-    opts = options(dockerx, tmp_path)
+    opts = options(containers, tmp_path)
     assert opts["read_only"] is True
     assert opts["environment"]["HOME"] == "/tmp"          # where Keras and the caches write
     assert set(opts["tmpfs"]) == {"/tmp"}
@@ -89,50 +99,49 @@ def test_the_root_filesystem_is_read_only_with_a_tmpfs_tmp_and_processes_are_cap
     assert 1024 <= opts["pids_limit"] <= 65536
 
 
-def test_a_matrix_env_cannot_replace_the_runners_own_variables(dockerx, tmp_path):
+def test_a_matrix_env_cannot_replace_the_runners_own_variables(containers, tmp_path):
     env = {"PATH": "/evil", "LD_PRELOAD": "/cell/evil.so", "PYTHONPATH": "/cell",
            "HOME": "/cell", "XLA_FLAGS": "--xla_dump_to=/tmp"}
-    opts = dockerx.run_options("img", tmp_path, env, labels={}, gpu_id=None)
+    opts = containers.run_options("img", tmp_path, env, labels={}, gpu_id=None)
     environment = opts["environment"]
     assert "PATH" not in environment and "LD_PRELOAD" not in environment  # the image's PATH
     assert environment["PYTHONPATH"] == "/opt/dl-bench" and environment["HOME"] == "/tmp"
     assert environment["XLA_FLAGS"] == "--xla_dump_to=/tmp"
 
 
-def test_ulimits_follow_nvidia_and_can_be_lowered(dockerx, tmp_path):
-    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options(dockerx, tmp_path)["ulimits"]}
+def test_ulimits_follow_nvidia_and_can_be_lowered(containers, tmp_path):
+    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options(containers, tmp_path)["ulimits"]}
     assert ulimits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
-    capped = dockerx.host_capped_ulimits()
+    capped = containers.host_capped_ulimits()
     assert set(capped) == {"memlock", "stack"}
     for soft, hard in capped.values():
         assert soft == -1 or hard == -1 or soft <= hard
 
 
-def test_memory_limit_is_passed_without_swap(dockerx, tmp_path):
-    opts = options(dockerx, tmp_path, mem_limit="2g")
+def test_memory_limit_is_passed_without_swap(containers, tmp_path):
+    opts = options(containers, tmp_path, mem_limit="2g")
     assert opts["mem_limit"] == opts["memswap_limit"] == "2g"
 
 
-def attempt_in(tmp_path: Path, device: str) -> Attempt:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "spec.json").write_text(json.dumps({"run_id": "r-9", "cell_id": "abc", "repeat": 2,
-                                                "device": device}))
-    return Attempt(spec_path=work / "spec.json", result_path=work / "result.json",
-                   log_path=tmp_path / "log", work_dir=work, env={}, timeout=5)
+def cell_attempt(tmp_path: Path, device: str) -> Attempt:
+    """The attempt of cell abc's repeat 2 of run r-9, as the pipeline makes it: a GPU request
+    unless the cell runs on the CPU."""
+    return attempt_in(tmp_path, run_id="r-9", cell_id="abc", repeat=2, device=device,
+                      gpu=None if device == "cpu" else GpuRequest())
 
 
 @pytest.mark.parametrize("device, gpu, expected", [("gpu", True, "3"), ("cpu", True, None),
                                                    ("gpu", False, None)])
-def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(dockerx, tmp_path, device, gpu,
+def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(dockerx, containers, tmp_path,
+                                                                 device, gpu,
                                                                  expected):
     executor = dockerx.DockerExecutor(gpu_id="3", gpu=gpu)
-    opts = executor.options_for(Prepared("numpy"), attempt_in(tmp_path, device))
+    opts = executor.options_for(Prepared("numpy"), cell_attempt(tmp_path, device))
     ids = [r["DeviceIDs"] for r in opts["device_requests"]]
     assert ids == ([[expected]] if expected else [])
-    assert opts["labels"][dockerx.LABEL_RUN] == "r-9"
-    assert opts["labels"][dockerx.LABEL_CELL] == "abc-r2"
-    assert opts["labels"][dockerx.LABEL_OWNER].endswith(f":{os.getpid()}")
+    assert opts["labels"][containers.LABEL_RUN] == "r-9"
+    assert opts["labels"][containers.LABEL_CELL] == "abc-r2"
+    assert opts["labels"][containers.LABEL_OWNER].endswith(f":{os.getpid()}")
 
 
 @pytest.mark.parametrize("device, gpu, expected", [("auto", True, "GPU-lane-2"),
@@ -140,8 +149,9 @@ def test_gpu_only_when_the_cell_wants_one_and_the_host_has_one(dockerx, tmp_path
 def test_a_parallel_lane_pins_its_gpu_in_the_device_request(dockerx, tmp_path, device, gpu,
                                                              expected):
     executor = dockerx.DockerExecutor(gpu_id="3", gpu=gpu)
-    attempt = attempt_in(tmp_path, device)
-    attempt.gpu = "GPU-lane-2"      # the lane's GPU wins over DL_BENCH_GPU's
+    attempt = cell_attempt(tmp_path, device)
+    if attempt.gpu is not None:
+        attempt.gpu = GpuRequest("GPU-lane-2")      # the lane's GPU wins over DL_BENCH_GPU's
     opts = executor.options_for(Prepared("numpy"), attempt)
     assert [r["DeviceIDs"] for r in opts["device_requests"]] == ([[expected]] if expected else [])
 
@@ -212,36 +222,36 @@ def test_missing_image_folder_is_one_clear_error():
         images.recipe("nope")
 
 
-def test_host_gpu_sampling_finds_the_containers_gpu_from_its_device_request(dockerx):
+def test_host_gpu_sampling_finds_the_containers_gpu_from_its_device_request(containers):
     attrs = {"HostConfig": {"DeviceRequests": [{"Driver": "nvidia", "DeviceIDs": ["2"]}]}}
-    assert dockerx.options_gpu(attrs) == "2"
-    assert dockerx.options_gpu({"HostConfig": {"DeviceRequests": None}}) is None
+    assert containers.options_gpu(attrs) == "2"
+    assert containers.options_gpu({"HostConfig": {"DeviceRequests": None}}) is None
 
 
-def test_host_gpu_sampling_is_absent_without_nvml(dockerx):
+def test_host_gpu_sampling_is_absent_without_nvml(containers):
     from runner import hostinfo
 
     if hostinfo.gpu_found():
         pytest.skip("a GPU machine (see the gpu test below)")
-    assert dockerx.host_gpu_monitor("0") is None
+    assert containers.host_gpu_monitor("0") is None
 
 
 @pytest.mark.gpu
-def test_host_gpu_sampling_on_a_gpu(dockerx, tmp_path):
+def test_host_gpu_sampling_on_a_gpu(containers, tmp_path):
     from runner import hostinfo
 
     if not hostinfo.gpu_found():
         pytest.skip("needs an NVIDIA GPU (NVML found none)")
-    monitor = dockerx.host_gpu_monitor("0")
+    monitor = containers.host_gpu_monitor("0")
     assert monitor is not None
     time.sleep(0.3)
-    dockerx.save_host_gpu(monitor, tmp_path / "host_gpu.json")
+    containers.save_host_gpu(monitor, tmp_path / "host_gpu.json")
     summary = json.loads((tmp_path / "host_gpu.json").read_text())
     assert summary["window_s"] > 0 and summary["nvml_memory_peak_mb"] is not None
 
 
 def test_explicit_docker_executor_is_chosen_without_touching_an_engine(dockerx):
-    from runner.run import choose_setup
+    from runner.run_setup import choose_setup
 
     executor = choose_setup(None, "docker").executor
     assert isinstance(executor, dockerx.DockerExecutor) and executor._client is None
@@ -265,11 +275,11 @@ def test_every_image_of_the_canonical_matrix_has_its_locks():
             assert (IMAGES_DIR / name / "requirements-cuda.lock").is_file(), name
 
 
-def test_a_container_says_its_compilation_caches_are_fresh(dockerx, tmp_path):
+def test_a_container_says_its_compilation_caches_are_fresh(containers, tmp_path):
     """A new container's HOME is its own: compile_s is cold there, whatever [run]
     keep_compile_caches asks of the local executor (the worker records compile_cache)."""
     from runner.worker.protocol import COMPILE_CACHE_ENV
 
-    opts = dockerx.run_options("img", tmp_path, {COMPILE_CACHE_ENV: "kept"}, labels={},
+    opts = containers.run_options("img", tmp_path, {COMPILE_CACHE_ENV: "kept"}, labels={},
                                gpu_id=None)
     assert opts["environment"][COMPILE_CACHE_ENV] == "fresh"

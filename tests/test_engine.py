@@ -1,4 +1,4 @@
-"""An engine that is slow or goes away fails one cell, never the run (runner/executors/engine.py).
+"""An engine that is slow or goes away fails one cell, never the run (runner/environments/docker_engine.py).
 
 The real-engine tests put a small proxy on a Unix socket in front of the shared Docker engine
 (tests/engine_proxy.py) and point the runner at it (DOCKER_HOST): the proxy answers container
@@ -25,9 +25,10 @@ import pytest
 from runner import environments
 from runner.environments import images
 from runner.errors import UsageError
-from runner.executors import engine as engine_mod
+from runner.environments import docker_engine as engine_mod
 from runner.matrix import REPO_ROOT
-from runner.run import Options, resume_command
+from runner.pipeline import Options
+from runner.resume import resume_command
 
 from engine_proxy import EngineProxy
 
@@ -44,7 +45,7 @@ def test_settings_default_and_from_the_environment(monkeypatch):
     monkeypatch.setenv(engine_mod.RECONNECT_ENV, "2.5")
     settings = engine_mod.EngineSettings.from_env()
     assert (settings.timeout_s, settings.reconnect_s) == (1200.0, 2.5)
-    assert "1200 s (DL_BENCH_ENGINE_TIMEOUT)" in settings.describe()
+    assert "1200 s (DL_BENCH_ENGINE_TIMEOUT)" in settings.summary()
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "nan", "inf"])
@@ -172,11 +173,7 @@ def test_the_resume_line_keeps_the_selection_and_the_executor(tmp_path):
     opts = Options(matrix_path=Path("my matrix.toml"), only=["*-numpy-*", "jax"],
                    profile="smoke")
 
-    class Chosen:
-        class executor:
-            name = "docker"
-
-    line = resume_command(opts, Chosen(), store)
+    line = resume_command(opts, "docker", store.root)
     args = shlex.split(line)
     assert args[1:] == ["-m", "runner", "my matrix.toml", "--resume", str(store.root),
                         "--executor", "docker", "--only", "*-numpy-*", "--only", "jax",
@@ -241,7 +238,7 @@ def through(monkeypatch, engine, numpy_image):
 
 def mine(client, pid: int) -> list:
     """Containers of the runner process `pid` left on the real engine."""
-    from runner.executors.docker import LABEL_OWNER
+    from runner.executors.containers import LABEL_OWNER
 
     return [c for c in client.containers.list(all=True, filters={"label": LABEL_OWNER})
             if c.labels.get(LABEL_OWNER, "").endswith(f":{pid}")]

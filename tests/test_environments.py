@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner import environments
-from runner.environments import (Flavour, Source, decide_flavour, existing, image_flavour,
+from runner.environments import (Flavour, Source, decide_flavour, existing, folder_flavour,
                                  installed, lock_path, lock_python, venvs)
 from runner.errors import UsageError
 from runner.matrix import IMAGES_DIR
@@ -39,9 +39,9 @@ def test_flavour_override_and_its_one_line_error(monkeypatch):
 
 def test_an_image_without_a_cuda_lock_stays_cpu():
     cuda = Flavour("cuda", "test")
-    assert image_flavour(cuda, "jax") == "cuda"
-    assert image_flavour(cuda, "numpy") == "cpu"       # the CPU baseline has no CUDA lock
-    assert image_flavour(Flavour("cpu", "test"), "jax") == "cpu"
+    assert folder_flavour(cuda, "jax") == "cuda"
+    assert folder_flavour(cuda, "numpy") == "cpu"       # the CPU baseline has no CUDA lock
+    assert folder_flavour(Flavour("cpu", "test"), "jax") == "cpu"
 
 
 def test_local_environments_are_cached_by_flavour_and_lock(tmp_path):
@@ -64,7 +64,7 @@ def test_venvs_are_made_with_the_locks_python():
 
 
 def test_source_keys():
-    assert Source(image="jax").key == "jax" and not Source(image="jax").existing
+    assert Source(folder="jax").key == "jax" and not Source(folder="jax").existing
     assert Source(python="/opt/py/bin/python").key == "python:/opt/py/bin/python"
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import cli, environments, hostinfo, run
+from runner import cli, environments, hostinfo
+from runner.run_setup import choose_setup
 from runner.environments import Source
 
 A100 = {"gpu_count": 1, "gpu_name": "NVIDIA A100-SXM4-40GB", "driver_version": "550.54.15"}
@@ -57,30 +58,30 @@ def test_gpu_host_without_engine_runs_local_cuda_stacks(gpu_host, write_matrix):
     from runner import matrix as matrix_mod
 
     matrix = matrix_mod.load(write_matrix(MATRIX, with_environments=False), gpu_found=True)
-    setup = run.choose_setup(matrix, None)
+    setup = choose_setup(matrix, None)
     assert setup.executor.name == "local"
     assert setup.reason.startswith("auto: a GPU was found, but no Docker engine answers")
     assert setup.flavour.name == "cuda"
-    assert setup.describe(Source("torch")) == ("local", "cuda",
+    assert setup.would_use(Source("torch")) == ("local", "cuda",
                                                "images/torch/requirements-cuda.lock")
-    assert setup.describe(Source("numpy")) == ("local", "cpu", "images/numpy/requirements.lock")
+    assert setup.would_use(Source("numpy")) == ("local", "cpu", "images/numpy/requirements.lock")
     setup.close()
 
 
 def test_no_gpu_host_runs_local_cpu_stacks(gpu_host, write_matrix):
     gpu_host({})
-    setup = run.choose_setup(None, None)
+    setup = choose_setup(None, None)
     assert (setup.executor.name, setup.flavour.name) == ("local", "cpu")
     assert setup.reason == "auto: no GPU found, so no Docker images are needed"
-    assert setup.describe(Source("torch"))[2] == "images/torch/requirements.lock"
+    assert setup.would_use(Source("torch"))[2] == "images/torch/requirements.lock"
 
 
 def test_existing_interpreters_run_locally_under_any_executor(gpu_host):
-    setup = run.choose_setup(None, "docker")
+    setup = choose_setup(None, "docker")
     assert setup.executor.name == "docker"
     python = Source(python=sys.executable)
-    assert setup.describe(python) == ("local", None, f"python {sys.executable}")
-    assert setup.describe(Source("jax"))[:2] == ("docker", "cuda")
+    assert setup.would_use(python) == ("local", None, f"python {sys.executable}")
+    assert setup.would_use(Source("jax"))[:2] == ("docker", "cuda")
     setup.close()
 
 

@@ -76,10 +76,10 @@ class FakeGpu(FakePynvml):
 
 @pytest.fixture
 def fake_gpus(monkeypatch):
-    """fake_gpus(**readings) -> the FakeGpu every gpustate.open_gpu(pin) now returns."""
+    """fake_gpus(**readings) -> the FakeGpu every gpustate.open_gpu(device_id) now returns."""
     def install(**kwargs):
         fake = FakeGpu(**kwargs)
-        monkeypatch.setattr(gpustate, "open_gpu", lambda pin=None: Nvml(fake, handle=pin or "0"))
+        monkeypatch.setattr(gpustate, "open_gpu", lambda device_id=None: Nvml(fake, handle=device_id or "0"))
         return fake
     monkeypatch.setattr(gpustate, "_LOCKED", {})
     return install
@@ -142,7 +142,7 @@ def test_another_process_that_stays_is_named():
 def test_settle_zero_or_no_nvml_waits_for_nothing(fake_gpus, monkeypatch):
     fake_gpus(temps=(90,))
     assert gpustate.settle_gpu("0", 0, 60.0) is None
-    monkeypatch.setattr(gpustate, "open_gpu", lambda pin=None: None)
+    monkeypatch.setattr(gpustate, "open_gpu", lambda device_id=None: None)
     assert gpustate.settle_gpu("0", 30.0, 60.0) is None
 
 

@@ -191,12 +191,12 @@ def test_doctor_prints_markup_in_an_interpreter_path_as_text(tmp_path, capsys, m
 
 def test_an_internal_error_is_one_line_and_a_log_with_the_traceback(monkeypatch, write_matrix,
                                                                     capsys):
-    from runner import run
+    from runner import pipeline
 
-    def broken(opts, console):
+    def broken(steps, state):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(run, "execute", broken)
+    monkeypatch.setattr(pipeline, "execute", broken)
     code = cli.main([str(write_matrix(ENV + BENCH, with_environments=False))])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_INTERNAL and len(err) == 1
@@ -209,12 +209,12 @@ def test_an_internal_error_is_one_line_and_a_log_with_the_traceback(monkeypatch,
 
 
 def test_ctrl_c_is_130_and_one_line(monkeypatch, write_matrix, capsys):
-    from runner import run
+    from runner import pipeline
 
-    def interrupted(opts, console):
+    def interrupted(steps, state):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run, "execute", interrupted)
+    monkeypatch.setattr(pipeline, "execute", interrupted)
     assert cli.main([str(write_matrix(ENV + BENCH, with_environments=False))]) == EXIT_INTERRUPTED
     assert capsys.readouterr().err.strip() == "interrupted"
 

@@ -1,10 +1,15 @@
 """The shape of the house: no import cycle anywhere in runner/, renderers fed by the summaries and
-never by each other, the host never importing a framework, the worker never importing the host."""
+never by each other, the host never importing a framework, the worker never importing the host;
+executors never importing results/ or scheduling, and no module outside executors/ telling
+executors apart by name (they read the capability flags of executors/base.py); modules and
+functions small. Each rule is shown to catch a planted violation."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 RUNNER = Path(__file__).resolve().parents[1] / "runner"
 RENDERERS = {"terminal", "markdown", "html", "files", "plots", "compare"}
@@ -19,8 +24,13 @@ def module_name(path: Path) -> str:
 def imports_of(path: Path) -> set[str]:
     """Every module a file imports, absolute (relative imports resolved), at any depth."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    return imports_in(path.read_text(encoding="utf-8"), package)
+
+
+def imports_in(source: str, package: str) -> set[str]:
+    """Every module `source` imports, relative imports resolved against `package`."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -95,3 +105,143 @@ def test_host_never_imports_a_framework_and_the_worker_never_the_host():
                     not m.startswith("runner.worker")}
             assert not host, f"{name} imports host modules {host}"
     assert (RUNNER / "__init__.py").read_text(encoding="utf-8").strip() == ""
+
+
+# --- executors: one contract, read by its flags -------------------------------------------------
+
+EXECUTORS = "runner.executors"
+EXECUTOR_KINDS = {"local", "docker", "ray"}     # executors/kinds.py KINDS, "auto" apart
+NOT_FOR_EXECUTORS = ("runner.results", "runner.scheduling")
+
+
+def forbidden_executor_imports(imports: set[str]) -> set[str]:
+    return {m for m in imports if m.startswith(NOT_FOR_EXECUTORS)}
+
+
+def test_executors_never_import_results_or_scheduling():
+    for path in (RUNNER / "executors").rglob("*.py"):
+        found = forbidden_executor_imports(imports_of(path))
+        assert not found, f"{module_name(path)} imports {found}"
+
+
+def test_the_executor_import_rule_catches_a_planted_import():
+    planted = "from ..results.records import Outcome\nfrom .. import scheduling\n"
+    found = forbidden_executor_imports(imports_in(planted, EXECUTORS))
+    assert {"runner.results.records", "runner.scheduling"} <= found
+    assert not forbidden_executor_imports(imports_in("from .base import Outcome\n", EXECUTORS))
+
+
+def _names_an_executor(node: ast.AST) -> bool:
+    """An expression that stands for an executor or its name: x.name, or anything that
+    mentions an executor (setup.executor, opts.executor, manifest.get("executor"))."""
+    if isinstance(node, ast.Attribute) and node.attr == "name":
+        return True
+    for part in ast.walk(node):
+        if isinstance(part, ast.Name) and "executor" in part.id.lower() or \
+                isinstance(part, ast.Attribute) and "executor" in part.attr.lower() or \
+                isinstance(part, ast.Constant) and part.value == "executor":
+            return True
+    return False
+
+
+def _is_an_executor_kind(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in EXECUTOR_KINDS
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_an_executor_kind(item) for item in node.elts)
+    return False
+
+
+def executor_name_checks(source: str) -> list[int]:
+    """Lines of `source` that compare an executor (or its name) with an executor's kind."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            kinds = [o for o in operands if _is_an_executor_kind(o)]
+            others = [o for o in operands if not _is_an_executor_kind(o)]
+            if kinds and any(_names_an_executor(o) for o in others):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_module_outside_executors_tells_executors_apart_by_name():
+    for path in RUNNER.rglob("*.py"):
+        if module_name(path).startswith(EXECUTORS):
+            continue
+        lines = executor_name_checks(path.read_text(encoding="utf-8"))
+        assert not lines, f"{module_name(path)} compares an executor's name on lines {lines}: " \
+                          "read a capability flag of executors/base.py instead"
+
+
+@pytest.mark.parametrize("planted", [
+    'if setup.executor.name == "ray":\n    pass\n',
+    'if executor.name != "local":\n    pass\n',
+    'ok = self.executor.name in ("local", "docker")\n',
+    'if manifest.get("executor") not in ("local", "docker"):\n    pass\n',
+    'if opts.executor == "docker":\n    pass\n',
+])
+def test_the_executor_name_rule_catches_a_planted_check(planted):
+    assert executor_name_checks(planted) == [1]
+
+
+def test_the_executor_name_rule_leaves_other_names_alone():
+    assert executor_name_checks('same = cell.name == other.name\nkind = kind == "auto"\n'
+                                'remote = not executor.on_this_host\n') == []
+
+
+# --- small modules and functions ------------------------------------------------------------------
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 350, 60
+# Over the limits today, each with why; an entry goes when its module is split (the test below
+# says when one is stale). Host modules only: the worker's modules live inside environments.
+KNOWN_LONG = {
+    # An Alembic migration is history: it is never edited once a database has run it.
+    "runner.history.migrations.versions.0001_runs:upgrade",
+    # The typed records and the report's sections come with issue 21's types part.
+    "runner.results.compare", "runner.results.markdown", "runner.results.markdown:report_markdown",
+    "runner.results.stats", "runner.results.summaries:cell_summaries",
+    # One declaration per axis (issue 21's worker part) shrinks the schema.
+    "runner.schema",
+    # The worker's side of issue 21 (one recipe per workload) splits these.
+    "runner.worker.__main__:measure", "runner.worker.apis.keras_fit_clock:block_clock",
+    "runner.worker.apis.kerashub_models:causal_lm_bench", "runner.worker.apis.torch_api.cnn:build",
+}
+
+
+def too_long(name: str, source: str, host: bool) -> set[str]:
+    """`name` when the module is over MAX_MODULE_LINES (host modules), `name:function` for each
+    function over MAX_FUNCTION_LINES."""
+    found = {name} if host and len(source.splitlines()) > MAX_MODULE_LINES else set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+            found.add(f"{name}:{node.name}")
+    return found
+
+
+def all_too_long() -> set[str]:
+    found = set()
+    for path in RUNNER.rglob("*.py"):
+        name = module_name(path)
+        found |= too_long(name, path.read_text(encoding="utf-8"),
+                          host=not name.startswith("runner.worker"))
+    return found
+
+
+def test_modules_and_functions_stay_small():
+    new = all_too_long() - KNOWN_LONG
+    assert not new, f"over {MAX_MODULE_LINES} lines a module or {MAX_FUNCTION_LINES} a " \
+                    f"function: {sorted(new)}"
+
+
+def test_the_list_of_long_ones_has_no_stale_entry():
+    stale = KNOWN_LONG - all_too_long()
+    assert not stale, f"now small enough: remove {sorted(stale)} from KNOWN_LONG"
+
+
+def test_the_size_rule_catches_a_planted_long_function_and_module():
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    assert too_long("m", f"def f():\n{body}", host=True) == {"m:f"}
+    assert too_long("m", "x = 1\n" * (MAX_MODULE_LINES + 1), host=True) == {"m"}
+    assert too_long("m", "x = 1\n" * (MAX_MODULE_LINES + 1), host=False) == set()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner import machine_profile
+from runner.executors.kinds import executor_class
 from runner.results import compare
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
@@ -36,20 +37,20 @@ def test_profiles_are_keyed_by_host_and_gpu(tmp_path):
 
 def test_a_run_finds_its_machines_profile(tmp_path, monkeypatch):
     monkeypatch.setattr(machine_profile, "this_machine", lambda: ("vm7", "NVIDIA A100"))
-    missing = machine_profile.manifest_entry(tmp_path, "local")
+    missing = machine_profile.manifest_entry(tmp_path, executor_class("local"))
     assert missing["found"] is False and missing["why"] == "no machine profile for host vm7 " \
                                                            "(NVIDIA A100)"
     path = machine_profile.path_for(tmp_path, "vm7", "NVIDIA A100")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(profile(0.02, {"cnn": {"spread": 0.031, "threshold": 0.035}})))
-    found = machine_profile.manifest_entry(tmp_path, "local")
+    found = machine_profile.manifest_entry(tmp_path, executor_class("local"))
     assert found["found"] and found["threshold"] == 0.02 and found["path"] == str(path)
     assert machine_profile.threshold_for(found, "cnn") == 0.035     # the class's own
     assert machine_profile.threshold_for(found, "bert") == 0.02     # else the machine's
     assert machine_profile.spread_for(found, "cnn") == 0.031
-    assert machine_profile.manifest_entry(tmp_path, "ray")["found"] is False
+    assert machine_profile.manifest_entry(tmp_path, executor_class("ray"))["found"] is False
     path.write_text("{not json")
-    assert machine_profile.manifest_entry(tmp_path, "local")["found"] is False
+    assert machine_profile.manifest_entry(tmp_path, executor_class("local"))["found"] is False
 
 
 def with_profile(tmp_path: Path, name: str, entry: dict | None) -> Path:

@@ -231,8 +231,9 @@ def test_real_nvml_sampler():
 def test_host_side_gpu_figures_reach_the_record(tmp_path):
     """A container cell's host-side NVML window (fake NVML here: no GPU) is saved beside the
     result and lands in the record's host_gpu field, next to the worker's own figures."""
-    from runner.executors.docker import save_host_gpu
-    from runner.results.records import Outcome, finalize
+    from runner.executors.containers import save_host_gpu
+    from runner.executors.base import Outcome
+    from runner.results.records import finalize
     from runner.worker.protocol import CellSpec
 
     monitor = Monitor(interval_s=0.05,

@@ -135,7 +135,7 @@ def fake_gpu_host(monkeypatch):
     def install(**readings) -> FakeGpu:
         fake = FakeGpu(**readings)
         monkeypatch.setattr(hostinfo, "gpu_facts", lambda: dict(A100))
-        monkeypatch.setattr(gpustate, "open_gpu", lambda pin=None: Nvml(fake, handle=pin))
+        monkeypatch.setattr(gpustate, "open_gpu", lambda device_id=None: Nvml(fake, handle=device_id))
         return fake
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.delenv(environments.FLAVOUR_ENV, raising=False)
@@ -214,12 +214,13 @@ def test_measure_reports_the_gpus_state_and_what_can_move_a_measurement(tmp_path
 
     from rich.console import Console
 
-    from runner import matrix as matrix_mod, noise, run
+    from runner import matrix as matrix_mod, noise
+    from runner.run_setup import choose_setup
 
     fake = fake_gpu_host(temps=(66,), power_limit_mw=300_000, process_lists=[[(1, 2**30)]])
     fake.nvmlDeviceGetPersistenceMode = lambda handle: 0
     matrix = matrix_mod.load(write(tmp_path), gpu_found=True)
-    setup = run.choose_setup(matrix, "local")
+    setup = choose_setup(matrix, "local")
     states = noise.gpu_states(setup)
     assert [s["gpu"] for s in states] == ["GPU-fake-0"]
     out = io.StringIO()

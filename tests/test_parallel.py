@@ -34,7 +34,7 @@ THREE_GPUS = {"gpu_count": 3, "gpu_name": "NVIDIA A100-SXM4-80GB", "driver_versi
 def three_gpu_host(monkeypatch):
     monkeypatch.setattr(hostinfo, "gpu_facts", lambda: dict(THREE_GPUS))
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")   # local executor
-    for var in (environments.FLAVOUR_ENV, scheduling.GPU_ENV, "CUDA_VISIBLE_DEVICES"):
+    for var in (environments.FLAVOUR_ENV, hostinfo.GPU_ENV, "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -165,16 +165,16 @@ def test_parallel_caps_the_lanes_and_one_means_one_at_a_time(three_gpu_host, wri
 def test_cuda_visible_devices_of_the_runner_limits_its_gpus(three_gpu_host, monkeypatch):
     gpus = hostinfo.gpus()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"2,{GPUS[0]['uuid']}")
-    assert [g.index for g in scheduling.visible_gpus(gpus)] == [0, 2]
-    monkeypatch.setenv(scheduling.GPU_ENV, "1")            # DL_BENCH_GPU picks among all
-    assert [g.index for g in scheduling.visible_gpus(gpus)] == [1]
+    assert [g.index for g in hostinfo.visible_gpus(gpus)] == [0, 2]
+    monkeypatch.setenv(hostinfo.GPU_ENV, "1")            # DL_BENCH_GPU picks among all
+    assert [g.index for g in hostinfo.visible_gpus(gpus)] == [1]
 
 
 def test_lanes_without_gpus_and_with_a_gpu_list_nvml_did_not_give():
     assert scheduling.gpu_lanes("auto", [], "x") == ([scheduling.CPU_LANE],
                                                      "no GPU: one cell at a time")
     lanes, why = scheduling.gpu_lanes(8, [Gpu(0), Gpu(1, "GPU-x")], "[run] parallel = 8")
-    assert [lane.gpu.pin for lane in lanes] == ["0", "GPU-x"]
+    assert [lane.gpu.device_id for lane in lanes] == ["0", "GPU-x"]
     assert why == "[run] parallel = 8: 2 GPUs visible"
 
 

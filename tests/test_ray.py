@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import environments, hostinfo, scheduling
+from runner import environments, hostinfo
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
@@ -153,7 +153,7 @@ def cluster(ray_token):
 def no_gpu_here(monkeypatch):
     """The driver's own host: no GPU, no Docker path (the nodes decide for themselves)."""
     monkeypatch.setattr(hostinfo, "gpu_facts", lambda: {})
-    for var in (environments.FLAVOUR_ENV, scheduling.GPU_ENV, "RAY_ADDRESS",
+    for var in (environments.FLAVOUR_ENV, hostinfo.GPU_ENV, "RAY_ADDRESS",
                 "DL_BENCH_NODE_EXECUTOR", "DL_BENCH_RAY_RETRIES"):
         monkeypatch.delenv(var, raising=False)
 
@@ -468,7 +468,7 @@ DOCKER_BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
 def test_one_cell_runs_ray_to_docker_on_the_real_engine(cluster, no_gpu_here, write_matrix,
                                                         run_cli, results_dir, monkeypatch):
     from runner.environments import images
-    from runner.executors.docker import DockerUnavailable, connect
+    from runner.environments.docker_engine import DockerUnavailable, connect
 
     try:
         client = connect(timeout=60)

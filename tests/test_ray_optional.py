@@ -39,7 +39,7 @@ def test_a_bad_retry_setting_is_one_line_before_ray_is_touched(write_matrix, run
 def test_a_ray_without_token_authentication_is_refused():
     import pytest
 
-    from runner.executors.ray import RayUnavailable, check_version
+    from runner.executors.ray_cluster import RayUnavailable, check_version
 
     check_version("2.52.0")
     check_version("2.60.0")
@@ -51,7 +51,7 @@ def test_ray_init_cannot_take_the_runners_sigterm_handler():
     """ray.init sets SIGTERM to sys.exit; the runner's handler (SIGTERM as Ctrl-C) stays."""
     import signal
 
-    from runner.executors.ray import our_sigterm_handler
+    from runner.executors.ray_cluster import our_sigterm_handler
 
     def ours(signum, frame):
         pass

@@ -1,10 +1,11 @@
 """Where an environment comes from, and its flavour — decided here, used by every executor.
 
-An environment of the matrix is one of:
+An environment of the matrix is one of (the matrix's `image` key names the first two, told
+apart by their form):
 - an image folder `images/<name>/` whose lock the local executor builds into a virtual
   environment (`venvs`) and the Docker executor builds into an image (`images`);
-- a registry image named by digest, `REGISTRY/NAME@sha256:…` (`images.pull_pinned`): exactly
-  that image, pulled when missing and run by the Docker executor;
+- an image reference, a registry image named by digest, `REGISTRY/NAME@sha256:…`
+  (`images.pull_pinned`): exactly that image, pulled when missing and run by the Docker executor;
 - an existing interpreter, `python = "/path/to/python"` (`existing`): a VM's preinstalled stack,
   a conda environment, a vendor container — used as it is, never built.
 
@@ -14,6 +15,7 @@ The flavour (cpu | cuda) picks which lock of an image folder is installed: `requ
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -40,25 +42,43 @@ class Flavour:
 
 @dataclass(frozen=True)
 class Source:
-    """Where one environment's interpreter comes from: an image folder or an existing python."""
+    """Where one environment's interpreter comes from: exactly one of an image folder, an image
+    reference or an existing python."""
 
-    image: str | None = None
-    python: str | None = None
+    folder: str | None = None       # images/<folder>/: its locks are built (a venv or an image)
+    reference: str | None = None    # REGISTRY/NAME@sha256:…: exactly that image (Docker only)
+    python: str | None = None       # an existing interpreter, used as it is
+
+    @classmethod
+    def of(cls, image: str | None, python: str | None = None) -> "Source":
+        """The source of a matrix environment (its `image` and `python` keys)."""
+        if image is not None and is_image_reference(image):
+            return cls(reference=image)
+        return cls(folder=image, python=python)
 
     @property
     def key(self) -> str:
-        """What executors prepare once and cells share (several environments share an image)."""
-        return self.image if self.image is not None else f"python:{self.python}"
+        """What executors prepare once and cells share (several environments share an image
+        folder)."""
+        if self.folder is not None:
+            return self.folder
+        return self.reference if self.reference is not None else f"python:{self.python}"
 
     @property
     def existing(self) -> bool:
         return self.python is not None
 
     @property
-    def pinned(self) -> bool:
-        """A registry image named by digest (REGISTRY/NAME@sha256:…): pulled and run as it is,
-        by the Docker executor only."""
-        return self.image is not None and is_image_reference(self.image)
+    def by_digest(self) -> bool:
+        """An image reference: pulled and run as it is, by the Docker executor only."""
+        return self.reference is not None
+
+    @property
+    def label(self) -> str:
+        """images/torch, python /opt/conda/bin/python, or the image reference."""
+        if self.existing:
+            return f"python {self.python}"
+        return self.reference if self.by_digest else f"images/{self.folder}"
 
 
 def decide_flavour(gpu_count: int, gpu_name: str | None = None) -> Flavour:
@@ -73,16 +93,23 @@ def decide_flavour(gpu_count: int, gpu_name: str | None = None) -> Flavour:
     return Flavour("cpu", "no NVIDIA GPU found")
 
 
-def image_flavour(flavour: Flavour, image: str, images_dir: Path = IMAGES_DIR) -> str:
-    """The flavour an image is built in: the run's, except that an image without a CUDA lock
-    (NumPy, a CPU baseline) is always cpu."""
-    if flavour.name == "cuda" and not (images_dir / image / LOCKS["cuda"]).is_file():
+def folder_flavour(flavour: Flavour, folder: str, images_dir: Path = IMAGES_DIR) -> str:
+    """The flavour an image folder is built in: the run's, except that a folder without a CUDA
+    lock (NumPy, a CPU baseline) is always cpu."""
+    if flavour.name == "cuda" and not (images_dir / folder / LOCKS["cuda"]).is_file():
         return "cpu"
     return flavour.name
 
 
-def lock_path(image: str, flavour: str, images_dir: Path = IMAGES_DIR) -> Path:
-    return images_dir / image / LOCKS[flavour]
+def lock_path(folder: str, flavour: str, images_dir: Path = IMAGES_DIR) -> Path:
+    return images_dir / folder / LOCKS[flavour]
+
+
+def lock_sha256(folder: str, flavour: str, images_dir: Path = IMAGES_DIR) -> str | None:
+    """The sha256 of an image folder's lock of a flavour; None when it has none. What a built
+    environment is checked against (a Ray node's, a reproduction's)."""
+    lock = lock_path(folder, flavour, images_dir)
+    return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.is_file() else None
 
 
 def lock_python(lock: Path) -> str:

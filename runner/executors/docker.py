@@ -1,245 +1,61 @@
-"""The GPU path: one pinned image per environment, one fresh container per cell × repeat.
+"""The GPU path: one image per environment, one fresh container per cell × repeat
+(what a container is made of: containers.py).
 
-Each container gets the repository's `runner` package read-only, the cell's work folder (spec.json
-in, result.json out) as its only writable mount, a read-only root filesystem with a tmpfs /tmp, no
-network, no capabilities, no new privileges, a non-root user, a cap on its processes, NVIDIA's
-recommended shm size and ulimits, and one GPU through a device request when the cell runs on the
-GPU. Its output goes to the cell's log, capped as a local worker's is. Timeouts kill the container;
-the kernel's OOM kill is read back from the engine. Containers carry the runner's labels and are
-removed afterwards (also on Ctrl-C and SIGTERM); leftovers of a killed run are removed when the
-next executor connects.
+Timeouts kill the container; the kernel's OOM kill is read back from the engine. Containers are
+removed afterwards (also on Ctrl-C and SIGTERM). An engine that stays slow or goes away fails the
+cell with one line (environments/docker_engine.py), and marks the executor lost when it is gone.
 
 The docker SDK is imported lazily: planning and `--dry-run` never need it.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import resource
-import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-from ..environments import Flavour, Source, image_flavour, images
-from ..matrix import REPO_ROOT
-from ..results.records import Outcome
-from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
-from . import Attempt, Prepared
-from .engine import (SLOW_LIMIT, TIMEOUT_ENV, EngineProblem, EngineSettings, EngineSlow, call,
-                     classify, reason)
-from .local import RUNNER_OWNED_ENV, log_caps, tail
-from .supervisor import CappedLog
+from .. import hostinfo
+from ..environments import Flavour, Source, folder_flavour, images
+from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
+                                          EngineProblem, EngineSettings, EngineSlow, call,
+                                          classify, connect, reason)
+from .base import (Attempt, ImageExecutor, InFlight, Outcome, Prepared, given_gpu, log_tail,
+                   note_in_log, write_crashed_result)
+from .containers import (LABEL_CELL, LABEL_OWNER, LABEL_RUN, ULIMITS, container_name,
+                         container_user, give_container_the_work_dir, host_capped_ulimits,
+                         host_gpu_monitor, kill_quietly, options_gpu, owner_label,
+                         remove_leftovers, remove_own, remove_quietly, run_options,
+                         save_host_gpu, save_logs)
+from .local import log_caps
 
-CODE_ROOT = "/opt/dl-bench"                 # PYTHONPATH inside; the package is CODE_ROOT/runner
-CELL_DIR = "/cell"                          # the cell's work folder inside
-CONTAINER_USER = "1000:1000"                # the images' `bench` user
-SHM_SIZE = "8g"                             # NVIDIA's containers suggest a large /dev/shm
-STACK_BYTES = 67108864                      # NVIDIA: --ulimit memlock=-1 --ulimit stack=67108864
-GPU_CAPABILITIES = [["gpu", "compute", "utility"]]
-LABEL_RUNNER = f"{images.LABEL}.runner"    # every container of the runner
-LABEL_OWNER = f"{images.LABEL}.owner"      # host:pid of the runner process that started it
-LABEL_RUN = f"{images.LABEL}.run-id"
-LABEL_CELL = f"{images.LABEL}.cell"
-GPU_ENV = "DL_BENCH_GPU"                    # which GPU cells get (index or UUID), default 0
 MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
-POOL_SIZE = 64                              # engine connections: 2 per running container
-# Processes and threads a container may hold: far above what a framework starts (TensorFlow
-# and XLA thread pools, torch.compile's workers: hundreds on a large VM), far below a fork bomb.
-PIDS_LIMIT = 8192
-# The root filesystem is read-only; frameworks write only under /tmp (HOME=/tmp: Keras's
-# config, compile caches, torch.compile's kernels, which are loaded from there, hence exec).
-TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
 
 
-class DockerUnavailable(Exception):
-    """No engine answers, or the docker SDK is missing; the message says how to fix it."""
-
-
-def connect(timeout: float | None = None) -> Any:
-    """A docker SDK client whose engine answered a ping; its requests time out after `timeout`
-    seconds (default: DL_BENCH_ENGINE_TIMEOUT, see engine.py)."""
-    if timeout is None:
-        timeout = EngineSettings.from_env().timeout_s
-    try:
-        import docker
-    except ImportError as exc:
-        raise DockerUnavailable("the docker SDK is not installed: pip install 'docker>=7' "
-                                "(a dependency of the runner: reinstall it)") from exc
-    problem = unix_socket_problem(os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock")
-    if problem:
-        raise DockerUnavailable(f"no Docker engine answers ({problem}); start one "
-                                "(sudo systemctl start docker) or set DOCKER_HOST")
-    # Ping with the oldest API first: from_env's version negotiation raises from inside its
-    # constructor when no engine answers, leaving its socket open.
-    probe = docker.from_env(version=docker.constants.MINIMUM_DOCKER_API_VERSION, timeout=10)
-    try:
-        probe.ping()
-        # Parallel lanes each hold two connections (the wait and the log stream) per container.
-        client = docker.from_env(timeout=int(timeout), max_pool_size=POOL_SIZE)
-    except Exception as exc:  # DockerException, connection errors: all mean "no engine"
-        raise DockerUnavailable(f"no Docker engine answers ({exc.__class__.__name__}: {exc}); "
-                                "start one (sudo systemctl start docker) or set DOCKER_HOST") \
-            from exc
-    finally:
-        probe.close()
-    return client
-
-
-def unix_socket_problem(host: str) -> str | None:
-    """Why a unix:// engine socket cannot be reached, tried with our own socket (the SDK leaves
-    its socket open when the connect fails); None when it answers or is not a unix socket."""
-    if not host.startswith("unix://"):
-        return None
-    path = host[len("unix://"):]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(5)
-        try:
-            probe.connect(path)
-        except OSError as exc:
-            return f"{path}: {exc.strerror or exc}"
-    return None
-
-
-def container_user() -> str:
-    """The host user when it is not root (its files stay its own), else the images' `bench`."""
-    uid = os.getuid()
-    return CONTAINER_USER if uid == 0 else f"{uid}:{os.getgid()}"
-
-
-def owner_label() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-# NVIDIA's recommendation: name -> (soft, hard); -1 is unlimited.
-ULIMITS = {"memlock": (-1, -1), "stack": (STACK_BYTES, STACK_BYTES)}
-
-
-def host_capped_ulimits() -> dict[str, tuple[int, int]]:
-    """ULIMITS lowered to this host's hard limits, for engines that may not raise them (a dockerd
-    without CAP_SYS_RESOURCE: "error setting rlimit ... operation not permitted")."""
-    capped = {}
-    for name, (soft, hard) in ULIMITS.items():
-        limit = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))[1]
-        if limit == resource.RLIM_INFINITY:
-            capped[name] = (soft, hard)
-        else:
-            hard = limit if hard == -1 else min(hard, limit)
-            capped[name] = (hard if soft == -1 else min(soft, hard), hard)
-    return capped
-
-
-def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict[str, str],
-                gpu_id: str | None, user: str = CONTAINER_USER, code_dir: Path | None = None,
-                shm_size: str = SHM_SIZE, mem_limit: str | None = None,
-                ulimits: dict[str, tuple[int, int]] | None = None) -> dict[str, Any]:
-    """Keyword arguments of `client.containers.create` for one cell × repeat (a pure function:
-    the unit tests check exactly what the engine is asked for)."""
-    from docker.types import DeviceRequest, Mount, Ulimit
-
-    code_dir = code_dir or REPO_ROOT / "runner"
-    # The cell's variables, minus those the runner owns (PATH stays the image's). A new container
-    # starts with empty compilation caches under its own HOME, whatever [run]
-    # keep_compile_caches says (nothing of the host's is mounted).
-    environment = {**{k: v for k, v in env.items() if k not in RUNNER_OWNED_ENV},
-                   "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/tmp",
-                   COMPILE_CACHE_ENV: "fresh"}
-    devices = []
-    if gpu_id is not None:
-        devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],
-                                     capabilities=GPU_CAPABILITIES))
-        # A framework that does not see the GPU it was given fails the cell instead of running on
-        # the CPU (JAX, for one, falls back silently; JAX_PLATFORMS=cuda makes it fail loudly).
-        environment[GPU_GIVEN_ENV] = "1"
-        environment.setdefault("JAX_PLATFORMS", "cuda")
-    options: dict[str, Any] = dict(
-        image=image,
-        command=["python", "-P", "-m", "runner.worker", f"{CELL_DIR}/spec.json",
-                 f"{CELL_DIR}/result.json"],
-        working_dir=CELL_DIR,
-        user=user,
-        environment=environment,
-        mounts=[Mount(f"{CODE_ROOT}/runner", str(code_dir), type="bind", read_only=True),
-                Mount(CELL_DIR, str(work_dir), type="bind", read_only=False)],
-        network_mode="none",
-        security_opt=["no-new-privileges"],
-        cap_drop=["ALL"],
-        read_only=True,
-        tmpfs=dict(TMPFS),
-        pids_limit=PIDS_LIMIT,
-        init=True,
-        shm_size=shm_size,
-        ulimits=[Ulimit(name=name, soft=soft, hard=hard)
-                 for name, (soft, hard) in (ulimits or ULIMITS).items()],
-        device_requests=devices,
-        labels={LABEL_RUNNER: "1", **labels},
-        detach=True,
-        stdin_open=False,
-        tty=False,
-    )
-    if mem_limit:
-        options.update(mem_limit=mem_limit, memswap_limit=mem_limit)
-    return options
-
-
-def remove_leftovers(client: Any) -> list[str]:
-    """Remove the runner's containers that no live runner owns: on this host, those whose owning
-    process is gone (a killed run); from other hosts sharing the engine, those that stopped.
-    Another live run's containers stay, whatever their state."""
-    removed = []
-    host = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": LABEL_RUNNER}):
-        owner = (container.labels or {}).get(LABEL_OWNER, "")
-        owner_host, _, pid = owner.rpartition(":")
-        if owner_host == host:
-            orphan = not (pid.isdigit() and _pid_alive(int(pid)))
-        else:
-            orphan = container.status in ("exited", "dead")
-        if orphan:
-            try:
-                container.remove(force=True)
-                removed.append(container.short_id)
-            except Exception:  # removed meanwhile by someone else: fine
-                pass
-    return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class DockerExecutor:
+class DockerExecutor(ImageExecutor):
     name = "docker"
 
     def __init__(self, flavour: Flavour | None = None, gpu: bool = False,
                  gpu_id: str | None = None, base: str | None = None, mem_limit: str | None = None):
         self.flavour = flavour or Flavour("cpu", "default")
         self.gpu = gpu                    # the host has a GPU: cells that want one get it
-        self.gpu_id = gpu_id if gpu_id is not None else os.environ.get(GPU_ENV, "0")
+        # The GPU a cell gets where its lane names none (hostinfo.GPU_ENV's first).
+        self.gpu_id = gpu_id if gpu_id is not None else hostinfo.default_gpu_id()
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
         self.mem_limit = mem_limit or os.environ.get(MEMORY_ENV) or None
         self.log_caps = log_caps()       # checked here: a bad setting stops the run early
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
         self.ulimits = ULIMITS            # lowered once if the engine refuses them
-        self._live: dict[str, Any] = {}   # containers in flight (parallel lanes), by id
+        self._in_flight: InFlight[Any] = InFlight()   # containers (parallel lanes)
         self._lock = threading.Lock()
         # Source key -> the exact image to run instead of the recipe's (an image id or a
-        # REGISTRY/NAME@sha256:… reference): `runner reproduce` pins the images a run used.
-        self.pins: dict[str, str] = {}
-        # Source key -> metadata a pinned image's records carry beyond what the engine says (the
-        # recorded digest of an image pinned by its id: an archive loads no repo digests).
-        self.pin_metadata: dict[str, dict[str, Any]] = {}
+        # REGISTRY/NAME@sha256:… reference): `runner reproduce` runs the images a run used.
+        self.exact_images: dict[str, str] = {}
+        # Source key -> metadata an exact image's records carry beyond what the engine says (the
+        # recorded digest of an image named by its id: an archive loads no repo digests).
+        self.exact_image_metadata: dict[str, dict[str, Any]] = {}
         self.engine = EngineSettings.from_env()
         self.lost: str | None = None      # why no further cell can run: the engine is gone
         self._slow_cells = 0              # cells in a row the engine was too slow for
@@ -258,26 +74,47 @@ class DockerExecutor:
             self._client = client
         return self._client
 
-    def recipe(self, source: Source) -> images.Recipe:
-        return images.recipe(source.image, image_flavour(self.flavour, source.image), self.base)
+    def image(self, source_key: str) -> Any:
+        return self.client().images.get(self.image_ids[source_key])
 
-    def describe(self, source: Source) -> tuple[str | None, str]:
-        """(flavour, image tag) without touching the engine: for the plan and the first lines."""
-        if source.pinned or source.key in self.pins:
-            return None, self.pins.get(source.key, source.image)
+    def run_exact_image(self, source_key: str, image: str,
+                        metadata: dict[str, Any] | None = None) -> None:
+        self.exact_images[source_key] = image
+        if metadata is not None:
+            self.exact_image_metadata[source_key] = metadata
+
+    def push(self, source: Source, registry: str) -> dict[str, Any]:
+        rec = self.recipe(source)
+        image = self.image(source.key)
+        reference = images.push(self.client(), image, rec, registry, lambda line: None)
+        return {"image": reference, "image_id": image.id, "flavour": rec.flavour,
+                "lock": f"images/{rec.name}/{rec.lock.name}", "lock_sha256": rec.lock_sha256,
+                "recipe_sha256": rec.recipe_sha256}
+
+    def built_lock_sha256(self, prepared: Prepared) -> str | None:
+        """The lock hash the built image carries in its label."""
+        return (self.image(prepared.key).labels or {}).get(f"{images.LABEL}.lock-sha256")
+
+    def recipe(self, source: Source) -> images.Recipe:
+        return images.recipe(source.folder, folder_flavour(self.flavour, source.folder), self.base)
+
+    def would_use(self, source: Source) -> tuple[str | None, str]:
+        """(flavour, image tag) without touching the engine."""
+        if source.by_digest or source.key in self.exact_images:
+            return None, self.exact_images.get(source.key, source.reference)
         try:
             rec = self.recipe(source)
         except images.ImageError as exc:
-            return image_flavour(self.flavour, source.image), str(exc)
+            return folder_flavour(self.flavour, source.folder), str(exc)
         return rec.flavour, rec.tag
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         import docker.errors
         from requests.exceptions import RequestException
 
-        flavour, uses = self.describe(source)
-        if source.pinned or source.key in self.pins:
-            return self.prepare_pinned(source, uses, on_line)
+        flavour, uses = self.would_use(source)
+        if source.by_digest or source.key in self.exact_images:
+            return self.prepare_exact(source, uses, on_line)
         try:
             client = self.client()
             rec = self.recipe(source)
@@ -285,18 +122,19 @@ class DockerExecutor:
         except (DockerUnavailable, images.ImageError) as exc:
             return Prepared(source.key, uses, flavour, error=str(exc))
         except docker.errors.DockerException as exc:
-            return Prepared(source.key, uses, flavour, error=f"image {source.image}: docker: {exc}")
+            return Prepared(source.key, uses, flavour,
+                            error=f"image {source.folder}: docker: {exc}")
         except RequestException as exc:     # the engine stopped answering
             return Prepared(source.key, uses, flavour,
-                            error=f"image {source.image}: {engine_silence(exc, self.engine)}")
+                            error=f"image {source.folder}: {engine_silence(exc, self.engine)}")
         self.image_ids[source.key] = built.id   # run by id: a rebuild cannot swap it mid-run
         return Prepared(source.key, uses, flavour,
                         metadata={**images.record_metadata(built, rec), "env_source": "image",
                                   "flavour": rec.flavour})
 
-    def prepare_pinned(self, source: Source, uses: str,
-                       on_line: Callable[[str], None]) -> Prepared:
-        """An image run exactly as it is: by digest (pulled when missing) or by a pinned id."""
+    def prepare_exact(self, source: Source, uses: str,
+                      on_line: Callable[[str], None]) -> Prepared:
+        """An image run exactly as it is: by digest (pulled when missing) or by its id."""
         import docker.errors
         from requests.exceptions import RequestException
 
@@ -314,27 +152,24 @@ class DockerExecutor:
             return Prepared(source.key, uses, error=f"image {uses}: "
                             f"{engine_silence(exc, self.engine)}")
         self.image_ids[source.key] = image.id
-        metadata = {**images.pinned_metadata(image, uses), **self.pin_metadata.get(source.key, {})}
+        metadata = {**images.pinned_metadata(image, uses),
+                    **self.exact_image_metadata.get(source.key, {})}
         return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
 
-    def gpu_for(self, spec: dict[str, Any], pinned: str | None = None) -> str | None:
-        """The GPU a cell's container is given: its lane's (pinned), else DL_BENCH_GPU's."""
-        if spec.get("device", "gpu") == "cpu" or not self.gpu:
+    def gpu_for(self, attempt: Attempt) -> str | None:
+        """The GPU a cell's container is given: its lane's, else the default one."""
+        gpu = given_gpu(attempt, self.gpu)
+        if gpu is None:
             return None
-        return pinned if pinned is not None else self.gpu_id
+        return gpu.device_id if gpu.device_id is not None else self.gpu_id
 
     def options_for(self, prepared: Prepared, attempt: Attempt) -> dict[str, Any]:
-        spec = json.loads(attempt.spec_path.read_text(encoding="utf-8"))
-        for path in (attempt.spec_path, attempt.result_path):
-            if path.parent != attempt.work_dir or path.name not in ("spec.json", "result.json"):
-                raise ValueError(f"{path}: the docker executor expects spec.json and result.json "
-                                 f"in the cell's work folder {attempt.work_dir}")
-        labels = {LABEL_OWNER: owner_label(), LABEL_RUN: str(spec.get("run_id", "")),
-                  LABEL_CELL: f"{spec.get('cell_id', '')}-r{spec.get('repeat', '')}"}
+        labels = {LABEL_OWNER: owner_label(), LABEL_RUN: attempt.spec.run_id,
+                  LABEL_CELL: attempt.key}
         # The engine binds absolute paths only (a relative --results-dir gives relative ones).
         return run_options(self.image_ids.get(prepared.key, prepared.key),
                            attempt.work_dir.resolve(), attempt.env, labels=labels,
-                           gpu_id=self.gpu_for(spec, attempt.gpu), user=container_user(),
+                           gpu_id=self.gpu_for(attempt), user=container_user(),
                            mem_limit=self.mem_limit, ulimits=self.ulimits)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
@@ -348,12 +183,15 @@ class DockerExecutor:
         except EngineProblem as exc:
             return self.engine_failed(attempt, started, exc, removed=True)
         except (DockerUnavailable, docker.errors.DockerException) as exc:  # the cell crashed
-            with attempt.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"[runner: docker could not start the container: {exc}]\n")
+            note_in_log(attempt.log_path, f"docker could not start the container: {exc}")
             return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
-                           log_tail=tail(attempt.log_path))
-        with self._lock:
-            self._live[container.id] = container
+                           log_tail=log_tail(attempt.log_path))
+        with self._in_flight.holding(container):
+            return self.follow(container, attempt, started)
+
+    def follow(self, container: Any, attempt: Attempt, started: float) -> Outcome:
+        """A started container to its end: its log saved, its GPU sampled from the host, its
+        exit (or timeout) read, the container removed however it ends."""
         logger = threading.Thread(target=save_logs,
                                   args=(container, attempt.log_path, self.log_caps),
                                   name="container-logs", daemon=True)
@@ -372,8 +210,6 @@ class DockerExecutor:
             if monitor is not None:
                 host_gpu = save_host_gpu(monitor, attempt.work_dir / HOST_GPU_FILE)
             logger.join(timeout=10)
-            with self._lock:
-                self._live.pop(container.id, None)
             removed = self.remove(container)
         if problem is not None:
             return self.engine_failed(attempt, started, problem, removed)
@@ -381,7 +217,7 @@ class DockerExecutor:
         return Outcome(returncode=None if timed_out else state.get("ExitCode"),
                        timed_out=timed_out, wall_s=wall_s,
                        oom_killed=bool(state.get("OOMKilled")) and not timed_out,
-                       log_tail=tail(attempt.log_path), host_gpu=host_gpu)
+                       log_tail=log_tail(attempt.log_path), host_gpu=host_gpu)
 
     def wait_for_exit(self, container: Any, attempt: Attempt, started: float) -> bool:
         """Wait until the container exits; past the cell's timeout kill it. True if killed.
@@ -416,8 +252,6 @@ class DockerExecutor:
                       removed: bool) -> Outcome:
         """The cell's record says what the engine did not do; an engine that is gone (or was
         too slow SLOW_LIMIT cells in a row) marks this executor lost, so the run stops."""
-        from ..worker.protocol import write_json_atomic
-
         error = str(problem) + ("" if removed else "; its container could not be removed "
                                 "(the next run on this engine removes it)")
         with self._lock:
@@ -428,11 +262,10 @@ class DockerExecutor:
                                 f"({problem})"
             elif self.lost is None:
                 self.lost = f"the Docker engine is gone ({problem})"
-        with attempt.log_path.open("a", encoding="utf-8") as log:
-            log.write(f"[runner: {error}]\n")
-        write_json_atomic(attempt.result_path, {"schema": 1, "status": "crashed", "error": error})
+        note_in_log(attempt.log_path, error)
+        write_crashed_result(attempt, error)
         return Outcome(returncode=None, timed_out=False, wall_s=time.monotonic() - started,
-                       log_tail=tail(attempt.log_path))
+                       log_tail=log_tail(attempt.log_path))
 
     def start(self, client: Any, prepared: Prepared, attempt: Attempt) -> Any:
         """Create and start the cell's container; if the engine may not raise the ulimits,
@@ -456,9 +289,8 @@ class DockerExecutor:
                 if retry or "rlimit" not in str(exc) or self.ulimits != ULIMITS:
                     raise
                 self.ulimits = host_capped_ulimits()
-                with attempt.log_path.open("a", encoding="utf-8") as log:
-                    log.write(f"[runner: the engine refused NVIDIA's ulimits; using the host's "
-                              f"limits {self.ulimits}]\n")
+                note_in_log(attempt.log_path, f"the engine refused NVIDIA's ulimits; using the "
+                            f"host's limits {self.ulimits}")
         raise AssertionError("unreachable")
 
     def create(self, client: Any, options: dict[str, Any]) -> Any:
@@ -492,9 +324,8 @@ class DockerExecutor:
     def interrupt(self) -> None:
         if self.lost:       # the engine is gone: nothing can be killed through it
             return
-        with self._lock:
-            live = list(self._live.values())
-        for container in live:     # each lane's wait then returns and removes its container
+        # Each lane's wait then returns and removes its container.
+        for container in self._in_flight.snapshot():
             try:
                 call("kill the container", lambda: kill_quietly(container), self.engine,
                      retry=False)
@@ -514,121 +345,3 @@ def engine_silence(exc: Exception, settings: EngineSettings) -> str:
     if classify(exc) == "slow":
         return f"the Docker engine did not answer in {settings.timeout_s:g} s ({TIMEOUT_ENV})"
     return f"the Docker engine did not answer ({reason(exc)})"
-
-
-def container_name(cell: str) -> str:
-    """dl-bench-<cell id>-r<k>-<random>: unique, so that a create tried twice cannot make two."""
-    import secrets
-
-    return f"dl-bench-{cell}-{secrets.token_hex(4)}"
-
-
-def kill_quietly(container: Any) -> None:
-    import docker.errors
-
-    try:
-        container.kill()
-    except docker.errors.APIError:  # it exited between the timeout and the kill
-        pass
-
-
-def remove_quietly(container: Any, client: Any = None) -> None:
-    """Remove a container (an object, or a name with its client); one already gone is fine."""
-    import docker.errors
-
-    try:
-        if client is not None:
-            client.api.remove_container(container, force=True)
-        else:
-            container.remove(force=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        if exc.status_code != 409:      # 409: its removal is already in progress
-            raise
-
-
-def remove_own(client: Any, settings: EngineSettings) -> None:
-    """At the end of a run: remove every container this runner process made that is still
-    there (one an engine too slow to answer made after the runner gave up on it)."""
-    try:
-        mine = call("list the runner's containers", lambda: client.containers.list(
-            all=True, filters={"label": f"{LABEL_OWNER}={owner_label()}"}), settings)
-        for container in mine:
-            call("remove the container", lambda: remove_quietly(container), settings)
-    except EngineProblem:
-        pass
-
-
-def options_gpu(attrs: dict[str, Any]) -> str | None:
-    """The GPU id a container was given (from its device request), or None."""
-    for request in (attrs.get("HostConfig") or {}).get("DeviceRequests") or []:
-        ids = request.get("DeviceIDs") or []
-        if ids:
-            return str(ids[0])
-    return None
-
-
-def host_gpu_monitor(gpu_id: str) -> Any:
-    """Sample the cell's GPU from the host over the container's lifetime (nvidia-ml-py on the
-    host: device counters need no PID, and PIDs inside a container are not the host's). The
-    worker samples its timed window from inside as well; this is the cross-check. None without
-    NVML."""
-    from ..worker.monitor import Monitor, Nvml
-
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        if gpu_id.startswith(("GPU-", "MIG-")):
-            handle = pynvml.nvmlDeviceGetHandleByUUID(gpu_id)
-        else:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(int(gpu_id))
-    except Exception:  # no library, no driver, no such device: no host figures
-        return None
-    return Monitor(gpu=Nvml(pynvml, handle)).__enter__()
-
-
-def save_host_gpu(monitor: Any, path: Path) -> dict[str, Any]:
-    """host_gpu.json beside the cell's result (kept with the cell's work files), and the record's
-    host_gpu field: GPU figures over the container's whole life."""
-    from ..worker.protocol import write_json_atomic
-
-    monitor.__exit__(None, None, None)
-    # The host's CPU figures would count the container's worker as another process.
-    summary = {k: v for k, v in monitor.summary().items()
-               if k not in ("cpu_util_mean", "host_other_cpu")}
-    summary.update(window="container lifetime, sampled from the host", window_s=monitor.window_s)
-    try:
-        write_json_atomic(path, summary)
-    except OSError:
-        pass
-    return summary
-
-
-def give_container_the_work_dir(work_dir: Path, user: str) -> None:
-    """A root host writes spec.json as root (mode 0600): hand the folder to the container user so
-    it can read the spec and write its result. A non-root host runs the container as itself."""
-    if os.getuid() != 0:
-        return
-    uid, gid = (int(part) for part in user.split(":"))
-    for path in [work_dir, *work_dir.iterdir()]:
-        os.chown(path, uid, gid)
-
-
-def save_logs(container: Any, log_path: Path, caps: tuple[int, int] | None = None) -> None:
-    """Stream the container's stdout and stderr into the cell's log file as they come, capped
-    as a local worker's log is (its first and last bytes kept, the cut said)."""
-    head, tail_bytes = caps or log_caps()
-    log = CappedLog(log_path, head, tail_bytes)
-    stream = None
-    try:
-        stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
-        for chunk in stream:
-            log.write(chunk)
-    except Exception as exc:  # the container went away mid-stream: keep what we have
-        log.write(f"\n[runner: log stream ended: {exc}]\n".encode())
-    finally:
-        if stream is not None:
-            stream.close()
-        log.close()

@@ -15,19 +15,18 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Callable
 
-from ..environments import (Flavour, Source, existing, image_flavour, installed, lock_path,
+from ..environments import (Flavour, Source, existing, folder_flavour, installed, lock_path,
                             venvs)
 from ..errors import UsageError
 from ..matrix import REPO_ROOT
-from ..results.records import Outcome
-from ..worker.protocol import COMPILE_CACHE_ENV, GPU_GIVEN_ENV
-from . import Attempt, Prepared
+from ..worker.protocol import COMPILE_CACHE_ENV
+from .base import (Attempt, Executor, InFlight, Outcome, Prepared, given_gpu, gpu_hand_off,
+                   log_tail, note_in_log)
 
 KILL_GRACE_S = 5.0
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
@@ -51,17 +50,6 @@ WORKER_ID_ENV = "DL_BENCH_WORKER_ID"      # one per attempt: finds whatever esca
 LOG_HEAD_ENV, LOG_TAIL_ENV = "DL_BENCH_LOG_HEAD_MB", "DL_BENCH_LOG_TAIL_MB"
 LOG_HEAD_MB, LOG_TAIL_MB = 1.0, 4.0
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 16384))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -176,8 +164,10 @@ def supervised(command: list[str], log_path: Path, caps: tuple[int, int]) -> lis
             *command]
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     name = "local"
+    runs_existing = True
+    builds_venvs = True
     lost = None                 # local processes need no engine that could go away
 
     def __init__(self, flavour: Flavour | None = None, gpu: bool = False,
@@ -187,18 +177,16 @@ class LocalExecutor:
         self.env_root = env_root
         self.inherit = inherited_names()      # checked here: a bad setting stops the run early
         self.log_caps = log_caps()
-        self._live: set[subprocess.Popen] = set()   # workers in flight (parallel lanes)
-        self._lock = threading.Lock()
+        self._in_flight: InFlight[subprocess.Popen] = InFlight()   # workers (parallel lanes)
 
-    def describe(self, source: Source) -> tuple[str | None, str]:
-        """(flavour, what it uses) without building anything: for the plan and the first lines."""
+    def would_use(self, source: Source) -> tuple[str | None, str]:
         if source.existing:
             return None, f"python {source.python}"
-        flavour = image_flavour(self.flavour, source.image)
-        return flavour, f"images/{source.image}/{lock_path(source.image, flavour).name}"
+        flavour = folder_flavour(self.flavour, source.folder)
+        return flavour, f"images/{source.folder}/{lock_path(source.folder, flavour).name}"
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
-        flavour, uses = self.describe(source)
+        flavour, uses = self.would_use(source)
         if source.existing:
             try:
                 interpreter = existing.probe(source.python)
@@ -207,7 +195,7 @@ class LocalExecutor:
             return Prepared(source.key, uses, python=interpreter.python,
                             metadata={"executor": self.name, "env_source": "existing"})
         try:
-            env = venvs.build(source.image, flavour, self.env_root, on_line)
+            env = venvs.build(source.folder, flavour, self.env_root, on_line)
         except venvs.EnvironmentBuildError as exc:
             return Prepared(source.key, uses, flavour, error=str(exc))
         return Prepared(source.key, uses, flavour, python=env.python,
@@ -237,14 +225,13 @@ class LocalExecutor:
     def runner_env(self, attempt: Attempt, worker_id: str) -> dict[str, str]:
         """The variables the runner sets for this attempt (they win over the matrix's)."""
         env = {WORKER_ID_ENV: worker_id}
-        if self.gpu and attempt.wants_gpu:
-            # The host has a GPU: a framework that cannot see it fails the cell (no_gpu)
-            # instead of measuring the CPU, device = "auto" included.
-            env[GPU_GIVEN_ENV] = "1"
-        if attempt.gpu is not None and attempt.wants_gpu:
-            # Pinned: the worker sees its lane's GPU only (as device 0); an index is read in
-            # NVML's (PCI bus) order, the order the runner numbered the GPUs in.
-            env["CUDA_VISIBLE_DEVICES"] = attempt.gpu
+        gpu = given_gpu(attempt, self.gpu)
+        if gpu is not None:
+            env.update(gpu_hand_off())
+        if gpu is not None and gpu.device_id is not None:
+            # The worker sees its lane's GPU only (as device 0); an index is read in NVML's
+            # (PCI bus) order, the order the runner numbered the GPUs in.
+            env["CUDA_VISIBLE_DEVICES"] = gpu.device_id
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         return env
 
@@ -253,9 +240,8 @@ class LocalExecutor:
         worker_id = f"{os.getpid()}-{uuid.uuid4().hex[:16]}"
         ignored = sorted(k for k in attempt.env if k in RUNNER_OWNED_ENV)
         if ignored:
-            with attempt.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"[runner: env {', '.join(ignored)} of the matrix ignored: the runner "
-                          "sets it]\n")
+            note_in_log(attempt.log_path, f"env {', '.join(ignored)} of the matrix ignored: "
+                        "the runner sets it")
         env = worker_environment(attempt.env, self.runner_env(attempt, worker_id), self.inherit)
         env.update(compile_cache_environment(attempt.work_dir, env, attempt.env))
         # No preexec_fn: nothing runs in the forked child before the exec (lane threads exist);
@@ -264,20 +250,25 @@ class LocalExecutor:
             supervised(self.command(prepared, attempt), attempt.log_path, self.log_caps),
             cwd=attempt.work_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True)
-        with self._lock:
-            self._live.add(process)
-        timed_out = False
+        with self._in_flight.holding(process):
+            timed_out = self.wait(process, attempt, worker_id)
+        return Outcome(returncode=None if timed_out else process.returncode, timed_out=timed_out,
+                       wall_s=time.monotonic() - started, log_tail=log_tail(attempt.log_path))
+
+    @staticmethod
+    def wait(process: subprocess.Popen, attempt: Attempt, worker_id: str) -> bool:
+        """Wait for the worker; past its timeout kill its group (True). However the wait
+        ends, nothing of the attempt is left running and its fresh caches are gone."""
         try:
             process.wait(timeout=attempt.timeout)
+            return False
         except subprocess.TimeoutExpired:
-            timed_out = True
             kill_group(process)
+            return True
         except BaseException:  # Ctrl-C, SIGTERM or anything else: never leave a worker behind
             kill_group(process)
             raise
         finally:
-            with self._lock:
-                self._live.discard(process)
             # The supervisor took the worker's tree with it; a supervisor killed before it
             # could leaves its group (then SIGKILLed here) and what carries the attempt's id.
             try:
@@ -287,12 +278,9 @@ class LocalExecutor:
             sweep(worker_id)
             # Fresh caches are never reused: they go with the worker (they can be GBs).
             shutil.rmtree(attempt.work_dir / COMPILE_CACHE_DIR, ignore_errors=True)
-        return Outcome(returncode=None if timed_out else process.returncode, timed_out=timed_out,
-                       wall_s=time.monotonic() - started, log_tail=tail(attempt.log_path))
 
     def interrupt(self) -> None:
-        with self._lock:
-            live = list(self._live)
+        live = self._in_flight.snapshot()
         for process in live:     # all at once: SIGTERM now, SIGKILL what is left after the grace
             try:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -305,5 +293,10 @@ class LocalExecutor:
             except subprocess.TimeoutExpired:
                 kill_group(process)
 
-    def close(self) -> None:
-        pass
+    def built_lock_sha256(self, prepared: Prepared) -> str | None:
+        """The lock hash in the environment's completion marker (venvs.build writes it)."""
+        marker = Path(prepared.metadata.get("env_path", "")) / ".complete"
+        try:
+            return marker.read_text(encoding="utf-8").split()[0]
+        except (OSError, IndexError):
+            return None

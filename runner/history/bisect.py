@@ -36,7 +36,7 @@ from ..environments.venvs import ENV_ROOT, LocalEnv, find_uv, installer_command,
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from ..matrix import read_toml
 from ..results.compare import open_run
-from ..results.store import RESULTS_DIR
+from ..results.store import RESULTS_DIR, Store
 from . import measures, tables
 from .ingest import now
 from .queries import StackDiff, diff_stacks
@@ -182,7 +182,8 @@ class Bisect:
         return path
 
     def measure(self, step: Step) -> None:
-        from .. import matrix as matrix_mod, run
+        from .. import matrix as matrix_mod, pipeline
+        from ..run_setup import choose_setup
 
         lock = self.lock(step)
         if lock is None:
@@ -199,16 +200,17 @@ class Bisect:
         if not matrix.cells:
             step.verdict, step.error = "failed", f"{self.cell_name} is not a cell of {path}"
             return
-        opts = run.Options(matrix_path=path, results_dir=self.work / "runs", executor="local",
-                           history=False)
+        opts = pipeline.Options(matrix_path=path, results_dir=self.work / "runs",
+                                executor="local", history=False)
         quiet = Console(file=io.StringIO(), width=200)
-        setup = run.choose_setup(matrix, "local")
+        setup = choose_setup(matrix, "local")
         try:
-            run.run_matrix(opts, matrix, setup, quiet)
+            pipeline.execute(pipeline.CELLS,
+                             pipeline.RunState(opts, quiet, matrix=matrix, setup=setup))
         finally:
             setup.close()
-        folder = run.Store.latest(matrix.spec.run.name, self.work / "runs")
-        step.records = [r for r in run.Store(folder).records()
+        folder = Store.latest(matrix.spec.run.name, self.work / "runs")
+        step.records = [r for r in Store(folder).records()
                         if r["cell_name"] == self.cell_name and r["status"] == "ok"]
         if len(step.records) < self.repeats:
             step.verdict = "failed"
@@ -257,7 +259,7 @@ class Bisect:
         return step
 
     def show(self, step: Step) -> None:
-        shown = ", ".join(self.describe(n) for n in step.taken) or "none (the good stack)"
+        shown = ", ".join(self.change_text(n) for n in step.taken) or "none (the good stack)"
         if step.verdict in ("unresolvable", "failed"):
             self.console.print(f"step {step.number}: take {escape(shown)}: [yellow]{step.verdict}"
                                f"[/] ({escape(step.error or '')})", soft_wrap=True)
@@ -269,7 +271,7 @@ class Bisect:
         self.console.print(f"step {step.number}: take {escape(shown)}: {figures}{judged}",
                            soft_wrap=True)
 
-    def describe(self, name: str) -> str:
+    def change_text(self, name: str) -> str:
         old, new = self.changed[name]
         return f"{name} {old or 'absent'} → {new or 'absent'}"
 
@@ -278,7 +280,7 @@ class Bisect:
         names = list(self.changed)
         self.console.print(f"bisect {escape(self.cell_name)} ({self.environment}): "
                            f"{len(names)} distributions changed: "
-                           f"{escape('; '.join(self.describe(n) for n in names))}",
+                           f"{escape('; '.join(self.change_text(n) for n in names))}",
                            soft_wrap=True)
         good = self.step([])
         bad = self.step(names)
@@ -303,7 +305,7 @@ class Bisect:
                 break
             taken, candidates = moved
         culprit = candidates
-        what = "; ".join(self.describe(n) for n in culprit)
+        what = "; ".join(self.change_text(n) for n in culprit)
         kind = "distribution" if len(culprit) == 1 else "group that only moves together"
         message = f"named the {kind}: {what}"
         self.finish_record("named", culprit, message)

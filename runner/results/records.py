@@ -3,24 +3,12 @@ turn a worker outcome into a stored record, deciding the status in one place."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import schemas, stats
+from ..executors.base import Outcome
 from ..worker.protocol import RECORD_FIELDS, WORKER_FIELDS, CellSpec, empty_result
-
-
-@dataclass
-class Outcome:
-    """What an executor saw of one worker process or container."""
-
-    returncode: int | None
-    timed_out: bool
-    wall_s: float | None
-    oom_killed: bool = False
-    log_tail: str = ""
-    host_gpu: dict[str, Any] | None = None  # docker cells: NVML figures sampled from the host
 
 
 def read_worker_result(path: Path) -> dict[str, Any] | None:

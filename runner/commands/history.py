@@ -1,26 +1,26 @@
-"""`runner history import|list|show|diff|regressions|site` and `runner bisect`.
+"""`python -m runner history import|list|show|diff|regressions|site`: the results database
+(runner/history/).
 
-Exit codes: 0 done; 1 `regressions` found a new change point that made a cell slower (or
-`bisect` could not name a distribution); 2 bad input or an unreachable database."""
+Exit codes: 0 done; 1 `regressions` found a new change point that made a cell slower; 2 bad
+input or an unreachable database."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
+from typing import Any, Iterator
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
-from . import changepoints
-
-ACTIONS = ("import", "list", "show", "diff", "regressions", "site")
+from ..history import changepoints
 
 
-def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    if command == "bisect":
-        _bisect_arguments(parser)
-        return
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
                                 parser_class=type(parser))
     add = {name: sub.add_parser(name, help=text) for name, text in (
@@ -58,43 +58,28 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     add["site"].add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
 
 
-def _bisect_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_good", type=Path, metavar="RUN_GOOD", help="run folder: the good stack")
-    parser.add_argument("run_bad", type=Path, metavar="RUN_BAD", help="run folder: the bad stack")
-    parser.add_argument("--cell", required=True, metavar="ID",
-                        help="the cell (id or name) whose number moved")
-    parser.add_argument("--repeats", type=int, default=None, metavar="N",
-                        help="repeats per measured stack (default: the bad run's, at least 3)")
-    parser.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
-                        help="where intermediate locks, environments and runs go (default: "
-                             "results/bisect/<cell>-<time>)")
-    parser.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
-                        help="a folder of wheels uv may use besides PyPI (repeatable; e.g. a "
-                             "local torch+cpu wheel)")
-    parser.add_argument("--db", metavar="URL", default=None,
-                        help="history the steps are written to (default as for history)")
+def main(args: argparse.Namespace, console: Console) -> int:
+    with opened_history(args.db) as engine:
+        return ACTIONS[args.action](engine, args, console)
 
 
-def main(command: str, args: argparse.Namespace, console) -> int:
-    from . import db
+@contextlib.contextmanager
+def opened_history(url: str | None) -> Iterator[Any]:
+    """The history database (created or upgraded); UsageError when it cannot be opened."""
+    from ..history import db
 
-    url = db.resolve_url(getattr(args, "db", None))
     try:
-        engine = db.open_history(url)
+        engine = db.open_history(db.resolve_url(url))
     except db.HistoryError as exc:
         raise UsageError(str(exc)) from None
     try:
-        if command == "bisect":
-            from .bisect import run_bisect
-
-            return run_bisect(engine, args, console)
-        return globals()[f"do_{args.action}"](engine, args, console)
+        yield engine
     finally:
         engine.dispose()
 
 
 def do_import(engine, args, console) -> int:
-    from . import ingest
+    from ..history import ingest
 
     folders = []
     for path in args.paths:
@@ -119,7 +104,7 @@ def _fmt(value, pattern: str = ".4g") -> str:
 
 
 def do_list(engine, args, console) -> int:
-    from .queries import list_runs
+    from ..history.queries import list_runs
 
     rows = list_runs(engine, args.name, args.host, args.gpu, args.since, args.until)
     table = Table(title=f"{len(rows)} runs", title_justify="left")
@@ -134,7 +119,7 @@ def do_list(engine, args, console) -> int:
 
 
 def do_show(engine, args, console) -> int:
-    from .queries import resolve_cell, series
+    from ..history.queries import resolve_cell, series
 
     name = resolve_cell(engine, args.cell)
     points = series(engine, name)
@@ -154,7 +139,7 @@ def do_show(engine, args, console) -> int:
 
 
 def do_diff(engine, args, console) -> int:
-    from .queries import diff_runs
+    from ..history.queries import diff_runs
 
     a, b, diffs = diff_runs(engine, args.run_a, args.run_b)
     console.print(f"A = {escape(a['run_id'])} ({a['started_at']})\nB = {escape(b['run_id'])} "
@@ -176,7 +161,7 @@ def do_diff(engine, args, console) -> int:
 def find_regressions(engine, pattern: str = "*", recent: int = changepoints.RECENT,
                      max_pvalue: float = changepoints.MAX_PVALUE,
                      min_change: float = changepoints.MIN_MAGNITUDE):
-    from .queries import cell_names, series
+    from ..history.queries import cell_names, series
 
     found = []
     for name in cell_names(engine, pattern):
@@ -209,8 +194,12 @@ def do_regressions(engine, args, console) -> int:
 
 
 def do_site(engine, args, console) -> int:
-    from .site import write_site
+    from ..history.site import write_site
 
     index = write_site(engine, args.output)
     console.print(f"site: {escape(str(index))}", soft_wrap=True)
     return EXIT_OK
+
+
+ACTIONS = {"import": do_import, "list": do_list, "show": do_show, "diff": do_diff,
+           "regressions": do_regressions, "site": do_site}

@@ -1,4 +1,7 @@
-"""Requests to the Docker engine during a cell: each with a deliberate timeout, tried again only
+"""The Docker engine connection: a client whose engine answered (`connect`), how long a request
+may take, and what a request the engine does not answer becomes.
+
+Requests to the Docker engine during a cell: each with a deliberate timeout, tried again only
 where a second try cannot do harm, and turned into one line when the engine stays slow or goes
 away — the cell fails with that line, never the run with a traceback.
 
@@ -18,9 +21,10 @@ away — the cell fails with that line, never the run with a traceback.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from ..errors import UsageError
 
@@ -30,6 +34,7 @@ DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_RECONNECT_S = 60.0
 SLOW_LIMIT = 3                  # slow cells in a row after which the engine counts as gone
 FIRST_PAUSE_S, LONGEST_PAUSE_S = 1.0, 10.0
+POOL_SIZE = 64                  # engine connections: 2 per running container
 
 T = TypeVar("T")
 
@@ -46,7 +51,7 @@ class EngineSettings:
         return cls(seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
                    seconds_from_env(RECONNECT_ENV, DEFAULT_RECONNECT_S))
 
-    def describe(self) -> str:
+    def summary(self) -> str:
         return (f"a request may take {self.timeout_s:g} s ({TIMEOUT_ENV}), an unreachable "
                 f"engine is waited for {self.reconnect_s:g} s ({RECONNECT_ENV})")
 
@@ -62,6 +67,55 @@ def seconds_from_env(name: str, default: float) -> float:
     if not value > 0 or value == float("inf"):
         raise UsageError(f"{name}={text!r}: expected a number of seconds above 0")
     return value
+
+
+class DockerUnavailable(Exception):
+    """No engine answers, or the docker SDK is missing; the message says how to fix it."""
+
+
+def connect(timeout: float | None = None) -> Any:
+    """A docker SDK client whose engine answered a ping; its requests time out after `timeout`
+    seconds (default: DL_BENCH_ENGINE_TIMEOUT, see engine.py)."""
+    if timeout is None:
+        timeout = EngineSettings.from_env().timeout_s
+    try:
+        import docker
+    except ImportError as exc:
+        raise DockerUnavailable("the docker SDK is not installed: pip install 'docker>=7' "
+                                "(a dependency of the runner: reinstall it)") from exc
+    problem = unix_socket_problem(os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock")
+    if problem:
+        raise DockerUnavailable(f"no Docker engine answers ({problem}); start one "
+                                "(sudo systemctl start docker) or set DOCKER_HOST")
+    # Ping with the oldest API first: from_env's version negotiation raises from inside its
+    # constructor when no engine answers, leaving its socket open.
+    probe = docker.from_env(version=docker.constants.MINIMUM_DOCKER_API_VERSION, timeout=10)
+    try:
+        probe.ping()
+        # Parallel lanes each hold two connections (the wait and the log stream) per container.
+        client = docker.from_env(timeout=int(timeout), max_pool_size=POOL_SIZE)
+    except Exception as exc:  # DockerException, connection errors: all mean "no engine"
+        raise DockerUnavailable(f"no Docker engine answers ({exc.__class__.__name__}: {exc}); "
+                                "start one (sudo systemctl start docker) or set DOCKER_HOST") \
+            from exc
+    finally:
+        probe.close()
+    return client
+
+
+def unix_socket_problem(host: str) -> str | None:
+    """Why a unix:// engine socket cannot be reached, tried with our own socket (the SDK leaves
+    its socket open when the connect fails); None when it answers or is not a unix socket."""
+    if not host.startswith("unix://"):
+        return None
+    path = host[len("unix://"):]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        try:
+            probe.connect(path)
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc}"
+    return None
 
 
 class EngineProblem(Exception):

@@ -1,0 +1,260 @@
+"""Running cells: each planned cell × repeat on its lane, its record stored as it finishes; the
+calibration before them; not-applicable cells recorded as such.
+
+Every failure of a cell becomes a record with a status (results/records.py decides which);
+only a lost executor (RunStopped), a nearly full disk or Ctrl-C stop the cells."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.progress import Progress
+
+from . import gpustate, scheduling
+from .console import calibration_line, cell_line
+from .errors import UsageError
+from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
+from .matrix import Cell
+from .plan import Entry, Plan
+from .results import records as record_mod, stats
+from .results.store import Store
+from .run_setup import Setup, source_of
+from .scheduling import Lane
+from .version import runner_version
+from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
+
+MIN_FREE_ENV = "DL_BENCH_MIN_FREE_MB"
+MIN_FREE_MB = 200
+CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
+                      "environment, steps = auto with block samples; the fastest median TFLOP/s "
+                      "per device and precision is the peak (a measurement of this run, before its "
+                      "cells; never a cell of the run, never a datasheet figure)")
+
+
+class RunStopped(Exception):
+    """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
+    stops after the cell that found out (its record stored), keeping every finished record."""
+
+    def __init__(self, reason: str, cell: str = "", record: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.reason, self.cell, self.record = reason, cell, record
+
+
+def stop_if_lost(executor: Executor, cell: str = "", record: dict[str, Any] | None = None) -> None:
+    if executor.lost:
+        raise RunStopped(executor.lost, cell, record)
+
+
+def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
+              calls_per_sample: int | None = None) -> CellSpec:
+    return CellSpec(
+        run_id=run_id, cell_id=cell.id, cell_name=cell.name, repeat=repeat,
+        environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
+        workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
+        steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
+        min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
+        calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
+        harness_overhead=cell.harness_overhead, **cell.axes)
+
+
+class BlockSizes:
+    """One block size per cell, as pyperf hands its calibrated loop count to every worker: the
+    cell's first repeat to finish ok calibrates calls_per_sample, and every later repeat is
+    handed it in its spec, so every repeat of a cell measures the same thing and takes as many
+    samples. Known sizes come from the stored records too (--resume).
+
+    In a parallel run a later repeat of a cell waits until the repeat calibrating the cell (its
+    lowest repeat still to run) has finished; other cells' entries start meanwhile. If that
+    repeat does not finish ok, the cell's next repeat calibrates instead. A serial run needs no
+    waiting: the plan runs round 1 of every cell before round 2."""
+
+    def __init__(self, stored: list[dict[str, Any]], to_run: list[Entry]):
+        self.sizes: dict[str, int] = {}
+        for record in sorted(stored, key=lambda r: r.get("repeat") or 0):
+            self._learn(record)
+        self.waiting: dict[str, list[str]] = {}     # cell id → keys still to run, repeat order
+        for entry in sorted(to_run, key=lambda e: e.repeat):
+            self.waiting.setdefault(entry.cell.id, []).append(entry.key)
+
+    def _learn(self, record: dict[str, Any]) -> None:
+        size = record.get("calls_per_sample")
+        if record.get("status") == "ok" and isinstance(size, int) and size >= 1:
+            self.sizes.setdefault(record["cell_id"], size)
+
+    def size(self, cell: Cell) -> int | None:
+        """The block size to hand this cell's next repeat; None: it calibrates its own."""
+        return self.sizes.get(cell.id)
+
+    def ready(self, entry: Entry) -> bool:
+        """Whether the entry may start: its cell's size is known, or it calibrates it."""
+        waiting = self.waiting.get(entry.cell.id) or [entry.key]
+        return entry.cell.id in self.sizes or waiting[0] == entry.key
+
+    def finished(self, entry: Entry, record: dict[str, Any]) -> None:
+        keys = self.waiting.get(entry.cell.id, [])
+        if entry.key in keys:
+            keys.remove(entry.key)
+        self._learn(record)
+
+
+def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
+              console: Console) -> None:
+    """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time)."""
+    lanes = scheduling.Lanes(setup.lanes()[0], console)
+    blocks = BlockSizes(store.records(), plan.to_run)
+
+    def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
+        source = source_of(entry.cell)
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], store, seed,
+                           lane=lane, stop=lanes.stop, on_status=show,
+                           calls_per_sample=blocks.size(entry.cell))
+        stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
+        return record
+
+    def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
+        blocks.finished(entry, record)
+        progress.console.print(cell_line(entry, record))
+
+    lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
+              alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
+              interrupt=setup.interrupt, ready=blocks.ready)
+
+
+def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],
+                    store: Store, seed: int, console: Console) -> dict[str, Any] | None:
+    """[run] calibrate: measure each device's peak per precision before the cells (kept in
+    calibration/ and in the manifest; on --resume the stored ones are reused)."""
+    if not calibrations:
+        return None
+    sub = store.calibration()
+    done = sub.finished()
+    for cell in calibrations:
+        entry = Entry(cell, 1)
+        source = source_of(cell)
+        if entry.key in done or source.key not in prepared:
+            continue
+        executor = setup.executor_for(source)
+        record = run_entry(executor, entry, prepared[source.key], sub, seed,
+                           lane=setup.lanes()[0][0])
+        console.print(calibration_line(cell, record))
+        stop_if_lost(executor)
+    return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(sub.records())}
+
+
+def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:
+    for cell in plan.not_applicable:
+        key = f"{cell.id}-r1"
+        if not store.record_path(key).exists():
+            spec = cell_spec(cell, 1, run_id, seed, "")
+            store.write_record(key, record_mod.not_applicable_record(spec, cell.not_applicable))
+
+
+def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
+              seed: int, lane: Lane = scheduling.CPU_LANE, stop: threading.Event | None = None,
+              on_status: Callable[[str], None] = lambda text: None,
+              calls_per_sample: int | None = None) -> dict[str, Any]:
+    """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
+    (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
+    calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes)."""
+    check_free_disk(store)
+    placement = lane.placement()
+    adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))
+    if adopted is not None:
+        return adopted
+    work = store.work_dir(entry.key)
+    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(work / "result.json"),
+                     calls_per_sample)
+    settled = None
+    if prepared.error:
+        outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
+        worker = {"schema": 1, "status": "failed", "error": prepared.error}
+    else:
+        settled = settle_before(entry.cell, lane, on_status, stop)
+        store.log_path(entry.key).unlink(missing_ok=True)
+        attempt = attempt_for(entry, spec, work, store.log_path(entry.key), lane, placement,
+                              on_status)
+        write_spec(attempt)
+        outcome = executor.run(prepared, attempt)
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
+        worker = record_mod.read_worker_result(attempt.result_path)
+    record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
+                                 f"logs/{entry.key}.log")
+    record["settle"] = settled
+    store.write_record(entry.key, record)
+    return record
+
+
+def attempt_for(entry: Entry, spec: CellSpec, work: Path, log_path: Path, lane: Lane,
+                placement: dict[str, Any], on_status: Callable[[str], None]) -> Attempt:
+    """The attempt an executor runs: the worker's variables from the matrix (and the backend,
+    and kept compile caches), the cell's timeout, the GPU its lane gives it. `placement` is
+    the record's: an executor that places the cell itself adds where it ran."""
+    cell = entry.cell
+    env = {**cell.env, **({"KERAS_BACKEND": cell.backend} if cell.backend else {}),
+           **({COMPILE_CACHE_ENV: "kept"} if cell.keep_compile_caches else {})}
+    return Attempt(spec=spec, work_dir=work, log_path=log_path, env=env, timeout=cell.timeout,
+                   gpu=gpu_request(cell, lane), placement=placement, on_status=on_status)
+
+
+def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
+    """What the cell asks of the GPU on its lane: none for a CPU cell, else the lane's GPU (or
+    the executor's default where the lane has none)."""
+    if cell.axes["device"] == "cpu":
+        return None
+    return GpuRequest(lane.gpu.device_id if lane.gpu is not None else None)
+
+
+def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
+    """What the host adds to a record's metadata: the environment's facts (lock, image), where
+    the cell ran, the runner's version and the variables the matrix set for the worker."""
+    return {**prepared.metadata, **placement, **gpustate.lock_metadata(placement),
+            "runner_version": runner_version(), "worker_env": dict(entry.cell.env)}
+
+
+def adopt_orphan(entry: Entry, store: Store, seed: int,
+                 host_metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """On resume: a worker that finished while the runner died before storing its record left
+    a complete result.json; store it instead of measuring again (nothing finished is lost)."""
+    path = store.orphaned_result(entry.key)
+    worker = record_mod.read_worker_result(path) if path else None
+    if worker is None or worker.get("cell_id") != entry.cell.id:
+        return None
+    spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(path))
+    outcome = Outcome(returncode=0, timed_out=False, wall_s=None)
+    record = record_mod.finalize(spec, outcome, worker, host_metadata, f"logs/{entry.key}.log")
+    record["extra"] = {**(record["extra"] or {}), "adopted_after_interrupt": True}
+    store.write_record(entry.key, record)
+    return record
+
+
+def min_free_mb() -> int:
+    text = os.environ.get(MIN_FREE_ENV, str(MIN_FREE_MB))
+    if not text.strip().isdigit():
+        raise UsageError(f"{MIN_FREE_ENV}={text!r}: expected a whole number of MB")
+    return int(text)
+
+
+def check_free_disk(store: Store) -> None:
+    """Before each cell: stop (one line, finished cells kept) when the run folder's disk is
+    nearly full, rather than losing a measurement to a failed write."""
+    free_mb = shutil.disk_usage(store.root).free / 2**20
+    if free_mb < min_free_mb():
+        raise UsageError(f"{store.root}: only {free_mb:.0f} MB free on its disk, below "
+                         f"{min_free_mb()} MB ({MIN_FREE_ENV})")
+
+
+def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
+                  stop: threading.Event | None = None) -> dict[str, Any] | None:
+    """[run] settle: wait for a quiet GPU before a GPU cell on this host's lane (a Ray slot's
+    GPU is on its node; a CPU cell needs none); the record's `settle`."""
+    if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
+        return None
+    return gpustate.settle_gpu(lane.gpu.device_id, cell.settle_s, cell.settle_temp_c, on_status,
+                               stop)

@@ -1,0 +1,34 @@
+"""`python -m runner bisect RUN_GOOD RUN_BAD --cell ID`: which changed distribution moved the
+cell (runner/history/bisect.py). Exit 1 when no distribution could be named."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_good", type=Path, metavar="RUN_GOOD", help="run folder: the good stack")
+    parser.add_argument("run_bad", type=Path, metavar="RUN_BAD", help="run folder: the bad stack")
+    parser.add_argument("--cell", required=True, metavar="ID",
+                        help="the cell (id or name) whose number moved")
+    parser.add_argument("--repeats", type=int, default=None, metavar="N",
+                        help="repeats per measured stack (default: the bad run's, at least 3)")
+    parser.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
+                        help="where intermediate locks, environments and runs go (default: "
+                             "results/bisect/<cell>-<time>)")
+    parser.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
+                        help="a folder of wheels uv may use besides PyPI (repeatable; e.g. a "
+                             "local torch+cpu wheel)")
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="history the steps are written to (default as for history)")
+
+
+def main(args: argparse.Namespace, console: Console) -> int:
+    from ..history.bisect import run_bisect
+    from .history import opened_history
+
+    with opened_history(args.db) as engine:
+        return run_bisect(engine, args, console)

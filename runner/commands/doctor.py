@@ -1,0 +1,62 @@
+"""`python -m runner doctor [MATRIX]`: which path a run of the matrix would take here, and can
+it (runner/doctor.py); with --measure, how noisy this machine is (runner/noise.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from ..errors import UsageError
+from ..executors.kinds import KINDS
+from .options import PROFILES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("matrix", type=Path, nargs="?", default=None,
+                        help="the matrix whose path to check (default: matrix.toml of the "
+                             "repository)")
+    parser.add_argument("--executor", choices=KINDS,
+                        help="check this executor instead of the matrix's")
+    parser.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                        help="the Ray cluster to check (default: RAY_ADDRESS, else a local "
+                             "Ray instance)")
+    add_measure_options(parser)
+
+
+def add_measure_options(parser: argparse.ArgumentParser) -> None:
+    """doctor --measure (runner/noise.py): this machine's noise, kept as its machine profile."""
+    parser.add_argument("--measure", action="store_true",
+                        help="measure this machine in the matrix's environments: the GPU's "
+                             "state, the harness overhead, an A/A run's run-to-run spread and "
+                             "the compare threshold it supports (results/machine-profiles/)")
+    parser.add_argument("--runs", type=int, default=3, metavar="N",
+                        help="--measure: A/A runs of the same cells (default 3)")
+    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                        help="--measure: the A/A's cells (default: the first cell of each "
+                             "workload)")
+    parser.add_argument("--profile", choices=PROFILES,
+                        help="--measure: override [run] profile")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="--measure: the results folder whose machine-profiles/ to write "
+                             "(default: results/ of the repository)")
+
+
+def main(args: argparse.Namespace, console: Console) -> int:
+    from .. import doctor
+    from ..matrix import REPO_ROOT
+
+    default = REPO_ROOT / "matrix.toml"
+    matrix = args.matrix or (default if default.is_file() else None)
+    if args.measure:
+        from .. import noise
+
+        if matrix is None:
+            raise UsageError("doctor --measure: name the matrix whose environments to measure")
+        args.matrix = matrix
+        return noise.main(args, console)
+    if args.only or args.profile or args.results_dir or args.runs != 3:
+        raise UsageError("doctor: --only, --profile, --results-dir and --runs go with "
+                         "--measure")
+    return doctor.main(console, matrix, args.executor, ray_address=args.ray_address)

@@ -1,0 +1,52 @@
+"""Argument groups several commands share."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..executors.kinds import KINDS
+
+if TYPE_CHECKING:
+    from ..pipeline import Options
+
+PROFILES = ("auto", "full", "smoke")
+
+
+def add_matrix_options(parser: argparse.ArgumentParser) -> None:
+    """The matrix and what selects and places its cells (run, plan, build)."""
+    parser.add_argument("matrix", type=Path, help="matrix file (TOML)")
+    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                        help="run only cells whose name contains or globs PATTERN (repeatable)")
+    parser.add_argument("--profile", choices=PROFILES,
+                        help="override [run] profile (auto: smoke when no GPU is found)")
+    parser.add_argument("--executor", choices=KINDS, help="override [run] executor")
+    parser.add_argument("--parallel", type=parallel, metavar="N|auto",
+                        help="cells at once: auto (one per GPU) or at most N; 1: one at a time "
+                             "(overrides [run] parallel)")
+    parser.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                        help="the Ray cluster of --executor ray (default: RAY_ADDRESS, else a "
+                             "local Ray instance)")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="folder for run folders (default: results/ of the repository)")
+
+
+def parallel(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive whole number or auto, got {text!r}")
+
+
+def run_options(args: argparse.Namespace, **overrides: Any) -> "Options":
+    """pipeline.Options from run, plan and build's arguments."""
+    from ..pipeline import Options
+
+    opts = Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
+                   executor=args.executor, parallel=args.parallel,
+                   ray_address=args.ray_address, **overrides)
+    if args.results_dir is not None:
+        opts.results_dir = args.results_dir
+    return opts

@@ -1,0 +1,27 @@
+"""`python -m runner MATRIX`: run the matrix (the pipeline's RUN steps); --dry-run prints the
+plan and stops, --resume continues a run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from .options import add_matrix_options, run_options
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_matrix_options(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
+                        metavar="RUN_DIR",
+                        help="continue a run (default: the latest run of this matrix's name); "
+                             "finished cells × repeats are skipped")
+
+
+def main(args: argparse.Namespace, console: Console) -> int:
+    from .. import pipeline
+
+    opts = run_options(args, resume=args.resume, dry_run=args.dry_run)
+    return pipeline.execute(pipeline.RUN, pipeline.RunState(opts, console))

@@ -1,0 +1,341 @@
+"""The run as named steps over one state (nox's `workflow.execute((task, task, …))`):
+
+    load matrix → lock clocks → open store → plan → show setup → start run
+    → measure (prepare environments → calibrate → run cells) → write reports → history
+
+Each step takes the RunState and updates it; a step that returns an exit code ends the run with
+it. The commands compose them: `run` and `plan` take RUN, `reproduce` and doctor's measuring
+runs take CELLS (their matrix and setup made by them), `build` and `export` the first steps and
+their own. Every failure of a cell becomes a record with a status; only invalid input stops the
+run before anything is written (exit code 2)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from . import console as show, gpustate, hostinfo, machine_profile, matrix as matrix_mod, resume
+from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
+from .environments import Source
+from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
+                     os_error_line)
+from .executors.base import Prepared
+from .matrix import Cell, Matrix
+from .plan import Plan, make_plan
+from .results import manifest as manifest_mod
+from .results.store import RESULTS_DIR, Store
+from .results.write import write_reports
+from .run_setup import Setup, choose_setup, source_of
+
+
+@dataclass
+class Options:
+    """What the command line asks of a run."""
+
+    matrix_path: Path
+    only: list[str] = field(default_factory=list)
+    profile: str | None = None
+    executor: str | None = None
+    resume: Path | bool | None = None     # True: the latest run of this matrix's name
+    dry_run: bool = False
+    results_dir: Path = RESULTS_DIR
+    parallel: int | str | None = None     # --parallel: overrides [run] parallel
+    ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
+    push: str | None = None               # build --push REGISTRY
+    history: bool = True                  # write the finished run to the history database
+
+
+@dataclass
+class RunState:
+    """What the steps know so far. `cleanup` gives back what they took (the setup's executors,
+    locked clocks, the run folder's lock) however the run ends, last taken first."""
+
+    opts: Options
+    console: Console
+    matrix: Matrix | None = None
+    setup: Setup | None = None
+    store: Store | None = None
+    plan: Plan | None = None
+    calibrations: list[Cell] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    prepared: dict[str, Prepared] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: KeyboardInterrupt | None = None   # Ctrl-C, SIGTERM, SIGHUP: 130, 143, 129
+    stopped: RunStopped | None = None              # an executor lost: exit 1
+    halted: str | None = None                      # the disk or the folder said no: exit 2
+    cleanup: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+
+Step = Callable[[RunState], "int | None"]
+
+
+def execute(steps: Sequence[Step], state: RunState) -> int:
+    """Run the steps in order; the first exit code a step returns ends the run."""
+    with state.cleanup:
+        for step in steps:
+            code = step(state)
+            if code is not None:
+                return code
+    return EXIT_OK
+
+
+# --- before anything is written -----------------------------------------------------------------
+
+def load_matrix(state: RunState) -> None:
+    """The matrix and the run's setup. With an executor that places cells on a cluster,
+    profile = "auto" looks at the cluster's GPUs, not at the machine the runner started on."""
+    opts = state.opts
+    matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=hostinfo.gpu_found())
+    setup = choose_setup(matrix, opts.executor, opts.parallel, opts.ray_address)
+    state.cleanup.callback(setup.close)   # also when the input turns out bad after Ray joined
+    cluster = setup.executor.cluster()
+    if cluster is not None and matrix.profile_reason.startswith("auto"):
+        cluster_gpus = cluster["gpus"]
+        matrix = matrix_mod.load(opts.matrix_path, opts.profile, gpu_found=bool(cluster_gpus))
+        matrix.profile_reason = f"auto: the Ray cluster has {cluster_gpus} GPUs" + \
+            ("" if cluster_gpus else ", so the smoke profile is in force")
+    show.show_profile(matrix, state.console)
+    state.matrix, state.setup = matrix, setup
+
+
+def lock_clocks(state: RunState) -> None:
+    """[run] lock_clocks for the rest of the run: the run's GPUs locked (setup.clocks says how),
+    reset however it ends; a refusal is one line, exit 2, before anything is written."""
+    if state.opts.dry_run:
+        return
+    matrix, setup = state.matrix, state.setup
+    setting = matrix.spec.run.lock_clocks
+    if setting is not False and not setup.executor.on_this_host:
+        raise UsageError(f"{matrix.path}: run.lock_clocks: locks this host's GPUs; with the "
+                         f"{setup.executor.name} executor lock them on each node (sudo nvidia-smi "
+                         "-lgc) instead")
+    device_ids = setup.gpu_device_ids() if setting is not False else []
+
+    def notify(text: str) -> None:
+        state.console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)
+
+    setup.clocks = state.cleanup.enter_context(
+        gpustate.locked_clocks(setting, device_ids, notify))
+
+
+def open_resumed_store(state: RunState) -> None:
+    """--resume: the run's own folder, checked before the plan skips its finished cells."""
+    if state.opts.resume and not state.opts.dry_run:
+        state.store = resume.open_resumed(state.matrix, state.opts.resume,
+                                          state.opts.results_dir, state.console)
+        state.cleanup.callback(state.store.close)
+
+
+def plan_cells(state: RunState) -> None:
+    state.plan = make_plan(state.matrix.cells, state.opts.only,
+                           state.store.finished() if state.store else set())
+
+
+def refuse_an_empty_selection(state: RunState) -> None:
+    opts, plan = state.opts, state.plan
+    if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
+        raise UsageError(f"--only {' '.join(opts.only)}: no cell of {state.matrix.path} matches")
+
+
+def plan_calibrations(state: RunState) -> None:
+    """[run] calibrate: the calibrations of the environments the plan's cells use (--only
+    narrows them), never of an environment no selected cell runs in."""
+    used = {cell.environment for cell in state.plan.cells}
+    state.calibrations = [c for c in state.matrix.calibration if c.environment in used]
+
+
+def choose_sources(state: RunState) -> None:
+    """Each source the planned runs (and calibrations) need, once (environments may share an
+    image folder)."""
+    cells = [e.cell for e in state.plan.to_run] + state.calibrations
+    state.sources = list({source_of(c).key: source_of(c) for c in cells}.values())
+
+
+def show_setup(state: RunState) -> None:
+    show.show_setup(state.matrix, state.setup, state.plan.cells, state.console)
+    show.show_preparation(state.matrix, state.plan, state.calibrations, state.console)
+
+
+def stop_at_the_plan(state: RunState) -> int | None:
+    """--dry-run (and `plan`): the plan table, nothing run or written."""
+    if not state.opts.dry_run:
+        return None
+    state.console.print(show.plan_table(state.matrix, state.plan))
+    return EXIT_OK
+
+
+# --- the run folder -------------------------------------------------------------------------------
+
+def open_store(state: RunState) -> None:
+    """A new run folder (a resumed run has its own already)."""
+    if state.store is None:
+        state.store = Store.create(state.matrix.spec.run.name, state.opts.results_dir)
+        state.cleanup.callback(state.store.close)
+
+
+def start_run(state: RunState) -> None:
+    """The run folder's first files: its matrix, its manifest, the not-applicable cells."""
+    matrix, store = state.matrix, state.store
+    state.console.print(f"run folder: {escape(str(store.root))}", soft_wrap=True)
+    state.manifest = manifest_for(state)
+    show.announce_machine(state.manifest, state.console)
+    if not state.opts.resume:
+        store.write_matrix(matrix.resolved)   # a resume never rewrites what the run ran
+    state.manifest = manifest_for(state)
+    store.write_manifest(state.manifest)
+    record_not_applicable(store, state.plan, store.run_id, matrix.spec.run.seed)
+
+
+def manifest_for(state: RunState) -> dict[str, Any]:
+    matrix, setup, store = state.matrix, state.setup, state.store
+    environments = {}
+    for name, env in matrix.spec.environments.items():
+        source = Source.of(env.image, env.python)
+        executor, flavour, uses = setup.would_use(source)
+        environments[name] = manifest_mod.environment_entry(env, executor, flavour, uses,
+                                                            state.prepared.get(source.key))
+    lanes, why = setup.lanes()
+    parallel = manifest_mod.parallel_entry([lane.label for lane in lanes], why,
+                                           [lane.gpu for lane in lanes if lane.gpu is not None],
+                                           setup.executor.placement_manifest())
+    return manifest_mod.build_manifest(
+        matrix, state.plan, store.run_id, executor=setup.executor.name,
+        executor_reason=setup.reason, flavour=setup.flavour, parallel=parallel,
+        gpu_clocks=setup.clocks,
+        # results/<name>/<stamp>: the results folder holds machine-profiles/ too
+        machine_profile=machine_profile.manifest_entry(store.root.parent.parent, setup.executor),
+        environments=environments)
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+def prepare_environments(state: RunState) -> None:
+    """Build (or find ready) each source's environment, saying how each went."""
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=state.console, transient=True) as progress:
+        for source in state.sources:
+            label = escape(source.key)
+            task = progress.add_task(f"environment {label}: preparing")
+            started = time.monotonic()
+
+            def say(line: str, task: Any = task, label: str = label) -> None:
+                progress.update(task, description=f"environment {label}: {escape(line[:90])}")
+
+            ready = state.setup.executor_for(source).prepare(source, say)
+            state.prepared[source.key] = ready
+            progress.remove_task(task)
+            show.show_prepared(source.key, ready, time.monotonic() - started, state.console)
+
+
+def calibrate(state: RunState) -> None:
+    state.manifest = manifest_for(state)        # now with what preparing found
+    manifest_mod.add_calibration(state.manifest, run_calibration(
+        state.setup, state.calibrations, state.prepared, state.store, state.matrix.spec.run.seed,
+        state.console))
+    state.store.write_manifest(state.manifest)
+
+
+def run_planned_cells(state: RunState) -> None:
+    run_cells(state.setup, state.plan, state.prepared, state.store, state.matrix.spec.run.seed,
+              state.console)
+
+
+MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells)
+
+
+def measure(state: RunState) -> None:
+    """MEASURE, stopped early by Ctrl-C, a lost executor or a full disk (each kept in the state);
+    then, however it ends, the executors closed and the reports written."""
+    try:
+        for step in MEASURE:
+            step(state)
+    except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
+        state.interrupted = exc
+        state.console.print(f"[yellow]interrupted: finished cells are kept; continue with: "
+                            f"python -m runner {escape(str(state.matrix.path))} --resume "
+                            f"{escape(str(state.store.root))}[/]", soft_wrap=True)
+    except RunStopped as exc:
+        state.stopped = exc
+        if exc.record is not None:
+            state.console.print(f"[red]✗[/] {escape(exc.cell)}: "
+                                f"{escape(show.outcome_text(exc.record))}")
+    except (OSError, UsageError) as exc:     # a full disk: stop, keep what is finished
+        state.halted = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
+    finally:
+        state.setup.close()
+        write_final_reports(state)
+
+
+def write_final_reports(state: RunState) -> None:
+    """Finalise the manifest, then the reports, in the room the run kept aside (a run stopped
+    by a full disk still says how it ended). A report that cannot be written is a warning."""
+    store = state.store
+    store.release_reserve()
+    manifest_mod.add_ending(state.manifest, state.interrupted is not None,
+                            state.stopped.reason if state.stopped is not None else state.halted)
+    try:
+        store.write_manifest(state.manifest)
+        state.summaries = write_reports(store, state.manifest)
+    except OSError as exc:
+        state.console.print(f"[yellow]! reports not written: {escape(os_error_line(exc))}[/]",
+                            soft_wrap=True)
+
+
+# --- how the run ended ----------------------------------------------------------------------------
+
+def refuse_to_go_on_halted(state: RunState) -> None:
+    if state.halted:
+        raise UsageError(f"run stopped: {state.halted}; finished cells are kept — continue "
+                         f"with: {resume_line(state)}")
+
+
+def show_results(state: RunState) -> None:
+    show.show_results(state.summaries, f"{state.matrix.spec.run.name} ({state.store.root})",
+                      state.store.root, state.console)
+
+
+def stop_if_lost(state: RunState) -> int | None:
+    """An executor lost: how many runs are not done, and the command that does them."""
+    if state.stopped is None:
+        return None
+    finished = state.store.finished()
+    left = len(state.plan.to_run) - sum(1 for e in state.plan.to_run if e.key in finished)
+    state.console.print(f"[red]stopped:[/] {escape(state.stopped.reason)}; {left} runs not "
+                        f"done; continue with: {escape(resume_line(state))}",
+                        soft_wrap=True, highlight=False)
+    return EXIT_FAILED_CELLS
+
+
+def resume_line(state: RunState) -> str:
+    return resume.resume_command(state.opts, state.setup.executor.name, state.store.root)
+
+
+def write_history(state: RunState) -> None:
+    if state.opts.history and state.interrupted is None:
+        from .history.record import record_finished_run
+
+        record_finished_run(state.store.root, state.matrix.spec.history.url,
+                            state.opts.results_dir, state.console)
+
+
+def exit_code(state: RunState) -> int:
+    if state.interrupted is not None:
+        return interrupted_exit_code(state.interrupted)
+    failed = [s for s in state.summaries if s["status"] not in ("ok", "not_applicable")]
+    return EXIT_FAILED_CELLS if failed else EXIT_OK
+
+
+# A matrix's cells, its matrix and setup made by the caller (reproduce, doctor --measure, bisect).
+CELLS: tuple[Step, ...] = (
+    open_resumed_store, plan_cells, refuse_an_empty_selection, plan_calibrations,
+    choose_sources, show_setup, stop_at_the_plan, open_store, start_run, measure,
+    refuse_to_go_on_halted, show_results, stop_if_lost, write_history, exit_code)
+RUN: tuple[Step, ...] = (load_matrix, lock_clocks, *CELLS)     # `run` and `plan`

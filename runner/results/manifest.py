@@ -1,0 +1,101 @@
+"""The manifest format (manifest.json of a run folder), built in one place: what ran, where, with
+which decisions and why, and how the run ended. Read back by results/schemas.py's
+ManifestModel; the pipeline gathers the facts and these functions lay them out."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .. import hostinfo, resume
+from ..environments import Flavour
+from ..errors import one_line
+from ..executors.base import Prepared
+from ..hostinfo import Gpu
+from ..matrix import Matrix
+from ..plan import Plan
+from ..schema import EnvironmentSpec
+from ..version import runner_version
+
+SCHEMA = 1
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def environment_entry(env: EnvironmentSpec, executor: str, flavour: str | None, uses: str,
+                      prepared: Prepared | None) -> dict[str, Any]:
+    """An environment as the matrix declares it, the executor, flavour and lock, image or
+    interpreter it uses, and (once prepared) the facts its preparation found."""
+    entry = {**env.model_dump(), "executor": executor, "flavour": flavour, "uses": uses}
+    if prepared is not None:
+        entry.update(prepared.metadata)
+        if prepared.warnings:
+            entry["warnings"] = prepared.warnings
+    return entry
+
+
+def parallel_entry(labels: list[str], why: str, gpus: list[Gpu],
+                   placement: dict[str, Any]) -> dict[str, Any]:
+    """The run's lanes and why, their GPUs, and what an executor that places cells says of
+    where (a Ray cluster's address and figures)."""
+    out: dict[str, Any] = {"lanes": labels, "reason": why}
+    if gpus:
+        out["gpus"] = [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in gpus]
+    out.update(placement)
+    return out
+
+
+def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
+                   executor_reason: str, flavour: Flavour, parallel: dict[str, Any],
+                   gpu_clocks: dict[str, Any] | None, machine_profile: dict[str, Any],
+                   environments: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The manifest of a run as it starts."""
+    planned = {c.id for c in plan.cells} | {c.id for c in plan.not_applicable}
+    return {
+        "schema": SCHEMA,
+        "name": matrix.spec.run.name,
+        "run_id": run_id,
+        "runner_version": runner_version(),
+        "matrix": str(matrix.path),
+        # A resume refuses another matrix: the digest of this one, profile applied.
+        "matrix_sha256": resume.matrix_sha256(matrix.resolved),
+        "profile": matrix.profile,
+        "profile_reason": matrix.profile_reason,
+        "executor": executor,
+        "executor_reason": executor_reason,
+        "flavour": flavour.name,
+        "flavour_reason": flavour.reason,
+        "parallel": parallel,
+        "gpu_clocks": gpu_clocks,
+        "machine_profile": machine_profile,
+        "started_at": now(),
+        "host": hostinfo.host_summary(),
+        "environments": environments,
+        # [report]: the baselines of the effects (report RUN_DIR reads them from here).
+        "report": matrix.spec.report.model_dump(),
+        # Matrix order, so reports list rows and environment columns as the matrix does.
+        "cells": [{"id": c.id, "name": c.name, "environment": c.environment,
+                   "repeats": c.repeats, "not_applicable": c.not_applicable,
+                   **({} if c.check_answers else {"check_answers": False})}
+                  for c in matrix.cells if c.id in planned],
+    }
+
+
+def add_calibration(manifest: dict[str, Any], calibration: dict[str, Any] | None) -> None:
+    """The peaks the run measured before its cells ([run] calibrate), or None."""
+    manifest["calibration"] = calibration
+
+
+def add_ending(manifest: dict[str, Any], interrupted: bool, stopped: str | None) -> None:
+    """How the run ended: when, whether it was interrupted, why it stopped if it did."""
+    manifest["finished_at"] = now()
+    manifest["interrupted"] = interrupted
+    if stopped:
+        manifest["stopped"] = one_line(stopped)
+
+
+def add_reproduces(manifest: dict[str, Any], original: str) -> None:
+    """The run folder a `runner reproduce` run ran again."""
+    manifest["reproduces"] = original
