@@ -13,8 +13,8 @@ import re
 from typing import Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
-                      PositiveFloat, PositiveInt,
-                      ValidationError, field_validator, model_validator)
+                      PositiveFloat, PositiveInt, ValidationError, create_model, field_validator,
+                      model_validator)
 
 from .errors import did_you_mean
 from .worker import catalog
@@ -116,25 +116,26 @@ def _boolean(value: Any) -> bool:
     return value
 
 
-def _jit(value: Any) -> bool | str:
-    if isinstance(value, bool):
-        return value
-    return _one_of(catalog.JIT_WORDS)(value) if isinstance(value, str) else _boolean(value)
+def _bool_or_one_of(choices: tuple[Any, ...]):
+    def check(value: Any) -> bool | str:
+        if isinstance(value, bool):
+            return value
+        return _one_of(choices)(value) if isinstance(value, str) else _boolean(value)
+    return check
 
 
-# Every axis a benchmark may vary, with the check for one value. A list of values yields one cell
-# per value (cartesian product across axes).
-AXIS_CHECKS = {
-    "task": _one_of(catalog.TASKS),
-    "batch_size": _positive_int,
-    "precision": _one_of(catalog.PRECISIONS),
-    "jit": _jit,
-    "size": _one_of(catalog.SIZES),
-    "tf32": _boolean,
-    "steps_per_execution": _positive_int,
-    "data": _one_of(catalog.DATA_MODES),
-    "device": _one_of(catalog.DEVICES),
-}
+def axis_check(axis: catalog.Axis):
+    """The check of one value of an axis, by the kind the catalog declares."""
+    if axis.kind == "choice":
+        return _one_of(axis.values)
+    if axis.kind == "bool_or_choice":
+        return _bool_or_one_of(axis.values)
+    return {"bool": _boolean, "positive_int": _positive_int}[axis.kind]
+
+
+# Every axis a benchmark may vary (runner.worker.catalog declares them), with the check for one
+# value. A list of values yields one cell per value (cartesian product across axes).
+AXIS_CHECKS = {name: axis_check(axis) for name, axis in catalog.AXES.items()}
 AXES = tuple(AXIS_CHECKS)
 
 
@@ -284,7 +285,41 @@ class EnvironmentSpec(_Strict):
         return self
 
 
-class BenchmarkSpec(_Strict):
+def _tasks(workload: catalog.Workload, tasks: tuple[str, ...] | None) -> tuple[str, ...]:
+    """A benchmark's tasks: its workload's one task when it names none."""
+    if tasks is None:
+        if len(workload.tasks) != 1:
+            raise ValueError(f"task: {workload.name} needs one of {', '.join(workload.tasks)}")
+        return workload.tasks
+    for task in tasks:
+        if task not in workload.tasks:
+            raise ValueError(f"task: {workload.name} has no task {shown(task)} "
+                             f"(it has {', '.join(workload.tasks)})")
+    return tasks
+
+
+def _option_type_error(where: str, option: catalog.Option, value: Any) -> str | None:
+    expected = (int, float) if option.type is float else option.type
+    if isinstance(value, bool) != (option.type is bool) or not isinstance(value, expected):
+        return f"{where}: expected {option.type.__name__}, got {shown(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where}: must be a finite number, got {value}"
+    return None
+
+
+def _check_option(where: str, option: catalog.Option, value: Any) -> None:
+    problem = _option_type_error(where, option, value)
+    if problem is None and isinstance(value, str) and any(not c.isprintable() for c in value):
+        problem = f"{where}: {shown(value)} holds a control character"
+    if problem is None and option.positive and value <= 0:
+        problem = f"{where}: must be positive, got {value}"
+    if problem is not None:
+        raise ValueError(problem)
+
+
+class _Benchmark(_Strict):
+    """A [[benchmarks]] table but its axes: BenchmarkSpec adds one field per axis."""
+
     workload: Literal[tuple(catalog.WORKLOADS)]  # type: ignore[valid-type]
     environments: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
     options: dict[str, Any] = Field(default_factory=dict)
@@ -296,18 +331,8 @@ class BenchmarkSpec(_Strict):
     # Compare what each cell computed (its answer) with the other environments of its row; false
     # where the APIs are known to compute differently (the report says the check was off).
     check_answers: bool = True
-    # Axes: stored as tuples of values after validation.
-    task: Any = None
-    batch_size: Any = None
-    precision: Any = None
-    jit: Any = None
-    size: Any = None
-    tf32: Any = None
-    steps_per_execution: Any = None
-    data: Any = None
-    device: Any = None
 
-    @field_validator(*AXES, mode="after")
+    @field_validator(*AXES, mode="after", check_fields=False)
     @classmethod
     def _axis(cls, value: Any, info) -> Any:
         return None if value is None else check_axis(info.field_name, value)
@@ -318,17 +343,10 @@ class BenchmarkSpec(_Strict):
         return None if value is None else _steps(value)
 
     @model_validator(mode="after")
-    def _against_workload(self) -> "BenchmarkSpec":
+    def _against_workload(self) -> "_Benchmark":
         workload = catalog.WORKLOADS[self.workload]
-        if self.task is None:
-            if len(workload.tasks) != 1:
-                raise ValueError(f"task: {self.workload} needs one of {', '.join(workload.tasks)}")
-            self.task = workload.tasks
-        for task in self.task:
-            if task not in workload.tasks:
-                raise ValueError(f"task: {self.workload} has no task {shown(task)} "
-                                 f"(it has {', '.join(workload.tasks)})")
-        if self.batch_size is None:
+        self.task = _tasks(workload, self.task)  # type: ignore[attr-defined]
+        if self.batch_size is None:  # type: ignore[attr-defined]
             if workload.needs_batch_size:
                 raise ValueError(f"batch_size: required for {self.workload}")
             self.batch_size = (1,)
@@ -341,17 +359,8 @@ class BenchmarkSpec(_Strict):
             values = given if isinstance(given, list) else [given]
             if not values:
                 raise ValueError(f"options.{key}: empty list: give at least one value")
-            expected = (int, float) if option.type is float else option.type
             for value in values:
-                if isinstance(value, bool) != (option.type is bool) \
-                        or not isinstance(value, expected):
-                    raise ValueError(f"options.{key}: expected {option.type.__name__}, got {shown(value)}")
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise ValueError(f"options.{key}: must be a finite number, got {value}")
-                if isinstance(value, str) and any(not c.isprintable() for c in value):
-                    raise ValueError(f"options.{key}: {shown(value)} holds a control character")
-                if option.positive and value <= 0:
-                    raise ValueError(f"options.{key}: must be positive, got {value}")
+                _check_option(f"options.{key}", option, value)
         return self
 
     def cell_count(self, environments: int) -> int:
@@ -368,6 +377,12 @@ class BenchmarkSpec(_Strict):
     def axis_values(self, name: str) -> tuple[Any, ...]:
         value = getattr(self, name)
         return value if value is not None else (catalog.AXIS_DEFAULTS[name],)
+
+
+# Axes: one field per axis of the catalog, a value or a list of values (tuples of values after
+# validation); None: the axis's default.
+BenchmarkSpec = create_model("BenchmarkSpec", __base__=_Benchmark, __module__=__name__,
+                             **{name: (Any, None) for name in AXES})
 
 
 class HistorySettings(_Strict):
@@ -477,12 +492,9 @@ class MatrixSpec(_Strict):
             if name not in known:
                 raise ValueError(f"{where}: no workload of this matrix has that option"
                                  f"{did_you_mean(name, known)}")
-            option = known[name]
-            expected = (int, float) if option.type is float else option.type
-            if isinstance(value, bool) != (option.type is bool) or not isinstance(value, expected):
-                raise ValueError(f"{where}: expected {option.type.__name__}, got {shown(value)}")
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{where}: must be a finite number, got {value}")
+            problem = _option_type_error(where, known[name], value)
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
     @model_validator(mode="after")
