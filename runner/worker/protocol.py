@@ -75,7 +75,8 @@ def _spec_to_dict(self: Any) -> dict[str, Any]:
 
 
 CellSpec = make_dataclass(
-    "CellSpec", _COORDINATES + [(name, axis.type) for name, axis in catalog.AXES.items()] + _SETTINGS,
+    "CellSpec",
+    _COORDINATES + [(name, axis.type) for name, axis in catalog.AXES.items()] + _SETTINGS,
     namespace={"__doc__": "What the executor hands the worker (spec.json).",
                "__module__": __name__,
                "from_dict": classmethod(_spec_from_dict), "to_dict": _spec_to_dict})

@@ -10,8 +10,8 @@ from .base import Option, Workload, declare_workload
 
 _OPS_APIS = ("numpy", "torch", "jax", "tensorflow", "keras")
 _HUB_OPTIONS = {
-    "preset": Option(str, "local folder of a keras-hub (Keras 2: keras-nlp/keras-cv) preset to load "
-                          "weights from; never a hub name (nothing is downloaded)"),
+    "preset": Option(str, "local folder of a keras-hub (Keras 2: keras-nlp/keras-cv) preset to "
+                          "load weights from; never a hub name (nothing is downloaded)"),
 }
 
 declare_workload(Workload(
