@@ -131,7 +131,9 @@ def row_plan(name: str, size: str, side: int) -> dict[str, float]:
     import keras
     import keras_hub
 
-    from runner.worker.apis import kerashub_models as hub
+    from runner.worker.apis.kerashub import configs as hub_configs
+    from runner.worker.apis.kerashub import inputs as hub_inputs
+    from runner.worker.apis.kerashub import models as hub_models
 
     workload, task, batch, policy = ROWS[name]
     # XLA's CPU backend computes bfloat16 products in float32 and keeps float32 copies of the
@@ -150,25 +152,25 @@ def row_plan(name: str, size: str, side: int) -> dict[str, float]:
         return build
 
     if workload == "sam":
-        cfg = hub.config(hub.SAM, size)
+        cfg = hub_configs.config(hub_configs.SAM, size)
         sam_side = cfg["image_size"]
         if task == "fit":
             build = encoder_trainer(
-                lambda: hub.keras_hub_backbone(keras_hub, "sam", size).image_encoder, sam_side)
+                lambda: hub_models.keras_hub_backbone(keras_hub, "sam", size).image_encoder, sam_side)
             return fit_plan(build, lambda: jnp.zeros((batch, sam_side, sam_side, 3)), mse)
 
         def segmenter():
-            backbone = hub.keras_hub_backbone(keras_hub, "sam", size)
+            backbone = hub_models.keras_hub_backbone(keras_hub, "sam", size)
             model = keras_hub.models.SAMImageSegmenter(backbone=backbone, preprocessor=None)
             return keras.Model(model.input, model.output)
 
         mask_side = 4 * (sam_side // cfg["encoder"]["patch_size"])
-        shapes = {k: v.shape for k, v in hub.sam_inputs(0, batch, sam_side, mask_side).items()}
+        shapes = {k: v.shape for k, v in hub_inputs.sam_inputs(0, batch, sam_side, mask_side).items()}
         return forward_plan(segmenter, lambda: {k: jnp.zeros(s) for k, s in shapes.items()})
 
     if workload == "stable_diffusion":
         def sd():
-            return hub.keras_hub_backbone(keras_hub, "stable_diffusion", size, side)
+            return hub_models.keras_hub_backbone(keras_hub, "stable_diffusion", size, side)
 
         if task == "fit":
             return fit_plan(encoder_trainer(lambda: sd().vae.encoder, side),
@@ -198,11 +200,11 @@ def row_plan(name: str, size: str, side: int) -> dict[str, float]:
                 "peak": max(denoising["total"], decoding["total"])}
 
     if workload == "bert":
-        length = min(BERT_SEQUENCE, hub.config(hub.BERT, size)["max_sequence_length"])
+        length = min(BERT_SEQUENCE, hub_configs.config(hub_configs.BERT, size)["max_sequence_length"])
         shapes = {k: (batch, length) for k in ("token_ids", "segment_ids", "padding_mask")}
 
         def classifier():
-            backbone = hub.keras_hub_backbone(keras_hub, "bert", size)
+            backbone = hub_models.keras_hub_backbone(keras_hub, "bert", size)
             return keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
 
         def inputs():
@@ -215,9 +217,9 @@ def row_plan(name: str, size: str, side: int) -> dict[str, float]:
         return forward_plan(classifier, inputs)
 
     # Gemma and Mistral
-    table, backbone_name = (hub.GEMMA, "GemmaBackbone") if workload == "gemma" \
-        else (hub.MISTRAL, "MistralBackbone")
-    cfg = hub.config(table, size)
+    table, backbone_name = (hub_configs.GEMMA, "GemmaBackbone") if workload == "gemma" \
+        else (hub_configs.MISTRAL, "MistralBackbone")
+    cfg = hub_configs.config(table, size)
     backbone_cls = getattr(keras_hub.models, backbone_name)
     lm_cls = getattr(keras_hub.models, backbone_name.replace("Backbone", "CausalLM"))
     length = LM_SEQUENCE if task == "fit" else LM_MAX_LENGTH

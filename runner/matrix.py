@@ -34,7 +34,7 @@ class Cell:
     workload: str
     task: str
     batch_size: int
-    axes: dict[str, Any]            # precision, jit, size, tf32, steps_per_execution, data, device
+    axes: dict[str, Any]            # every axis of catalog.setting_axes(), in its order
     options: dict[str, Any]         # size presets merged with the benchmark's options
     env: dict[str, str]
     steps: int | str                # or "auto"
@@ -82,9 +82,10 @@ class Cell:
         parts = [self.workload, self.task, self.environment, f"b{self.batch_size}"]
         for key, value in self.axes.items():
             if value != catalog.AXIS_DEFAULTS[key]:
-                short = {"steps_per_execution": "spe", "precision": ""}.get(key, key)
+                short = catalog.AXES[key].short
+                label = key if short is None else short
                 text = str(value).lower()
-                parts.append(f"{short}={text}" if short else text)
+                parts.append(f"{label}={text}" if label else text)
         preset = catalog.default_sizes(self.workload, self.axes["size"])
         parts += [f"{k}={str(v).lower()}" for k, v in self.options.items() if preset.get(k) != v]
         return "-".join(parts)
@@ -217,7 +218,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
     spec, run = matrix.spec, matrix.spec.run
     cells: dict[str, Cell] = {}
     origin: dict[str, int] = {}
-    varying = ("task", "batch_size") + tuple(a for a in schema.AXES if a not in ("task", "batch_size"))
+    varying = schema.AXES       # task and batch_size first: they are the cell's own fields
     for index, bench in enumerate(spec.benchmarks):
         names = list(spec.environments) if "*" in bench.environments else bench.environments
         grid = itertools.product(names, *(bench.axis_values(a) for a in varying),

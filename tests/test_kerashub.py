@@ -24,7 +24,8 @@ import pytest
 from runner import matrix
 from runner.environments import venvs
 from runner.worker import catalog
-from runner.worker.apis import kerashub_models as hub
+from runner.worker.apis.kerashub import benches, configs, models
+from runner.worker.apis.kerashub import stable_diffusion as sd
 from runner.worker.protocol import CellSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +154,7 @@ def test_every_model_and_task(environment, results_of):
             # Items are images: batch per call, so batch / num_steps per denoising step.
             assert r["items_per_step"] * options["num_steps"] == pytest.approx(batch), where
         if workload in ("bert", "sam"):
-            feed = hub.KERAS2_FEED if environment == "keras2" else hub.KERAS3_FEED
+            feed = benches.KERAS2_FEED if environment == "keras2" else benches.KERAS3_FEED
             assert r["effective"]["feed"] == feed, where
 
 
@@ -191,12 +192,12 @@ def test_full_size_configurations_match_the_presets(tmp_path):
         import json, os
         os.environ["KERAS_BACKEND"] = "jax"
         import jax, keras_hub
-        from runner.worker.apis import kerashub_models as hub
+        from runner.worker.apis.kerashub import configs, models
 
         def count(workload):
             out = {}
             def build():
-                model = hub.keras_hub_backbone(keras_hub, workload, "full")
+                model = models.keras_hub_backbone(keras_hub, workload, "full")
                 if workload == "sam":  # the mask decoder sits outside SAMBackbone's graph
                     model = keras_hub.models.SAMImageSegmenter(backbone=model, preprocessor=None)
                 out["n"] = model.count_params()
@@ -204,13 +205,13 @@ def test_full_size_configurations_match_the_presets(tmp_path):
             jax.eval_shape(build)
             return out["n"]
 
-        print(json.dumps({w: count(w) for w in hub.PRESET_PARAMS}))
+        print(json.dumps({w: count(w) for w in configs.PRESET_PARAMS}))
     """)
     process = subprocess.run([str(env.python), "-c", script], cwd=ROOT, capture_output=True,
                              text=True, timeout=600, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert process.returncode == 0, process.stderr[-3000:]
     counts = json.loads(process.stdout.strip().splitlines()[-1])
-    assert counts == {w: n for w, (_, n) in hub.PRESET_PARAMS.items()}
+    assert counts == {w: n for w, (_, n) in configs.PRESET_PARAMS.items()}
     assert counts["bert"] == 109_482_240 and counts["gemma"] == 8_537_680_896
     assert counts["mistral"] == 7_241_732_096 and counts["sam"] == 641_090_864
 
@@ -224,7 +225,7 @@ def test_matrix_rows():
                 ("gemma", "generate"): {32, 1}, ("mistral", "fit"): {8},
                 ("mistral", "generate"): {32, 1}}
     full = matrix.load(ROOT / "matrix.toml", profile="full")
-    cells = [c for c in full.cells if c.workload in hub.PRESET_PARAMS]
+    cells = [c for c in full.cells if c.workload in configs.PRESET_PARAMS]
     seen: dict[tuple, set] = {}
     for cell in cells:
         seen.setdefault((cell.workload, cell.task), set()).add(cell.batch_size)
@@ -252,28 +253,27 @@ def test_matrix_rows():
     keras2 = {c.environment for c in full.cells if c.api == "tf-keras"}
     assert keras2 == {"keras2"}               # one Keras 2 column, CNN and models alike
     smoke = matrix.load(ROOT / "matrix.toml", profile="smoke")
-    tiny = [c for c in smoke.cells if c.workload in hub.PRESET_PARAMS]
+    tiny = [c for c in smoke.cells if c.workload in configs.PRESET_PARAMS]
     assert tiny and all(c.axes["size"] == "tiny" for c in tiny)
     assert len(tiny) == len(cells)
 
 
 def test_presets_only_from_local_folders(tmp_path):
-    assert hub.local_preset({}) is None
-    assert hub.local_preset({"preset": str(tmp_path)}) == str(tmp_path)
+    assert models.local_preset({}) is None
+    assert models.local_preset({"preset": str(tmp_path)}) == str(tmp_path)
     with pytest.raises(ValueError, match="never downloads"):
-        hub.local_preset({"preset": "bert_base_en"})
+        models.local_preset({"preset": "bert_base_en"})
     with pytest.raises(ValueError, match="not an existing local folder"):
-        hub.local_preset({"preset": "kaggle://keras/gemma/keras/gemma_7b_en/2"})
+        models.local_preset({"preset": "kaggle://keras/gemma/keras/gemma_7b_en/2"})
 
 
 def test_an_image_side_sd3_cannot_take_is_an_error():
-    from runner.worker.apis import kerashub_models as hub
 
     for side, size in ((512, "full"), (1024, "full"), (96, "tiny")):
-        hub.check_sd3_side(side, hub.config(hub.SD3, size))
+        configs.check_sd3_side(side, configs.config(configs.SD3, size))
     for side, size in ((500, "full"), (144, "tiny")):
         with pytest.raises(ValueError, match="StableDiffusion3 needs a multiple of 16"):
-            hub.check_sd3_side(side, hub.config(hub.SD3, size))
+            configs.check_sd3_side(side, configs.config(configs.SD3, size))
 
 
 def test_stable_diffusion_predict_counts_images_not_denoising_steps():
@@ -284,7 +284,7 @@ def test_stable_diffusion_predict_counts_images_not_denoising_steps():
     num_steps, batch, calls, call_ms = 4, 2, 10, 400.0
     record = {"samples_ms": [call_ms / num_steps] * calls, "median_ms": call_ms / num_steps,
               "calls_per_sample": 1, "steps_per_call": num_steps,
-              "items_per_step": hub.images_per_step(batch, num_steps),
+              "items_per_step": sd.images_per_step(batch, num_steps),
               "gpu_energy_j": 100.0, "train_s": 4.0, "extra": {"telemetry_window_s": 4.0}}
     images_per_s = batch * 1000.0 / call_ms                       # 5 images per second
     assert stats.throughput(record)["items_per_s"] == pytest.approx(images_per_s)

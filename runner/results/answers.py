@@ -33,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..worker.catalog import HUB_WORKLOADS
+from ..worker.catalog import is_hub
 from .formatting import DIFFERENT_MARK, fmt
 from .summaries import KERAS2_API
 
@@ -193,7 +193,7 @@ def answer_family(summary: dict[str, Any]) -> str:
     and keras-cv 0.8, other libraries whose weights (named differently, none of them
     loadable into the other) cannot be made those of the Keras 3 models; their answers are
     compared among Keras 2 cells only. The CNN's weights are set explicitly everywhere."""
-    return "keras2" if summary.get("api") == KERAS2_API and summary["workload"] in HUB_WORKLOADS \
+    return "keras2" if summary.get("api") == KERAS2_API and is_hub(summary["workload"]) \
         else ""
 
 

@@ -16,6 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError
                       field_validator, model_validator)
 
 from ..schema import RUN_NAME_PATTERN, format_error
+from ..worker import catalog
 from ..worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
 
 # Host-relied types of record fields (every name is a RECORD_FIELDS key: tests/test_hostile.py).
@@ -36,13 +37,8 @@ RECORD_TYPES: dict[str, Any] = {
     "workload": str,
     "task": str,
     "batch_size": PositiveInt,
-    "precision": _Text,
-    "jit": bool | str | None,
-    "size": _Text,
-    "tf32": bool | None,
-    "steps_per_execution": int | None,
-    "data": _Text,
-    "device": _Text,
+    # The other axes with the type their declaration gives (runner.worker.catalog).
+    **{name: catalog.AXES[name].type | None for name in catalog.setting_axes()},
     "options": dict[str, Any],
     "samples_ms": list[float],
     "warmup_s": list[float] | None,

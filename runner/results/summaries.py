@@ -13,7 +13,7 @@ from ..machine_profile import spread_for
 from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 
-AXIS_KEYS = tuple(AXIS_DEFAULTS)
+AXIS_KEYS = catalog.setting_axes()     # the axes a cell varies besides task and batch size
 # Worst first: the status shown for a cell whose repeats disagree.
 STATUS_ORDER = ("crashed", "timeout", "oom", "no_gpu", "failed", "not_applicable", "ok")
 
@@ -242,7 +242,7 @@ def keras_view(summaries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     Keras 2 | Keras 3 TensorFlow | JAX | PyTorch, each named as the study names it (PyTorch
     "eager" unless its cells compiled). (summaries, column order, titles), or None when the run
     has no such rows."""
-    rows = [s for s in summaries if s["workload"] in catalog.HUB_WORKLOADS
+    rows = [s for s in summaries if catalog.is_hub(s["workload"])
             and s["api"] in (KERAS3_API, KERAS2_API)]
     if not rows:
         return None

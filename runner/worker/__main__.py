@@ -54,6 +54,21 @@ def prepare_process_environment(spec: CellSpec) -> None:
 
 
 def measure(spec: CellSpec, result: dict[str, Any]) -> None:
+    fw, workload, gpu = start_framework(spec, result)
+    if spec.calibration_sizes:
+        bench, clock, monitor = calibrate(spec, fw, workload, gpu, result)
+    else:
+        started = time.perf_counter()
+        bench = workload.build(spec, fw)
+        result["setup_s"] = time.perf_counter() - started
+        clock, monitor = timed_window(spec, bench, gpu, fw)
+    record_window(result, bench, clock, monitor)
+    record_after_window(spec, result, bench, clock, fw)
+
+
+def start_framework(spec: CellSpec, result: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """Import the framework and the workload module, open NVML on a GPU, read the metadata and
+    the initial memory: (the Framework, the workload module, the GPU or None)."""
     prepare_process_environment(spec)
     started = time.perf_counter()
     package = f"{__package__}.apis.{API_PACKAGES[spec.api]}"
@@ -71,15 +86,11 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     meta.update(fw.metadata())
     result["metadata"] = clean(meta)
     fw.reset_peak()
+    return fw, workload, gpu
 
-    if spec.calibration_sizes:
-        bench, clock, monitor = calibrate(spec, fw, workload, gpu, result)
-    else:
-        started = time.perf_counter()
-        bench = workload.build(spec, fw)
-        result["setup_s"] = time.perf_counter() - started
-        clock, monitor = timed_window(spec, bench, gpu, fw)
 
+def record_window(result: dict[str, Any], bench: Any, clock: StepClock, monitor: Monitor) -> None:
+    """The timed window's samples, how they were taken, and its telemetry."""
     telemetry = monitor.summary()
     result.update({k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
     result["extra"].update({k: v for k, v in telemetry.items() if k not in RECORD_FIELDS})
@@ -107,6 +118,12 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
         items_per_step=bench.items_per_step,
         flops_per_step=bench.flops_per_step,
     )
+
+
+def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, clock: StepClock,
+                        fw: Any) -> None:
+    """What is read once the timed window is over: losses, evaluation, memory peaks, the
+    settings in effect, the harness's overhead where asked, and the answer last."""
     if bench.loss is not None:
         result["loss_first"] = float(bench.loss(clock.first_out))
         result["loss_last"] = float(bench.loss(clock.last_out))

@@ -11,8 +11,10 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields, make_dataclass
 from typing import Any, Iterator
+
+from . import catalog
 
 SCHEMA_VERSION = 1
 
@@ -36,52 +38,48 @@ COMPILE_CACHE_ENV = "DL_BENCH_COMPILE_CACHE"
 STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable")
 
 
-@dataclass
-class CellSpec:
-    """What the executor hands the worker (spec.json)."""
-
-    run_id: str
-    cell_id: str
-    cell_name: str
-    repeat: int
-    environment: str
-    api: str
-    backend: str | None
-    image: str | None              # None: an existing interpreter (python = ...)
-    workload: str
-    task: str
-    batch_size: int
-    precision: str
-    jit: bool | str
-    size: str
-    tf32: bool | None
-    steps_per_execution: int
-    data: str
-    device: str
-    options: dict[str, Any]
-    steps: int | str                # timed steps, or "auto": until min_time_s (see bench.py)
-    warmup_steps: int
-    seed: int
-    result_path: str
-    min_time_s: float = 1.0        # steps = "auto": the timed window lasts at least this long
-    max_time_s: float = 60.0       # ... and at most this long (once one sample is in)
+# What the executor hands the worker (spec.json), field by field: the cell's coordinates, then
+# one field per axis of the catalog (task, batch_size, precision, jit, ...), then the run's
+# settings. The axes' fields come from runner.worker.catalog, their one declaration.
+_COORDINATES: list[tuple[str, Any]] = [
+    ("run_id", str), ("cell_id", str), ("cell_name", str), ("repeat", int),
+    ("environment", str), ("api", str), ("backend", "str | None"),
+    ("image", "str | None"),            # None: an existing interpreter (python = ...)
+    ("workload", str),
+]
+_SETTINGS: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+    ("options", "dict[str, Any]"),
+    ("steps", "int | str"),             # timed steps, or "auto": until min_time_s (see bench.py)
+    ("warmup_steps", int), ("seed", int), ("result_path", str),
+    ("min_time_s", float, 1.0),         # steps = "auto": the timed window lasts at least this long
+    ("max_time_s", float, 60.0),        # ... and at most this long (once one sample is in)
     # A calibration (matmul only): time each of these sizes, keep the fastest in TFLOP/s.
-    calibration_sizes: list[int] = field(default_factory=list)
+    ("calibration_sizes", "list[int]", field(default_factory=list)),
     # One block size per cell (pyperf hands its calibrated loop count to every worker): the
     # calls per sample the cell's first ok repeat calibrated, handed by the host to its later
     # repeats. Given, the worker's clock uses it and does not calibrate; None: calibrate.
-    calls_per_sample: int | None = None
+    ("calls_per_sample", "int | None", None),
     # After the cell's timed window, pair the worker's clock with a bare loop of the same step
     # (runner.worker.overhead): the harness's own cost, in the record's extra.harness_overhead.
-    harness_overhead: bool = False
+    ("harness_overhead", bool, False),
+]
 
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "CellSpec":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in known})
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def _spec_from_dict(cls: type, raw: dict[str, Any]) -> Any:
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+def _spec_to_dict(self: Any) -> dict[str, Any]:
+    return asdict(self)
+
+
+CellSpec = make_dataclass(
+    "CellSpec",
+    _COORDINATES + [(name, axis.type) for name, axis in catalog.AXES.items()] + _SETTINGS,
+    namespace={"__doc__": "What the executor hands the worker (spec.json).",
+               "__module__": __name__,
+               "from_dict": classmethod(_spec_from_dict), "to_dict": _spec_to_dict})
 
 
 # The result record, schema 1. One entry per field: (who fills it, what it means).

@@ -45,6 +45,32 @@ class FrameworkBase:
         """The framework's compilations so far in this process (None: it has no counter)."""
         return None
 
+    # --- arrays: what the array workloads' shared recipes (matmul_common.py,
+    # elementwise_common.py) ask of a framework; every API that runs them defines these.
+
+    ops: Any = None     # the array namespace: matmul, where, exp
+
+    def compile(self, fn: Any) -> Any:
+        """The jit axis applied to a function of arrays, recorded in effective["jit"]."""
+        return fn
+
+    def tensor(self, values: Any) -> Any:
+        """Seeded float32 NumPy values as this framework's array on its device, in the spec's
+        precision."""
+        raise NotImplementedError(f"{self.name} runs no array workload")
+
+    def to_host(self, out: Any) -> Any:
+        """An output copied to host memory (matmul's to_host option, inside the timed step)."""
+        raise NotImplementedError(f"{self.name} runs no array workload")
+
+    def to_numpy(self, out: Any) -> Any:
+        """An output as float32 NumPy (for its answer, after the timed loop)."""
+        raise NotImplementedError(f"{self.name} runs no array workload")
+
+    def array_effective(self, array: Any, **settings: Any) -> dict[str, Any]:
+        """What a recipe records in effect: the array's dtype and the recipe's settings."""
+        return {"dtype": str(array.dtype), **settings}
+
 
 class NoGpuError(RuntimeError):
     """The cell wants the GPU and the framework cannot see one: status no_gpu."""

@@ -136,86 +136,96 @@ def block_clock(keras: Any, clock: StepClock | None, *, per_call: int, given: in
     """The callback for one fit (clock None: a probe for dispatch_facts). It synchronises the
     device through clock.sync (the bench's state_sync)."""
 
-    class BlockClock(keras.callbacks.Callback):
-        async_safe = True           # Keras 3: the batch-end hook below is safe in its thread pool
+    class BlockClock(BlockClockHooks, keras.callbacks.Callback):
+        pass
 
-        def __init__(self):
-            super().__init__()
-            self._supports_tf_logs = True   # Keras 2: no NumPy conversion of logs per batch
-            self.calls = 0                  # train-function calls started so far
-            self.epoch = 0
-            self.losses = RunningLosses(per_call)
-            self.phase = "warmup"
-            self.trials: list[list[float]] = []
-            self.trial_calls = 1
-            self.trial_end = 0
-            self.mark = 0.0
-            self.timed_from = 0
+    return BlockClock(clock, per_call, given, calibration)
 
-        def on_epoch_begin(self, epoch, logs=None):
-            self.epoch = epoch
 
-        def on_train_batch_begin(self, batch, logs=None):
-            if self.calls and clock is not None:
-                self.after(self.calls)
-            self.calls += 1
-            self.losses.begin(self.calls, self.epoch, batch)
+class BlockClockHooks:
+    """BlockClock's hooks, made a callback of the Keras in use by block_clock."""
 
-        def on_train_batch_end(self, batch, logs=None):
-            if logs and "loss" in logs:
-                self.losses.end(self.epoch, batch, logs["loss"])
+    async_safe = True           # Keras 3: the batch-end hook below is safe in its thread pool
 
-        def after(self, done: int) -> None:
-            """`done` calls have been dispatched, the next one not yet: the end of a block?"""
-            if self.phase == "warmup":
-                clock.tick(None)
-                if done == clock.warmup_calls:
-                    self.start_calibration(done)
-            elif self.phase == "calibrate":
-                if done == self.trial_end:
-                    self.end_trial(done)
-            elif self.phase == "timed":
-                if (done - self.timed_from) % clock.calls_per_sample == 0:
-                    clock.tick(None, clock.calls_per_sample)
-                    if clock.done:
-                        self.losses.timed_last = done
-                        self.phase = "over"
-                        self.model.stop_training = True
+    def __init__(self, clock: StepClock | None, per_call: int, given: int | None,
+                 calibration: dict[str, Any]):
+        super().__init__()
+        self._supports_tf_logs = True   # Keras 2: no NumPy conversion of logs per batch
+        self.clock, self.given, self.calibration = clock, given, calibration
+        self.calls = 0                  # train-function calls started so far
+        self.epoch = 0
+        self.losses = RunningLosses(per_call)
+        self.phase = "warmup"
+        self.trials: list[list[float]] = []
+        self.trial_calls = 1
+        self.trial_end = 0
+        self.mark = 0.0
+        self.timed_from = 0
 
-        def start_calibration(self, done: int) -> None:
-            if given:
-                self.start_timed(done, int(given))
-                return
-            self.phase, self.trial_calls = "calibrate", 1
-            self.trial_end, self.mark = done + 1, time.perf_counter()
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
 
-        def end_trial(self, done: int) -> None:
-            clock.sync(None)
-            now = time.perf_counter()
-            self.trials.append([self.trial_calls, round(now - self.mark, 6)])
-            clock.calls += self.trial_calls               # they consumed batches too
-            self.mark = now
-            pair = [t for c, t in self.trials if c == self.trial_calls]
-            if len(pair) < 2:
-                self.trial_end = done + self.trial_calls
-                return
-            if min(pair) >= BLOCK_TARGET_S or self.trial_calls >= MAX_CALLS_PER_SAMPLE:
-                calibration["trials"] = self.trials
-                clock.block_source = "calibrated"
-                self.start_timed(done, self.capped(self.trial_calls))
-                return
-            self.trial_calls *= 2
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.calls and self.clock is not None:
+            self.after(self.calls)
+        self.calls += 1
+        self.losses.begin(self.calls, self.epoch, batch)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs and "loss" in logs:
+            self.losses.end(self.epoch, batch, logs["loss"])
+
+    def after(self, done: int) -> None:
+        """`done` calls have been dispatched, the next one not yet: the end of a block?"""
+        clock = self.clock
+        if self.phase == "warmup":
+            clock.tick(None)
+            if done == clock.warmup_calls:
+                self.start_calibration(done)
+        elif self.phase == "calibrate":
+            if done == self.trial_end:
+                self.end_trial(done)
+        elif self.phase == "timed":
+            if (done - self.timed_from) % clock.calls_per_sample == 0:
+                clock.tick(None, clock.calls_per_sample)
+                if clock.done:
+                    self.losses.timed_last = done
+                    self.phase = "over"
+                    self.model.stop_training = True
+
+    def start_calibration(self, done: int) -> None:
+        if self.given:
+            self.start_timed(done, int(self.given))
+            return
+        self.phase, self.trial_calls = "calibrate", 1
+        self.trial_end, self.mark = done + 1, time.perf_counter()
+
+    def end_trial(self, done: int) -> None:
+        clock = self.clock
+        clock.sync(None)
+        now = time.perf_counter()
+        self.trials.append([self.trial_calls, round(now - self.mark, 6)])
+        clock.calls += self.trial_calls               # they consumed batches too
+        self.mark = now
+        pair = [t for c, t in self.trials if c == self.trial_calls]
+        if len(pair) < 2:
             self.trial_end = done + self.trial_calls
+            return
+        if min(pair) >= BLOCK_TARGET_S or self.trial_calls >= MAX_CALLS_PER_SAMPLE:
+            self.calibration["trials"] = self.trials
+            clock.block_source = "calibrated"
+            self.start_timed(done, self.capped(self.trial_calls))
+            return
+        self.trial_calls *= 2
+        self.trial_end = done + self.trial_calls
 
-        def capped(self, calls: int) -> int:
-            """A fixed step count still yields min_samples samples where it can (as run_loop)."""
-            if clock.timed_calls is not None:
-                calls = min(calls, max(1, clock.timed_calls // clock.min_samples))
-            return calls
+    def capped(self, calls: int) -> int:
+        """A fixed step count still yields min_samples samples where it can (as run_loop)."""
+        if self.clock.timed_calls is not None:
+            calls = min(calls, max(1, self.clock.timed_calls // self.clock.min_samples))
+        return calls
 
-        def start_timed(self, done: int, calls: int) -> None:
-            clock.calls_per_sample = calls
-            clock.begin_timed()
-            self.phase, self.timed_from = "timed", done
-
-    return BlockClock()
+    def start_timed(self, done: int, calls: int) -> None:
+        self.clock.calls_per_sample = calls
+        self.clock.begin_timed()
+        self.phase, self.timed_from = "timed", done

@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import FrameworkBase, resolve_device, tf32
 
@@ -56,6 +57,17 @@ class Framework(FrameworkBase):
 
     def sync(self, out: Any) -> None:
         jax.block_until_ready(out)
+
+    ops = jnp
+
+    def tensor(self, values: Any) -> Any:
+        return jax.device_put(jnp.asarray(values, DTYPES[self.spec.precision]))
+
+    def to_host(self, out: Any) -> np.ndarray:
+        return np.asarray(out)
+
+    def to_numpy(self, out: Any) -> np.ndarray:
+        return np.asarray(out, np.float32)
 
     def _stats(self) -> dict[str, Any]:
         try:

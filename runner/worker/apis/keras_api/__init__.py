@@ -24,6 +24,7 @@ class Framework(FrameworkBase):
         import keras
 
         self.keras = keras
+        self.ops = keras.ops
         if keras.backend.backend() != backend:
             raise RuntimeError(f"Keras runs on {keras.backend.backend()!r}, expected {backend!r}")
         keras.utils.set_random_seed(spec.seed)
@@ -41,6 +42,23 @@ class Framework(FrameworkBase):
 
     def sync(self, out: Any) -> None:
         self.native.sync(out)
+
+    # Arrays through keras.ops (the same code on every backend; see FrameworkBase).
+
+    def compile(self, fn: Any) -> Any:
+        """keras.ops has no compile switch outside a model: eager on every backend (the catalog
+        makes jit = true not applicable)."""
+        self.effective["jit"] = "eager (keras.ops)"
+        return fn
+
+    def tensor(self, values: Any) -> Any:
+        return self.ops.convert_to_tensor(values, self.spec.precision)
+
+    def to_host(self, out: Any) -> Any:
+        return self.ops.convert_to_numpy(out)
+
+    def to_numpy(self, out: Any) -> Any:
+        return self.ops.convert_to_numpy(self.ops.cast(out, "float32"))
 
     def compilation_count(self) -> int | None:
         return self.native.compilation_count()

@@ -1,21 +1,17 @@
-"""keras-hub Mistral causal LM (mistral_7b_en architecture) on Keras 3.
-
-fit: LoRA (rank 4 by default) on random token ids, sequence length 128 at full size, next-token
-cross-entropy through train_on_batch; the study ran it in bfloat16 (the matrix sets precision).
-generate: a SentencePiece tokenizer trained in memory tokenises a few prompts, then generate runs
-keras-hub's real sampling loop to max_length 50 (time per call, tokens/s in extra).
-"""
+"""keras-hub Mistral causal LM (mistral_7b_en architecture) on Keras 3, LoRA fit and generate; the
+recipe is apis/kerashub/causal_lm.py."""
 
 from __future__ import annotations
 
-from .. import kerashub_models as hub
+from ..kerashub import configs, inputs
+from ..kerashub.causal_lm import causal_lm_bench
 
 
 def build(spec, fw):
     import keras_hub
 
     models = keras_hub.models
-    return hub.causal_lm_bench(
+    return causal_lm_bench(
         spec, fw, backbone_cls=models.MistralBackbone, lm_cls=models.MistralCausalLM,
         preprocessor_cls=models.MistralCausalLMPreprocessor, tokenizer_cls=models.MistralTokenizer,
-        table=hub.MISTRAL, special=hub.MISTRAL_SPECIAL)
+        table=configs.MISTRAL, special=inputs.MISTRAL_SPECIAL)

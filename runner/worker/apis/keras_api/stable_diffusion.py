@@ -15,29 +15,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kerashub_models as hub
+from ..kerashub import stable_diffusion as recipe
+from ..kerashub.benches import jit_in_effect
+from ..kerashub.inputs import seed_weights, token_batch
+from ..kerashub.models import keras_hub_backbone, local_preset
 
 
 def build(spec, fw):
     import keras_hub
 
-    keras, batch, options = fw.keras, spec.batch_size, spec.options
-    preset = hub.local_preset(options)
+    batch, options = spec.batch_size, spec.options
+    preset = local_preset(options)
     side = int(options["image_size"])
     if preset:
         backbone = keras_hub.models.StableDiffusion3Backbone.from_preset(preset,
                                                                         image_shape=(side, side, 3))
     else:
-        backbone = hub.keras_hub_backbone(keras_hub, "stable_diffusion", spec.size, side)
+        backbone = keras_hub_backbone(keras_hub, "stable_diffusion", spec.size, side)
     latent_shape = tuple(int(d) for d in backbone.latent_shape[1:])
     facts = dict(batch_size=batch, image_size=int(backbone.image_shape[0]),
                  latent_shape=list(latent_shape), params=backbone.count_params(),
                  preset=preset or f"random weights, {spec.size} config")
-    hub.seed_weights(backbone, spec, facts, preset)
+    seed_weights(backbone, spec, facts, preset)
 
     if spec.task == "fit":
-        return hub.encoder_fit_bench(keras, backbone.vae.encoder, side, batch, spec.seed, facts,
-                                     fw.jit_compile(), hub.SD_FIT_DOC)
+        return recipe.fit_bench(spec, fw, backbone.vae.encoder, side, facts)
 
     num_steps = int(options["num_steps"])
     guidance = float(options.get("guidance_scale", 7.0))
@@ -45,22 +47,17 @@ def build(spec, fw):
     model.compile(jit_compile=fw.jit_compile())
     length = int(backbone.clip_l.max_sequence_length)
     vocab = int(backbone.clip_l.vocabulary_size)
-    prompts = {name: hub.token_batch(spec.seed, batch, length, vocab) for name in ("clip_l", "clip_g")}
+    prompts = {name: token_batch(spec.seed, batch, length, vocab) for name in ("clip_l", "clip_g")}
     negative = {name: np.zeros((batch, length), np.int32) for name in ("clip_l", "clip_g")}
     # num_steps stays fixed for the whole process: on TensorFlow a changed num_steps would need
     # model.generate_function reset to None before the next call.
     facts.update(num_steps=num_steps, guidance_scale=guidance, prompt_length=length)
 
-    def step():
-        images = model.generate({"prompts": dict(prompts), "negative_prompts": dict(negative)},
-                                num_steps=num_steps, guidance_scale=guidance, seed=spec.seed)
-        facts["images_shape"] = list(np.shape(images))
-        return images
+    def generate():
+        return model.generate({"prompts": dict(prompts), "negative_prompts": dict(negative)},
+                              num_steps=num_steps, guidance_scale=guidance, seed=spec.seed)
 
     # Its answer: the images' norms. The initial latents come from each backend's own random
     # generator, so the backends' images differ by design (matrix.toml: check_answers = false).
-    return hub.Bench(step=step, items_per_step=hub.images_per_step(batch, num_steps),
-                     steps_per_call=num_steps, returns_to_host=True,
-                     timing=hub.SD_PREDICT_TIMING,
-                     effective={"jit_compile": hub.jit_in_effect(model), "image_size": side},
-                     extra=facts, answer=lambda: hub.answers.output(step()))
+    return recipe.predict_bench(generate, batch=batch, num_steps=num_steps, facts=facts,
+                                effective={"jit_compile": jit_in_effect(model), "image_size": side})

@@ -20,3 +20,17 @@ class Framework(FrameworkBase):
 
     def metadata(self) -> dict[str, Any]:
         return {"framework_name": "numpy", "framework_version": np.__version__}
+
+    ops = np
+
+    def tensor(self, values: np.ndarray) -> np.ndarray:
+        return values                       # float32 host memory already
+
+    def to_host(self, out: np.ndarray) -> np.ndarray:
+        return out                          # host memory already: to_host is a no-op
+
+    def to_numpy(self, out: np.ndarray) -> np.ndarray:
+        return out
+
+    def array_effective(self, array: Any, **settings: Any) -> dict[str, Any]:
+        return {}                           # float32 on the host, as effective says already

@@ -98,6 +98,21 @@ class Framework(FrameworkBase):
         if self.device == "gpu":
             sync_devices()
 
+    ops = tf
+
+    def tensor(self, values: Any) -> tf.Tensor:
+        with tf.device(self.effective["device"]):
+            return tf.cast(tf.constant(values), DTYPES[self.spec.precision])
+
+    def to_host(self, out: tf.Tensor) -> Any:
+        return out.numpy()
+
+    def to_numpy(self, out: tf.Tensor) -> Any:
+        return tf.cast(out, tf.float32).numpy()
+
+    def array_effective(self, array: tf.Tensor, **settings: Any) -> dict[str, Any]:
+        return {"dtype": array.dtype.name, **settings}
+
     def vram_mb(self) -> tuple[float, float] | None:
         return tf_vram_mb(self)
 

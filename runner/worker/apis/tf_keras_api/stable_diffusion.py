@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kerashub_models as hub
+from ..kerashub import stable_diffusion as recipe
+from ..kerashub.inputs import token_batch
+from ..kerashub.models import import_keras2
 
 TEXT_LENGTH = 77  # keras-cv's MAX_PROMPT_LENGTH
 
 
 def build(spec, fw):
-    hub.import_keras2("keras_cv")
-    from keras_cv.src.models.stable_diffusion.decoder import Decoder
-    from keras_cv.src.models.stable_diffusion.diffusion_model import DiffusionModel
-    from keras_cv.src.models.stable_diffusion.stable_diffusion import StableDiffusionBase
-    from keras_cv.src.models.stable_diffusion.text_encoder import TextEncoder
-
-    keras, batch, options = fw.keras, spec.batch_size, spec.options
+    import_keras2("keras_cv")
+    batch, options = spec.batch_size, spec.options
     if options.get("preset"):
         raise ValueError("keras-cv 0.8's Stable Diffusion has no presets to load from a folder")
     side = int(options["image_size"])
@@ -37,16 +34,22 @@ def build(spec, fw):
                          "multiple of 128")
     facts = dict(batch_size=batch, image_size=side, latent_shape=[side // 8, side // 8, 4],
                  model="keras-cv Stable Diffusion v1.4 (random weights)")
-
     if spec.task == "fit":
         from keras_cv.src.models.stable_diffusion.image_encoder import ImageEncoder
 
         encoder = ImageEncoder(download_weights=False)
-        moments = keras.Model(encoder.inputs, encoder.layers[-3].output)   # as the study did
-        return hub.encoder_fit_bench(keras, moments, side, batch, spec.seed, facts,
-                                     fw.jit_compile(), hub.SD_FIT_DOC)
+        moments = fw.keras.Model(encoder.inputs, encoder.layers[-3].output)   # as the study did
+        return recipe.fit_bench(spec, fw, moments, side, facts)
+    return predict(spec, fw, side, facts)
 
-    num_steps = int(options["num_steps"])
+
+def predict(spec, fw, side: int, facts: dict):
+    from keras_cv.src.models.stable_diffusion.decoder import Decoder
+    from keras_cv.src.models.stable_diffusion.diffusion_model import DiffusionModel
+    from keras_cv.src.models.stable_diffusion.stable_diffusion import StableDiffusionBase
+    from keras_cv.src.models.stable_diffusion.text_encoder import TextEncoder
+
+    batch, num_steps = spec.batch_size, int(spec.options["num_steps"])
     unet = DiffusionModel(side, side, TEXT_LENGTH, download_weights=False)
 
     class RandomStableDiffusion(StableDiffusionBase):
@@ -61,20 +64,15 @@ def build(spec, fw):
     sd._decoder = Decoder(side, side, download_weights=False)
     for part in (sd._text_encoder, sd._diffusion_model, sd._decoder):
         part.compile(jit_compile=fw.jit_compile())
-    tokens = hub.token_batch(spec.seed, batch, TEXT_LENGTH, 49408)
+    tokens = token_batch(spec.seed, batch, TEXT_LENGTH, 49408)
     positions = np.repeat(np.arange(TEXT_LENGTH, dtype=np.int32)[None], batch, axis=0)
     facts.update(num_steps=num_steps, guidance_scale=7.5, prompt_length=TEXT_LENGTH,
                  params=sum(p.count_params() for p in (sd._text_encoder, unet, sd._decoder)))
 
-    def step():
+    def generate():
         # text_to_image without the tokenizer (its vocabulary is a download): encode, generate.
         encoded = sd.text_encoder.predict_on_batch([tokens, positions])
-        images = sd.generate_image(encoded, batch_size=batch, num_steps=num_steps, seed=spec.seed)
-        facts["images_shape"] = list(np.shape(images))
-        return images
+        return sd.generate_image(encoded, batch_size=batch, num_steps=num_steps, seed=spec.seed)
 
-    return hub.Bench(step=step, items_per_step=hub.images_per_step(batch, num_steps),
-                     steps_per_call=num_steps, returns_to_host=True,
-                     timing=hub.SD_PREDICT_TIMING,
-                     effective={"jit_compile": fw.jit_compile(), "image_size": side},
-                     extra=facts, answer=lambda: hub.answers.output(step()))
+    return recipe.predict_bench(generate, batch=batch, num_steps=num_steps, facts=facts,
+                                effective={"jit_compile": fw.jit_compile(), "image_size": side})

@@ -53,6 +53,17 @@ class Framework(FrameworkBase):
         if self.device == "gpu":
             torch.cuda.synchronize()
 
+    ops = torch
+
+    def tensor(self, values: Any) -> torch.Tensor:
+        return torch.from_numpy(values).to(self.torch_device, DTYPES[self.spec.precision])
+
+    def to_host(self, out: torch.Tensor) -> torch.Tensor:
+        return out.cpu()
+
+    def to_numpy(self, out: torch.Tensor) -> Any:
+        return out.float().cpu().numpy()
+
     def vram_mb(self) -> tuple[float, float] | None:
         if self.device != "gpu":
             return None

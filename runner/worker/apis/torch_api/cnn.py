@@ -85,15 +85,20 @@ def batches(spec, fw, data: cc.CnnData, x: np.ndarray):
         "NumPy arrays sliced per step, copied to the device"
 
 
-def build(spec, fw) -> Bench:
-    data = cc.make_data(spec)
-    weights = cc.initial_weights(spec.seed)
-    param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
+def initial_net(weights: list[np.ndarray], device: Any, dtype: Any) -> nn.Module:
+    """The model with the shared initial weights, on the device in the parameter dtype."""
     net = build_model()
     with torch.no_grad():
         for parameter, array in zip(net.parameters(), torch_layout(weights), strict=True):
             parameter.copy_(torch.from_numpy(array))
-    net = net.to(fw.torch_device, param_dtype)
+    return net.to(device, dtype)
+
+
+def build(spec, fw) -> Bench:
+    data = cc.make_data(spec)
+    weights = cc.initial_weights(spec.seed)
+    param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
+    net = initial_net(weights, fw.torch_device, param_dtype)
     device_type = fw.torch_device.type
     mixed = compute_dtype != param_dtype
 

@@ -1,0 +1,116 @@
+"""A [[benchmarks]] table: the workload, its environments and options, per-benchmark counts,
+and one field per axis of the catalog (runner.worker.catalog), a value or a list of values."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Literal
+
+from pydantic import (Field, PositiveFloat, PositiveInt, create_model, field_validator,
+                      model_validator)
+
+from ..errors import did_you_mean
+from ..worker import catalog
+from .values import AXES, MAX_REPEATS, MAX_TIMEOUT_S, Strict, check_axis, check_steps, shown
+
+def _tasks(workload: catalog.Workload, tasks: tuple[str, ...] | None) -> tuple[str, ...]:
+    """A benchmark's tasks: its workload's one task when it names none."""
+    if tasks is None:
+        if len(workload.tasks) != 1:
+            raise ValueError(f"task: {workload.name} needs one of {', '.join(workload.tasks)}")
+        return workload.tasks
+    for task in tasks:
+        if task not in workload.tasks:
+            raise ValueError(f"task: {workload.name} has no task {shown(task)} "
+                             f"(it has {', '.join(workload.tasks)})")
+    return tasks
+
+
+def option_type_error(where: str, option: catalog.Option, value: Any) -> str | None:
+    expected = (int, float) if option.type is float else option.type
+    if isinstance(value, bool) != (option.type is bool) or not isinstance(value, expected):
+        return f"{where}: expected {option.type.__name__}, got {shown(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where}: must be a finite number, got {value}"
+    return None
+
+
+def _check_option(where: str, option: catalog.Option, value: Any) -> None:
+    problem = option_type_error(where, option, value)
+    if problem is None and isinstance(value, str) and any(not c.isprintable() for c in value):
+        problem = f"{where}: {shown(value)} holds a control character"
+    if problem is None and option.positive and value <= 0:
+        problem = f"{where}: must be positive, got {value}"
+    if problem is not None:
+        raise ValueError(problem)
+
+
+class _Benchmark(Strict):
+    """A [[benchmarks]] table but its axes: BenchmarkSpec adds one field per axis."""
+
+    workload: Literal[tuple(catalog.WORKLOADS)]  # type: ignore[valid-type]
+    environments: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+    # Per-benchmark overrides of [run] counts.
+    steps: Any = None
+    warmup_steps: PositiveInt | None = None
+    repeats: PositiveInt | None = Field(None, le=MAX_REPEATS)
+    timeout: PositiveFloat | None = Field(None, le=MAX_TIMEOUT_S)
+    # Compare what each cell computed (its answer) with the other environments of its row; false
+    # where the APIs are known to compute differently (the report says the check was off).
+    check_answers: bool = True
+
+    @field_validator(*AXES, mode="after", check_fields=False)
+    @classmethod
+    def _axis(cls, value: Any, info) -> Any:
+        return None if value is None else check_axis(info.field_name, value)
+
+    @field_validator("steps", mode="after")
+    @classmethod
+    def _steps(cls, value: Any) -> int | str | None:
+        return None if value is None else check_steps(value)
+
+    @model_validator(mode="after")
+    def _against_workload(self) -> "_Benchmark":
+        workload = catalog.WORKLOADS[self.workload]
+        self.task = _tasks(workload, self.task)  # type: ignore[attr-defined]
+        if self.batch_size is None:  # type: ignore[attr-defined]
+            if workload.needs_batch_size:
+                raise ValueError(f"batch_size: required for {self.workload}")
+            self.batch_size = (1,)
+        for key, given in self.options.items():
+            option = workload.options.get(key)
+            if option is None:
+                raise ValueError(f"options.{key}: unknown option for {self.workload}"
+                                 f"{did_you_mean(key, workload.options)}")
+            # Like an axis, an option given as a list yields one cell per value.
+            values = given if isinstance(given, list) else [given]
+            if not values:
+                raise ValueError(f"options.{key}: empty list: give at least one value")
+            for value in values:
+                _check_option(f"options.{key}", option, value)
+        return self
+
+    def cell_count(self, environments: int) -> int:
+        """Cells this benchmark expands to, counted without expanding it."""
+        options = math.prod(len(v) if isinstance(v, list) else 1 for v in self.options.values())
+        return environments * options * math.prod(len(self.axis_values(a)) for a in AXES)
+
+    def option_grid(self) -> list[dict[str, Any]]:
+        """Every combination of list-valued options (one dict per cell)."""
+        keys = list(self.options)
+        lists = [v if isinstance(v, list) else [v] for v in self.options.values()]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*lists)]
+
+    def axis_values(self, name: str) -> tuple[Any, ...]:
+        value = getattr(self, name)
+        return value if value is not None else (catalog.AXIS_DEFAULTS[name],)
+
+
+# Axes: one field per axis of the catalog, a value or a list of values (tuples of values after
+# validation); None: the axis's default.
+BenchmarkSpec = create_model("BenchmarkSpec", __base__=_Benchmark, __module__=__name__,
+                             **{name: (Any, None) for name in AXES})
+
+

@@ -1,0 +1,156 @@
+"""The values a matrix may hold, checked one by one: names, bounds, image references, the
+environment variables it may set, and every axis's values by the kind the catalog
+(runner.worker.catalog) declares. Each check raises ValueError with the problem in words."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import did_you_mean
+from ..worker import catalog
+
+RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+# Environment names become columns, file names and log lines: the same safe pattern.
+NAME = re.compile(RUN_NAME_PATTERN)
+
+# Bounds, each with a one-line error: what no real matrix needs and what would make planning or
+# a run unbounded (repeats = 2**63 - 1 planned forever), or break a timer (timeout = inf).
+MAX_REPEATS = 1000
+MAX_RUNS = 100_000              # cells × repeats of one matrix
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # one cell attempt: a week
+MAX_SEED = 2**32 - 1             # every framework's seed fits 32 bits
+
+# Variables a matrix's `env` may not set unless the environment says unsafe_env = true: they
+# decide which code the worker's interpreter loads (PYTHONPATH, PYTHONSTARTUP, LD_PRELOAD, PATH).
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PROTECTED_ENV = ("PYTHON", "LD_")
+PROTECTED_ENV_NAMES = ("PATH",)
+
+
+def protected_env(name: str) -> bool:
+    upper = name.upper()
+    return upper in PROTECTED_ENV_NAMES or upper.startswith(PROTECTED_ENV)
+
+
+def shown(value: Any, limit: int = 200) -> str:
+    """repr(value), cut to `limit` characters: an error line stays one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+# An image in a registry, named by its content: REGISTRY/NAME@sha256:<64 hex digits>. A tag can
+# move; a digest names exactly one image, so a run (and its reproduction) gets what it asked for.
+# Without a registry host the name is Docker Hub's, as for `docker pull`.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(rf"^(?P<repository>(?:[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]+)?/)?"
+                             rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+                             r"@(?P<digest>sha256:[0-9a-f]{64})$")
+
+
+def is_image_reference(image: str) -> bool:
+    """A registry reference (a digest or a tag) rather than a folder under images/: folder names
+    hold neither '@' nor ':'."""
+    return "@" in image or ":" in image
+
+
+def check_image(value: str | None) -> str | None:
+    if value is not None and is_image_reference(value) and not IMAGE_REFERENCE.match(value):
+        raise ValueError(f"{shown(value)}: name a registry image by its digest, "
+                         f"REGISTRY/NAME@sha256:<64 hex digits> (a tag can move), or give an "
+                         f"image folder under images/")
+    return value
+
+
+def _one_of(choices: tuple[Any, ...]):
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or value not in choices:
+            listed = ", ".join(repr(c) for c in choices)
+            raise ValueError(f"{shown(value)} is not one of {listed}{did_you_mean(value, choices)}")
+        return value
+    return check
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a whole number, got {shown(value)}")
+    if value <= 0:
+        raise ValueError(f"must be a positive whole number, got {value}")
+    return value
+
+
+def check_steps(value: Any) -> int | str:
+    """Timed steps: a positive whole number or "auto"."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"expected a positive whole number or \"auto\", got {shown(value)}"
+                     f"{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
+
+
+def check_parallel(value: Any) -> int | str:
+    """Cells at once: a positive whole number or "auto" (one per GPU)."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"expected a positive whole number or \"auto\" (one cell per GPU), got "
+                     f"{shown(value)}{did_you_mean(value, ('auto',)) if isinstance(value, str) else ''}")
+
+
+def check_lock_clocks(value: Any) -> bool | int:
+    """false, true (the TDP, i.e. base, clock) or an SM clock in MHz."""
+    if isinstance(value, bool) or (isinstance(value, int) and 0 < value < 100_000):
+        return value
+    raise ValueError(f"expected false, true (lock at the GPU's base clock) or a clock in MHz, "
+                     f"got {value!r}")
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {shown(value)}")
+    return value
+
+
+def _bool_or_one_of(choices: tuple[Any, ...]):
+    def check(value: Any) -> bool | str:
+        if isinstance(value, bool):
+            return value
+        return _one_of(choices)(value) if isinstance(value, str) else _boolean(value)
+    return check
+
+
+def axis_check(axis: catalog.Axis):
+    """The check of one value of an axis, by the kind the catalog declares."""
+    if axis.kind == "choice":
+        return _one_of(axis.values)
+    if axis.kind == "bool_or_choice":
+        return _bool_or_one_of(axis.values)
+    return {"bool": _boolean, "positive_int": _positive_int}[axis.kind]
+
+
+# Every axis a benchmark may vary (runner.worker.catalog declares them), with the check for one
+# value. A list of values yields one cell per value (cartesian product across axes).
+AXIS_CHECKS = {name: axis_check(axis) for name, axis in catalog.AXES.items()}
+AXES = tuple(AXIS_CHECKS)
+
+
+def check_axis(name: str, value: Any) -> tuple[Any, ...]:
+    """A scalar or a non-empty list of valid values → a tuple of values."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ValueError("empty list: give at least one value")
+    checked = tuple(AXIS_CHECKS[name](v) for v in values)
+    if len(set(map(repr, checked))) != len(checked):
+        raise ValueError(f"repeated value in {shown(value)}")
+    return checked
+
+
+class Strict(BaseModel):
+    # allow_inf_nan=False: TOML has inf and nan, and no setting means either.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def no_control(value: str | None) -> str | None:
+    if value is not None and any(not c.isprintable() for c in value):
+        raise ValueError(f"{shown(value)} holds a control character (a newline, NUL, …)")
+    return value
+
+

@@ -1,0 +1,119 @@
+"""The causal language models (Gemma, Mistral; Keras 3 only), written once with the keras-hub
+classes injected by keras_api/gemma.py and keras_api/mistral.py.
+
+fit: LoRA (rank options.lora_rank, 4 by default) on random token ids, sequence length 128 at full
+size, next-token cross-entropy through train_on_batch; the study ran it in bfloat16 (the matrix
+sets precision). generate: a SentencePiece tokenizer trained in memory tokenises a few prompts,
+then model.generate runs keras-hub's real sampling loop on the token ids (preprocessor=None) to
+options.max_length, 50 by default (time per call, tokens/s in extra).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ...bench import Bench
+from .. import answers
+from .benches import fit_bench, jit_in_effect
+from .configs import config
+from .inputs import PROMPTS, causal_lm_inputs, seed_weights, sentencepiece_proto
+from .models import local_preset
+
+GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (the model's "
+                   "default sampler, extra.sampler: greedy for Gemma, top-k for Mistral) from the "
+                   "prompts to max_length tokens, stop_token_ids=None so every call generates the "
+                   "same number of tokens; the token ids are copied to the host")
+
+
+def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokenizer_cls,
+                    table: dict[str, Any], special: dict[str, tuple[int, str]]) -> Bench:
+    preset = local_preset(spec.options)
+    backbone = backbone_cls.from_preset(preset) if preset \
+        else backbone_cls(**config(table, spec.size))
+    facts: dict[str, Any] = dict(batch_size=spec.batch_size,
+                                 preset=preset or f"random weights, {spec.size} config",
+                                 params=backbone.count_params())
+    if spec.task == "fit":
+        return fit(spec, fw, backbone, lm_cls, facts, preset)
+    tokenizer = tokenizer_cls(proto=sentencepiece_proto(special))
+    return generate(spec, fw, backbone, lm_cls, preprocessor_cls(
+        tokenizer=tokenizer, sequence_length=int(spec.options["max_length"])), facts, preset)
+
+
+def fit(spec, fw, backbone, lm_cls, facts: dict[str, Any], preset: str | None) -> Bench:
+    keras, batch = fw.keras, spec.batch_size
+    rank = int(spec.options.get("lora_rank", 4))
+    if rank:
+        backbone.enable_lora(rank=rank)
+    model = lm_cls(backbone=backbone, preprocessor=None)
+    seed_weights(model, spec, facts, preset)
+    optimizer = keras.optimizers.AdamW(learning_rate=5e-5, weight_decay=0.01)
+    # As in keras-hub's LoRA fine-tuning guide: no weight decay on biases and norm scales.
+    optimizer.exclude_from_weight_decay(var_names=["bias", "scale"])
+    model.compile(optimizer=optimizer,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[], jit_compile=fw.jit_compile())
+    length = int(spec.options["sequence_length"])
+    x, y, weights = causal_lm_inputs(spec.seed, batch, length, backbone.vocabulary_size)
+    facts.update(sequence_length=length, lora_rank=rank,
+                 trainable_params=sum(int(np.prod(v.shape)) for v in model.trainable_weights))
+    return fit_bench(model, x, y, batch=batch, sample_weight=weights,
+                     effective={"jit_compile": jit_in_effect(model), "lora_rank": rank},
+                     extra=facts)
+
+
+def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
+             preset: str | None) -> Bench:
+    keras, batch = fw.keras, spec.batch_size
+    max_length = int(spec.options["max_length"])
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(batch)]
+    # Tokenised once, outside the timed calls; generate then runs on token ids with
+    # preprocessor=None, which is why stop_token_ids must be None (no end token is known).
+    inputs = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in
+              preprocessor.generate_preprocess(prompts, sequence_length=max_length).items()}
+    model = lm_cls(backbone=backbone, preprocessor=None)
+    seed_weights(model, spec, facts, preset)
+    model.compile(jit_compile=fw.jit_compile())
+    prompt_tokens = int(inputs["padding_mask"].astype(bool).sum())
+    new_tokens = int(batch * max_length - prompt_tokens)
+    facts.update(max_length=max_length, prompt_tokens=prompt_tokens,
+                 new_tokens_per_call=new_tokens,
+                 tokenizer_vocabulary=preprocessor.tokenizer.vocabulary_size(),
+                 sampler=type(model.sampler).__name__ if hasattr(model, "sampler") else None)
+    durations: list[float] = []
+
+    def step():
+        started = time.perf_counter()
+        out = model.generate(dict(inputs), stop_token_ids=None)
+        ids = np.asarray(keras.ops.convert_to_numpy(out["token_ids"]))
+        durations.append(time.perf_counter() - started)
+        facts["generated_length"] = int(ids.shape[1])
+        return ids
+
+    def evaluate() -> dict[str, Any]:
+        # Tokens per second over the timed calls (the first call, which compiles, is excluded).
+        timed = durations[spec.warmup_steps:] or durations
+        return {"tokens_per_s": new_tokens * len(timed) / sum(timed)}
+
+    return Bench(items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
+                 effective={"jit_compile": jit_in_effect(model)}, extra=facts, step=step,
+                 evaluate=evaluate, answer=lambda: generate_answer(keras, model, inputs, step,
+                                                                   facts["sampler"]))
+
+
+def generate_answer(keras, model, inputs: dict[str, np.ndarray], step,
+                    sampler: str | None) -> dict[str, Any]:
+    """The next-token logits after each prompt (a forward pass), and the first tokens generated
+    where decoding is greedy: a sampler draws from each backend's own generator."""
+    starts = inputs["padding_mask"].astype(bool).sum(axis=1)
+    logits = model(dict(inputs))
+    last = keras.ops.take_along_axis(
+        logits, keras.ops.convert_to_tensor(starts.astype("int32") - 1)[:, None, None], axis=1)
+    out = {"next_token_logits": answers.output(keras.ops.convert_to_numpy(
+        keras.ops.cast(last, "float32")))["output"]}
+    if sampler == "GreedySampler":
+        out |= answers.tokens(step(), [int(s) for s in starts])
+    return out

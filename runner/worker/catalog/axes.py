@@ -1,0 +1,38 @@
+"""Every axis a benchmark may vary, declared once: name, how its values are checked, its type in
+a cell spec and a record, its default, the words it allows. Where a value does not apply is in
+rules.py. A list of values in a benchmark yields one cell per value (cartesian product)."""
+
+from __future__ import annotations
+
+from .base import Axis, declare_axis
+
+TASKS = ("fit", "predict", "generate", "run")
+PRECISIONS = ("float32", "bfloat16", "mixed_float16", "mixed_bfloat16")
+SIZES = ("full", "small", "tiny")
+DATA_MODES = ("arrays", "dataset", "device")
+DEVICES = ("auto", "gpu", "cpu")
+TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+JIT_WORDS = ("auto",) + TORCH_COMPILE_MODES
+
+declare_axis(Axis("task", "choice", str, values=TASKS, per_workload=True,
+                  help="what the workload does: fit | predict | generate | run"))
+declare_axis(Axis("batch_size", "positive_int", int, per_workload=True,
+                  help="samples per step: required for model workloads, else 1 by default"))
+declare_axis(Axis("precision", "choice", str, "float32", PRECISIONS, short="",
+                  help="float32 | bfloat16 | mixed_float16 | mixed_bfloat16"))
+declare_axis(Axis("jit", "bool_or_choice", bool | str, "auto", JIT_WORDS,
+                  help='true | false | "auto" (the framework\'s default) | a torch.compile mode'))
+declare_axis(Axis("size", "choice", str, "full", SIZES,
+                  help="full | small | tiny: the workloads' size presets"))
+# None keeps the framework's own default (recorded as the value in effect).
+declare_axis(Axis("tf32", "bool", bool | None, None,
+                  help="float32 matmuls and convolutions may run as TF32"))
+declare_axis(Axis("steps_per_execution", "positive_int", int, 1, short="spe",
+                  help="Keras: training or predict steps per compiled call"))
+# The same work in every API by default: the training set already on the device, so no timed
+# step of a native loop copies its batch from the host ("arrays" does, while Keras fit overlaps
+# that copy in its own pipeline).
+declare_axis(Axis("data", "choice", str, "device", DATA_MODES,
+                  help="arrays | dataset | device: how a training loop is fed"))
+# "auto" takes the GPU when the environment has one.
+declare_axis(Axis("device", "choice", str, "auto", DEVICES, help="auto | gpu | cpu"))

@@ -1,0 +1,153 @@
+"""The catalog's shapes and registries: what an axis, a workload and a not-applicable rule are, and
+the functions that declare them (axes.py, workloads.py and rules.py use them; so may a test that
+adds a toy axis or workload). Standard library only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+APIS = ("keras", "tf-keras", "torch", "jax", "tensorflow", "numpy")
+KERAS_BACKENDS = ("tensorflow", "jax", "torch")
+# The environment keys that name an API's package under runner.worker.apis.
+API_PACKAGES = {api: api.replace("-", "_") + "_api" for api in APIS}
+
+# --- axes -------------------------------------------------------------------------------------
+
+# How a value of an axis is checked (runner/schema.py turns each kind into one check).
+AXIS_KINDS = ("choice", "bool_or_choice", "bool", "positive_int")
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    kind: str                      # one of AXIS_KINDS
+    type: Any                      # the value's type in a cell spec and a result record
+    default: Any = None            # the value of a benchmark that does not set the axis
+    values: tuple[Any, ...] = ()   # "choice", "bool_or_choice": the words allowed
+    # Its label in cell names: None, the axis name ("size=tiny"); "" the value alone
+    # ("bfloat16"); else that short name ("spe=64").
+    short: str | None = None
+    help: str = ""
+    # task and batch_size: the workload decides the default (its one task; batch 1 unless it
+    # needs one); they are the cell's own fields rather than among its `axes`.
+    per_workload: bool = False
+
+
+AXES: dict[str, Axis] = {}
+# The setting axes' defaults (every axis but the per-workload ones), in declaration order.
+AXIS_DEFAULTS: dict[str, Any] = {}
+
+
+def declare_axis(axis: Axis) -> Axis:
+    if axis.kind not in AXIS_KINDS:
+        raise ValueError(f"axis {axis.name}: kind {axis.kind!r} is not one of {AXIS_KINDS}")
+    AXES[axis.name] = axis
+    if not axis.per_workload:
+        AXIS_DEFAULTS[axis.name] = axis.default
+    return axis
+
+
+def setting_axes() -> tuple[str, ...]:
+    """The axes a cell carries in `Cell.axes` (a record: after task and batch_size)."""
+    return tuple(AXIS_DEFAULTS)
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+FAMILIES = ("ops", "model", "hub", "diagnostic")
+
+
+@dataclass(frozen=True)
+class Option:
+    type: type
+    help: str
+    positive: bool = False
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    tasks: tuple[str, ...]
+    apis: tuple[str, ...]                   # APIs with an implementation module
+    needs_batch_size: bool
+    precisions: tuple[str, ...]
+    options: dict[str, Option] = field(default_factory=dict)
+    uses_data_axis: bool = False           # only model-training workloads read `data`
+    help: str = ""
+    # What the not-applicable rules ask of a workload: "ops" (array operations, no model),
+    # "model" (a training loop), "hub" (a keras-hub model), "diagnostic".
+    family: str = "model"
+    # Size presets that options may override: size → {option: value}.
+    sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # APIs without a module on purpose, each with the reason a cell there is not applicable.
+    not_applicable: dict[str, str] = field(default_factory=dict)
+
+
+WORKLOADS: dict[str, Workload] = {}
+
+
+def declare_workload(workload: Workload) -> Workload:
+    if workload.family not in FAMILIES:
+        raise ValueError(f"workload {workload.name}: family {workload.family!r} is not one of "
+                         f"{FAMILIES}")
+    WORKLOADS[workload.name] = workload
+    return workload
+
+
+def is_hub(workload: str) -> bool:
+    """A keras-hub model (the Keras 3 benchmark table's rows)."""
+    known = WORKLOADS.get(workload)
+    return known is not None and known.family == "hub"
+
+
+def default_sizes(workload: str, size: str) -> dict[str, Any]:
+    """Size presets that options may override."""
+    known = WORKLOADS.get(workload)
+    return dict(known.sizes.get(size, {})) if known is not None else {}
+
+
+# --- where a value does not apply -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Where:
+    """A cell as the not-applicable rules see it."""
+
+    workload: Workload
+    api: str
+    backend: str | None
+    task: str
+    axes: dict[str, Any]
+
+    def keras_on(self, *backends: str) -> bool:
+        return self.api == "keras" and self.backend in backends
+
+
+Rule = Callable[[Where], "str | None"]
+# (the axis a rule is about, or None for the workload itself; the rule), in the order they are
+# asked: the first reason found is the cell's.
+RULES: list[tuple[str | None, Rule]] = []
+
+
+def rule(axis: str | None = None) -> Callable[[Rule], Rule]:
+    """Declares a not-applicable rule (rules.py): a function of a Where that returns the reason
+    a cell does not apply, or None."""
+    def register(check: Rule) -> Rule:
+        RULES.append((axis, check))
+        return check
+    return register
+
+
+def not_applicable_reason(workload: str, api: str, backend: str | None,
+                          axes: dict[str, Any], task: str) -> str | None:
+    """Why a valid cell cannot run in this environment, or None when it applies.
+
+    Only combinations that are meaningful elsewhere land here; values that are wrong everywhere
+    are validation errors in the matrix schema."""
+    where = Where(WORKLOADS[workload], api, backend, task, axes)
+    for _, check in RULES:
+        reason = check(where)
+        if reason is not None:
+            return reason
+    return None

@@ -1,0 +1,105 @@
+"""Where a valid value does not apply: each rule names the axis it is about (None: the workload
+itself) and returns the reason a cell is not applicable, or None. Rules are asked in the order
+they are declared here; the first reason is the cell's."""
+
+from __future__ import annotations
+
+from .axes import TORCH_COMPILE_MODES
+from .base import AXES, Where, rule
+
+
+@rule()
+def implemented(c: Where) -> str | None:
+    if c.api in c.workload.not_applicable:
+        return c.workload.not_applicable[c.api]
+    if c.api not in c.workload.apis:
+        return f"{c.workload.name} has no {c.api} implementation"
+    return None
+
+
+@rule("task")
+def workload_task(c: Where) -> str | None:
+    return None if c.task in c.workload.tasks else f"{c.workload.name} has no task {c.task!r}"
+
+
+@rule("precision")
+def workload_precision(c: Where) -> str | None:
+    if c.axes["precision"] in c.workload.precisions:
+        return None
+    return f"{c.workload.name} runs {'/'.join(c.workload.precisions)} only"
+
+
+@rule("jit")
+def numpy_jit(c: Where) -> str | None:
+    if c.api == "numpy" and c.axes["jit"] not in (False, "auto"):
+        return "NumPy has no compiler (jit must be false)"
+    return None
+
+
+@rule("precision")
+def numpy_precision(c: Where) -> str | None:
+    if c.api == "numpy" and c.axes["precision"] != "float32":
+        return "NumPy has no bfloat16 or mixed precision"
+    return None
+
+
+@rule("device")
+def numpy_device(c: Where) -> str | None:
+    return "NumPy runs on the CPU only" if c.api == "numpy" and c.axes["device"] == "gpu" else None
+
+
+@rule("tf32")
+def numpy_tf32(c: Where) -> str | None:
+    return "NumPy has no TF32 mode" if c.api == "numpy" and c.axes["tf32"] else None
+
+
+@rule("jit")
+def torch_compile_modes(c: Where) -> str | None:
+    jit = c.axes["jit"]
+    if isinstance(jit, str) and jit in TORCH_COMPILE_MODES and not (
+            c.api == "torch" or c.keras_on("torch")):
+        return f"torch.compile mode {jit!r} applies to torch only"
+    return None
+
+
+@rule("jit")
+def keras_ops_jit(c: Where) -> str | None:
+    if c.workload.family == "ops" and c.api == "keras" and c.axes["jit"] is True:
+        return "keras.ops has no compile switch outside a model (use the native API's jit)"
+    return None
+
+
+@rule("steps_per_execution")
+def keras_steps_per_execution(c: Where) -> str | None:
+    if c.axes["steps_per_execution"] == 1:
+        return None
+    if c.api not in ("keras", "tf-keras"):
+        return "steps_per_execution is a Keras setting"
+    if c.backend == "torch":
+        return "Keras on PyTorch requires steps_per_execution = 1"
+    if c.workload.family == "ops":
+        return "steps_per_execution applies to model.fit/predict only"
+    if c.workload.family == "hub":
+        return "keras-hub workloads time one batch (or generate call) per call"
+    return None
+
+
+@rule("data")
+def training_data(c: Where) -> str | None:
+    if c.axes["data"] != AXES["data"].default and not c.workload.uses_data_axis:
+        return f"{c.workload.name} generates its inputs on the device; data does not apply"
+    return None
+
+
+@rule("size")
+def keras2_stable_diffusion_size(c: Where) -> str | None:
+    if c.api == "tf-keras" and c.workload.name == "stable_diffusion" and c.axes["size"] != "full":
+        return "keras-cv 0.8's Stable Diffusion has one fixed 1 B-parameter architecture (no tiny)"
+    return None
+
+
+@rule("precision")
+def keras2_bfloat16(c: Where) -> str | None:
+    if c.api == "tf-keras" and str(c.axes["precision"]) == "bfloat16":
+        return "Keras 2 runs bfloat16 as a mixed policy only"
+    return None

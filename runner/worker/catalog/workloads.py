@@ -1,0 +1,106 @@
+"""Every workload, declared once: tasks, the APIs with a module
+runner/worker/apis/<api>_api/<workload>.py, precisions, options, size presets, and the APIs where
+it is not applicable on purpose. The shared recipes behind the modules: apis/matmul_common.py,
+apis/elementwise_common.py, apis/cnn_common.py, apis/kerashub/."""
+
+from __future__ import annotations
+
+from .axes import PRECISIONS
+from .base import Option, Workload, declare_workload
+
+_OPS_APIS = ("numpy", "torch", "jax", "tensorflow", "keras")
+_HUB_OPTIONS = {
+    "preset": Option(str, "local folder of a keras-hub (Keras 2: keras-nlp/keras-cv) preset to "
+                          "load weights from; never a hub name (nothing is downloaded)"),
+}
+
+declare_workload(Workload(
+    "matmul", ("run",), _OPS_APIS, False, ("float32", "bfloat16"),
+    {"n": Option(int, "matrix side (default by size: full 4096, small 1024, tiny 256)", True),
+     "to_host": Option(bool, "copy the product back to host memory inside the timed step")},
+    help="n×n matrix product; batch_size independent products per step", family="ops",
+    sizes={"full": {"n": 4096}, "small": {"n": 1024}, "tiny": {"n": 256}},
+))
+declare_workload(Workload(
+    "elementwise", ("run",), _OPS_APIS, False, ("float32", "bfloat16"),
+    {"n": Option(int, "elements (default by size: full 2**24, small 2**20, tiny 2**14)", True)},
+    help="SELU over a large array: eager op-by-op versus compiled", family="ops",
+    sizes={"full": {"n": 2**24}, "small": {"n": 2**20}, "tiny": {"n": 2**14}},
+))
+declare_workload(Workload(
+    "selftest", ("run",), ("numpy",), False, ("float32",),
+    {"behaviour": Option(str, "ok | fail | crash | hang | orphan | flood: what the step does"),
+     "sleep_ms": Option(float, "how long an ok (orphan, flood) step sleeps", True),
+     "marker": Option(str, "orphan: a word in the command line of the process it leaves "
+                           "behind"),
+     "flood_mb": Option(float, "flood: megabytes printed before the first step", True)},
+    help="diagnostic: checks the runner itself (statuses, timeouts, resume) in seconds",
+    family="diagnostic",
+))
+declare_workload(Workload(
+    "cnn", ("fit",), ("keras", "tf-keras", "torch", "jax", "tensorflow"), True, PRECISIONS,
+    {"samples": Option(int, "training samples per epoch (default by size)", True),
+     "grad_scaler": Option(bool, "torch mixed_float16: use torch.amp.GradScaler")},
+    uses_data_axis=True,
+    help="4 Conv2D + 2 Dense layers (~563 k parameters) on 28×28×1 synthetic data",
+    sizes={"full": {"samples": 60_000}, "small": {"samples": 8_192}, "tiny": {"samples": 1_024}},
+))
+
+# keras-hub models (the Keras 3 benchmark table). Keras 3 runs keras-hub 0.32; Keras 2 ("tf-keras"
+# api, image keras2-tf215) runs the same configurations with keras-nlp / keras-cv 0.8, which have
+# no Gemma or Mistral. Full sizes are the study's settings (BERT sequence length 512; Gemma and
+# Mistral fit at sequence length 128 with LoRA rank 4, generate to length 50; SD denoising steps
+# per predict call); tiny keeps the shapes small for CPU smoke runs.
+declare_workload(Workload(
+    "bert", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+    {**_HUB_OPTIONS,
+     "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
+    help="BERT text classifier, bert_base_en architecture (random weights); expected peaks, "
+         "float32, 512 tokens: fit b32 ~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py)",
+    family="hub",
+    sizes={"full": {"sequence_length": 512}, "small": {"sequence_length": 128},
+           "tiny": {"sequence_length": 32}},
+))
+declare_workload(Workload(
+    "sam", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS, dict(_HUB_OPTIONS),
+    help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains the "
+         "image encoder alone against random embedding targets, as the study did; expected "
+         "peaks, float32, 1024×1024: fit b1 ~50 GB before the GPU compiler's rematerialisation "
+         "(the study ran it on 40 GB), predict b4 ~4 GB (benchmarks/peak_memory.py)",
+    family="hub",
+))
+declare_workload(Workload(
+    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+    {**_HUB_OPTIONS,
+     "num_steps": Option(int, "predict: denoising steps per generate call (time is per "
+                              "denoising step)", True),
+     "guidance_scale": Option(float, "predict: classifier-free guidance scale", True),
+     "image_size": Option(int, "image side: full 512 (the study's scale; SD3's native 1024 is "
+                               "one option away), small 256, tiny 64; Keras 3 (SD3) needs a "
+                               "multiple of 16, Keras 2 (SD v1.4) of 128", True)},
+    help="StableDiffusion3 medium (Keras 2: keras-cv Stable Diffusion v1.4); fit trains the VAE "
+         "image encoder as the study did; expected peaks at the study's batch sizes, float32, "
+         "512×512: fit b8 ~34 GB, predict b13 ~19 GB (XLA's buffer plan, "
+         "benchmarks/peak_memory.py): both fit a 40 GB A100",
+    family="hub",
+    sizes={"full": {"num_steps": 25, "image_size": 512},
+           "small": {"num_steps": 10, "image_size": 256},
+           "tiny": {"num_steps": 2, "image_size": 64}},
+))
+for _name, _help in (
+    ("gemma", "Gemma causal LM, gemma_7b_en architecture; fit with LoRA; expected peaks, "
+              "bfloat16: fit b8 ~29 GB, generate b32 ~22 GB (benchmarks/peak_memory.py)"),
+    ("mistral", "Mistral causal LM, mistral_7b_en architecture; fit with LoRA; expected peaks, "
+                "bfloat16: fit b8 ~24 GB, generate b32 ~16 GB (benchmarks/peak_memory.py)"),
+):
+    declare_workload(Workload(
+        _name, ("fit", "generate"), ("keras",), True, PRECISIONS,
+        {**_HUB_OPTIONS,
+         "sequence_length": Option(int, "fit: tokens per sample (default 128)", True),
+         "max_length": Option(int, "generate: total sequence length (default 50)", True),
+         "lora_rank": Option(int, "fit: LoRA rank (default 4; 0 trains every weight)")},
+        help=_help, family="hub",
+        sizes={size: {"sequence_length": 32 if size == "tiny" else 128, "max_length": 50,
+                      "lora_rank": 4} for size in ("full", "small", "tiny")},
+        not_applicable={"tf-keras": "Keras 2 (keras-nlp 0.8) has no Gemma or Mistral"},
+    ))

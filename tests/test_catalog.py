@@ -1,0 +1,223 @@
+"""The catalog (runner/worker/catalog/) is the one declaration of every axis and every workload:
+every (workload, API) it declares has a module and every module is declared; every consumer of
+an axis reads its declaration; and a toy axis or a toy workload added to a copy of the runner
+touches only the catalog (and, for the workload, its per-API module), then is validated, planned,
+run by the real worker and shown in summary.csv."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+
+from runner import matrix, schema
+from runner.results import files, schemas, summaries
+from runner.worker import catalog
+from runner.worker.protocol import RECORD_FIELDS, CellSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+APIS_DIR = ROOT / "runner" / "worker" / "apis"
+
+
+def declared_modules() -> dict[str, set[str]]:
+    """Per API package: the workload modules its directory holds."""
+    return {api: {p.stem for p in (APIS_DIR / package).glob("*.py") if p.stem != "__init__"}
+            for api, package in catalog.API_PACKAGES.items()}
+
+
+def test_every_declared_workload_api_has_a_module_and_every_module_is_declared():
+    modules = declared_modules()
+    for name, workload in catalog.WORKLOADS.items():
+        for api in catalog.APIS:
+            if api in workload.apis:
+                assert name in modules[api], f"{name} on {api}: declared, no module"
+            else:
+                assert name not in modules[api], f"{name} on {api}: a module, not declared"
+        assert not set(workload.not_applicable) & set(workload.apis), name
+        assert set(workload.not_applicable) <= set(catalog.APIS), name
+    for api, names in modules.items():
+        assert names <= set(catalog.WORKLOADS), f"{api}: undeclared modules {names - set(catalog.WORKLOADS)}"
+
+
+def test_not_applicable_apis_are_planned_with_their_declared_reason():
+    axes = dict(catalog.AXIS_DEFAULTS)
+    for name, workload in catalog.WORKLOADS.items():
+        for api, reason in workload.not_applicable.items():
+            assert catalog.not_applicable_reason(name, api, None, axes, workload.tasks[0]) == reason
+
+
+def test_workload_declarations_are_consistent():
+    for name, workload in catalog.WORKLOADS.items():
+        assert set(workload.tasks) <= set(catalog.TASKS), name
+        assert set(workload.precisions) <= set(catalog.PRECISIONS), name
+        assert workload.family in catalog.FAMILIES, name
+        for size, preset in workload.sizes.items():
+            assert size in catalog.SIZES and set(preset) <= set(workload.options), (name, size)
+
+
+def test_every_rule_is_about_a_declared_axis():
+    assert catalog.RULES
+    for axis, _ in catalog.RULES:
+        assert axis is None or axis in catalog.AXES
+
+
+def test_every_consumer_reads_the_axis_declarations():
+    names = tuple(catalog.AXES)
+    settings = catalog.setting_axes()
+    assert names[:2] == ("task", "batch_size") and settings == names[2:]
+    assert schema.AXES == names                                         # validated
+    assert set(names) <= set(schema.BenchmarkSpec.model_fields)         # a benchmark's key
+    spec_fields = [f.name for f in dataclasses.fields(CellSpec)]
+    start = spec_fields.index("task")
+    assert tuple(spec_fields[start:start + len(names)]) == names        # carried to the worker
+    assert set(names) <= set(RECORD_FIELDS) and set(names) <= set(schemas.RECORD_TYPES)
+    assert summaries.AXIS_KEYS == settings                              # reported
+    start = files.CSV_COLUMNS.index("task")
+    assert files.CSV_COLUMNS[start:start + len(names)] == names         # in summary.csv
+    for name in settings:
+        axis = catalog.AXES[name]
+        assert catalog.AXIS_DEFAULTS[name] == axis.default
+        assert schema.check_axis(name, axis.values[0] if axis.values else 1 if axis.kind ==
+                                 "positive_int" else True)
+
+
+def test_a_cell_carries_every_setting_axis(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('[environments.numpy]\nimage = "numpy"\napi = "numpy"\n'
+                    '[[benchmarks]]\nworkload = "matmul"\n', encoding="utf-8")
+    cell = matrix.load(path).cells[0]
+    assert tuple(cell.axes) == catalog.setting_axes()
+    assert cell.axes == catalog.AXIS_DEFAULTS
+
+
+# --- a toy axis and a toy workload, added to a copy of the runner ------------------------------
+
+TOY_AXIS = '''
+declare_axis(Axis("toy", "choice", str, "plain", ("plain", "fancy"), help="a toy axis"))
+'''
+TOY_RULE = '''
+
+@rule("toy")
+def toy_fancy_on_numpy_only(c: Where) -> str | None:
+    return "toy = fancy runs on NumPy only" if c.axes["toy"] == "fancy" and c.api != "numpy" \\
+        else None
+'''
+TOY_WORKLOAD = '''
+declare_workload(Workload(
+    "toy", ("run",), ("numpy",), False, ("float32",), {"n": Option(int, "elements", True)},
+    help="a toy: the cumulative sum of n seeded numbers", family="ops",
+    sizes={"full": {"n": 64}, "small": {"n": 32}, "tiny": {"n": 16}}))
+'''
+TOY_MODULE = '''"""The toy workload with NumPy."""
+
+import numpy as np
+
+from ...bench import Bench
+from .. import answers, seeded
+
+
+def build(spec, fw) -> Bench:
+    (x,) = seeded.normal(spec.seed, (spec.options["n"],))
+    return Bench(step=lambda: np.cumsum(x), items_per_step=spec.options["n"],
+                 answer=lambda: answers.output(np.cumsum(x)))
+'''
+
+
+def copy_of_the_runner(tmp_path: Path) -> Path:
+    root = tmp_path / "copy"
+    shutil.copytree(ROOT / "runner", root / "runner",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+def changed_files(copy: Path) -> set[str]:
+    """The files of the copy's runner/ that differ from (or are not in) this checkout's."""
+    out = set()
+    for path in (copy / "runner").rglob("*.py"):
+        relative = path.relative_to(copy)
+        original = ROOT / relative
+        if not original.exists() or original.read_bytes() != path.read_bytes():
+            out.add(str(relative))
+    return out
+
+
+def run_matrix(copy: Path, text: str) -> subprocess.CompletedProcess:
+    """The copy's runner on a matrix whose environments are this interpreter as NumPy and as
+    torch (only planned: torch never runs here)."""
+    (copy / "toy.toml").write_text(textwrap.dedent(f"""
+        [run]
+        name = "toy"
+        repeats = 1
+        warmup_steps = 1
+        steps = 2
+        settle = 0
+        [environments.numpy]
+        python = "{sys.executable}"
+        api = "numpy"
+        [environments.torch]
+        python = "{sys.executable}"
+        api = "torch"
+        """) + textwrap.dedent(text), encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "runner", "toy.toml", "--executor", "local",
+                           "--results-dir", str(copy / "results")], cwd=copy,
+                          capture_output=True, text=True, timeout=300)
+
+
+def results_of(copy: Path) -> tuple[list[dict], list[dict]]:
+    (run,) = (copy / "results" / "toy").iterdir()
+    records = [json.loads(p.read_text()) for p in sorted((run / "cells").glob("*.json"))]
+    with (run / "summary.csv").open(newline="") as handle:
+        return records, list(csv.DictReader(handle))
+
+
+def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_shown(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    catalog_dir = copy / "runner" / "worker" / "catalog"
+    append(catalog_dir / "axes.py", TOY_AXIS)
+    append(catalog_dir / "rules.py", TOY_RULE)
+    assert changed_files(copy) == {"runner/worker/catalog/axes.py",
+                                   "runner/worker/catalog/rules.py"}
+    bench = '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
+
+    wrong = run_matrix(copy, bench + 'toy = "fancey"\n')
+    assert wrong.returncode == 2, wrong.stderr
+    assert "benchmarks[0].toy: 'fancey' is not one of 'plain', 'fancy' (did you mean 'fancy'?)" \
+        in wrong.stderr
+
+    done = run_matrix(copy, bench + 'toy = ["plain", "fancy"]\nenvironments = ["numpy"]\n'
+                      + bench + 'toy = "fancy"\nenvironments = ["torch"]\n')
+    assert done.returncode == 0, done.stdout + done.stderr
+    records, rows = results_of(copy)
+    assert {(r["environment"], r["toy"], r["status"]) for r in records} == {
+        ("numpy", "plain", "ok"), ("numpy", "fancy", "ok"), ("torch", "fancy", "not_applicable")}
+    fancy_torch = next(r for r in records if r["environment"] == "torch" and r["toy"] == "fancy")
+    assert "toy = fancy runs on NumPy only" in fancy_torch["error"]
+    assert {r["toy"] for r in rows} == {"plain", "fancy"}
+    assert any("-toy=fancy-" in r["cell_name"] for r in rows)
+
+
+def test_a_toy_workload_touches_only_its_catalog_entry_and_its_module(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    append(copy / "runner" / "worker" / "catalog" / "workloads.py", TOY_WORKLOAD)
+    (copy / "runner" / "worker" / "apis" / "numpy_api" / "toy.py").write_text(TOY_MODULE)
+    assert changed_files(copy) == {"runner/worker/catalog/workloads.py",
+                                   "runner/worker/apis/numpy_api/toy.py"}
+
+    done = run_matrix(copy, '[[benchmarks]]\nworkload = "toy"\nsize = ["tiny", "small"]\n')
+    assert done.returncode == 0, done.stdout + done.stderr
+    records, rows = results_of(copy)
+    ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["options"]["n"])
+    assert [r["options"]["n"] for r in ok] == [16, 32] and all(r["answer"] for r in ok)
+    assert {r["error"] for r in records if r["environment"] == "torch"} \
+        >= {"toy has no torch implementation"}
+    assert [r["workload"] for r in rows] == ["toy"] * 4
