@@ -201,11 +201,6 @@ KNOWN_LONG = {
     # The typed records and the report's sections come with issue 21's types part.
     "runner.results.compare", "runner.results.markdown", "runner.results.markdown:report_markdown",
     "runner.results.stats", "runner.results.summaries:cell_summaries",
-    # One declaration per axis (issue 21's worker part) shrinks the schema.
-    "runner.schema",
-    # The worker's side of issue 21 (one recipe per workload) splits these.
-    "runner.worker.__main__:measure", "runner.worker.apis.keras_fit_clock:block_clock",
-    "runner.worker.apis.kerashub_models:causal_lm_bench", "runner.worker.apis.torch_api.cnn:build",
 }
 
 
