@@ -10,7 +10,8 @@ import os
 import shutil
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import Progress

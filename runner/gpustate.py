@@ -17,7 +17,8 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from .errors import UsageError
 from .worker.monitor import Nvml, clock_event_names, process_name

@@ -225,7 +225,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                                  bench.option_grid())
         for env_name, *values, chosen_options in grid:
             env = spec.environments[env_name]
-            coords = dict(zip(varying, values))
+            coords = dict(zip(varying, values, strict=True))
             task, batch_size = coords.pop("task"), coords.pop("batch_size")
             options = {**catalog.default_sizes(bench.workload, coords["size"]), **chosen_options}
             cell = Cell(

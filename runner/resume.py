@@ -13,7 +13,8 @@ import shlex
 import sys
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from rich.markup import escape
 
@@ -44,7 +45,7 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
             out += differences(old.get(key, ABSENT), new.get(key, ABSENT), path)
         return out
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [d for i, (a, b) in enumerate(zip(old, new))
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
                 for d in differences(a, b, f"{where}[{i}]")]
     if old == new and type(old) is type(new):
         return []
@@ -95,8 +96,8 @@ def set_aside(store: Store, say: Callable[[str], None]) -> None:
 
 
 
-def open_resumed(matrix: "Matrix", resume: Path | bool, results_dir: Path,
-                 console: "Console") -> Store:
+def open_resumed(matrix: Matrix, resume: Path | bool, results_dir: Path,
+                 console: Console) -> Store:
     """The run's own folder (`resume` True: the latest run of this matrix's name): locked, made
     by this runner version, its matrix the same as now, its unusable records set aside so that
     their cells run again."""

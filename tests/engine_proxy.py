@@ -37,7 +37,7 @@ class EngineProxy:
     def url(self) -> str:
         return f"unix://{self.path}"
 
-    def start(self) -> "EngineProxy":
+    def start(self) -> EngineProxy:
         self.path.unlink(missing_ok=True)
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(str(self.path))

@@ -26,7 +26,6 @@ from runner import environments
 from runner.environments import images
 from runner.errors import UsageError
 from runner.environments import docker_engine as engine_mod
-from runner.matrix import REPO_ROOT
 from runner.pipeline import Options
 from runner.resume import resume_command
 

@@ -420,11 +420,11 @@ def test_a_full_disk_stops_the_run_in_one_line_and_finalises_its_manifest(tmp_pa
 
 # --- archives --------------------------------------------------------------------------------
 
-def archive_with(tmp_path: Path, index: bytes | None, members: dict[str, bytes] = {},
+def archive_with(tmp_path: Path, index: bytes | None, members: dict[str, bytes] | None = None,
                  index_is_folder: bool = False) -> Path:
     path = tmp_path / "images.tar"
     with tarfile.open(path, "w") as tar:
-        for name, data in members.items():
+        for name, data in (members or {}).items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))

@@ -18,6 +18,7 @@ import pytest
 
 from runner.worker import monitor
 from runner.worker.monitor import CLOCK_EVENTS, SLOWDOWN_EVENTS, Monitor, Nvml
+from runner.worker.protocol import CellSpec
 
 SW_POWER_CAP = pynvml.nvmlClocksThrottleReasonSwPowerCap
 SW_THERMAL = pynvml.nvmlClocksThrottleReasonSwThermalSlowdown
@@ -234,8 +235,6 @@ def test_host_side_gpu_figures_reach_the_record(tmp_path):
     from runner.executors.containers import save_host_gpu
     from runner.executors.base import Outcome
     from runner.results.records import finalize
-    from runner.worker.protocol import CellSpec
-
     monitor = Monitor(interval_s=0.05,
                       gpu=Nvml(FakePynvml(energy_mj=(5_000_000, 5_020_000)), handle="h0"))
     monitor.__enter__()
@@ -275,7 +274,7 @@ class TimedEnergy(FakePynvml):
         return super().nvmlDeviceGetUtilizationRates(handle)
 
 
-def window_spec(steps) -> "CellSpec":
+def window_spec(steps) -> CellSpec:
     from runner.worker.protocol import CellSpec
 
     return CellSpec(run_id="r", cell_id="c", cell_name="x", repeat=1, environment="e", api="numpy",

@@ -5,7 +5,6 @@ repeating a finished cell. Uses the NumPy environment and the diagnostic `selfte
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from runner.results.store import Store
 
 pytestmark = pytest.mark.slow
 

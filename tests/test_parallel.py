@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import cli, environments, hostinfo, scheduling
+from runner import environments, hostinfo, scheduling
 from runner.hostinfo import Gpu
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,7 +98,7 @@ class Watcher(threading.Thread):
             if seen:
                 self.snapshots.append(seen)
 
-    def __enter__(self) -> "Watcher":
+    def __enter__(self) -> Watcher:
         self.start()
         return self
 
@@ -123,7 +123,7 @@ def test_one_cell_per_gpu_each_pinned_and_a_cpu_cell_alone(three_gpu_host, write
     found = records(results_dir)
     assert len(found) == 7 and all(r["status"] == "ok" for r in found.values())
     uuids = {g["uuid"]: g["index"] for g in GPUS}
-    for key, record in found.items():
+    for record in found.values():
         meta = record["metadata"]
         assert meta["node_name"] and meta["executor"] == "local"
         if record["device"] == "cpu":

@@ -66,7 +66,7 @@ class LocalCluster:
             self.starters.append(starter.pid)
             assert starter.wait(timeout=120) == 0, log_path.read_text()
 
-    def start(self) -> "LocalCluster":
+    def start(self) -> LocalCluster:
         self.start_node("--head", f"--node-ip-address={HEAD_IP}", f"--port={self.port}",
                         f"--temp-dir={self.root}", "--include-dashboard=false",
                         f"--ray-client-server-port={free_port()}")

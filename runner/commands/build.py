@@ -49,18 +49,18 @@ def main(args: argparse.Namespace, console: Console) -> int:
     return pipeline.execute(steps, pipeline.RunState(opts, console))
 
 
-def show_what_builds(state: "RunState") -> None:
+def show_what_builds(state: RunState) -> None:
     from ..console import show_preparation, show_setup
 
     show_setup(state.matrix, state.setup, state.plan.cells, state.console)
     show_preparation(state.matrix, state.plan, [], state.console, action="builds")
 
 
-def stop_if_a_build_failed(state: "RunState") -> int | None:
+def stop_if_a_build_failed(state: RunState) -> int | None:
     return EXIT_FAILED_CELLS if any(p.error for p in state.prepared.values()) else None
 
 
-def push_images(state: "RunState") -> int | None:
+def push_images(state: RunState) -> int | None:
     """Push the images of the image folders to --push and write the digests that name them
     to <results-dir>/<name>/images.json (environment -> reference, lock, recipe, image id)."""
     from ..environments import images

@@ -53,7 +53,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
     return pipeline.execute(steps, state)
 
 
-def only_images(state: "RunState") -> None:
+def only_images(state: RunState) -> None:
     """Existing interpreters have no image: said, and left out."""
     skipped = [s.python for s in state.sources if s.existing]
     if skipped:
@@ -64,7 +64,7 @@ def only_images(state: "RunState") -> None:
         raise UsageError(f"{state.matrix.path}: no environment of it runs from an image")
 
 
-def archive_prepared(state: "RunState", output: Path) -> int:
+def archive_prepared(state: RunState, output: Path) -> int:
     """The prepared images in one archive (exit 1 when one could not be prepared)."""
     from ..environments import transfer
     from .build import stop_if_a_build_failed

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from rich.console import Console
 from rich.markup import escape

@@ -40,7 +40,7 @@ def parallel(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"expected a positive whole number or auto, got {text!r}")
 
 
-def run_options(args: argparse.Namespace, **overrides: Any) -> "Options":
+def run_options(args: argparse.Namespace, **overrides: Any) -> Options:
     """pipeline.Options from run, plan and build's arguments."""
     from ..pipeline import Options
 

@@ -50,7 +50,7 @@ class Source:
     python: str | None = None       # an existing interpreter, used as it is
 
     @classmethod
-    def of(cls, image: str | None, python: str | None = None) -> "Source":
+    def of(cls, image: str | None, python: str | None = None) -> Source:
         """The source of a matrix environment (its `image` and `python` keys)."""
         if image is not None and is_image_reference(image):
             return cls(reference=image)

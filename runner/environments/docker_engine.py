@@ -24,7 +24,8 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable
 
 from ..errors import UsageError
 
@@ -47,7 +48,7 @@ class EngineSettings:
     reconnect_s: float = DEFAULT_RECONNECT_S   # an unreachable engine, before the run stops
 
     @classmethod
-    def from_env(cls) -> "EngineSettings":
+    def from_env(cls) -> EngineSettings:
         return cls(seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
                    seconds_from_env(RECONNECT_ENV, DEFAULT_RECONNECT_S))
 

@@ -18,7 +18,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..matrix import IMAGES_DIR
 from . import LOCKS
@@ -152,7 +153,7 @@ def buildkit_cli() -> str | None:
     the classic builder copies the whole file system per step (numpy image: 7 min against 1)."""
     candidates = [os.environ.get("DL_BENCH_DOCKER_CLI"), shutil.which("docker"), "/usr/bin/docker"]
     for cli in dict.fromkeys(c for c in candidates if c and Path(c).is_file()):
-        def ok(*args: str) -> subprocess.CompletedProcess:
+        def ok(*args: str, cli: str = cli) -> subprocess.CompletedProcess:
             return subprocess.run([cli, *args], capture_output=True, text=True, timeout=30)
         try:
             if ok("buildx", "version").returncode == 0:

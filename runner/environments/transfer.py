@@ -11,6 +11,7 @@ checkout's matrix will use it, or will build its own).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -19,7 +20,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -185,7 +187,7 @@ def import_images(client: Any, archive: Path, on_line: Callable[[str], None],
                 member = outer.extractfile(entry["file"])
                 # A generator: streamed in chunks (requests would take a member's file number
                 # for the whole archive's and send a wrong length).
-                loaded = client.images.load(iter(lambda: member.read(CHUNK), b""))
+                loaded = client.images.load(iter(functools.partial(member.read, CHUNK), b""))
                 image = client.images.get(entry["image_id"])
                 for tag in entry["tags"]:     # an untagged save loads without its tags
                     if tag not in image.tags:

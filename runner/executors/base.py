@@ -20,7 +20,8 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator
 
 from ..environments import Flavour, Source
 from ..worker.protocol import GPU_GIVEN_ENV, CellSpec, write_json_atomic

@@ -14,6 +14,7 @@ The docker SDK is imported lazily: planning and `--dry-run` never need it.
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import socket
@@ -199,7 +200,7 @@ def remove_own(client: Any, settings: EngineSettings) -> None:
         mine = call("list the runner's containers", lambda: client.containers.list(
             all=True, filters={"label": f"{LABEL_OWNER}={owner_label()}"}), settings)
         for container in mine:
-            call("remove the container", lambda: remove_quietly(container), settings)
+            call("remove the container", functools.partial(remove_quietly, container), settings)
     except EngineProblem:
         pass
 

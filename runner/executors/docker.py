@@ -10,10 +10,12 @@ The docker SDK is imported lazily: planning and `--dry-run` never need it.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .. import hostinfo
 from ..environments import Flavour, Source, folder_flavour, images
@@ -327,7 +329,7 @@ class DockerExecutor(ImageExecutor):
         # Each lane's wait then returns and removes its container.
         for container in self._in_flight.snapshot():
             try:
-                call("kill the container", lambda: kill_quietly(container), self.engine,
+                call("kill the container", functools.partial(kill_quietly, container), self.engine,
                      retry=False)
             except EngineProblem:
                 pass

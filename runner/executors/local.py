@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from ..environments import (Flavour, Source, existing, folder_flavour, installed, lock_path,
                             venvs)

@@ -26,7 +26,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..environments import (FLAVOUR_ENV, LOCKS, Flavour, Source, folder_flavour, lock_path,
                             lock_sha256)

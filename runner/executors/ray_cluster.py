@@ -14,7 +14,8 @@ import signal
 import socket
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..matrix import IMAGES_DIR, REPO_ROOT
 from .base import ExecutorUnavailable

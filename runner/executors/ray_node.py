@@ -21,7 +21,8 @@ import socket
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..environments import Source, decide_flavour, folder_flavour, lock_path, lock_sha256
 from ..environments.venvs import ENV_ROOT

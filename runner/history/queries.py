@@ -100,13 +100,13 @@ class Point:
     label: str
     batch_size: int | None
     stack: dict[str, Any] = field(default_factory=dict)
-    change: "StackDiff | None" = None       # against the previous point's stack
+    change: StackDiff | None = None       # against the previous point's stack
 
 
 def series(engine: Engine, cell_name: str) -> list[Point]:
     """The cell's points across runs, oldest first, each with its stack and what changed in it
     since the point before."""
-    r, c, e = tables.runs, tables.cells, tables.environments
+    r, c = tables.runs, tables.cells
     query = (select(r.c.id.label("run_pk"), r.c.run_id, r.c.started_at, c.c.status, c.c.median_ms,
                     c.c.ci_low_ms, c.c.ci_high_ms, c.c.repeat_medians_ms, c.c.environment,
                     c.c.environment_name, c.c.label, c.c.batch_size, r.c.driver_version,

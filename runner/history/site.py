@@ -86,7 +86,7 @@ def draw(family: str, members, path: Path) -> None:
     position = {run_pk: i for i, (_, run_pk, _) in enumerate(runs)}
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    for name, points, cps in members:
+    for _, points, cps in members:
         ok = [p for p in points if p.status == "ok" and p.median_ms]
         if not ok:
             continue

@@ -113,7 +113,7 @@ def differences(a: dict[str, Any], b: dict[str, Any], kind: str,
                     out.append(f"{name}: not finite ({_shown(ys)} against {_shown(xs)})")
                 continue
             floor = max([abs(v) for v in xs + ys] + [scale]) if len(xs) > 1 else scale
-            worst = max(abs(p - q) / max(abs(p), abs(q), floor, 1e-300) for p, q in zip(xs, ys))
+            worst = max(abs(p - q) / max(abs(p), abs(q), floor, 1e-300) for p, q in zip(xs, ys, strict=True))
             if worst > rtol:
                 out.append(f"{name}: {_shown(ys)} against {_shown(xs)} (relative difference "
                            f"{fmt(worst)} > {rtol:g}, {kind})")

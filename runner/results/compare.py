@@ -36,7 +36,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from rich.markup import escape
 
@@ -272,7 +273,7 @@ def choose_threshold(given: float | None, manifest_a: dict[str, Any],
     if given is not None:
         return (lambda workload: given), f"--threshold {given * 100:g} %"
     profiles = [m.get("machine_profile") for m in (manifest_a, manifest_b)]
-    missing = [side for side, p in zip("AB", profiles) if not (p or {}).get("found")]
+    missing = [side for side, p in zip("AB", profiles, strict=True) if not (p or {}).get("found")]
     if missing:
         return ((lambda workload: DEFAULT_THRESHOLD),
                 f"the fixed {DEFAULT_THRESHOLD * 100:g} %: run {' and '.join(missing)} ran on a "

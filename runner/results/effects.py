@@ -41,7 +41,7 @@ class Settings:
     environments: tuple[str, ...] = ()                          # the matrix's order
 
     @classmethod
-    def from_manifest(cls, manifest: dict[str, Any]) -> "Settings":
+    def from_manifest(cls, manifest: dict[str, Any]) -> Settings:
         report = manifest.get("report") or {}
         baselines = {k: v for k, v in (report.get("baselines") or {}).items() if k != "options"}
         baselines |= {f"options.{k}": v

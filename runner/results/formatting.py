@@ -7,7 +7,8 @@ Numbers print with significant figures, never a fixed count of decimals: a 4 µs
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 SIGNIFICANT = 3

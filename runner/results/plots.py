@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..worker.protocol import atomic_target
 from .effects import Analysis, keras_speedups, shown
@@ -64,7 +65,7 @@ def time_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
     lines = -(-len(rows) // columns)
     fig = _figure(6.0 * columns, 0.35 * len(environments) * lines + 1.2 * lines)
     axes = fig.subplots(lines, columns, squeeze=False)
-    for ax, (label, batch) in zip(axes.flat, rows):
+    for ax, (label, batch) in zip(axes.flat, rows, strict=False):
         envs = [e for e in environments if _ok(grid.get((label, batch, e)), "median_ms")]
         cells = [grid[(label, batch, e)] for e in envs]
         medians = [c["median_ms"] for c in cells]
@@ -78,10 +79,10 @@ def time_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
         ax.set_title(f"{label}, batch {batch}", fontsize=9)
         ax.set_xlabel("ms/step (median, bars p10–p90)", fontsize=8)
         ax.tick_params(labelsize=8)
-        for y, value, above in zip(positions, medians, high):
+        for y, value, above in zip(positions, medians, high, strict=True):
             ax.annotate(f"{value:.3g}", (value + above, y), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=7)
-        ax.set_xlim(0, max(m + h for m, h in zip(medians, high)) * 1.18)
+        ax.set_xlim(0, max(m + h for m, h in zip(medians, high, strict=True)) * 1.18)
     for ax in list(axes.flat)[len(rows):]:
         ax.set_visible(False)
     fig.suptitle("Time per step by workload and environment (lower is better)")
@@ -103,7 +104,7 @@ def keras_speedup_plot(summaries: list[dict[str, Any]], path: Path) -> str | Non
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
-    for y, ((_, e), value) in enumerate(zip(rows, values)):
+    for y, ((_, e), value) in enumerate(zip(rows, values, strict=True)):
         ax.annotate(f"{value:.2f}× ({e['best_backend']})", (value, y), xytext=(3, 0),
                     textcoords="offset points", va="center", fontsize=8)
     ax.set_xlabel("Keras 2 ms/step ÷ best Keras 3 ms/step (above 1: Keras 3 faster)")

@@ -87,7 +87,7 @@ class _RecordChecks(_Data):
         return value
 
     @model_validator(mode="after")
-    def _ok_has_samples(self) -> "_RecordChecks":
+    def _ok_has_samples(self) -> _RecordChecks:
         if self.status == "ok" and not positive_samples(self.samples_ms):
             raise ValueError("status 'ok' without finite positive samples_ms")
         return self

@@ -151,7 +151,7 @@ class Ratio:
         """Whether the interval excludes 1 (no interval: never)."""
         return self.has_interval and (self.low > 1 or self.high < 1)
 
-    def scaled(self, factor: float) -> "Ratio":
+    def scaled(self, factor: float) -> Ratio:
         """The ratio times a known constant (a ratio of times per step → per item), its interval
         and its test moved with it."""
         if self.ratio is None:
@@ -229,7 +229,7 @@ def geometric_mean_ratio(ratios: list[Ratio], confidence: float = CONFIDENCE) ->
     if sum(variances) == 0:
         value = math.exp(mean)
         return Ratio(value, value, value, 1.0 if value == 1 else 0.0, 0.0, math.inf)
-    denominator = sum(v ** 2 / r.df for v, r in zip(variances, known) if v and math.isfinite(r.df))
+    denominator = sum(v ** 2 / r.df for v, r in zip(variances, known, strict=True) if v and math.isfinite(r.df))
     df = sum(variances) ** 2 / denominator if denominator else math.inf
     return _t_interval(mean, math.sqrt(sum(variances)) / len(known), df, confidence)
 

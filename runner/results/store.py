@@ -72,7 +72,7 @@ class Store:
         self._lock_fd: int | None = None
         self._reserved = False
 
-    def calibration(self) -> "Store":
+    def calibration(self) -> Store:
         """The same run folder, its calibration records kept apart in calibration/ (they are
         the run's measured peak, never cells of the run)."""
         store = Store(self.root, "calibration")
@@ -82,7 +82,7 @@ class Store:
     # --- creating and opening ---------------------------------------------------------------
 
     @classmethod
-    def create(cls, name: str, results_dir: Path = RESULTS_DIR) -> "Store":
+    def create(cls, name: str, results_dir: Path = RESULTS_DIR) -> Store:
         """A new run folder, made exclusively (two runs started in the same second get two
         folders) and locked."""
         parent = results_root(results_dir) / name
@@ -106,7 +106,7 @@ class Store:
         return store.reserve()
 
     @classmethod
-    def open(cls, root: Path, lock: bool = True, create_folders: bool = True) -> "Store":
+    def open(cls, root: Path, lock: bool = True, create_folders: bool = True) -> Store:
         """An existing run folder: checked (a manifest, no symbolic links at its top), locked
         for a run (`lock`), its folders made for a writer (`create_folders`)."""
         root = Path(root).expanduser().resolve()
@@ -155,7 +155,7 @@ class Store:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
 
-    def reserve(self) -> "Store":
+    def reserve(self) -> Store:
         """Set RESERVE_BYTES of the disk aside (allocated, not just sized)."""
         fd = os.open(self.root / RESERVE_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
                      | os.O_CLOEXEC, 0o600)

@@ -226,7 +226,7 @@ def fixed_costs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "import_s": _median([s.get("import_s") for s in cells]),
                     "setup_s": _median([s.get("setup_s") for s in cells]),
                     "warmup_s": _median([s.get("warmup_total_s") for s in cells]),
-                    "other_s": _median([f - k for f, k in zip(fixed, known)]),
+                    "other_s": _median([f - k for f, k in zip(fixed, known, strict=True)]),
                     "fixed_s": _median(fixed),
                     "timed_s": _median([s["train_s"] for s in cells])})
     return out

@@ -72,7 +72,7 @@ class _Benchmark(Strict):
         return None if value is None else check_steps(value)
 
     @model_validator(mode="after")
-    def _against_workload(self) -> "_Benchmark":
+    def _against_workload(self) -> _Benchmark:
         workload = catalog.WORKLOADS[self.workload]
         self.task = _tasks(workload, self.task)  # type: ignore[attr-defined]
         if self.batch_size is None:  # type: ignore[attr-defined]
@@ -101,7 +101,7 @@ class _Benchmark(Strict):
         """Every combination of list-valued options (one dict per cell)."""
         keys = list(self.options)
         lists = [v if isinstance(v, list) else [v] for v in self.options.values()]
-        return [dict(zip(keys, combo)) for combo in itertools.product(*lists)]
+        return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*lists)]
 
     def axis_values(self, name: str) -> tuple[Any, ...]:
         value = getattr(self, name)

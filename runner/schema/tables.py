@@ -73,7 +73,7 @@ class RunSettings(Strict):
         return check_parallel(value)
 
     @model_validator(mode="after")
-    def _time_window(self) -> "RunSettings":
+    def _time_window(self) -> RunSettings:
         if self.min_time > self.max_time:
             raise ValueError(f"run.min_time ({self.min_time:g} s) is above run.max_time "
                              f"({self.max_time:g} s)")
@@ -121,7 +121,7 @@ class EnvironmentSpec(Strict):
         return env
 
     @model_validator(mode="after")
-    def _protected_env(self) -> "EnvironmentSpec":
+    def _protected_env(self) -> EnvironmentSpec:
         protected = [name for name in self.env if protected_env(name)]
         if protected and not self.unsafe_env:
             raise ValueError(f"env.{protected[0]}: PYTHON*, LD_* and PATH decide which code the "
@@ -129,7 +129,7 @@ class EnvironmentSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _backend_only_with_keras(self) -> "EnvironmentSpec":
+    def _backend_only_with_keras(self) -> EnvironmentSpec:
         if (self.image is None) == (self.python is None):
             raise ValueError("give image = '<folder under images/>' or python = "
                              "'/path/to/python' (an existing interpreter), exactly one of them")
@@ -225,7 +225,7 @@ class MatrixSpec(Strict):
         return environments
 
     @model_validator(mode="after")
-    def _environment_names(self) -> "MatrixSpec":
+    def _environment_names(self) -> MatrixSpec:
         for index, bench in enumerate(self.benchmarks):
             for name in bench.environments:
                 if name != "*" and name not in self.environments:
@@ -238,7 +238,7 @@ class MatrixSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _baseline_options(self) -> "MatrixSpec":
+    def _baseline_options(self) -> MatrixSpec:
         """A baseline option must be an option of a workload of the matrix, of its type."""
         workloads = [catalog.WORKLOADS[b.workload] for b in self.benchmarks]
         known = {name: w.options[name] for w in workloads for name in w.options}
@@ -253,7 +253,7 @@ class MatrixSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _bounded(self) -> "MatrixSpec":
+    def _bounded(self) -> MatrixSpec:
         runs = 0
         for bench in self.benchmarks:
             names = len(self.environments) if "*" in bench.environments \

@@ -12,14 +12,15 @@ import gc
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 @dataclass
 class Bench:
     items_per_step: float                             # samples (or elements) per step
     step: Callable[[], Any] | None = None             # one call = steps_per_call steps
-    drive: Callable[["StepClock"], None] | None = None  # framework-owned loop: ticks the clock
+    drive: Callable[[StepClock], None] | None = None  # framework-owned loop: ticks the clock
     sync: Callable[[Any], None] = lambda out: None    # wait until the device finished `out`
     loss: Callable[[Any], float] | None = None        # loss from a step's output
     evaluate: Callable[[], dict[str, Any]] | None = None  # after the loop (accuracy, ...)

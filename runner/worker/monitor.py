@@ -12,7 +12,8 @@ import os
 import resource
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -72,7 +73,7 @@ class Nvml:
         self.handle = handle
 
     @classmethod
-    def open(cls, pin: str | None = None) -> "Nvml | None":
+    def open(cls, pin: str | None = None) -> Nvml | None:
         """The device `pin` names (an NVML index or a UUID), by default the one this process
         computes on: NVML ignores CUDA_VISIBLE_DEVICES, so its first entry picks the handle."""
         visible = pin if pin is not None else \
@@ -263,7 +264,7 @@ class Monitor:
         self.cpu_util: float | None = None
         self.energy_j: float | None = None
 
-    def __enter__(self) -> "Monitor":
+    def __enter__(self) -> Monitor:
         if self.compilations is not None:
             self._compiled = [self.compilations()]
         if self.gpu is not None:

@@ -12,7 +12,8 @@ import math
 import os
 import tempfile
 from dataclasses import asdict, field, fields, make_dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from . import catalog
 

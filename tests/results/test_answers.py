@@ -18,7 +18,7 @@ def output(rms: float, mean: float = 0.01, max_abs: float = 4.0) -> dict:
 
 def row(*values: dict, precision: str = "float32", medians=(3.0, 2.0, 1.0, 4.0)) -> list[dict]:
     cells = []
-    for env, answer, ms in zip(("numpy", "torch", "jax", "tensorflow"), values, medians):
+    for env, answer, ms in zip(("numpy", "torch", "jax", "tensorflow"), values, medians, strict=False):
         cell = summary(env, [ms, ms * 1.01, ms * 0.99], api=env, precision=precision)
         cell["answer"] = answer
         cells.append(cell)
@@ -32,8 +32,7 @@ def row(*values: dict, precision: str = "float32", medians=(3.0, 2.0, 1.0, 4.0))
     ("mixed_bfloat16", "bfloat16", 1.03, 1.2),
 ])
 def test_the_tolerance_follows_the_precision(precision, kind, close, far):
-    a, b = {"precision": precision}, {"precision": precision}
-    assert answers.arithmetic(a) == kind
+    assert answers.arithmetic({"precision": precision}) == kind
     assert answers.differences(output(10.0), output(10.0 * close), kind) == ([], 3)
     found, _ = answers.differences(output(10.0), output(10.0 * far), kind)
     assert found and found[0].startswith("output.rms: ")

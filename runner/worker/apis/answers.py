@@ -63,4 +63,4 @@ def tokens(ids: Any, starts: list[int]) -> dict[str, Any]:
     """The first generated token ids of the first sequences, each from its prompt's end."""
     ids = np.asarray(ids)
     return {"tokens": [[int(t) for t in row[start:start + TOKENS]]
-                       for row, start in zip(ids[:SEQUENCES], starts)]}
+                       for row, start in zip(ids[:SEQUENCES], starts, strict=False)]}

@@ -18,7 +18,8 @@ from __future__ import annotations
 import hashlib
 import statistics
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -36,7 +37,7 @@ EVAL_BATCH = 256                          # held-out split and probe: whole batc
 LEARNING_RATE = 1e-4
 RMS_RHO = 0.9                             # Keras' default; torch's own default (0.99) is overridden
 RMS_EPSILON = 1e-7
-PARAMETERS = (sum(KERNEL * KERNEL * i * o + o for i, o in zip((1,) + CONV_FILTERS[:-1], CONV_FILTERS))
+PARAMETERS = (sum(KERNEL * KERNEL * i * o + o for i, o in zip((1,) + CONV_FILTERS[:-1], CONV_FILTERS, strict=True))
               + FLAT * HIDDEN + HIDDEN + HIDDEN * CLASSES + CLASSES)
 assert PARAMETERS == 562_228
 
@@ -118,7 +119,7 @@ def initial_weights(seed: int) -> list[np.ndarray]:
     conv kernels (kh, kw, in, out), dense kernels (in, out), each followed by its bias."""
     rng = np.random.default_rng([seed, 1])
     shapes: list[tuple[int, ...]] = []
-    for fan_in, filters in zip((1,) + CONV_FILTERS[:-1], CONV_FILTERS):
+    for fan_in, filters in zip((1,) + CONV_FILTERS[:-1], CONV_FILTERS, strict=True):
         shapes.append((KERNEL, KERNEL, fan_in, filters))
     shapes += [(FLAT, HIDDEN), (HIDDEN, CLASSES)]
     weights = []

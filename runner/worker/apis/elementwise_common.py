@@ -5,7 +5,8 @@ compiler (see matmul_common.py), and <api>_api/elementwise.py names the API as o
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..bench import Bench
 from . import answers, seeded

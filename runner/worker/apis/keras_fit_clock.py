@@ -24,7 +24,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..bench import BLOCK_TARGET_S, MAX_CALLS_PER_SAMPLE, StepClock
 

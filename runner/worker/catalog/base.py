@@ -5,7 +5,8 @@ adds a toy axis or workload). Standard library only."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 APIS = ("keras", "tf-keras", "torch", "jax", "tensorflow", "numpy")
 KERAS_BACKENDS = ("tensorflow", "jax", "torch")

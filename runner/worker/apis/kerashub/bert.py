@@ -9,7 +9,8 @@ length 512 at full size, as in the study (options.sequence_length).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ...bench import Bench
 from .benches import fit_bench, jit_in_effect, predict_bench

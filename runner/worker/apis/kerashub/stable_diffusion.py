@@ -11,7 +11,8 @@ output shape, MSE, Adam (keras-hub and keras-cv have no fit for Stable Diffusion
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -48,7 +48,7 @@ class RMSprop(tf.Module):
         self.velocities = [tf.Variable(tf.zeros_like(v)) for v in variables]
 
     def apply(self, grads, variables):
-        for g, v, w in zip(grads, self.velocities, variables):
+        for g, v, w in zip(grads, self.velocities, variables, strict=True):
             g = tf.cast(g, w.dtype)
             v.assign(cc.RMS_RHO * v + (1.0 - cc.RMS_RHO) * tf.square(g))
             w.assign_sub(cc.LEARNING_RATE * g * tf.math.rsqrt(v + cc.RMS_EPSILON))

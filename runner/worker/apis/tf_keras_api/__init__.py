@@ -14,7 +14,6 @@ try:
 except ImportError:  # TensorFlow 2.15 carries Keras 2 itself, as tf.keras
     tf_keras = tf.keras
 
-from .. import FrameworkBase  # noqa: E402
 from ..tensorflow_api import Framework as TensorFlow  # noqa: E402
 
 
