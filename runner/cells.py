@@ -153,7 +153,7 @@ def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> N
         key = f"{cell.id}-r1"
         if not store.record_path(key).exists():
             spec = cell_spec(cell, 1, run_id, seed, "")
-            store.write_record(key, record_mod.not_applicable_record(spec, cell.not_applicable))
+            store.write_record(key, record_mod.not_applicable_record(spec, cell.not_applicable or ""))
 
 
 def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
@@ -174,7 +174,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     settled = None
     if prepared.error:
         outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
-        worker = {"schema": 1, "status": "failed", "error": prepared.error}
+        worker: dict[str, Any] | None = {"schema": 1, "status": "failed", "error": prepared.error}
     else:
         settled = settle_before(entry.cell, lane, on_status, stop)
         store.log_path(entry.key).unlink(missing_ok=True)

@@ -13,6 +13,7 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 from rich.console import Console
 
@@ -29,7 +30,7 @@ SUBCOMMANDS = tuple(COMMANDS)
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints usage)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's default prints usage)
         raise UsageError(f"{self.prog}: {message}")
 
 

@@ -119,7 +119,7 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
                       f"{cell.warmup_steps}+{cell.steps}", state)
     for cell in plan.not_applicable:
         table.add_row(escape(cell.name), cell.id, "–", "–",
-                      f"[yellow]NA: {escape(cell.not_applicable)}[/]")
+                      f"[yellow]NA: {escape(cell.not_applicable or '')}[/]")
     table.caption = (f"{len(plan.to_run)} runs to do, {len(plan.done)} done, "
                      f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out")
     return table

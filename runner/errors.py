@@ -31,7 +31,7 @@ class UsageError(Exception):
     exit_code = EXIT_USAGE
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
+def did_you_mean(word: object, choices: Iterable[object]) -> str:
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -205,6 +205,10 @@ def unlock_all() -> list[str]:
     failed = []
     for device_id in list(_LOCKED):
         nvml = open_gpu(device_id)
+        if nvml is None:        # NVML cannot open it now: it stays locked, the run says so
+            failed.append(device_id)
+            _LOCKED.pop(device_id, None)
+            continue
         try:
             nvml.nv.nvmlDeviceResetGpuLockedClocks(nvml.handle)
         except Exception:  # noqa: BLE001 - every other GPU is still reset

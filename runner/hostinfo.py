@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import functools
 import os
 from dataclasses import dataclass
@@ -67,7 +69,7 @@ def gpus() -> list[Gpu]:
     return [Gpu(int(g["index"]), g.get("uuid"), g.get("name")) for g in listed]
 
 
-def visible_gpus(gpus: list[Gpu], environ: dict[str, str] | None = None) -> list[Gpu]:
+def visible_gpus(gpus: list[Gpu], environ: Mapping[str, str] | None = None) -> list[Gpu]:
     """The host's GPUs this run may use: DL_BENCH_GPU's when set, else CUDA_VISIBLE_DEVICES's
     when set (NVML lists every GPU whatever that says), else all."""
     environ = os.environ if environ is None else environ
@@ -78,7 +80,7 @@ def visible_gpus(gpus: list[Gpu], environ: dict[str, str] | None = None) -> list
     return list(gpus)
 
 
-def default_gpu_id(environ: dict[str, str] | None = None) -> str:
+def default_gpu_id(environ: Mapping[str, str] | None = None) -> str:
     """The GPU a cell gets where no lane names one: DL_BENCH_GPU's first, else GPU 0."""
     environ = os.environ if environ is None else environ
     wanted = [w.strip() for w in environ.get(GPU_ENV, "").split(",") if w.strip()]

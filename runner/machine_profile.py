@@ -110,6 +110,7 @@ def compare_threshold(entry_a: dict[str, Any] | None, entry_b: dict[str, Any] | 
     """(threshold, from the profiles): the larger of the two machines' thresholds for this
     workload class when both runs ran on profiled machines, else `default`."""
     both = [threshold_for(e, workload) for e in (entry_a, entry_b)]
-    if None in both:
+    found = [t for t in both if t is not None]
+    if len(found) < len(both):
         return default, False
-    return max(both), True
+    return max(found), True

@@ -57,7 +57,7 @@ class Cell:
     @property
     def coordinates(self) -> dict[str, Any]:
         where = {"image": self.image} if self.python is None else {"python": self.python}
-        calibration = {"calibration_sizes": list(self.calibration_sizes)} \
+        calibration: dict[str, Any] = {"calibration_sizes": list(self.calibration_sizes)} \
             if self.calibration_sizes else {}
         if self.harness_overhead:
             calibration["harness_overhead"] = True
@@ -204,8 +204,8 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
     for name, env in spec.environments.items():
         if env.python is not None:
             check_python(path, name, env.python)
-        elif not schema.is_image_reference(env.image):   # a digest reference is checked when pulled
-            check_image(path, name, env.image)
+        elif env.image is not None and not schema.is_image_reference(env.image):
+            check_image(path, name, env.image)      # a digest reference is checked when pulled
     resolved.get("run", {}).update(profile=chosen)
     matrix = Matrix(path=path, spec=spec, profile=chosen, profile_reason=reason, resolved=resolved)
     matrix.cells = expand(matrix, path)

@@ -171,7 +171,7 @@ def measuring_run(matrix: Matrix, cells: list[Cell], name: str, setup: Setup,
     inner = choose_setup(sub, opts.executor)
     inner.clocks = setup.clocks
     state = pipeline.RunState(dataclasses.replace(opts, only=[], results_dir=folder), log,
-                              matrix=sub, setup=inner)
+                              loaded_matrix=sub, chosen_setup=inner)
     try:
         pipeline.execute(pipeline.CELLS, state)
     finally:
@@ -279,12 +279,13 @@ def aa_spread(runs: list[dict[str, dict[str, Any]]], run_dirs: list[str]) -> dic
     (machine_profile.supported_threshold); the machine's: the largest class's."""
     cells, failed = [], []
     for name in runs[0]:
-        summaries = [r.get(name) for r in runs]
-        if any(s is None or s["status"] != "ok" or not s.get("median_ms") for s in summaries):
+        summaries = [s for r in runs if (s := r.get(name)) is not None
+                     and s["status"] == "ok" and s.get("median_ms")]
+        if len(summaries) < len(runs):      # failed (or missing) in one of the A/A runs
             failed.append(name)
             continue
         medians = [s["median_ms"] for s in summaries]
-        within = [s.get("cv_repeats") for s in summaries if s.get("cv_repeats") is not None]
+        within = [cv for s in summaries if (cv := s.get("cv_repeats")) is not None]
         cells.append({"cell_name": name, "workload": summaries[0]["workload"],
                       "medians_ms": medians, "spread": max(medians) / min(medians) - 1,
                       "cv_repeats": max(within) if within else None,    # the worst run's

@@ -11,14 +11,10 @@ run before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
-import contextlib
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -27,55 +23,14 @@ from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .environments import Source
 from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
                      os_error_line)
-from .executors.base import Prepared
-from .matrix import Cell, Matrix
-from .plan import Plan, make_plan
+from .plan import make_plan
 from .results import manifest as manifest_mod
-from .results.store import RESULTS_DIR, Store
+from .results.store import Store
 from .results.write import write_reports
-from .run_setup import Setup, choose_setup, source_of
+from .run_setup import choose_setup, source_of
+from .run_state import Options, RunState, Step
 
-
-@dataclass
-class Options:
-    """What the command line asks of a run."""
-
-    matrix_path: Path
-    only: list[str] = field(default_factory=list)
-    profile: str | None = None
-    executor: str | None = None
-    resume: Path | bool | None = None     # True: the latest run of this matrix's name
-    dry_run: bool = False
-    results_dir: Path = RESULTS_DIR
-    parallel: int | str | None = None     # --parallel: overrides [run] parallel
-    ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
-    push: str | None = None               # build --push REGISTRY
-    history: bool = True                  # write the finished run to the history database
-
-
-@dataclass
-class RunState:
-    """What the steps know so far. `cleanup` gives back what they took (the setup's executors,
-    locked clocks, the run folder's lock) however the run ends, last taken first."""
-
-    opts: Options
-    console: Console
-    matrix: Matrix | None = None
-    setup: Setup | None = None
-    store: Store | None = None
-    plan: Plan | None = None
-    calibrations: list[Cell] = field(default_factory=list)
-    sources: list[Source] = field(default_factory=list)
-    prepared: dict[str, Prepared] = field(default_factory=dict)
-    manifest: dict[str, Any] = field(default_factory=dict)
-    summaries: list[dict[str, Any]] = field(default_factory=list)
-    interrupted: KeyboardInterrupt | None = None   # Ctrl-C, SIGTERM, SIGHUP: 130, 143, 129
-    stopped: RunStopped | None = None              # an executor lost: exit 1
-    halted: str | None = None                      # the disk or the folder said no: exit 2
-    cleanup: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-
-
-Step = Callable[[RunState], "int | None"]
+__all__ = ["CELLS", "MEASURE", "RUN", "Options", "RunState", "Step", "execute"]
 
 
 def execute(steps: Sequence[Step], state: RunState) -> int:
@@ -137,7 +92,7 @@ def open_resumed_store(state: RunState) -> None:
 
 def plan_cells(state: RunState) -> None:
     state.plan = make_plan(state.matrix.cells, state.opts.only,
-                           state.store.finished() if state.store else set())
+                           state.store.finished() if state.opened_store else set())
 
 
 def refuse_an_empty_selection(state: RunState) -> None:
@@ -177,7 +132,7 @@ def stop_at_the_plan(state: RunState) -> int | None:
 
 def open_store(state: RunState) -> None:
     """A new run folder (a resumed run has its own already)."""
-    if state.store is None:
+    if state.opened_store is None:
         state.store = Store.create(state.matrix.spec.run.name, state.opts.results_dir)
         state.cleanup.callback(state.store.close)
 

@@ -79,9 +79,9 @@ def use_recorded_environments(run_dir: Path, matrix: matrix_mod.Matrix, setup: S
         if source.existing:
             continue  # what it holds is recorded per cell; compare names any difference
         if not executor.runs_images:
-            flavour = folder_flavour(setup.flavour, source.folder)
-            lock = lock_path(source.folder, flavour)
-            here = lock_sha256(source.folder, flavour)
+            flavour = folder_flavour(setup.flavour, source.image_folder)
+            lock = lock_path(source.image_folder, flavour)
+            here = lock_sha256(source.image_folder, flavour)
             if facts.get("lock_sha256") and here != facts["lock_sha256"]:
                 raise refuse(run_dir, name, f"images/{source.folder}/{lock.name} has sha256 "
                              f"{(here or 'none')[:12]}… here, the run used "
@@ -98,7 +98,8 @@ def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,
 
     from .environments.docker_engine import DockerUnavailable
 
-    image_id, digest = facts.get("image_id"), facts.get("image_digest")
+    image_id: str = facts.get("image_id") or ""      # "": none recorded (a reference's run)
+    digest = facts.get("image_digest")
     if not image_id and not source.by_digest:
         raise refuse(run_dir, name, "the run recorded no image id for it")
     try:
@@ -108,7 +109,7 @@ def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,
 
     def here(image: str | None) -> bool:
         try:
-            return image is not None and client.images.get(image) is not None
+            return bool(image) and client.images.get(image) is not None
         except docker.errors.ImageNotFound:
             return False
 
@@ -152,7 +153,7 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
                       f"{len(names)} environments, each as recorded", soft_wrap=True)
         opts = pipeline.Options(matrix_path=run_dir / "matrix.toml", only=planned,
                                 results_dir=results_dir or RESULTS_DIR)
-        state = pipeline.RunState(opts, console, matrix=matrix, setup=setup)
+        state = pipeline.RunState(opts, console, loaded_matrix=matrix, chosen_setup=setup)
         code = pipeline.execute((pipeline.lock_clocks, *pipeline.CELLS), state)
     finally:
         setup.close()

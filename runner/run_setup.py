@@ -107,10 +107,10 @@ def choose_setup(matrix: Matrix | None, requested: str | None,
     kind = requested or (matrix.spec.run.executor if matrix is not None else "auto")
     reason = f"--executor {kind}" if requested else f"[run] executor = {kind!r}"
     if parallel is not None:
-        lanes = dict(parallel=parallel, parallel_asked=f"--parallel {parallel}")
+        asked = f"--parallel {parallel}"
     else:
-        setting = matrix.spec.run.parallel if matrix is not None else "auto"
-        lanes = dict(parallel=setting, parallel_asked=f"[run] parallel = {setting!r}")
+        parallel = matrix.spec.run.parallel if matrix is not None else "auto"
+        asked = f"[run] parallel = {parallel!r}"
     if kind == "auto":
         kind, reason = auto.choose(gpu)
     if kind not in kinds.KINDS:
@@ -123,13 +123,15 @@ def choose_setup(matrix: Matrix | None, requested: str | None,
     except ExecutorUnavailable as exc:
         raise UsageError(str(exc)) from None
     where = f"; {executor.where}" if executor.where else ""
-    return Setup(executor, reason + where, gpu, **lanes)
+    return Setup(executor, reason + where, gpu, parallel, asked)
 
 
 def refuse_digest_images(matrix: Matrix | None, kind: str) -> None:
     """An image named by digest runs on this host (in Docker): not with an executor that
     places cells on other machines."""
-    by_digest = [n for n, e in (matrix.spec.environments.items() if matrix else ())
+    if matrix is None:
+        return
+    by_digest = [n for n, e in matrix.spec.environments.items()
                  if e.image is not None and Source.of(e.image).by_digest]
     if by_digest:
         raise UsageError(f"{matrix.path}: environments.{by_digest[0]}.image: an image named by "

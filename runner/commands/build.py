@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from ..errors import EXIT_FAILED_CELLS, UsageError
 from ..executors import kinds
+from ..executors.base import as_image_executor
 from .options import add_matrix_options, run_options
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def push_images(state: RunState) -> int | None:
         if source.existing or source.by_digest:
             continue
         try:
-            pushed[source.key] = state.setup.executor.push(source, opts.push)
+            pushed[source.key] = as_image_executor(state.setup.executor).push(source, opts.push)
         except images.ImageError as exc:
             console.print(f"[red]✗ {escape(str(exc))}[/]", soft_wrap=True)
             ok = False

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from ..errors import EXIT_OK, UsageError
 from ..executors import kinds
+from ..executors.base import as_image_executor
 from .options import PROFILES
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
 def only_images(state: RunState) -> None:
     """Existing interpreters have no image: said, and left out."""
-    skipped = [s.python for s in state.sources if s.existing]
+    skipped = [s.python for s in state.sources if s.python is not None]
     if skipped:
         state.console.print(f"[yellow]! not exported (existing interpreters, no image): "
                             f"{escape(', '.join(skipped))}[/]", soft_wrap=True)
@@ -72,7 +73,7 @@ def archive_prepared(state: RunState, output: Path) -> int:
     failed = stop_if_a_build_failed(state)
     if failed is not None:
         return failed
-    executor = state.setup.executor
+    executor = as_image_executor(state.setup.executor)
     wanted = [transfer.Exported(s.key, executor.image(s.key)) for s in state.sources]
     return write_archive(executor.client(), wanted, output, state.console)
 
@@ -93,7 +94,7 @@ def images_of_run(client: Any, run_dir: Path) -> list[Any]:
     if not used:
         raise UsageError(f"{run_dir}: its cells ran in no image (a local run: its environments "
                          "are rebuilt from the locks, which reproduce checks by hash)")
-    wanted = {}
+    wanted: dict[str, Any] = {}
     for environment, image_id in used.items():
         try:
             wanted.setdefault(image_id, transfer.Exported(environment, client.images.get(image_id)))

@@ -65,6 +65,14 @@ class Source:
         return self.reference if self.reference is not None else f"python:{self.python}"
 
     @property
+    def image_folder(self) -> str:
+        """The image folder of a source built from one; callers ask only after ruling out an
+        existing interpreter and an image reference."""
+        if self.folder is None:
+            raise ValueError(f"{self.label} is not built from an image folder")
+        return self.folder
+
+    @property
     def existing(self) -> bool:
         return self.python is not None
 
@@ -78,7 +86,7 @@ class Source:
         """images/torch, python /opt/conda/bin/python, or the image reference."""
         if self.existing:
             return f"python {self.python}"
-        return self.reference if self.by_digest else f"images/{self.folder}"
+        return self.reference if self.reference is not None else f"images/{self.folder}"
 
 
 def decide_flavour(gpu_count: int, gpu_name: str | None = None) -> Flavour:

@@ -81,6 +81,7 @@ def connect(timeout: float | None = None) -> Any:
         timeout = EngineSettings.from_env().timeout_s
     try:
         import docker
+        from docker.constants import MINIMUM_DOCKER_API_VERSION
     except ImportError as exc:
         raise DockerUnavailable("the docker SDK is not installed: pip install 'docker>=7' "
                                 "(a dependency of the runner: reinstall it)") from exc
@@ -90,7 +91,7 @@ def connect(timeout: float | None = None) -> Any:
                                 "(sudo systemctl start docker) or set DOCKER_HOST")
     # Ping with the oldest API first: from_env's version negotiation raises from inside its
     # constructor when no engine answers, leaving its socket open.
-    probe = docker.from_env(version=docker.constants.MINIMUM_DOCKER_API_VERSION, timeout=10)
+    probe = docker.from_env(version=MINIMUM_DOCKER_API_VERSION, timeout=10)
     try:
         probe.ping()
         # Parallel lanes each hold two connections (the wait and the log stream) per container.

@@ -51,6 +51,7 @@ def run_bounded(command: list[str], timeout: float, limit: int = OUTPUT_LIMIT,
     subprocess.TimeoutExpired, OutputTooLong, or OSError when it cannot start."""
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, cwd=cwd, start_new_session=True)
+    assert process.stdout is not None and process.stderr is not None   # both are PIPE
     received = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
     out, err = received.values()
     open_fds = list(received)

@@ -194,6 +194,7 @@ def build_with_cli(cli: str, rec: Recipe, context: Path, on_line: Callable[[str]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL, text=True, errors="replace",
                           env={**os.environ, "DOCKER_BUILDKIT": "1"}) as process:
+        assert process.stdout is not None       # stdout=PIPE
         try:
             for line in process.stdout:
                 if line.strip():

@@ -37,7 +37,7 @@ def list_installed(python: Path, timeout: float = 120.0) -> dict[str, str]:
 
 
 def differences(pins: dict[str, str], found: dict[str, str],
-                seed: set[str] = frozenset()) -> list[str]:
+                seed: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """Human-readable differences between a lock's pins and an installed set, sorted. `seed`:
     what the venv installed itself before the lock (pip, setuptools, wheel and what they need,
     packaging for one): the venv's, not the lock's, unless the lock pins them too."""

@@ -152,7 +152,9 @@ def read_index(archive: Path) -> dict[str, Any]:
             if not member.isfile() or member.size > MAX_INDEX_BYTES:
                 raise TransferError(f"{archive}: {INDEX} is not a file of at most "
                                     f"{MAX_INDEX_BYTES >> 20} MB")
-            index = json.loads(outer.extractfile(member).read())
+            index_file = outer.extractfile(member)
+            assert index_file is not None       # a regular file (checked above)
+            index = json.loads(index_file.read())
             if not isinstance(index, dict):
                 raise TransferError(f"{archive}: {INDEX} is not a JSON object")
             IndexModel.model_validate(index)
@@ -185,6 +187,8 @@ def import_images(client: Any, archive: Path, on_line: Callable[[str], None],
             for entry in index["images"]:
                 on_line(f"loading {entry['key']}")
                 member = outer.extractfile(entry["file"])
+                if member is None:
+                    raise TransferError(f"{archive}: {entry['file']} is not a file")
                 # A generator: streamed in chunks (requests would take a member's file number
                 # for the whole archive's and send a wrong length).
                 loaded = client.images.load(iter(functools.partial(member.read, CHUNK), b""))

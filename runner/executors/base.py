@@ -122,6 +122,11 @@ class Executor:
     builds_venvs = False
 
     flavour: Flavour
+
+    def __init__(self, flavour: Flavour | None = None, gpu: bool = False) -> None:
+        """What executors/kinds.py `create` passes every kind but ray (which takes an address)."""
+        raise NotImplementedError
+
     # Why this executor can run no more cells (its Docker engine or Ray cluster is gone), else
     # None: the run stops after the cell that found out.
     lost: str | None = None
@@ -195,6 +200,14 @@ class ImageExecutor(Executor):
         """Push a prepared image folder's image to `registry`: the images.json entry naming it
         by digest (images.ImageError when the registry refuses)."""
         raise NotImplementedError
+
+
+def as_image_executor(executor: Executor) -> ImageExecutor:
+    """The executor as one that runs Docker images: what `build --push` and `export` chose by
+    its `runs_images` flag."""
+    if not isinstance(executor, ImageExecutor):
+        raise TypeError(f"the {executor.name} executor runs no Docker images")
+    return executor
 
 
 def given_gpu(attempt: Attempt, host_has_gpu: bool) -> GpuRequest | None:

@@ -98,16 +98,17 @@ class DockerExecutor(ImageExecutor):
         return (self.image(prepared.key).labels or {}).get(f"{images.LABEL}.lock-sha256")
 
     def recipe(self, source: Source) -> images.Recipe:
-        return images.recipe(source.folder, folder_flavour(self.flavour, source.folder), self.base)
+        folder = source.image_folder
+        return images.recipe(folder, folder_flavour(self.flavour, folder), self.base)
 
     def would_use(self, source: Source) -> tuple[str | None, str]:
         """(flavour, image tag) without touching the engine."""
         if source.by_digest or source.key in self.exact_images:
-            return None, self.exact_images.get(source.key, source.reference)
+            return None, self.exact_images.get(source.key) or source.key   # a reference's key is itself
         try:
             rec = self.recipe(source)
         except images.ImageError as exc:
-            return folder_flavour(self.flavour, source.folder), str(exc)
+            return folder_flavour(self.flavour, source.image_folder), str(exc)
         return rec.flavour, rec.tag
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:

@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..environments import (Flavour, Source, existing, folder_flavour, installed, lock_path,
                             venvs)
@@ -83,7 +83,7 @@ def sweep(worker_id: str) -> list[int]:
     return killed
 
 
-def inherited_names(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+def inherited_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """INHERITED_ENV plus what DL_BENCH_INHERIT_ENV adds (names, or prefixes ending in *)."""
     environ = os.environ if environ is None else environ
     extra = [n.strip() for n in environ.get(INHERIT_ENV, "").split(",") if n.strip()]
@@ -96,7 +96,7 @@ def inherited_names(environ: dict[str, str] | None = None) -> tuple[str, ...]:
 
 def worker_environment(matrix_env: dict[str, str], runner_env: dict[str, str],
                        inherit: tuple[str, ...] = INHERITED_ENV,
-                       environ: dict[str, str] | None = None) -> dict[str, str]:
+                       environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """A worker's whole environment, in this order: the host variables `inherit` names, the
     cell's own (the matrix's `env`, minus RUNNER_OWNED_ENV), then the runner's (its import
     path, the GPU it pins, ...), which nothing overrides."""
@@ -140,7 +140,7 @@ def compile_cache_environment(work_dir: Path, env: dict[str, str],
             COMPILE_CACHE_ENV: "fresh"}
 
 
-def log_caps(environ: dict[str, str] | None = None) -> tuple[int, int]:
+def log_caps(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     """(head, tail) bytes a worker's log keeps: DL_BENCH_LOG_HEAD_MB / _TAIL_MB, or 1 and 4."""
     environ = os.environ if environ is None else environ
     caps = []
@@ -182,20 +182,21 @@ class LocalExecutor(Executor):
     def would_use(self, source: Source) -> tuple[str | None, str]:
         if source.existing:
             return None, f"python {source.python}"
-        flavour = folder_flavour(self.flavour, source.folder)
-        return flavour, f"images/{source.folder}/{lock_path(source.folder, flavour).name}"
+        flavour = folder_flavour(self.flavour, source.image_folder)
+        return flavour, f"images/{source.folder}/{lock_path(source.image_folder, flavour).name}"
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         flavour, uses = self.would_use(source)
-        if source.existing:
+        if source.python is not None:       # an existing interpreter
             try:
                 interpreter = existing.probe(source.python)
             except existing.InterpreterError as exc:
                 return Prepared(source.key, uses, error=str(exc))
             return Prepared(source.key, uses, python=interpreter.python,
                             metadata={"executor": self.name, "env_source": "existing"})
+        flavour = folder_flavour(self.flavour, source.image_folder)
         try:
-            env = venvs.build(source.folder, flavour, self.env_root, on_line)
+            env = venvs.build(source.image_folder, flavour, self.env_root, on_line)
         except venvs.EnvironmentBuildError as exc:
             return Prepared(source.key, uses, flavour, error=str(exc))
         return Prepared(source.key, uses, flavour, python=env.python,

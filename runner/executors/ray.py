@@ -57,7 +57,7 @@ def expected_locks(source: Source) -> dict[str, str]:
     """flavour → sha256 of the driver's lock of that flavour (what every node must build)."""
     if source.existing:
         return {}
-    hashes = {flavour: lock_sha256(source.folder, flavour) for flavour in LOCKS}
+    hashes = {flavour: lock_sha256(source.image_folder, flavour) for flavour in LOCKS}
     return {flavour: sha256 for flavour, sha256 in hashes.items() if sha256 is not None}
 
 
@@ -70,7 +70,7 @@ class RayExecutor(Executor):
                  flavour: Flavour | None = None):
         # Each node decides its own flavour, unless DL_BENCH_FLAVOUR forces one everywhere.
         forced = flavour is not None and flavour.reason.startswith(FLAVOUR_ENV)
-        self.flavour = flavour if forced else NODE_FLAVOUR
+        self.flavour = flavour if flavour is not None and forced else NODE_FLAVOUR
         self.retries = retries if retries is not None else retries_setting()
         self.auth = authentication()        # before Ray is imported: it reads the mode then
         self.ray = import_ray()
@@ -149,8 +149,8 @@ class RayExecutor(Executor):
         if source.existing:
             return None, f"python {source.python} on each node"
         flavour = os.environ.get(FLAVOUR_ENV) or None
-        locks = "/".join(sorted({lock_path(source.folder, folder_flavour(
-            Flavour(f, ""), source.folder)).name for f in ([flavour] if flavour else LOCKS)}))
+        locks = "/".join(sorted({lock_path(source.image_folder, folder_flavour(
+            Flavour(f, ""), source.image_folder)).name for f in ([flavour] if flavour else LOCKS)}))
         return flavour or NODE_FLAVOUR.name, f"images/{source.folder}/{locks}, built on each node"
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
@@ -175,7 +175,9 @@ class RayExecutor(Executor):
                                     n["ray_node_id"], soft=False)).remote(request): n
                    for n in nodes}
         on_line(f"preparing on {len(nodes)} Ray node(s)")
-        ready, failures, notes = [], [], []
+        ready: list[str] = []
+        failures: list[str] = []
+        notes: list[str] = []
         while pending:
             done, _ = self.ray.wait(list(pending), num_returns=1, timeout=WATCH_S)
             if not done:

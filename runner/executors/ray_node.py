@@ -225,7 +225,7 @@ def node_file_lock(name: str) -> Iterator[None]:
 def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepared:
     """The environment on this node, built from the lock when missing, after checking that this
     node's lock is the driver's; and that what was built holds that lock."""
-    flavour = folder_flavour(executor.flavour, source.folder) if not source.existing else None
+    flavour = folder_flavour(executor.flavour, source.image_folder) if not source.existing else None
     want = locks.get(flavour) if flavour else None
     key = ("prepared", executor.name, source.key, flavour, want)
     with _NODE_STATE_LOCK:
@@ -250,13 +250,13 @@ def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepar
 
 def lock_mismatch(source: Source, flavour: str | None, want: str | None) -> str | None:
     """Why this node cannot build the driver's environment, or None."""
-    if source.existing:
+    if source.existing or flavour is None:      # an existing interpreter: no lock
         return None
-    lock = lock_path(source.folder, flavour)
+    lock = lock_path(source.image_folder, flavour)
     here = f"node {socket.gethostname()}"
     if want is None:
         return f"{here} needs images/{source.folder}/{lock.name}, which the driver does not have"
-    have = lock_sha256(source.folder, flavour)
+    have = lock_sha256(source.image_folder, flavour)
     if have is None:
         return f"{here}: images/{source.folder}/{lock.name} is missing"
     if have != want:

@@ -92,6 +92,7 @@ class CappedLog:
         self.file.seek(keep_from)
         kept = self.file.read(end - keep_from)
         self.cut += keep_from - self.tail_at
+        assert self.note_at is not None     # compacting begins after the note is written
         self.file.seek(self.note_at)
         self._write_note()
         self.file.write(kept)

@@ -190,7 +190,7 @@ class Bisect:
             step.verdict = "unresolvable"
             return
         try:
-            python = self.build(lock, step.lock_sha256)
+            python = self.build(lock, step.lock_sha256 or "")
         except RuntimeError as exc:
             step.verdict, step.error = "failed", str(exc)
             return
@@ -206,7 +206,7 @@ class Bisect:
         setup = choose_setup(matrix, "local")
         try:
             pipeline.execute(pipeline.CELLS,
-                             pipeline.RunState(opts, quiet, matrix=matrix, setup=setup))
+                             pipeline.RunState(opts, quiet, loaded_matrix=matrix, chosen_setup=setup))
         finally:
             setup.close()
         folder = Store.latest(matrix.spec.run.name, self.work / "runs")
@@ -220,6 +220,7 @@ class Bisect:
         """bad when the step moved the cell as the bad stack did, good when it did not."""
         if step.verdict is not None:
             return
+        assert self.good_step is not None       # run() measures the good end first
         verdict = measures.compare_repeats(self.good_step.records, step.records)
         step.ratio = verdict.ratio
         step.median_ms = verdict.median_b_ms

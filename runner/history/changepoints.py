@@ -78,7 +78,7 @@ def change_points(cell_name: str, points: list[Point], recent: int = RECENT,
                   max_pvalue: float = MAX_PVALUE,
                   min_magnitude: float = MIN_MAGNITUDE) -> list[ChangePoint]:
     ok = [p for p in points if p.status == "ok" and p.median_ms]
-    values = [p.median_ms for p in ok]
+    values = [float(p.median_ms or 0) for p in ok]       # every one is set (filtered above)
     found = detect(values, max_pvalue, min_magnitude)
     bounds = [0] + [i for i, _ in found] + [len(ok)]
     out = []

@@ -108,7 +108,7 @@ def insert_run(conn: Connection, run_id: str, path: Path, manifest: dict[str, An
            "cpu_model": host.get("cpu_model"), "runner_version": manifest.get("runner_version"),
            "executor": manifest.get("executor"), "profile": manifest.get("profile"),
            "flavour": manifest.get("flavour"), "manifest": jsonable(manifest)}
-    return conn.execute(insert(tables.runs).values(row)).inserted_primary_key[0]
+    return _new_key(conn.execute(insert(tables.runs).values(row)))
 
 
 def stack_of(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -122,7 +122,7 @@ def stack_of(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, s
             value = (record.get("metadata") or {}).get(key)
             if key not in meta and value is not None:
                 meta[key] = str(value)
-    dists = next((r["distributions"] for r in ordered if r.get("distributions")), {}) or {}
+    dists: dict[str, Any] = next((r["distributions"] for r in ordered if r.get("distributions")), {}) or {}
     return meta, {canonical(name): str(version) for name, version in dists.items()}
 
 
@@ -137,7 +137,7 @@ def insert_environments(conn: Connection, run_pk: int, manifest: dict[str, Any],
         row = {"run": run_pk, "name": name, "api": spec.get("api"), "backend": spec.get("backend"),
                "image": spec.get("image"), "python": spec.get("python"),
                **{key: meta.get(key, spec.get(key)) for key in ENV_KEYS}}
-        pk = conn.execute(insert(tables.environments).values(row)).inserted_primary_key[0]
+        pk = _new_key(conn.execute(insert(tables.environments).values(row)))
         if dists:
             conn.execute(insert(tables.distributions),
                          [{"environment": pk, "name": n, "version": v} for n, v in dists.items()])
@@ -161,7 +161,7 @@ def insert_cells(conn: Connection, run_pk: int, env_pks: dict[str, int],
                                                    "ci_low_ms", "ci_high_ms", "mean_ms", "cv",
                                                    "repeat_medians_ms", "warnings")}),
                "summary": jsonable(rest)}
-        cell_pk = conn.execute(insert(tables.cells).values(row)).inserted_primary_key[0]
+        cell_pk = _new_key(conn.execute(insert(tables.cells).values(row)))
         reps = [r for r in records if r["cell_id"] == summary["cell_id"]]
         conn.execute(insert(tables.repeats), [
             {"cell": cell_pk, "repeat": r["repeat"], "status": r["status"],
@@ -170,3 +170,10 @@ def insert_cells(conn: Connection, run_pk: int, env_pks: dict[str, int],
              "record_sha256": record_hashes[f"{r['cell_id']}-r{r['repeat']}"]}
             for r in reps])
     return len(summaries)
+
+
+def _new_key(result: Any) -> int:
+    """The primary key of the row an INSERT just made."""
+    key = result.inserted_primary_key
+    assert key is not None          # an INSERT of one row: SQLAlchemy always knows its key
+    return key[0]

@@ -119,11 +119,12 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
                             row.ci_low_ms, row.ci_high_ms, list(row.repeat_medians_ms or []),
                             row.environment, row.environment_name, row.label, row.batch_size))
     stacks = environment_stacks(engine, [p.environment_pk for p in points if p.environment_pk])
-    runs = {row["id"]: row for row in (dict(x._mapping) for x in _all(
+    runs: dict[int | None, dict[str, Any]] = {row["id"]: row for row in (dict(x._mapping) for x in _all(
         engine, select(r).where(r.c.id.in_([p.run_pk for p in points]))))}
     previous = None
     for point in points:
-        point.stack = {**stacks.get(point.environment_pk, {}),
+        env_stack = stacks.get(point.environment_pk, {}) if point.environment_pk else {}
+        point.stack = {**env_stack,
                        "run": {k: runs[point.run_pk].get(k) for k in RUN_KEYS}}
         if previous is not None:
             point.change = diff_stacks(previous.stack, point.stack)
@@ -173,7 +174,7 @@ class StackDiff:
 
     def distributions(self) -> dict[str, tuple[str | None, str | None]]:
         """Every changed distribution: name → (version in A or None, version in B or None)."""
-        out = {n: (None, v) for n, v in self.added.items()}
+        out: dict[str, tuple[str | None, str | None]] = {n: (None, v) for n, v in self.added.items()}
         out |= {n: (v, None) for n, v in self.removed.items()}
         out |= self.upgraded | self.downgraded
         return dict(sorted(out.items()))

@@ -9,6 +9,7 @@ runner.worker.catalog declares, which the worker shares. Every error becomes one
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -54,7 +55,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def format_error(error: dict[str, Any]) -> str:
+def format_error(error: Mapping[str, Any]) -> str:
     """One pydantic error → "key.path: message"."""
     loc = tuple(error["loc"])
     kind = error["type"]
