@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from collections.abc import Collection
 from typing import Any
 
 from ..worker.catalog import is_hub
@@ -163,7 +164,7 @@ def _compare_group(cells: list[dict[str, Any]]) -> dict[str, Verdict]:
     return out
 
 
-def check(summaries: list[dict[str, Any]], unchecked: set[str] = frozenset()) -> None:
+def check(summaries: list[dict[str, Any]], unchecked: Collection[str] = frozenset()) -> None:
     """Set answer_check (a status above), answer_reference, answer_detail and answer_differs on
     every summary, comparing the ok cells of each row (same label and batch size, same model)."""
     rows: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from rich.console import JustifyMethod
+
 from rich.markup import escape
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
@@ -197,7 +199,8 @@ def _samples(records: list[dict[str, Any]]) -> list[float]:
     return [s for r in records for s in r.get("samples_ms") or []]
 
 
-def repeat_test(medians_a: list[float], medians_b: list[float]) -> tuple[float, float, float]:
+def repeat_test(medians_a: list[float],
+                medians_b: list[float]) -> tuple[float | None, float | None, float]:
     """(ratio B/A, two-sided p of Welch's t-test on the logs, run-to-run spread): the ratio and
     test of stats.welch_ratio (the one used by the effects too), from 2 repeats per side."""
     estimate = welch_ratio(medians_b, medians_a, min_repeats=MIN_REPEATS)
@@ -209,6 +212,8 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
                  records_a: list[dict[str, Any]], records_b: list[dict[str, Any]],
                  threshold: float, alpha: float) -> CellComparison:
     base = summary_b or summary_a
+    if base is None:
+        raise ValueError("compare_cell: neither run has the cell")
     out = CellComparison(cell_id=base["cell_id"], cell_name=base["cell_name"], label=base["label"],
                          batch_size=base.get("batch_size"), environment=base["environment"],
                          verdict=NOT_COMPARABLE)
@@ -242,8 +247,11 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     if flagged:  # the verdict stands, but say that its inputs were already flagged
         out.reason = f"caution: warnings in {' and '.join(flagged)} (see report.md)"
     out.threshold = threshold
-    out.ratio, out.p_value, out.spread = repeat_test(medians_a, medians_b)
-    significant = out.p_value < alpha
+    ratio, p_value, out.spread = repeat_test(medians_a, medians_b)
+    if ratio is None or p_value is None:     # two repeats a side, each positive: never here
+        return out
+    out.ratio, out.p_value = ratio, p_value
+    significant = p_value < alpha
     margin = max(threshold, out.spread)
     if significant and out.ratio > 1 + margin:
         out.verdict = SLOWER
@@ -278,7 +286,8 @@ def choose_threshold(given: float | None, manifest_a: dict[str, Any],
         return ((lambda workload: DEFAULT_THRESHOLD),
                 f"the fixed {DEFAULT_THRESHOLD * 100:g} %: run {' and '.join(missing)} ran on a "
                 "machine without a profile (python -m runner doctor --measure MATRIX)")
-    return ((lambda workload: compare_threshold(*profiles, workload, DEFAULT_THRESHOLD)[0]),
+    return ((lambda workload: compare_threshold(profiles[0], profiles[1], workload,
+                                                DEFAULT_THRESHOLD)[0]),
             "the machine profiles (the larger of A's and B's, per workload class)")
 
 
@@ -310,7 +319,8 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
         a, b = sum_a.get(name), sum_b.get(name)
         if all(s is None or s["status"] == "not_applicable" for s in (a, b)):
             continue  # nothing was measured on either side
-        workload = (b or a).get("workload")
+        side = b if b is not None else a
+        workload = side.get("workload") if side is not None else None
         cell = compare_cell(a, b, rec_a.get(name, []), rec_b.get(name, []),
                             threshold_of(workload), alpha)
         cell.stack_differs = cell.environment in differing
@@ -362,8 +372,8 @@ def markdown(comparison: Comparison) -> str:
               "|---|---:|---|---|---:|---:|---:|---:|---|---|"]
     for cell in c.cells:
         verdict = f"**{cell.verdict}**" if cell.verdict in (FASTER, SLOWER) else cell.verdict
-        stack = "**differs**" if cell.stack_differs else "same"
-        lines.append(f"| {cell.label} | {cell.batch_size} | {cell.environment} | {stack} | "
+        stack_text = "**differs**" if cell.stack_differs else "same"
+        lines.append(f"| {cell.label} | {cell.batch_size} | {cell.environment} | {stack_text} | "
                      f"{_fmt(cell.median_a_ms, '.4g')} | {_fmt(cell.median_b_ms, '.4g')} | "
                      f"{_fmt(cell.ratio, '.3f')} | {_fmt(cell.p_value, '.2g')} | {verdict} | "
                      f"{cell.reason} |")
@@ -378,9 +388,11 @@ def terminal_table(comparison: Comparison):
 
     table = Table(title=escape(f"B = {comparison.run_b}\nA = {comparison.run_a}"),
                   title_justify="left")
-    for name, justify in (("Workload (task), batch", "left"), ("Environment", "left"),
-                          ("Stack", "left"), ("A ms", "right"), ("B ms", "right"),
-                          ("B/A", "right"), ("p", "right"), ("Verdict", "left"), ("Note", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("Workload (task), batch", "left"), ("Environment", "left"), ("Stack", "left"),
+        ("A ms", "right"), ("B ms", "right"), ("B/A", "right"), ("p", "right"),
+        ("Verdict", "left"), ("Note", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=name in ("B/A", "p", "Verdict"))
     for cell in comparison.cells:
         style = STYLES[cell.verdict]

@@ -213,6 +213,8 @@ def environment_table(summaries: list[dict[str, Any]], settings: Settings) -> Ef
     if len(environments) < 2:
         return None
     baseline = baseline_environment(summaries, settings)
+    if baseline is None:
+        return None
     table = EffectTable(ENVIRONMENT, baseline, [e for e in environments if e != baseline], [])
     for label, batch in rows:
         base = grid.get((label, batch, baseline))

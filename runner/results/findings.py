@@ -22,14 +22,13 @@ FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" s
 def speed_words(estimate: stats.Ratio) -> str:
     """'8.10× faster (95 % CI 7.60–8.60)', '1.25× slower (…) — not distinguishable from noise',
     or the ratio with "(no interval)" (repeat_sentences says why, once)."""
-    ratio = estimate.ratio
-    if ratio >= 1:
-        text, bounds = f"{fmt(ratio)}× faster", (estimate.low, estimate.high)
-    else:
-        text = f"{fmt(1 / ratio)}× slower"
-        bounds = (1 / estimate.high, 1 / estimate.low) if estimate.has_interval else (None, None)
-    if not estimate.has_interval:
+    ratio, low, high = estimate.ratio, estimate.low, estimate.high
+    if ratio is None:                   # callers give rows that have one
+        return estimate.why or "no ratio"
+    text = f"{fmt(ratio)}× faster" if ratio >= 1 else f"{fmt(1 / ratio)}× slower"
+    if low is None or high is None:
         return f"{text} (no interval)"
+    bounds = (low, high) if ratio >= 1 else (1 / high, 1 / low)
     text += f" (95 % CI {fmt(bounds[0])}–{fmt(bounds[1])})"
     return text if estimate.distinguishable else text + " — not distinguishable from noise"
 
@@ -64,7 +63,7 @@ def table_sentences(table: EffectTable) -> list[str]:
         text = f"{subject}: {speed_words(overall)}, geometric mean over {rows} rows"
         if any(e.estimate.has_interval for e in effects):
             beyond = [e for e in effects if e.estimate.distinguishable]
-            faster = sum(1 for e in beyond if e.estimate.ratio > 1)
+            faster = sum(1 for e in beyond if (e.estimate.ratio or 0.0) > 1)
             text += (f"; beyond noise in {len(beyond)} of them ({faster} faster, "
                      f"{len(beyond) - faster} slower)")
         low, high = min(effects, key=_ratio), max(effects, key=_ratio)

@@ -104,7 +104,7 @@ def no_interval_note(estimates: list[stats.Ratio]) -> list[str]:
     """Why ratios have no interval, once under their table."""
     reasons = list(dict.fromkeys(e.why for e in estimates if e.ratio is not None
                                  and not e.has_interval))
-    return ["", "With no interval: " + "; ".join(reasons) + "."] if reasons else []
+    return ["", "With no interval: " + "; ".join(r or "" for r in reasons) + "."] if reasons else []
 
 
 def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
@@ -213,7 +213,8 @@ def _sanity(s: dict[str, Any]) -> tuple[str, str]:
 def _tf32_text(s: dict[str, Any]) -> str:
     if s["status"] != "ok":
         return "–"
-    return {True: "on", False: "off"}.get(s.get("tf32_effective"), "not recorded")
+    words: dict[Any, str] = {True: "on", False: "off"}
+    return words.get(s.get("tf32_effective"), "not recorded")
 
 
 def tf32_section(summaries: list[dict[str, Any]]) -> list[str]:
@@ -263,9 +264,9 @@ def warnings_section(manifest: dict[str, Any], summaries: list[dict[str, Any]]) 
     if machine:
         parts += ["### This machine", "", *[f"- {line}" for line in machine], ""]
     for kind in ("statistics", *conditions.KINDS):
-        cells = [(s, (s.get("warning_groups") or {"statistics": s["warnings"]}).get(kind))
-                 for s in flagged]
-        cells = [(s, texts) for s, texts in cells if texts]
+        cells: list[tuple[dict[str, Any], list[str]]] = [
+            (s, texts) for s in flagged
+            if (texts := (s.get("warning_groups") or {"statistics": s["warnings"]}).get(kind))]
         if not cells:
             continue
         parts += [f"### {conditions.TITLES[kind]}", ""]

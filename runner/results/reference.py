@@ -39,7 +39,7 @@ def beside(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                  (row["workload"], row["task"], row["batch_size"]) and column_of(s)]
         if not cells:
             continue
-        columns = {}
+        columns: dict[str, dict[str, Any]] = {}
         for column in COLUMNS:
             mine = [s for s in cells if column_of(s) == column]
             ok = [s for s in mine if s["status"] == "ok" and s.get("median_ms")]
@@ -51,7 +51,7 @@ def beside(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "status": best["status"] if best else (mine[0]["status"] if mine else None),
                 "size": best.get("size") if best else None,
                 "ratio": best["median_ms"] / row[column]
-                if full_gpu and row.get(column) else None,
+                if best is not None and full_gpu and row.get(column) else None,
             }
         out.append({"workload": row["workload"], "task": row["task"],
                     "batch_size": row["batch_size"], "columns": columns})

@@ -24,7 +24,7 @@ _Number = float | None
 _Text = str | None
 RECORD_TYPES: dict[str, Any] = {
     "schema": Literal[SCHEMA_VERSION],
-    "status": Literal[STATUSES],  # type: ignore[valid-type]
+    "status": Literal[STATUSES],
     "error": _Text,
     "run_id": _Text,
     "cell_id": str,
@@ -68,6 +68,10 @@ class _Data(BaseModel):
 
 
 class _RecordChecks(_Data):
+    # Two of the record's fields (RecordModel adds every field of RECORD_FIELDS) the checks
+    # below read, declared here so they can name them.
+    status: str
+    samples_ms: Any = None
     @field_validator("environment", check_fields=False)
     @classmethod
     def _safe_environment(cls, value: str) -> str:
@@ -94,13 +98,14 @@ class _RecordChecks(_Data):
 
 
 def _field(name: str) -> tuple[Any, Any]:
-    default = ... if name in REQUIRED else [] if name == "samples_ms" else None
+    default: Any = ... if name in REQUIRED else [] if name == "samples_ms" else None
     # "schema" would shadow pydantic's own attribute: the field is schema_, read as "schema".
     return RECORD_TYPES.get(name, Any), Field(default, alias=name)
 
 
-RecordModel = create_model("RecordModel", __base__=_RecordChecks,
-                           **{("schema_" if n == "schema" else n): _field(n) for n in RECORD_FIELDS})
+_RECORD_MODEL_FIELDS: dict[str, Any] = {("schema_" if n == "schema" else n): _field(n)
+                                        for n in RECORD_FIELDS}
+RecordModel = create_model("RecordModel", __base__=_RecordChecks, **_RECORD_MODEL_FIELDS)
 
 
 def positive_samples(samples: Any) -> bool:

@@ -47,6 +47,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -149,24 +150,24 @@ class Ratio:
     @property
     def distinguishable(self) -> bool:
         """Whether the interval excludes 1 (no interval: never)."""
-        return self.has_interval and (self.low > 1 or self.high < 1)
+        return self.low is not None and self.high is not None and (self.low > 1 or self.high < 1)
 
     def scaled(self, factor: float) -> Ratio:
         """The ratio times a known constant (a ratio of times per step → per item), its interval
         and its test moved with it."""
-        if self.ratio is None:
+        ratio, low, high, df = self.ratio, self.low, self.high, self.df
+        if ratio is None:
             return self
-        if not self.has_interval:
-            return Ratio(self.ratio * factor, why=self.why)
+        if low is None or high is None:
+            return Ratio(ratio * factor, why=self.why)
         p = self.p_value
-        if self.log_se and math.isfinite(self.df):
+        if self.log_se and df is not None and math.isfinite(df):
             from scipy.stats import t
 
-            p = float(2 * t.sf(abs(math.log(self.ratio * factor)) / self.log_se, self.df))
+            p = float(2 * t.sf(abs(math.log(ratio * factor)) / self.log_se, df))
         elif self.log_se == 0:
-            p = 1.0 if self.ratio * factor == 1 else 0.0
-        return Ratio(self.ratio * factor, self.low * factor, self.high * factor, p, self.log_se,
-                     self.df)
+            p = 1.0 if ratio * factor == 1 else 0.0
+        return Ratio(ratio * factor, low * factor, high * factor, p, self.log_se, df)
 
 
 def _log_spread(logs: list[float]) -> tuple[float, float]:
@@ -219,17 +220,18 @@ def geometric_mean_ratio(ratios: list[Ratio], confidence: float = CONFIDENCE) ->
     known = [r for r in ratios if r.ratio is not None]
     if not known:
         return Ratio(None, why="no row has a ratio")
-    logs = [math.log(r.ratio) for r in known]
+    logs = [math.log(r.ratio) for r in known if r.ratio is not None]
     mean = statistics.fmean(logs)
     missing = [r for r in known if not r.has_interval]
     if missing:
         return Ratio(math.exp(mean), why=f"{len(missing)} of {len(known)} rows have no interval "
                                          f"({missing[0].why})")
-    variances = [r.log_se ** 2 for r in known]
+    variances = [(r.log_se or 0.0) ** 2 for r in known]      # every row has an interval here
     if sum(variances) == 0:
         value = math.exp(mean)
         return Ratio(value, value, value, 1.0 if value == 1 else 0.0, 0.0, math.inf)
-    denominator = sum(v ** 2 / r.df for v, r in zip(variances, known, strict=True) if v and math.isfinite(r.df))
+    denominator = sum(v ** 2 / r.df for v, r in zip(variances, known, strict=True)
+                      if v and r.df is not None and math.isfinite(r.df))
     df = sum(variances) ** 2 / denominator if denominator else math.inf
     return _t_interval(mean, math.sqrt(sum(variances)) / len(known), df, confidence)
 
@@ -330,8 +332,8 @@ def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> l
     train = [r["train_s"] for r in ok_records if r.get("train_s") is not None]
     if train and min(train) < MIN_WINDOW_S:
         out.append(f"timed window {fmt(min(train))} s < {MIN_WINDOW_S:.0f} s")
-    energy_windows = [_window_s(r) for r in ok_records if r.get("gpu_energy_j") is not None]
-    energy_windows = [w for w in energy_windows if w is not None]
+    energy_windows = [w for r in ok_records
+                      if r.get("gpu_energy_j") is not None and (w := _window_s(r)) is not None]
     if energy_windows and min(energy_windows) < MIN_WINDOW_S:
         out.append(f"energy window {fmt(min(energy_windows))} s < {MIN_WINDOW_S:.0f} s "
                    "(NVML energy counter too coarse)")
@@ -352,7 +354,7 @@ def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> l
     return out
 
 
-def _median_of(values: list[float | None]) -> float | None:
+def _median_of(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return float(np.median(known)) if known else None
 
@@ -364,14 +366,16 @@ def across_repeats(records: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in records if r.get("status") == "ok"]
     per_repeat = [list(r["samples_ms"]) for r in ok if r.get("samples_ms")]
     each = [summarize(samples) for samples in per_repeat]
-    medians = [e["median_ms"] for e in each]
+    # Every repeat here has samples, so its summary has every figure but maybe the stdev.
+    medians = [m for e in each if (m := e["median_ms"]) is not None]
     out: dict[str, Any] = {
         "median_ms": _median_of(medians),
-        "mean_ms": statistics.fmean(e["mean_ms"] for e in each) if each else None,
+        "mean_ms": statistics.fmean(m for e in each if (m := e["mean_ms"]) is not None)
+        if each else None,
         "p10_ms": _median_of([e["p10_ms"] for e in each]),
         "p90_ms": _median_of([e["p90_ms"] for e in each]),
-        "min_ms": min((e["min_ms"] for e in each), default=None),
-        "max_ms": max((e["max_ms"] for e in each), default=None),
+        "min_ms": min((m for e in each if (m := e["min_ms"]) is not None), default=None),
+        "max_ms": max((m for e in each if (m := e["max_ms"]) is not None), default=None),
         "stdev_ms": _median_of([e["stdev_ms"] for e in each]),
     }
     out["repeats_ok"] = len(ok)

@@ -242,11 +242,12 @@ class Store:
 
     def read_records(self) -> tuple[list[dict[str, Any]], list[tuple[Path, str]]]:
         """(valid records, [(file, why) for every file that is not one])."""
-        good, bad = [], []
+        good: list[dict[str, Any]] = []
+        bad: list[tuple[Path, str]] = []
         for path in self._record_files():
             record, problem = self.read_record(path)
             if record is None:
-                bad.append((path, problem))
+                bad.append((path, problem or "not a record"))
             else:
                 good.append(record)
         return good, bad

@@ -61,7 +61,7 @@ def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
             measured.append(figures)
         elif note:
             notes.append(note)
-    out = {key: _median([m[key] for m in measured])
+    out: dict[str, Any] = {key: _median([m[key] for m in measured])
            for key in ("gpu_energy_j", "energy_per_step_j", "energy_per_item_j")}
     out["energy_note"] = None if measured else (notes[0] if notes else None)
     return out
@@ -262,7 +262,7 @@ def keras_view(summaries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
             title = "Keras 2 (TensorFlow)"
         else:
             backend = cells[0].get("backend")
-            title = f"Keras 3 ({BACKEND_TITLES.get(backend, backend)})"
+            title = f"Keras 3 ({BACKEND_TITLES.get(backend or '', backend)})"
             if backend == "torch":
                 compiled = [s.get("jit_compile") for s in cells if s["status"] == "ok"]
                 title += " (compiled)" if compiled and all(compiled) else " (eager)"
