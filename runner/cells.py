@@ -11,7 +11,7 @@ import shutil
 import threading
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from rich.console import Console
 from rich.progress import Progress
@@ -41,12 +41,12 @@ class RunStopped(Exception):
     """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
     stops after the cell that found out (its record stored), keeping every finished record."""
 
-    def __init__(self, reason: str, cell: str = "", record: dict[str, Any] | None = None):
+    def __init__(self, reason: str, cell: str = "", record: Mapping[str, Any] | None = None):
         super().__init__(reason)
         self.reason, self.cell, self.record = reason, cell, record
 
 
-def stop_if_lost(executor: Executor, cell: str = "", record: dict[str, Any] | None = None) -> None:
+def stop_if_lost(executor: Executor, cell: str = "", record: Mapping[str, Any] | None = None) -> None:
     if executor.lost:
         raise RunStopped(executor.lost, cell, record)
 
@@ -74,7 +74,7 @@ class BlockSizes:
     repeat does not finish ok, the cell's next repeat calibrates instead. A serial run needs no
     waiting: the plan runs round 1 of every cell before round 2."""
 
-    def __init__(self, stored: list[dict[str, Any]], to_run: list[Entry]):
+    def __init__(self, stored: Sequence[Mapping[str, Any]], to_run: list[Entry]):
         self.sizes: dict[str, int] = {}
         for record in sorted(stored, key=lambda r: r.get("repeat") or 0):
             self._learn(record)
@@ -82,7 +82,7 @@ class BlockSizes:
         for entry in sorted(to_run, key=lambda e: e.repeat):
             self.waiting.setdefault(entry.cell.id, []).append(entry.key)
 
-    def _learn(self, record: dict[str, Any]) -> None:
+    def _learn(self, record: Mapping[str, Any]) -> None:
         size = record.get("calls_per_sample")
         if record.get("status") == "ok" and isinstance(size, int) and size >= 1:
             self.sizes.setdefault(record["cell_id"], size)
@@ -96,7 +96,7 @@ class BlockSizes:
         waiting = self.waiting.get(entry.cell.id) or [entry.key]
         return entry.cell.id in self.sizes or waiting[0] == entry.key
 
-    def finished(self, entry: Entry, record: dict[str, Any]) -> None:
+    def finished(self, entry: Entry, record: Mapping[str, Any]) -> None:
         keys = self.waiting.get(entry.cell.id, [])
         if entry.key in keys:
             keys.remove(entry.key)
@@ -118,7 +118,7 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
         return record
 
-    def done(entry: Entry, record: dict[str, Any], progress: Progress) -> None:
+    def done(entry: Entry, record: Mapping[str, Any], progress: Progress) -> None:
         blocks.finished(entry, record)
         progress.console.print(cell_line(entry, record))
 

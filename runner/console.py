@@ -9,6 +9,7 @@ tests read them); every user string goes through escape (a name is text, never m
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from .plan import Entry, Plan
 from .results.formatting import fmt
 from .results.terminal import tables
 from .run_setup import Setup, source_of
+from .results.types import CellSummary, Manifest
 
 
 def show_profile(matrix: Matrix, console: Console) -> None:
@@ -125,9 +127,9 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
     return table
 
 
-def announce_machine(manifest: dict[str, Any], console: Console) -> None:
+def announce_machine(manifest: Manifest, console: Console) -> None:
     """The run's first lines say whether this machine's noise is known (a machine profile)."""
-    profile = manifest["machine_profile"]
+    profile = manifest.get("machine_profile") or {}
     if profile.get("found"):
         console.print(f"[bold]machine profile:[/] {escape(profile['path'])} (compare threshold "
                       f"{profile.get('threshold', 0) * 100:.1f} %, measured "
@@ -147,26 +149,26 @@ def show_prepared(key: str, ready: Prepared, took: float, console: Console) -> N
         console.print(f"[yellow]! environment {label}: {escape(warning)}[/]")
 
 
-def cell_line(entry: Entry, record: dict[str, Any]) -> str:
+def cell_line(entry: Entry, record: Mapping[str, Any]) -> str:
     """✓ name r2 [GPU 1]: 12.3 ms/step — a cell × repeat as it finishes."""
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
     return (f"{mark} {escape(entry.cell.name)} r{entry.repeat}"
             f"{escape(ran_on(record))}: {escape(outcome_text(record))}")
 
 
-def calibration_line(cell: Cell, record: dict[str, Any]) -> str:
+def calibration_line(cell: Cell, record: Mapping[str, Any]) -> str:
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
     return (f"{mark} calibration {escape(cell.environment)} "
             f"{cell.axes['precision']}: {escape(peak_text(record))}")
 
 
-def peak_text(record: dict[str, Any]) -> str:
+def peak_text(record: Mapping[str, Any]) -> str:
     if record["status"] != "ok":
         return outcome_text(record)
     return f"{record['achieved_tflops']:.4g} TFLOP/s at n={record['options'].get('n')}"
 
 
-def ran_on(record: dict[str, Any]) -> str:
+def ran_on(record: Mapping[str, Any]) -> str:
     """[GPU 1] or [127.0.0.3 GPU 0]: where a record's cell ran, for the progress lines of a
     parallel or Ray run."""
     meta = record.get("metadata") or {}
@@ -176,14 +178,14 @@ def ran_on(record: dict[str, Any]) -> str:
     return f" [{' '.join(parts)}]" if parts else ""
 
 
-def outcome_text(record: dict[str, Any]) -> str:
+def outcome_text(record: Mapping[str, Any]) -> str:
     if record["status"] == "ok" and record.get("median_ms") is not None:
         return f"{fmt(record['median_ms'])} ms/step"
     error = (record.get("error") or "").strip().splitlines()
     return f"{record['status']}: {error[-1][:120] if error else ''}"
 
 
-def show_results(summaries: list[dict[str, Any]], title: str, root: Path,
+def show_results(summaries: list[CellSummary], title: str, root: Path,
                  console: Console) -> None:
     """The results tables of a run, and where its report is."""
     for table in tables(summaries, escape(title)):

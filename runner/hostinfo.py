@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 

@@ -19,6 +19,8 @@ it (results/machine-profiles/<host>-<gpu>/), their output in measure.log there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from .results.types import CellSummary
 import argparse
 import dataclasses
 import time
@@ -213,7 +215,7 @@ def measure_overhead(matrix: Matrix, setup: Setup, opts: pipeline.Options, folde
     out = []
     for record in Store(run_dir).records():
         paired = (record.get("extra") or {}).get("harness_overhead") or {}
-        entry = {"environment": record["environment"], "api": record["api"],
+        entry: dict[str, Any] = {"environment": record["environment"], "api": record["api"],
                  "backend": record.get("backend"), "n": (record.get("options") or {}).get("n"),
                  "status": record["status"], "median_ms": record.get("median_ms"),
                  "ratio": paired.get("ratio"), "quartiles": paired.get("quartiles"),
@@ -268,12 +270,12 @@ def measure_aa(matrix: Matrix, cells: list[Cell], setup: Setup, opts: pipeline.O
     return aa_spread([headlines(d) for d in run_dirs], [str(d) for d in run_dirs])
 
 
-def headlines(run_dir: Path) -> dict[str, dict[str, Any]]:
+def headlines(run_dir: Path) -> dict[str, CellSummary]:
     """cell name → its summary (the headline: the median of the repeat medians)."""
     return {s["cell_name"]: s for s in cell_summaries(Store(run_dir).records())}
 
 
-def aa_spread(runs: list[dict[str, dict[str, Any]]], run_dirs: list[str]) -> dict[str, Any]:
+def aa_spread(runs: Sequence[Mapping[str, Mapping[str, Any]]], run_dirs: list[str]) -> dict[str, Any]:
     """Per cell ok in every run: the spread of its headline across the runs (max ÷ min − 1);
     per workload class the largest, and the compare threshold it supports
     (machine_profile.supported_threshold); the machine's: the largest class's."""

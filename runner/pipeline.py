@@ -11,6 +11,7 @@ run before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
+from .results.types import Manifest
 import time
 from typing import Any
 from collections.abc import Sequence
@@ -150,7 +151,7 @@ def start_run(state: RunState) -> None:
     record_not_applicable(store, state.plan, store.run_id, matrix.spec.run.seed)
 
 
-def manifest_for(state: RunState) -> dict[str, Any]:
+def manifest_for(state: RunState) -> Manifest:
     matrix, setup, store = state.matrix, state.setup, state.store
     environments = {}
     for name, env in matrix.spec.environments.items():

@@ -7,6 +7,7 @@ how; then compare the new run against the original. (The images travel between m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def reproducible(kind: Any) -> bool:
     return kind in KINDS[1:] and executor_class(kind).on_this_host
 
 
-def recorded_environments(store: Store, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def recorded_environments(store: Store, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per environment, what its records say it ran in (the manifest when no record says)."""
     facts: dict[str, dict[str, Any]] = {}
     for record in store.records():
@@ -166,7 +167,7 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     return code
 
 
-def recorded_cells(run_dir: Path, manifest: dict[str, Any]) -> tuple[matrix_mod.Matrix,
+def recorded_cells(run_dir: Path, manifest: Mapping[str, Any]) -> tuple[matrix_mod.Matrix,
                                                                       list[str], list[Any]]:
     """The run's own matrix.toml, the ids of its recorded cells (not-applicable ones included)
     and the cells to run; UsageError when the run cannot run again here."""

@@ -14,7 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from rich.markup import escape
 
@@ -70,7 +70,7 @@ def recorded_matrix(store: Store) -> dict[str, Any] | None:
 ALLOWED_CHANGE = re.compile(r"^(run|benchmarks\[\d+\]|profiles\.[^.]+)\.repeats: ")
 
 
-def check_same_matrix(store: Store, manifest: dict[str, Any], resolved: dict[str, Any],
+def check_same_matrix(store: Store, manifest: Mapping[str, Any], resolved: dict[str, Any],
                       matrix_path: Path) -> list[str]:
     """UsageError, naming what differs, when the matrix given now is not the run's; the allowed
     changes (repeats) otherwise, each as "key: old → new"."""

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rich.console import Console
 
@@ -17,6 +17,7 @@ from .executors.base import Prepared
 from .matrix import Cell, Matrix
 from .plan import Plan
 from .results.store import RESULTS_DIR, Store
+from .results.types import CellSummary, Manifest
 from .run_setup import Setup
 
 
@@ -54,8 +55,8 @@ class RunState:
     calibrations: list[Cell] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
     prepared: dict[str, Prepared] = field(default_factory=dict)
-    manifest: dict[str, Any] = field(default_factory=dict)
-    summaries: list[dict[str, Any]] = field(default_factory=list)
+    manifest: Manifest = field(default_factory=lambda: Manifest())
+    summaries: list[CellSummary] = field(default_factory=list)
     interrupted: KeyboardInterrupt | None = None   # Ctrl-C, SIGTERM, SIGHUP: 130, 143, 129
     stopped: RunStopped | None = None              # an executor lost: exit 1
     halted: str | None = None                      # the disk or the folder said no: exit 2

@@ -23,6 +23,7 @@ import io
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from sqlalchemy import insert, update
 from ..environments.venvs import ENV_ROOT, LocalEnv, find_uv, installer_command, venv_command
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 from ..matrix import read_toml
+from ..results.types import Record
 from ..results.compare import open_run
 from ..results.store import RESULTS_DIR, Store
 from . import measures, tables
@@ -49,7 +51,7 @@ class Step:
     resolved: bool = False
     lock_sha256: str | None = None
     error: str | None = None
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: Sequence[Mapping[str, Any]] = field(default_factory=list)
     verdict: str | None = None             # good | bad | unresolvable | failed
     ratio: float | None = None
     median_ms: float | None = None
@@ -86,17 +88,17 @@ class Bisect:
         self.good_step: Step | None = None
 
     @staticmethod
-    def _cell_records(run_dir: Path, cell: str) -> list[dict[str, Any]]:
+    def _cell_records(run_dir: Path, cell: str) -> list[Record]:
         store, _ = open_run(run_dir)
-        records = [r for r in store.records() if cell in (r["cell_id"], r["cell_name"])]
-        ok = [r for r in records if r["status"] == "ok"]
+        ok = [r for r in store.records()
+              if cell in (r["cell_id"], r["cell_name"]) and r["status"] == "ok"]
         if not ok:
             raise UsageError(f"{run_dir}: no ok record of cell {cell!r} (runner report "
                              f"{run_dir} lists its cells)")
         return ok
 
     @staticmethod
-    def _distributions(records: list[dict[str, Any]], run_dir: Path) -> dict[str, str]:
+    def _distributions(records: Sequence[Mapping[str, Any]], run_dir: Path) -> dict[str, str]:
         from ..worker.distributions import canonical
 
         found = next((r["distributions"] for r in records if r.get("distributions")), None)

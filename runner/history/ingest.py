@@ -9,7 +9,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection, Engine
@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..results.store import Store
 from ..worker.distributions import canonical
 from . import measures, tables
+from ..results.types import Manifest, Record
 
 ENV_KEYS = ("lock_sha256", "image_id", "image_digest", "distributions_sha256", "python_version",
             "framework_name", "framework_version", "driver_version", "gpu_name")
@@ -59,7 +60,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def content_hash(store: Store, records: list[dict[str, Any]]) -> dict[str, Any]:
+def content_hash(store: Store, records: list[Record]) -> dict[str, Any]:
     """sha256 of the manifest and of each record file: {"run": …, "records": {key: …}}."""
     per_record = {}
     for record in records:
@@ -75,7 +76,7 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
                extra: dict[str, Any] | None = None) -> Imported:
     store = Store(path)
     manifest = store.read_manifest()
-    manifest = {**manifest, **(extra or {})}
+    manifest = cast(Manifest, {**manifest, **(extra or {})})
     records = store.records()
     hashes = content_hash(store, records)
     run_id = manifest.get("run_id") or store.run_id
@@ -96,7 +97,7 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
     return Imported(run_id, path, "updated" if earlier is not None else "added", cells)
 
 
-def insert_run(conn: Connection, run_id: str, path: Path, manifest: dict[str, Any],
+def insert_run(conn: Connection, run_id: str, path: Path, manifest: Manifest,
                digest: str, origin: str) -> int:
     host = manifest.get("host") or {}
     row = {"run_id": run_id, "name": manifest.get("name") or run_id.split("/")[0],
@@ -111,7 +112,7 @@ def insert_run(conn: Connection, run_id: str, path: Path, manifest: dict[str, An
     return _new_key(conn.execute(insert(tables.runs).values(row)))
 
 
-def stack_of(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+def stack_of(records: list[Record]) -> tuple[dict[str, Any], dict[str, str]]:
     """An environment's stack as its records saw it (ok records first): metadata and the
     installed distributions (canonical name → version)."""
     measured = [r for r in records if r.get("status") not in ("not_applicable",)]
@@ -126,8 +127,8 @@ def stack_of(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, s
     return meta, {canonical(name): str(version) for name, version in dists.items()}
 
 
-def insert_environments(conn: Connection, run_pk: int, manifest: dict[str, Any],
-                        records: list[dict[str, Any]]) -> dict[str, int]:
+def insert_environments(conn: Connection, run_pk: int, manifest: Manifest,
+                        records: list[Record]) -> dict[str, int]:
     declared = manifest.get("environments") or {}
     names = list(dict.fromkeys([*declared, *(r["environment"] for r in records)]))
     pks = {}
@@ -146,7 +147,7 @@ def insert_environments(conn: Connection, run_pk: int, manifest: dict[str, Any],
 
 
 def insert_cells(conn: Connection, run_pk: int, env_pks: dict[str, int],
-                 manifest: dict[str, Any], records: list[dict[str, Any]],
+                 manifest: Manifest, records: list[Record],
                  record_hashes: dict[str, str]) -> int:
     summaries = measures.summaries(records, manifest)
     for summary in summaries:

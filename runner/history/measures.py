@@ -4,10 +4,12 @@ of two sets of repeats. Nothing here computes a statistic of its own."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from ..results import compare, stats
 from ..results.summaries import cell_summaries
+from ..results.types import CellSummary, Manifest, Record
 
 # Metadata a bisect step differs in on purpose (it is a different stack): left out before the
 # comparison, which would otherwise refuse to compare two stacks.
@@ -16,14 +18,14 @@ STACK_METADATA = ("lock_sha256", "image_id", "image_digest", "distributions_sha2
                   "tensorflow_version", "python_version")
 
 
-def summaries(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def summaries(records: list[Record], manifest: Manifest) -> list[CellSummary]:
     """A run's cells, its repeats pooled, as its report shows them."""
     order = [c["id"] for c in manifest.get("cells") or []]
     peaks = (manifest.get("calibration") or {}).get("peaks")
     return cell_summaries(records, order, peaks, manifest.get("machine_profile"))
 
 
-def headline(summary: dict[str, Any]) -> dict[str, Any]:
+def headline(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The figures a series plots: centre, its interval, the repeats behind it."""
     return {"median_ms": summary.get("median_ms"),
             "ci_low_ms": summary.get("median_ci_low_ms"),
@@ -36,23 +38,23 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
             "samples": summary.get("samples")}
 
 
-def repeat_median(record: dict[str, Any]) -> float | None:
+def repeat_median(record: Mapping[str, Any]) -> float | None:
     return stats.summarize(record.get("samples_ms") or [])["median_ms"]
 
 
-def compare_repeats(records_a: list[dict[str, Any]], records_b: list[dict[str, Any]],
+def compare_repeats(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[str, Any]],
                     threshold: float = compare.DEFAULT_THRESHOLD,
                     alpha: float = compare.DEFAULT_ALPHA) -> compare.CellComparison:
     """`compare`'s verdict on one cell measured twice (A the reference), the stacks' own
     metadata set aside: faster, slower, same or not comparable, with the ratio B/A and p."""
-    def plain(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**r, "metadata": {k: v for k, v in (r.get("metadata") or {}).items()
-                                   if k not in STACK_METADATA}} for r in records]
+    def plain(records: Sequence[Mapping[str, Any]]) -> list[Record]:
+        return [cast(Record, {**r, "metadata": {k: v for k, v in (r.get("metadata") or {}).items()
+                                                if k not in STACK_METADATA}}) for r in records]
 
     a, b = plain(records_a), plain(records_b)
     summary_a, summary_b = (cell_summaries(side)[0] if side else None for side in (a, b))
     if summary_a and summary_b:  # the same cell measured in two stacks: one identity
-        summary_b = {**summary_b, "cell_id": summary_a["cell_id"]}
+        summary_b = CellSummary(**{**summary_b, "cell_id": summary_a["cell_id"]})
     return compare.compare_cell(summary_a, summary_b, a, b, threshold, alpha)
 
 

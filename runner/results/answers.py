@@ -31,12 +31,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..worker.catalog import is_hub
 from .formatting import DIFFERENT_MARK, fmt
 from .summaries import KERAS2_API
+from .types import CellSummary, Manifest
 
 TOLERANCES = {"float32": 1e-3, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 5e-2}
 TOKEN_PREFIX = {"float32": 4, "tf32": 2, "float16": 1, "bfloat16": 1}
@@ -49,7 +50,7 @@ NOTE = (f"{MARK} This cell computed a different answer from the rest of its row 
         "answers): its time is not comparable, and it is never bold.")
 
 
-def arithmetic(summary: dict[str, Any]) -> str:
+def arithmetic(summary: Mapping[str, Any]) -> str:
     """What a cell's float arithmetic was: float32, tf32, float16 or bfloat16."""
     precision = str(summary.get("precision"))
     if "bfloat16" in precision:
@@ -63,7 +64,7 @@ def arithmetic(summary: dict[str, Any]) -> str:
     return "float32"
 
 
-def _looser(a: dict[str, Any], b: dict[str, Any]) -> str:
+def _looser(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     return max(arithmetic(a), arithmetic(b), key=lambda kind: TOLERANCES[kind])
 
 
@@ -84,7 +85,7 @@ def _numbers(value: Any) -> list[float] | None:
     return None
 
 
-def differences(a: dict[str, Any], b: dict[str, Any], kind: str,
+def differences(a: Mapping[str, Any], b: Mapping[str, Any], kind: str,
                 where: str = "") -> tuple[list[str], int]:
     """(what differs beyond the tolerance of `kind`, how many quantities were compared), for
     the quantities both fingerprints hold."""
@@ -134,7 +135,7 @@ class Verdict:
     detail: str = ""
 
 
-def _compare_group(cells: list[dict[str, Any]]) -> dict[str, Verdict]:
+def _compare_group(cells: Sequence[Mapping[str, Any]]) -> dict[str, Verdict]:
     """Verdicts for the cells of one row that have an answer (in column order)."""
     agree: dict[str, set[str]] = {c["cell_id"]: {c["cell_id"]} for c in cells}
     found: dict[tuple[str, str], list[str]] = {}
@@ -164,12 +165,13 @@ def _compare_group(cells: list[dict[str, Any]]) -> dict[str, Verdict]:
     return out
 
 
-def check(summaries: list[dict[str, Any]], unchecked: Collection[str] = frozenset()) -> None:
+def check(summaries: list[CellSummary], unchecked: Collection[str] = frozenset()) -> None:
     """Set answer_check (a status above), answer_reference, answer_detail and answer_differs on
     every summary, comparing the ok cells of each row (same label and batch size, same model)."""
-    rows: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    rows: dict[tuple[Any, ...], list[CellSummary]] = defaultdict(list)
     for s in summaries:
-        s.update(answer_check=None, answer_reference=None, answer_detail="", answer_differs=False)
+        s["answer_check"], s["answer_reference"] = None, None
+        s["answer_detail"], s["answer_differs"] = "", False
         if s["status"] != "ok":
             continue
         if s["cell_id"] in unchecked:
@@ -185,11 +187,11 @@ def check(summaries: list[dict[str, Any]], unchecked: Collection[str] = frozense
         verdicts = _compare_group(cells)
         for cell in cells:
             v = verdicts[cell["cell_id"]]
-            cell.update(answer_check=v.status, answer_reference=v.reference,
-                        answer_detail=v.detail, answer_differs=v.status in DIFFERING)
+            cell["answer_check"], cell["answer_reference"] = v.status, v.reference
+            cell["answer_detail"], cell["answer_differs"] = v.detail, v.status in DIFFERING
 
 
-def answer_family(summary: dict[str, Any]) -> str:
+def answer_family(summary: CellSummary) -> str:
     """Which cells of a row can compute the same answer: Keras 2's keras-hub rows run keras-nlp
     and keras-cv 0.8, other libraries whose weights (named differently, none of them
     loadable into the other) cannot be made those of the Keras 3 models; their answers are
@@ -198,6 +200,6 @@ def answer_family(summary: dict[str, Any]) -> str:
         else ""
 
 
-def unchecked_cells(manifest: dict[str, Any]) -> set[str]:
+def unchecked_cells(manifest: Manifest) -> set[str]:
     """Cells of benchmarks whose matrix says check_answers = false (the manifest's cell list)."""
     return {c["id"] for c in manifest.get("cells") or [] if c.get("check_answers") is False}

@@ -37,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from rich.console import JustifyMethod
 
@@ -49,6 +49,7 @@ from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values, repeat_medians, welch_ratio
 from .store import Store
 from .summaries import cell_summaries
+from .types import CellSummary, Manifest, Record
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -134,7 +135,7 @@ class Comparison:
         return EXIT_FAILED_CELLS if self.count(SLOWER) else EXIT_OK
 
 
-def open_run(path: Path) -> tuple[Store, dict[str, Any]]:
+def open_run(path: Path) -> tuple[Store, Manifest]:
     """A run folder's store and manifest, read only (nothing is created in either run)."""
     if not path.is_dir():
         raise UsageError(f"{path}: no such run folder")
@@ -144,7 +145,7 @@ def open_run(path: Path) -> tuple[Store, dict[str, Any]]:
     return store, store.read_manifest()
 
 
-def readable_records(store: Store) -> list[dict[str, Any]]:
+def readable_records(store: Store) -> list[Record]:
     """The run's valid records; every file that is not one is named on stderr (never skipped
     without a word)."""
     records, unreadable = store.read_records()
@@ -153,18 +154,18 @@ def readable_records(store: Store) -> list[dict[str, Any]]:
     return records
 
 
-def differing_keys(records_a: list[dict[str, Any]], records_b: list[dict[str, Any]]) -> list[str]:
+def differing_keys(records_a: list[Record], records_b: list[Record]) -> list[str]:
     """Comparability keys whose values differ between the two sides."""
     a, b = metadata_values(records_a), metadata_values(records_b)
     return [key for key in COMPARABILITY_KEYS if a[key] != b[key]]
 
 
-def compare_stacks(records_a: list[dict[str, Any]],
-                   records_b: list[dict[str, Any]]) -> list[StackComparison]:
+def compare_stacks(records_a: list[Record],
+                   records_b: list[Record]) -> list[StackComparison]:
     """Per environment measured in either run: the same stack, or what differs. A side's stack
     is read from its ok records (from every measured record when none is ok)."""
-    def by_environment(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        out: dict[str, list[dict[str, Any]]] = {}
+    def by_environment(records: list[Record]) -> dict[str, list[Record]]:
+        out: dict[str, list[Record]] = {}
         for record in records:
             if record.get("status") != "not_applicable":
                 out.setdefault(record["environment"], []).append(record)
@@ -190,12 +191,12 @@ def _shown(values: set[str]) -> str:
     return "/".join(sorted(shown))
 
 
-def _variables(env: dict[str, Any]) -> str:
+def _variables(env: Mapping[str, Any]) -> str:
     """Environment variables, readable: {XLA_FLAGS=--xla_gpu_autotune_level=0} or {}."""
     return "{" + ", ".join(f"{k}={v}" for k, v in sorted(env.items())) + "}"
 
 
-def _samples(records: list[dict[str, Any]]) -> list[float]:
+def _samples(records: list[Record]) -> list[float]:
     return [s for r in records for s in r.get("samples_ms") or []]
 
 
@@ -208,8 +209,8 @@ def repeat_test(medians_a: list[float],
     return estimate.ratio, estimate.p_value, spread
 
 
-def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | None,
-                 records_a: list[dict[str, Any]], records_b: list[dict[str, Any]],
+def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, Any] | None,
+                 records_a: list[Record], records_b: list[Record],
                  threshold: float, alpha: float) -> CellComparison:
     base = summary_b or summary_a
     if base is None:
@@ -265,7 +266,7 @@ def compare_cell(summary_a: dict[str, Any] | None, summary_b: dict[str, Any] | N
     return out
 
 
-def pairing_keys(summaries: list[dict[str, Any]]) -> dict[str, str]:
+def pairing_keys(summaries: list[CellSummary]) -> dict[str, str]:
     """cell id → what pairs it with a cell of the other run: its name (the id only where two
     cells of one run share a name, which a run made from one matrix never has)."""
     names = Counter(s["cell_name"] for s in summaries)
@@ -273,8 +274,8 @@ def pairing_keys(summaries: list[dict[str, Any]]) -> dict[str, str]:
             else f"{s['cell_name']}#{s['cell_id']}" for s in summaries}
 
 
-def choose_threshold(given: float | None, manifest_a: dict[str, Any],
-                     manifest_b: dict[str, Any]) -> tuple[Callable[[str | None], float], str]:
+def choose_threshold(given: float | None, manifest_a: Manifest,
+                     manifest_b: Manifest) -> tuple[Callable[[str | None], float], str]:
     """The practical threshold per workload class, and where it comes from: --threshold when
     given; else, when both runs ran on machines with a profile (`runner doctor --measure`), the
     larger of the two machines' thresholds for the class; else the fixed DEFAULT_THRESHOLD."""
@@ -304,7 +305,7 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
         key = pairing_keys(summaries)
-        by_cell: dict[str, list[dict[str, Any]]] = {}
+        by_cell: dict[str, list[Record]] = {}
         for record in records:          # one pass: a run of 10 000 cells is not quadratic
             by_cell.setdefault(record["cell_id"], []).append(record)
         sides.append(({key[s["cell_id"]]: s for s in summaries},

@@ -17,10 +17,12 @@ statistics' own warnings (CV, short windows, repeats that disagree) stay in stat
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..worker.monitor import SLOWDOWN_EVENTS
 from .formatting import fmt
+from .types import Record
 
 KINDS = ("throttle", "other load", "clocks", "settle", "compilations")
 TITLES = {
@@ -36,12 +38,12 @@ DEFAULT_CLOCK_SPREAD = 0.05  # without a machine profile
 MIN_CLOCK_SPREAD = 0.01     # clocks move in steps of ~15 MHz: never flag less than 1 %
 
 
-def _repeats(records: list[dict[str, Any]]) -> str:
+def _repeats(records: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(f"r{r.get('repeat')}" for r in records)
 
 
-def throttle(ok: list[dict[str, Any]]) -> list[str]:
-    by_event: dict[str, list[dict[str, Any]]] = {}
+def throttle(ok: Sequence[Mapping[str, Any]]) -> list[str]:
+    by_event: dict[str, list[Mapping[str, Any]]] = {}
     for record in ok:
         for event in sorted(set(record.get("gpu_clock_events") or []) & SLOWDOWN_EVENTS):
             by_event.setdefault(event, []).append(record)
@@ -49,7 +51,7 @@ def throttle(ok: list[dict[str, Any]]) -> list[str]:
             for event, records in by_event.items()]
 
 
-def other_gpu_load(ok: list[dict[str, Any]]) -> list[str]:
+def other_gpu_load(ok: Sequence[Mapping[str, Any]]) -> list[str]:
     out = []
     for record in ok:
         seen = record.get("gpu_other_processes") or {}
@@ -63,7 +65,7 @@ def other_gpu_load(ok: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def other_cpu_load(ok: list[dict[str, Any]]) -> list[str]:
+def other_cpu_load(ok: Sequence[Mapping[str, Any]]) -> list[str]:
     out = []
     for record in ok:
         load = record.get("host_other_cpu") or {}
@@ -78,7 +80,7 @@ def other_cpu_load(ok: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def clock_spread(ok: list[dict[str, Any]], spread: float | None) -> list[str]:
+def clock_spread(ok: Sequence[Mapping[str, Any]], spread: float | None) -> list[str]:
     """The SM and memory clocks' means across repeats, against the machine's spread."""
     allowed = max(MIN_CLOCK_SPREAD, spread if spread is not None else DEFAULT_CLOCK_SPREAD)
     source = "this machine's run-to-run spread" if spread is not None else \
@@ -97,7 +99,7 @@ def clock_spread(ok: list[dict[str, Any]], spread: float | None) -> list[str]:
     return out
 
 
-def settle(records: list[dict[str, Any]]) -> list[str]:
+def settle(records: list[Record]) -> list[str]:
     out = []
     for record in records:
         waited = record.get("settle") or {}
@@ -109,7 +111,7 @@ def settle(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def compilations(ok: list[dict[str, Any]]) -> list[str]:
+def compilations(ok: Sequence[Mapping[str, Any]]) -> list[str]:
     """Compilations counted between the timed window's first and last sample."""
     out = []
     for record in ok:
@@ -121,7 +123,7 @@ def compilations(ok: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def warnings_by_kind(records: list[dict[str, Any]],
+def warnings_by_kind(records: list[Record],
                      spread: float | None = None) -> dict[str, list[str]]:
     """{kind: warnings} of one cell's records (only the kinds that have some)."""
     ok = [r for r in records if r.get("status") == "ok"]

@@ -22,12 +22,14 @@ fewer than 3 repeats. An interval that covers 1 is not distinguishable from nois
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import stats
 from .summaries import AXIS_KEYS, KERAS2_API, KERAS3_API, model_family, pivot, row_label
 from ..worker.catalog import default_sizes
+from .types import CellSummary, Manifest
 
 ENVIRONMENT = "environment"
 
@@ -41,7 +43,7 @@ class Settings:
     environments: tuple[str, ...] = ()                          # the matrix's order
 
     @classmethod
-    def from_manifest(cls, manifest: dict[str, Any]) -> Settings:
+    def from_manifest(cls, manifest: Manifest) -> Settings:
         report = manifest.get("report") or {}
         baselines = {k: v for k, v in (report.get("baselines") or {}).items() if k != "options"}
         baselines |= {f"options.{k}": v
@@ -50,7 +52,7 @@ class Settings:
                    tuple(manifest.get("environments") or ()))
 
 
-def speedup(base: dict[str, Any], cell: dict[str, Any]) -> stats.Ratio:
+def speedup(base: Mapping[str, Any], cell: Mapping[str, Any]) -> stats.Ratio:
     """base ms ÷ cell ms (geometric means of repeat medians) with its interval; above 1: `cell`
     is faster. No ratio where either is not ok or the two run different models."""
     for side in (base, cell):
@@ -71,8 +73,8 @@ class Effect:
     label: str                      # the row: workload (task) and every other setting
     batch_size: int
     environment: str                # the environment of `cell`
-    base: dict[str, Any]
-    cell: dict[str, Any]
+    base: Mapping[str, Any]
+    cell: Mapping[str, Any]
     estimate: stats.Ratio
 
     @property
@@ -118,14 +120,14 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def coordinates(summary: dict[str, Any]) -> dict[str, Any]:
+def coordinates(summary: Mapping[str, Any]) -> dict[str, Any]:
     """Everything that places a cell besides its workload, task and environment."""
     out = {"batch_size": summary.get("batch_size"), **{k: summary.get(k) for k in AXIS_KEYS}}
     out |= {f"options.{k}": v for k, v in (summary.get("options") or {}).items()}
     return out
 
 
-def _context(summary: dict[str, Any], factor: str) -> tuple[Any, ...]:
+def _context(summary: CellSummary, factor: str) -> tuple[Any, ...]:
     """Where a cell sits apart from `factor`: the cells of one context differ only in it. For
     the size axis the options its preset sets go with it."""
     coords = coordinates(summary)
@@ -138,19 +140,19 @@ def _context(summary: dict[str, Any], factor: str) -> tuple[Any, ...]:
             tuple(sorted((k, repr(v)) for k, v in coords.items())))
 
 
-def _factors(summaries: list[dict[str, Any]]) -> list[str]:
+def _factors(summaries: list[CellSummary]) -> list[str]:
     keys: dict[str, None] = {}
     for s in summaries:
         keys |= dict.fromkeys(coordinates(s))
     return list(keys)
 
 
-def axis_tables(summaries: list[dict[str, Any]], settings: Settings) -> list[EffectTable]:
+def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[EffectTable]:
     """One table per varying factor and baseline value, rows in the run's order."""
     measured = [s for s in summaries if s["status"] != "not_applicable"]
     tables: dict[tuple[str, str], EffectTable] = {}
     for factor in _factors(measured):
-        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+        groups: dict[tuple[Any, ...], list[CellSummary]] = defaultdict(list)
         for s in measured:
             groups[_context(s, factor)].append(s)
         for cells in groups.values():
@@ -189,7 +191,7 @@ def axis_tables(summaries: list[dict[str, Any]], settings: Settings) -> list[Eff
 PER_ITEM_FACTOR = "batch_size"
 
 
-def per_item(estimate: stats.Ratio, base: dict[str, Any], cell: dict[str, Any]) -> stats.Ratio:
+def per_item(estimate: stats.Ratio, base: Mapping[str, Any], cell: Mapping[str, Any]) -> stats.Ratio:
     """A speedup of time per step turned into one of time per item (× cell items ÷ base items)."""
     base_items, cell_items = base.get("items_per_step"), cell.get("items_per_step")
     if not base_items or not cell_items:
@@ -197,7 +199,7 @@ def per_item(estimate: stats.Ratio, base: dict[str, Any], cell: dict[str, Any]) 
     return estimate.scaled(cell_items / base_items)
 
 
-def baseline_environment(summaries: list[dict[str, Any]], settings: Settings) -> str | None:
+def baseline_environment(summaries: list[CellSummary], settings: Settings) -> str | None:
     """The configured baseline environment, else the matrix's first one that has cells."""
     present = [e for e in pivot(summaries)[0]]
     if settings.baseline_environment in present:
@@ -206,7 +208,7 @@ def baseline_environment(summaries: list[dict[str, Any]], settings: Settings) ->
     return ordered[0] if ordered else None
 
 
-def environment_table(summaries: list[dict[str, Any]], settings: Settings) -> EffectTable | None:
+def environment_table(summaries: list[CellSummary], settings: Settings) -> EffectTable | None:
     """Every environment against the baseline environment, row by row; None with one
     environment."""
     environments, rows, grid = pivot(summaries)
@@ -242,13 +244,13 @@ class Analysis:
         return self.axes + ([self.environments] if self.environments else [])
 
 
-def analyse(summaries: list[dict[str, Any]], settings: Settings | None = None) -> Analysis:
+def analyse(summaries: list[CellSummary], settings: Settings | None = None) -> Analysis:
     settings = settings or Settings()
     return Analysis(settings, axis_tables(summaries, settings),
                     environment_table(summaries, settings))
 
 
-def fastest(cells: list[dict[str, Any]]) -> tuple[dict[str, Any], stats.Ratio | None] | None:
+def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], stats.Ratio | None] | None:
     """The fastest of a row's ok cells that computed the same answer, and its speedup over the
     runner-up (None with one cell): whether it is fastest beyond noise."""
     eligible = sorted((c for c in cells if c["status"] == "ok" and c.get("median_ms") is not None
@@ -258,7 +260,7 @@ def fastest(cells: list[dict[str, Any]]) -> tuple[dict[str, Any], stats.Ratio | 
     return eligible[0], (speedup(eligible[1], eligible[0]) if len(eligible) > 1 else None)
 
 
-def keras_speedups(summaries: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+def keras_speedups(summaries: list[CellSummary]) -> dict[tuple[str, int], dict[str, Any]]:
     """Per (row label, batch size): the best (fastest) Keras 3 environment and, where a Keras 2
     (tf-keras) cell of the row ran, its speedup = Keras 2 ÷ best Keras 3 (an environment effect,
     with its interval: `estimate`). Cells with a different answer are never the best. Empty

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
 import csv
 import io
 import json
-from typing import Any
 
 from .summaries import AXIS_KEYS
+from .types import CellSummary, Record
 
 CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workload", "task",
                "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "median_ms", "mean_ms",
@@ -24,13 +25,13 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "error")
 
 
-def summary_csv(summaries: list[dict[str, Any]]) -> str:
+def summary_csv(summaries: list[CellSummary]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore",
                             lineterminator="\n")
     writer.writeheader()
     for summary in summaries:
-        row = dict(summary)
+        row: dict[str, Any] = dict(summary)
         if row.get("error"):
             row["error"] = row["error"].splitlines()[0][:300]
         row["warnings"] = "; ".join(row.get("warnings") or [])
@@ -38,5 +39,5 @@ def summary_csv(summaries: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def results_jsonl(records: list[dict[str, Any]]) -> str:
+def results_jsonl(records: list[Record]) -> str:
     return "".join(json.dumps(r) + "\n" for r in records)

@@ -14,6 +14,7 @@ from . import answers, stats
 from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
 from .formatting import fmt
 from .summaries import pivot
+from .types import CellSummary
 
 ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
 FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" sentences
@@ -76,7 +77,7 @@ def _ratio(effect) -> float:
     return effect.estimate.ratio
 
 
-def fastest_sentences(summaries: list[dict[str, Any]], what: str = "") -> list[str]:
+def fastest_sentences(summaries: list[CellSummary], what: str = "") -> list[str]:
     """'jax is fastest in 7 of 10 rows (beyond noise in 5)': per environment, the rows where it
     is the fastest of the cells that agree, and in how many its lead over the runner-up has an
     interval above 1."""
@@ -97,7 +98,7 @@ def fastest_sentences(summaries: list[dict[str, Any]], what: str = "") -> list[s
             for env, count in wins.most_common(FASTEST_SHOWN)]
 
 
-def answer_sentences(summaries: list[dict[str, Any]]) -> list[str]:
+def answer_sentences(summaries: list[CellSummary]) -> list[str]:
     ok = [s for s in summaries if s["status"] == "ok"]
     differing = [s for s in ok if s.get("answer_differs")]
     compared = [s for s in ok if s.get("answer_check") in (answers.SAME, *answers.DIFFERING)]
@@ -130,8 +131,8 @@ def repeat_sentences(analysis: Analysis) -> list[str]:
             "without one, no ratio is called beyond noise (set repeats ≥ 3)."]
 
 
-def sentences(summaries: list[dict[str, Any]], analysis: Analysis,
-              keras_rows: list[dict[str, Any]] | None = None) -> list[str]:
+def sentences(summaries: list[CellSummary], analysis: Analysis,
+              keras_rows: list[CellSummary] | None = None) -> list[str]:
     """The findings, most general first."""
     out: list[str] = []
     out += answer_sentences(summaries)

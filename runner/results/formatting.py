@@ -8,7 +8,7 @@ Numbers print with significant figures, never a fixed count of decimals: a 4 µs
 from __future__ import annotations
 
 from typing import Any
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 SIGNIFICANT = 3
@@ -55,7 +55,7 @@ def best_text(values: Iterable[float | None], lower_is_better: bool = True,
 DIFFERENT_MARK = "≠"
 
 
-def cell_text(summary: dict[str, Any] | None, key: str, best: str | None) -> str:
+def cell_text(summary: Mapping[str, Any] | None, key: str, best: str | None) -> str:
     """A table cell: NA, a status word, or the value, bold when it prints as `best`
     (best_text's answer); a cell with a different answer is marked and never bold."""
     if summary is None:
@@ -70,7 +70,7 @@ def cell_text(summary: dict[str, Any] | None, key: str, best: str | None) -> str
     return f"**{text}**" if best is not None and text == best else text
 
 
-def comparable_values(summaries: Iterable[dict[str, Any] | None], key: str) -> list[Any]:
+def comparable_values(summaries: Iterable[Mapping[str, Any] | None], key: str) -> list[Any]:
     """The values of `key` among ok cells whose answer agrees with their row: what a "best"
     is chosen from."""
     return [s.get(key) for s in summaries

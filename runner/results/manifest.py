@@ -16,6 +16,7 @@ from ..matrix import Matrix
 from ..plan import Plan
 from ..schema import EnvironmentSpec
 from ..version import runner_version
+from .types import Manifest
 
 SCHEMA = 1
 
@@ -50,7 +51,7 @@ def parallel_entry(labels: list[str], why: str, gpus: list[Gpu],
 def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
                    executor_reason: str, flavour: Flavour, parallel: dict[str, Any],
                    gpu_clocks: dict[str, Any] | None, machine_profile: dict[str, Any],
-                   environments: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                   environments: dict[str, dict[str, Any]]) -> Manifest:
     """The manifest of a run as it starts."""
     planned = {c.id for c in plan.cells} | {c.id for c in plan.not_applicable}
     return {
@@ -83,12 +84,12 @@ def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
     }
 
 
-def add_calibration(manifest: dict[str, Any], calibration: dict[str, Any] | None) -> None:
+def add_calibration(manifest: Manifest, calibration: dict[str, Any] | None) -> None:
     """The peaks the run measured before its cells ([run] calibrate), or None."""
     manifest["calibration"] = calibration
 
 
-def add_ending(manifest: dict[str, Any], interrupted: bool, stopped: str | None) -> None:
+def add_ending(manifest: Manifest, interrupted: bool, stopped: str | None) -> None:
     """How the run ended: when, whether it was interrupted, why it stopped if it did."""
     manifest["finished_at"] = now()
     manifest["interrupted"] = interrupted
@@ -96,6 +97,6 @@ def add_ending(manifest: dict[str, Any], interrupted: bool, stopped: str | None)
         manifest["stopped"] = one_line(stopped)
 
 
-def add_reproduces(manifest: dict[str, Any], original: str) -> None:
+def add_reproduces(manifest: Manifest, original: str) -> None:
     """The run folder a `runner reproduce` run ran again."""
     manifest["reproduces"] = original

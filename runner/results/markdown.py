@@ -5,28 +5,31 @@ statistics, the measured peak, problems and plots."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from . import answers, conditions, findings, reference, stats
 from .effects import ENVIRONMENT, Analysis, EffectTable, keras_speedups, shown
 from .formatting import best_text, cell_text, comparable_values, fmt, percent
 from .summaries import TF32_MARK, TF32_NOTE, fixed_costs, keras_view, pivot, tf32_rows
+from .types import CellSummary, Manifest
 
 
-def allocator_lines(summaries: list[dict[str, Any]]) -> list[str]:
+def allocator_lines(summaries: list[CellSummary]) -> list[str]:
     """One line per environment: its allocator settings (every distinct set, should cells differ)."""
     seen: dict[str, list[str]] = defaultdict(list)
     for s in summaries:
-        if s.get("allocator") is None:  # no ok repeat: nothing ran
+        allocator = s.get("allocator")
+        if allocator is None:  # no ok repeat: nothing ran
             continue
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(s["allocator"].items()))
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(allocator.items()))
         if shown not in seen[s["environment"]]:
             seen[s["environment"]].append(shown)
     return [f"- `{env}`: " + ("; ".join(sets) if any(sets) else "not recorded")
             for env, sets in seen.items()]
 
 
-def markdown_table(summaries: list[dict[str, Any]], key: str, lower_is_better: bool = True,
+def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool = True,
                    bold_best: bool = True, keras_columns: bool = False,
                    columns: list[str] | None = None, titles: dict[str, str] | None = None) -> str:
     """Rows × environments of one summary key (columns in `columns` order, headed by `titles`
@@ -132,7 +135,7 @@ def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
     return parts
 
 
-def answers_section(summaries: list[dict[str, Any]]) -> list[str]:
+def answers_section(summaries: list[CellSummary]) -> list[str]:
     ok = [s for s in summaries if s["status"] == "ok"]
     if not ok:
         return []
@@ -176,7 +179,7 @@ def _pair(first: float | None, second: float | None) -> str:
     return "–" if first is None and second is None else f"{fmt(first)} / {fmt(second)}"
 
 
-def training_table(summaries: list[dict[str, Any]]) -> str | None:
+def training_table(summaries: list[CellSummary]) -> str | None:
     """One line per fit cell (rows in matrix order, environments in column order)."""
     fits = [s for s in summaries if s["task"] == "fit" and s["status"] != "not_applicable"]
     if not fits:
@@ -203,21 +206,21 @@ def training_table(summaries: list[dict[str, Any]]) -> str | None:
     return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
 
 
-def _sanity(s: dict[str, Any]) -> tuple[str, str]:
+def _sanity(s: Mapping[str, Any]) -> tuple[str, str]:
     """'loss first → last' and accuracy, or '–' where the cell has none."""
     loss = (f"{fmt(s['loss_first'])} → {fmt(s['loss_last'])}"
             if s.get("loss_first") is not None else "–")
     return loss, fmt(s["accuracy"])
 
 
-def _tf32_text(s: dict[str, Any]) -> str:
+def _tf32_text(s: Mapping[str, Any]) -> str:
     if s["status"] != "ok":
         return "–"
     words: dict[Any, str] = {True: "on", False: "off"}
     return words.get(s.get("tf32_effective"), "not recorded")
 
 
-def tf32_section(summaries: list[dict[str, Any]]) -> list[str]:
+def tf32_section(summaries: list[CellSummary]) -> list[str]:
     """Which GPU cells ran their float32 matmuls on TF32 tensor cores, which did not, and which
     do not say (empty for a run without GPU cells: a CPU has no TF32)."""
     gpu = [s for s in summaries if s["status"] == "ok" and s.get("on_gpu")]
@@ -236,7 +239,7 @@ def tf32_section(summaries: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
-def machine_lines(manifest: dict[str, Any]) -> list[str]:
+def machine_lines(manifest: Manifest) -> list[str]:
     """The run's machine: its profile (or the lack of one) and locked clocks."""
     lines = []
     profile = manifest.get("machine_profile") or {}
@@ -253,7 +256,7 @@ def machine_lines(manifest: dict[str, Any]) -> list[str]:
     return lines
 
 
-def warnings_section(manifest: dict[str, Any], summaries: list[dict[str, Any]]) -> list[str]:
+def warnings_section(manifest: Manifest, summaries: list[CellSummary]) -> list[str]:
     """The warnings, grouped by kind in plain words (conditions.TITLES): the machine, the
     numbers themselves, throttling, other load, clocks, settle."""
     machine = machine_lines(manifest)
@@ -264,7 +267,7 @@ def warnings_section(manifest: dict[str, Any], summaries: list[dict[str, Any]]) 
     if machine:
         parts += ["### This machine", "", *[f"- {line}" for line in machine], ""]
     for kind in ("statistics", *conditions.KINDS):
-        cells: list[tuple[dict[str, Any], list[str]]] = [
+        cells: list[tuple[CellSummary, list[str]]] = [
             (s, texts) for s in flagged
             if (texts := (s.get("warning_groups") or {"statistics": s["warnings"]}).get(kind))]
         if not cells:
@@ -278,14 +281,14 @@ def warnings_section(manifest: dict[str, Any], summaries: list[dict[str, Any]]) 
     return parts
 
 
-def _ci_text(s: dict[str, Any]) -> str:
+def _ci_text(s: Mapping[str, Any]) -> str:
     if s.get("median_ci_low_ms") is None:
         too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
         return "–, too few repeats" if too_few else "–"
     return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
 
 
-def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
+def report_markdown(manifest: Manifest, summaries: list[CellSummary],
                     plots: list[Any] | None = None, analysis: Analysis | None = None) -> str:
     """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
     note on why it was skipped) are listed at the end, the forest plot with the effects."""
@@ -394,14 +397,14 @@ def report_markdown(manifest: dict[str, Any], summaries: list[dict[str, Any]],
               "cells, the fastest kept — a measured peak, never a cell of the run and never a "
               "datasheet figure; – without `[run] calibrate = true`.", ""]
     parts += tf32_section(summaries)
-    rows = reference.beside(summaries)
-    if rows:
+    beside = reference.beside(summaries)
+    if beside:
         table = reference.published()
         parts += [f"## Beside the published figures ({table['hardware']}, ms/step)", "",
                   "| Workload (task) | Batch size | " + " | ".join(
                       f"{reference.TITLES[c]}: here / published" for c in reference.COLUMNS) + " |",
                   "|---|---:|" + "---:|" * len(reference.COLUMNS)]
-        for row in rows:
+        for row in beside:
             cells = []
             for column in reference.COLUMNS:
                 c = row["columns"][column]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from ..worker.protocol import atomic_target
 from .effects import Analysis, keras_speedups, shown
 from .summaries import pivot
+from .types import CellSummary
 
 DPI = 110
 
@@ -50,11 +51,11 @@ def _colors(environments: list[str]) -> dict[str, Any]:
     return {env: cmap(i % 10) for i, env in enumerate(environments)}
 
 
-def _ok(summary: dict[str, Any] | None, key: str) -> bool:
+def _ok(summary: CellSummary | None, key: str) -> bool:
     return summary is not None and summary["status"] == "ok" and summary.get(key) is not None
 
 
-def time_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+def time_plot(summaries: list[CellSummary], path: Path) -> str | None:
     """One panel per workload row, one bar per environment: median ms/step with p10–p90 bars."""
     environments, rows, grid = pivot(summaries)
     rows = [r for r in rows if any(_ok(grid.get((*r, e)), "median_ms") for e in environments)]
@@ -68,9 +69,9 @@ def time_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
     for ax, (label, batch) in zip(axes.flat, rows, strict=False):
         envs = [e for e in environments if _ok(grid.get((label, batch, e)), "median_ms")]
         cells = [grid[(label, batch, e)] for e in envs]
-        medians = [c["median_ms"] for c in cells]
-        low = [c["median_ms"] - (c.get("p10_ms") or c["median_ms"]) for c in cells]
-        high = [(c.get("p90_ms") or c["median_ms"]) - c["median_ms"] for c in cells]
+        medians = [c.get("median_ms") or 0.0 for c in cells]      # every one is set (_ok)
+        low = [m - (c.get("p10_ms") or m) for c, m in zip(cells, medians, strict=True)]
+        high = [(c.get("p90_ms") or m) - m for c, m in zip(cells, medians, strict=True)]
         positions = range(len(envs))
         ax.barh(positions, medians, xerr=[low, high], color=[colors[e] for e in envs],
                 capsize=3, error_kw={"elinewidth": 1})
@@ -90,7 +91,7 @@ def time_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
     return None
 
 
-def keras_speedup_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+def keras_speedup_plot(summaries: list[CellSummary], path: Path) -> str | None:
     """The Keras 3 benchmark page's figure: speedup of the best Keras 3 backend over Keras 2."""
     rows = [(row, e) for row, e in keras_speedups(summaries).items() if e["speedup"]]
     if not rows:
@@ -114,7 +115,7 @@ def keras_speedup_plot(summaries: list[dict[str, Any]], path: Path) -> str | Non
     return None
 
 
-def _per_cell_bars(summaries: list[dict[str, Any]], series: list[tuple[str, str]], path: Path,
+def _per_cell_bars(summaries: list[CellSummary], series: list[tuple[str, str]], path: Path,
                    title: str, xlabel: str) -> str | None:
     """Horizontal bars, one group per ok cell, one bar per (key, legend label) series."""
     cells = [s for s in summaries if any(_ok(s, key) for key, _ in series)]
@@ -141,13 +142,13 @@ def _per_cell_bars(summaries: list[dict[str, Any]], series: list[tuple[str, str]
     return None
 
 
-def memory_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+def memory_plot(summaries: list[CellSummary], path: Path) -> str | None:
     return _per_cell_bars(summaries, [("rss_peak_mb", "process RSS peak"),
                                       ("vram_peak_mb", "framework VRAM peak")],
                           path, "Peak memory per cell", "MB")
 
 
-def energy_plot(summaries: list[dict[str, Any]], path: Path) -> str | None:
+def energy_plot(summaries: list[CellSummary], path: Path) -> str | None:
     return _per_cell_bars(summaries, [("energy_per_step_j", "NVML energy per step")], path,
                           "GPU energy per step", "J per step (median over repeats)")
 
@@ -207,7 +208,7 @@ def forest_plot(analysis: Analysis, path: Path) -> str | None:
     return None
 
 
-PLOTS: list[tuple[str, str, Callable[[list[dict[str, Any]], Path], str | None]]] = [
+PLOTS: list[tuple[str, str, Callable[[list[CellSummary], Path], str | None]]] = [
     ("time.png", "Time per step", time_plot),
     ("keras_speedup.png", "Speedup of the best Keras 3 backend over Keras 2", keras_speedup_plot),
     ("memory.png", "Peak memory", memory_plot),
@@ -218,7 +219,7 @@ PLOTS: list[tuple[str, str, Callable[[list[dict[str, Any]], Path], str | None]]]
 FOREST = ("effects.png", "Effects (forest plot)")
 
 
-def write_plots(root: Path, summaries: list[dict[str, Any]],
+def write_plots(root: Path, summaries: list[CellSummary],
                 analysis: Analysis | None = None) -> list[Plot]:
     """Write every plot under root/plots/ (the forest plot of `analysis` first); a plot with
     nothing to show is skipped with a note, and a stale file of that name from an earlier

@@ -7,6 +7,7 @@ import functools
 import tomllib
 from pathlib import Path
 from typing import Any
+from .types import CellSummary
 
 TABLE2 = Path(__file__).with_name("reference") / "keras3_benchmarks_table2.toml"
 # The study's columns, and how an environment of a run maps onto them.
@@ -21,7 +22,7 @@ def published() -> dict[str, Any]:
         return tomllib.load(handle)
 
 
-def column_of(summary: dict[str, Any]) -> str | None:
+def column_of(summary: CellSummary) -> str | None:
     if summary.get("api") == "tf-keras":
         return "keras2"
     if summary.get("api") == "keras":
@@ -29,7 +30,7 @@ def column_of(summary: dict[str, Any]) -> str | None:
     return None
 
 
-def beside(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def beside(summaries: list[CellSummary]) -> list[dict[str, Any]]:
     """One entry per study row the run has cells for: per column the published ms/step, the
     measured median, and their ratio where the cell is comparable in kind (ran ok on a GPU at
     the full size; a tiny smoke cell or a CPU run gets no ratio)."""
@@ -43,7 +44,7 @@ def beside(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for column in COLUMNS:
             mine = [s for s in cells if column_of(s) == column]
             ok = [s for s in mine if s["status"] == "ok" and s.get("median_ms")]
-            best = min(ok, key=lambda s: s["median_ms"]) if ok else None
+            best = min(ok, key=lambda s: s.get("median_ms") or 0.0) if ok else None
             full_gpu = best is not None and best.get("size") == "full" and best.get("on_gpu")
             columns[column] = {
                 "published_ms": row.get(column),

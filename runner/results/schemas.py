@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError, create_model,
                       field_validator, model_validator)
@@ -18,6 +18,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 from ..schema import RUN_NAME_PATTERN, format_error
 from ..worker import catalog
 from ..worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
+from .types import Record
 
 # Host-relied types of record fields (every name is a RECORD_FIELDS key: tests/test_hostile.py).
 _Number = float | None
@@ -135,9 +136,10 @@ def record_problem(data: Any, key: str | None = None) -> str | None:
     return problem
 
 
-def complete_record(data: dict[str, Any]) -> dict[str, Any]:
-    """A valid record with every field present (an absent one is null: unknown)."""
-    return {**dict.fromkeys(RECORD_FIELDS), **data}
+def complete_record(data: dict[str, Any]) -> Record:
+    """A valid record with every field present (an absent one is null: unknown): the typed
+    Record (results/types.py) every reader gets."""
+    return cast(Record, {**dict.fromkeys(RECORD_FIELDS), **data})
 
 
 # --- manifest ---------------------------------------------------------------------------------

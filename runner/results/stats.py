@@ -47,13 +47,14 @@ import json
 import math
 import statistics
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..worker.metadata import KEYS
 from .formatting import fmt
+from .types import CellSummary, Record
 
 CONFIDENCE = 0.95
 CV_LIMIT = 0.05              # warn above this coefficient of variation (the typical repeat's)
@@ -81,7 +82,7 @@ def summarize(samples_ms: list[float]) -> dict[str, float | None]:
     }
 
 
-def throughput(record: dict[str, Any]) -> dict[str, float | None]:
+def throughput(record: Mapping[str, Any]) -> dict[str, float | None]:
     """items/s and achieved TFLOP/s at the median step time."""
     median = record.get("median_ms")
     items, flops = record.get("items_per_step"), record.get("flops_per_step")
@@ -123,7 +124,7 @@ def median_ci(repeat_medians: list[float],
     return low, high
 
 
-def repeat_medians(records: list[dict[str, Any]]) -> list[float]:
+def repeat_medians(records: list[Record]) -> list[float]:
     """Each repeat's median step time (ms), the unit of every comparison; a repeat without a
     positive median is no measurement (a ratio or a log of it means nothing)."""
     medians = (statistics.median(r["samples_ms"]) for r in records if r.get("samples_ms"))
@@ -279,7 +280,7 @@ def repeats_disagree(per_repeat: list[list[float]], alpha: float = REPEAT_ALPHA,
     return (p < alpha and wide), p
 
 
-def energy_of(record: dict[str, Any]) -> tuple[dict[str, float] | None, str | None]:
+def energy_of(record: Mapping[str, Any]) -> tuple[dict[str, float] | None, str | None]:
     """A record's energy over its timed window, per step and per item, where NVML's counter
     resolves it: (figures, None), or (None, why not). Never a zero that means "not measured"."""
     energy = record.get("gpu_energy_j")
@@ -300,7 +301,7 @@ def energy_of(record: dict[str, Any]) -> tuple[dict[str, float] | None, str | No
     return figures, None
 
 
-def _window_s(record: dict[str, Any]) -> float | None:
+def _window_s(record: Mapping[str, Any]) -> float | None:
     """The energy counter's window: the telemetry window when recorded, else the timed loop."""
     window = (record.get("extra") or {}).get("telemetry_window_s")
     return window if window is not None else record.get("train_s")
@@ -311,7 +312,7 @@ def _window_s(record: dict[str, Any]) -> float | None:
 COMPARABILITY_KEYS = tuple(key for key, (_, decides) in KEYS.items() if decides)
 
 
-def metadata_values(records: list[dict[str, Any]],
+def metadata_values(records: Sequence[Mapping[str, Any]],
                     keys: tuple[str, ...] = COMPARABILITY_KEYS) -> dict[str, set[str]]:
     """Every value each key (the comparability keys by default) took in these records (absent
     counts as None)."""
@@ -323,7 +324,7 @@ def metadata_values(records: list[dict[str, Any]],
     return values
 
 
-def warnings_for(ok_records: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
+def warnings_for(ok_records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> list[str]:
     """Why this cell's numbers deserve caution; empty when nothing is wrong. What the machine
     did meanwhile (throttling, other load, clocks, settle) is conditions.py's."""
     out: list[str] = []
@@ -359,7 +360,7 @@ def _median_of(values: Sequence[float | None]) -> float | None:
     return float(np.median(known)) if known else None
 
 
-def across_repeats(records: list[dict[str, Any]]) -> dict[str, Any]:
+def across_repeats(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Summary of one cell with the repeat as the unit (see the module docstring): the median
     of the repeat medians, the interval across repeats, each repeat's spread then the median
     across repeats; failed repeats are counted, never summarised."""
@@ -398,7 +399,7 @@ PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16"
                   "mixed_float16": "float16"}
 
 
-def ran_on_gpu(record: dict[str, Any]) -> bool:
+def ran_on_gpu(record: Mapping[str, Any]) -> bool:
     """Whether a record computed on a GPU (its framework's device, not merely a GPU present)."""
     meta = record.get("metadata") or {}
     device = (record.get("effective") or {}).get("device")  # "cpu", "cuda:0", "/CPU:0", ...
@@ -406,13 +407,13 @@ def ran_on_gpu(record: dict[str, Any]) -> bool:
     return bool(meta.get("gpu_name")) and not on_cpu
 
 
-def device_name(record: dict[str, Any]) -> str | None:
+def device_name(record: Mapping[str, Any]) -> str | None:
     """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
     meta = record.get("metadata") or {}
     return meta["gpu_name"] if ran_on_gpu(record) else meta.get("cpu_model")
 
 
-def tf32_state(record: dict[str, Any]) -> bool | None:
+def tf32_state(record: Mapping[str, Any]) -> bool | None:
     """Whether the record's float32 matmuls ran on TF32 tensor cores, as its worker recorded
     (`effective["tf32"]`, decided from what the framework does on that device); False on a CPU
     (no TF32 there); None where a GPU record does not say: unknown, never assumed off."""
@@ -434,7 +435,7 @@ def peak_kind(precision: Any, tf32: bool | None) -> str | None:
     return "tf32" if tf32 else "float32"
 
 
-def peaks_from(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def peaks_from(records: list[Record]) -> list[dict[str, Any]]:
     """The fastest calibration per device and peak kind: [{device, kind, tflops, ...}]."""
     best: dict[tuple[Any, Any], dict[str, Any]] = {}
     for r in records:
@@ -450,7 +451,7 @@ def peaks_from(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(best.values())
 
 
-def add_fraction_of_peak(summaries: list[dict[str, Any]],
+def add_fraction_of_peak(summaries: list[CellSummary],
                          peaks: list[dict[str, Any]] | None = None) -> None:
     """Set peak_tflops and fraction_of_peak on each summary from the run's calibration (the
     manifest's peaks; None without one: never from the cells themselves)."""

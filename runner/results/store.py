@@ -16,13 +16,14 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import tomli_w
 
 from ..errors import UsageError
 from ..worker.protocol import write_json_atomic, write_text_atomic
 from . import schemas
+from .types import Manifest, Record
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 LOCK_FILE = ".lock"
@@ -229,7 +230,7 @@ class Store:
             raise FileExistsError(f"{path} exists: a finished result is never overwritten")
         write_json_atomic(path, record)
 
-    def read_record(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    def read_record(self, path: Path) -> tuple[Record | None, str | None]:
         """(record, None) when the file holds a valid record of its own cell, else (None, why)."""
         try:
             data = schemas.parse_json(read_file(path))
@@ -240,9 +241,9 @@ class Store:
         problem = schemas.record_problem(data, path.stem)
         return (None, problem) if problem else (schemas.complete_record(data), None)
 
-    def read_records(self) -> tuple[list[dict[str, Any]], list[tuple[Path, str]]]:
+    def read_records(self) -> tuple[list[Record], list[tuple[Path, str]]]:
         """(valid records, [(file, why) for every file that is not one])."""
-        good: list[dict[str, Any]] = []
+        good: list[Record] = []
         bad: list[tuple[Path, str]] = []
         for path in self._record_files():
             record, problem = self.read_record(path)
@@ -252,7 +253,7 @@ class Store:
                 good.append(record)
         return good, bad
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[Record]:
         return self.read_records()[0]
 
     def finished(self) -> set[str]:
@@ -287,10 +288,10 @@ class Store:
 
     # --- manifest, matrix, reports ---------------------------------------------------------
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def write_manifest(self, manifest: Manifest) -> None:
         write_json_atomic(self.root / "manifest.json", manifest)
 
-    def read_manifest(self) -> dict[str, Any]:
+    def read_manifest(self) -> Manifest:
         """The manifest, validated; UsageError naming the file and the problem."""
         path = self.root / "manifest.json"
         try:
@@ -302,7 +303,7 @@ class Store:
         problem = schemas.manifest_problem(data)
         if problem:
             raise UsageError(f"{path}: {problem}")
-        return data
+        return cast(Manifest, data)
 
     def write_matrix(self, resolved: dict[str, Any]) -> None:
         write_text_atomic(self.root / "matrix.toml", tomli_w.dumps(resolved))

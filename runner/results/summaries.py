@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from . import conditions, stats
 from ..machine_profile import spread_for
 from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
+from .types import CellSummary, Record
 
 AXIS_KEYS = catalog.setting_axes()     # the axes a cell varies besides task and batch size
 # Worst first: the status shown for a cell whose repeats disagree.
@@ -28,7 +30,7 @@ def _max(values: list[Any]) -> float | None:
     return max(values) if values else None
 
 
-def row_label(record: dict[str, Any], without: str | None = None) -> str:
+def row_label(record: Mapping[str, Any], without: str | None = None) -> str:
     """'workload (task)' plus every non-default axis (size included: a tiny cell must never sit
     in a full-size row) and every option that is not the size preset's, so cells that differ
     only there get rows of their own. `without`: an axis (or "options.NAME") left out, for the
@@ -43,7 +45,7 @@ def row_label(record: dict[str, Any], without: str | None = None) -> str:
     return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")
 
 
-def allocator_settings(record: dict[str, Any]) -> dict[str, str]:
+def allocator_settings(record: Mapping[str, Any]) -> dict[str, str]:
     """The allocator's environment switches a record ran with (XLA_PYTHON_CLIENT_PREALLOCATE,
     TF_FORCE_GPU_ALLOW_GROWTH, PYTORCH_CUDA_ALLOC_CONF, ...): 'unset' means the framework's
     default. Measured figures in the same dict (reserved bytes, limits) are left out."""
@@ -52,7 +54,7 @@ def allocator_settings(record: dict[str, Any]) -> dict[str, str]:
             if key.isupper() and (value is None or isinstance(value, str))}
 
 
-def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
+def energy_summary(ok: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Median energy over the repeats whose window NVML resolves; the reason when none does."""
     measured, notes = [], []
     for record in ok:
@@ -67,7 +69,7 @@ def energy_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def tf32_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
+def tf32_summary(ok: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """tf32_effective: whether the cell's float32 matmuls ran on TF32 (stats.tf32_state; None
     when unknown or when its repeats disagree; the `tf32` key is the matrix's request), and the
     worker's detail of how that was decided."""
@@ -77,7 +79,7 @@ def tf32_summary(ok: list[dict[str, Any]]) -> dict[str, Any]:
     return {"tf32_effective": states.pop() if len(states) == 1 else None, "tf32_detail": detail}
 
 
-def tf32_rows(summaries: list[dict[str, Any]]) -> set[tuple[str, int]]:
+def tf32_rows(summaries: list[CellSummary]) -> set[tuple[str, int]]:
     """(label, batch size) of the float32 rows whose measured cells did not all run float32
     matmuls the same way: TF32 on in some, off or not recorded in others. Every table marks
     them: their environments compare different arithmetic."""
@@ -95,7 +97,7 @@ TF32_NOTE = (f"{TF32_MARK} The environments of this row did not all run float32 
              "true` or `false` in the matrix equalises).")
 
 
-def warning_groups(summary: dict[str, Any], records: list[dict[str, Any]],
+def warning_groups(summary: dict[str, Any], records: list[Record],
                    profile: dict[str, Any] | None) -> None:
     """The statistics' warnings and the machine's conditions (conditions.py, clocks judged
     against the machine profile's spread), grouped by kind in `warning_groups` and all of
@@ -107,23 +109,23 @@ def warning_groups(summary: dict[str, Any], records: list[dict[str, Any]],
     summary["warnings"] = [text for texts in groups.values() for text in texts]
 
 
-def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None = None,
+def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
                    peaks: list[dict[str, Any]] | None = None,
-                   profile: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                   profile: dict[str, Any] | None = None) -> list[CellSummary]:
     """One summary per cell, the repeat as the unit (stats.across_repeats); in plan order (the
     manifest's cell list); % of peak against the run's calibration peaks (the manifest's);
     warnings grouped by kind, clocks judged against the machine profile (the manifest's)."""
     rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
-    by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_cell: dict[str, list[Record]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (rank.get(r["cell_id"], len(rank)), r["cell_id"],
                                                  r["repeat"])):
         by_cell[record["cell_id"]].append(record)
-    out = []
+    out: list[CellSummary] = []
     for cell_id, reps in by_cell.items():
         first = reps[0]
         statuses = {r["status"] for r in reps}
         status = next(s for s in STATUS_ORDER if s in statuses)
-        summary = {
+        summary: dict[str, Any] = {
             "cell_id": cell_id, "cell_name": first["cell_name"], "label": row_label(first),
             **{k: first.get(k) for k in ("environment", "api", "backend", "image", "workload",
                                          "task", "batch_size", *AXIS_KEYS)},
@@ -168,24 +170,24 @@ def cell_summaries(records: list[dict[str, Any]], cell_order: list[str] | None =
         )
         summary["peak_kind"] = stats.peak_kind(first.get("precision"), summary["tf32_effective"])
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
-        out.append(summary)
+        out.append(cast(CellSummary, summary))
     seen: set[tuple[str, int, str]] = set()
-    for summary in out:
-        slot = (summary["label"], summary["batch_size"], summary["environment"])
+    for cell in out:
+        slot = (cell["label"], cell["batch_size"], cell["environment"])
         if slot in seen:
             # Two cells on one table slot would hide one of them: give it a row of its own.
-            summary["label"] += f" #{summary['cell_id']}"
-        seen.add((summary["label"], summary["batch_size"], summary["environment"]))
+            cell["label"] += f" #{cell['cell_id']}"
+        seen.add((cell["label"], cell["batch_size"], cell["environment"]))
     stats.add_fraction_of_peak(out, peaks)
     return out
 
 
-def pivot(summaries: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, int]],
-                                                    dict[tuple[str, int, str], dict[str, Any]]]:
+def pivot(summaries: list[CellSummary]) -> tuple[list[str], list[tuple[str, int]],
+                                                    dict[tuple[str, int, str], CellSummary]]:
     """Environments (columns), (label, batch size) rows, and the summary at each crossing."""
     environments: list[str] = []
     rows: list[tuple[str, int]] = []
-    grid: dict[tuple[str, int, str], dict[str, Any]] = {}
+    grid: dict[tuple[str, int, str], CellSummary] = {}
     for summary in summaries:
         row = (summary["label"], summary["batch_size"])
         if summary["environment"] not in environments:
@@ -200,7 +202,7 @@ KERAS3_API, KERAS2_API = "keras", "tf-keras"
 DIFFERENT_MODELS = ("stable_diffusion",)   # Keras 2 and Keras 3 columns run different models
 
 
-def model_family(summary: dict[str, Any]) -> str:
+def model_family(summary: Mapping[str, Any]) -> str:
     """Which model a cell's row runs: Keras 2's Stable Diffusion (keras-cv v1.4) and Keras 3's
     (keras-hub SD3) are different models, so neither their times nor their answers compare."""
     if summary["workload"] in DIFFERENT_MODELS and summary.get("api") == KERAS2_API:
@@ -208,7 +210,7 @@ def model_family(summary: dict[str, Any]) -> str:
     return ""
 
 
-def fixed_costs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def fixed_costs(summaries: list[CellSummary]) -> list[dict[str, Any]]:
     """Per environment, where a worker process's time goes outside its timed window (medians
     over the environment's ok cells): import, setup (model and data), warm-up (compilation
     included), the rest (interpreter start, calibration of blocks, telemetry, writing), and the
@@ -219,7 +221,7 @@ def fixed_costs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                  and s.get("wall_s") is not None and s.get("train_s") is not None]
         if not cells:
             continue
-        fixed = [s["wall_s"] - s["train_s"] for s in cells]
+        fixed = [(s.get("wall_s") or 0.0) - (s.get("train_s") or 0.0) for s in cells]  # both set
         known = [(s.get("import_s") or 0) + (s.get("setup_s") or 0) + (s.get("warmup_total_s") or 0)
                  for s in cells]
         out.append({"environment": env, "cells": len(cells),
@@ -236,7 +238,7 @@ KERAS_BACKEND_ORDER = ("tensorflow", "jax", "torch")
 BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 
 
-def keras_view(summaries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str],
+def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[str],
                                                          dict[str, str]] | None:
     """The Keras 3 benchmark study's layout: its rows (the keras-hub models) with columns
     Keras 2 | Keras 3 TensorFlow | JAX | PyTorch, each named as the study names it (PyTorch

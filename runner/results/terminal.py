@@ -6,9 +6,10 @@ from typing import Any
 
 from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values
 from .summaries import TF32_MARK, keras_view, pivot, tf32_rows
+from .types import CellSummary
 
 
-def terminal_table(summaries: list[dict[str, Any]], title: str,
+def terminal_table(summaries: list[CellSummary], title: str,
                    columns: list[str] | None = None, titles: dict[str, str] | None = None):
     """A rich table of median ms/step, rows × environments (in `columns` order, headed by
     `titles` where given; labels escaped: `[precision=...]` is not markup)."""
@@ -53,7 +54,7 @@ def terminal_table(summaries: list[dict[str, Any]], title: str,
     return table
 
 
-def tables(summaries: list[dict[str, Any]], title: str) -> list[Any]:
+def tables(summaries: list[CellSummary], title: str) -> list[Any]:
     """What a run prints at its end: the Keras 3 benchmark table in the study's layout when the
     run has its rows, then every cell."""
     out = []

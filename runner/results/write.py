@@ -10,13 +10,14 @@ from ..errors import one_line
 from . import answers, effects, files, markdown
 from .store import Store
 from .summaries import cell_summaries
+from .types import CellSummary, Manifest
 
 
 def _warn(message: str) -> None:
     print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
-def write_reports(store: Store, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
     """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
     HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
     records, unreadable = store.read_records()

@@ -1,0 +1,82 @@
+"""The typed shapes (runner/results/types.py) and the places that define what they hold cannot
+drift: a Record has exactly RECORD_FIELDS, a CellSummary exactly what cell_summaries and the
+same-answer check build, a Manifest exactly what results/manifest.py writes."""
+
+from __future__ import annotations
+
+import ast
+import typing
+from pathlib import Path
+
+import pytest
+
+from runner.results import answers, manifest as manifest_mod
+from runner.results.compare import open_run
+from runner.results.summaries import cell_summaries
+from runner.results.types import CellSummary, Manifest, ManifestCell, Record
+from runner.worker.protocol import RECORD_FIELDS
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+
+
+def drift(declared: set[str], built: set[str]) -> dict[str, list[str]]:
+    """What one side has and the other lacks (empty when they agree)."""
+    return {k: sorted(v) for k, v in (("undeclared", built - declared),
+                                      ("never built", declared - built)) if v}
+
+
+def keys_of(typed: type) -> set[str]:
+    return set(typing.get_type_hints(typed))
+
+
+def test_drift_names_what_either_side_lacks():
+    assert drift({"a", "b"}, {"a", "b"}) == {}
+    assert drift({"a", "b"}, {"a", "c"}) == {"undeclared": ["c"], "never built": ["b"]}
+
+
+def test_a_record_has_exactly_the_registry_fields():
+    assert drift(keys_of(Record), set(RECORD_FIELDS)) == {}
+    assert Record.__total__        # a record read back has every field (None where unknown)
+
+
+def fixture_summaries(name: str) -> list[CellSummary]:
+    store, manifest = open_run(FIXTURES / name)
+    records, unreadable = store.read_records()
+    assert records and not unreadable
+    summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
+                               (manifest.get("calibration") or {}).get("peaks"),
+                               manifest.get("machine_profile"))
+    answers.check(summaries, answers.unchecked_cells(manifest))
+    return summaries
+
+
+@pytest.mark.parametrize("run", ["base", "driver"])
+def test_a_cell_summary_has_exactly_what_the_summaries_build(run):
+    summaries = fixture_summaries(run)
+    built = set().union(*(s.keys() for s in summaries))
+    assert drift(keys_of(CellSummary), built) == {}
+    # every summary carries every key (the renderers may read any of them)
+    assert all(set(s) == built for s in summaries)
+
+
+def written_manifest_keys() -> set[str]:
+    """The keys results/manifest.py writes: build_manifest's dict and every manifest[...] = ."""
+    tree = ast.parse(Path(manifest_mod.__file__).read_text(encoding="utf-8"))
+    keys: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "build_manifest":
+            returned = next(n.value for n in ast.walk(node) if isinstance(n, ast.Return))
+            keys |= {k.value for k in returned.keys if isinstance(k, ast.Constant)}
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
+                isinstance(node.value, ast.Name) and node.value.id == "manifest":
+            keys.add(node.slice.value)
+    return keys
+
+
+def test_a_manifest_has_exactly_what_the_manifest_module_writes():
+    assert drift(keys_of(Manifest), written_manifest_keys()) == {}
+    for run in ("base", "same", "slower", "driver"):
+        _, manifest = open_run(FIXTURES / run)
+        assert set(manifest) <= keys_of(Manifest), run
+        for cell in manifest["cells"]:
+            assert set(cell) <= keys_of(ManifestCell), run
