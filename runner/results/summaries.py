@@ -109,6 +109,43 @@ def warning_groups(summary: dict[str, Any], records: list[Record],
     summary["warnings"] = [text for texts in groups.values() for text in texts]
 
 
+
+def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
+    """The figures of a cell's ok repeats besides its timing: the medians of where the time went,
+    memory peaks, energy, the model's loss and accuracy, what ran, and its answer."""
+    return dict(
+        compile_s=_median([r.get("compile_s") for r in ok]),
+        import_s=_median([r.get("import_s") for r in ok]),
+        setup_s=_median([r.get("setup_s") for r in ok]),
+        warmup_total_s=_median([sum(r.get("warmup_s") or []) or None for r in ok]),
+        wall_s=_median([r.get("wall_s") for r in ok]),
+        train_s=_median([r.get("train_s") for r in ok]),
+        items_per_step=(ok[0] if ok else first).get("items_per_step"),
+        flops_per_step=(ok[0] if ok else first).get("flops_per_step"),
+        rss_initial_mb=_median([r.get("rss_initial_mb") for r in ok]),
+        rss_peak_mb=_max([r.get("rss_peak_mb") for r in ok]),
+        vram_initial_mb=_median([r.get("vram_initial_mb") for r in ok]),
+        vram_peak_mb=_max([r.get("vram_peak_mb") for r in ok]),
+        nvml_memory_peak_mb=_max([r.get("nvml_memory_peak_mb") for r in ok]),
+        **energy_summary(ok),
+        gpu_power_mean_w=_median([r.get("gpu_power_mean_w") for r in ok]),
+        cpu_util_mean=_median([r.get("cpu_util_mean") for r in ok]),
+        loss_first=_median([r.get("loss_first") for r in ok]),
+        loss_last=_median([r.get("loss_last") for r in ok]),
+        accuracy=_median([r.get("accuracy") for r in ok]),
+        epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
+        device_name=stats.device_name(ok[0]) if ok else None,
+        on_gpu=bool(ok) and stats.ran_on_gpu(ok[0]),
+        jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
+        **tf32_summary(ok),
+        allocator=allocator_settings(ok[0]) if ok else None,
+        # What the cell computed on the seeded inputs (its first ok repeat's fingerprint);
+        # runner.results.answers compares it across the row and sets answer_check.
+        answer=next((r["answer"] for r in ok if r.get("answer") is not None), None),
+        answer_note=next(((r.get("extra") or {}).get("answer_note") for r in ok
+                          if (r.get("extra") or {}).get("answer_note")), None),
+    )
+
 def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
                    peaks: list[dict[str, Any]] | None = None,
                    profile: dict[str, Any] | None = None) -> list[CellSummary]:
@@ -136,38 +173,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         }
         warning_groups(summary, reps, profile)
         ok = [r for r in reps if r["status"] == "ok"]
-        summary.update(
-            compile_s=_median([r.get("compile_s") for r in ok]),
-            import_s=_median([r.get("import_s") for r in ok]),
-            setup_s=_median([r.get("setup_s") for r in ok]),
-            warmup_total_s=_median([sum(r.get("warmup_s") or []) or None for r in ok]),
-            wall_s=_median([r.get("wall_s") for r in ok]),
-            train_s=_median([r.get("train_s") for r in ok]),
-            items_per_step=(ok[0] if ok else first).get("items_per_step"),
-            flops_per_step=(ok[0] if ok else first).get("flops_per_step"),
-            rss_initial_mb=_median([r.get("rss_initial_mb") for r in ok]),
-            rss_peak_mb=_max([r.get("rss_peak_mb") for r in ok]),
-            vram_initial_mb=_median([r.get("vram_initial_mb") for r in ok]),
-            vram_peak_mb=_max([r.get("vram_peak_mb") for r in ok]),
-            nvml_memory_peak_mb=_max([r.get("nvml_memory_peak_mb") for r in ok]),
-            **energy_summary(ok),
-            gpu_power_mean_w=_median([r.get("gpu_power_mean_w") for r in ok]),
-            cpu_util_mean=_median([r.get("cpu_util_mean") for r in ok]),
-            loss_first=_median([r.get("loss_first") for r in ok]),
-            loss_last=_median([r.get("loss_last") for r in ok]),
-            accuracy=_median([r.get("accuracy") for r in ok]),
-            epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
-            device_name=stats.device_name(ok[0]) if ok else None,
-            on_gpu=bool(ok) and stats.ran_on_gpu(ok[0]),
-            jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
-            **tf32_summary(ok),
-            allocator=allocator_settings(ok[0]) if ok else None,
-            # What the cell computed on the seeded inputs (its first ok repeat's fingerprint);
-            # runner.results.answers compares it across the row and sets answer_check.
-            answer=next((r["answer"] for r in ok if r.get("answer") is not None), None),
-            answer_note=next(((r.get("extra") or {}).get("answer_note") for r in ok
-                              if (r.get("extra") or {}).get("answer_note")), None),
-        )
+        summary.update(repeat_figures(ok, first))
         summary["peak_kind"] = stats.peak_kind(first.get("precision"), summary["tf32_effective"])
         summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
         out.append(cast(CellSummary, summary))

@@ -1,0 +1,254 @@
+"""The parts of report.md that stand on their own (results/markdown.py puts them in order):
+the effects' tables, the same-answer check, the warnings, the training table, TF32, allocator
+settings and the cells' small texts."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from . import answers, conditions, stats
+from .effects import ENVIRONMENT, Analysis, EffectTable, shown
+from .formatting import fmt
+from .summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
+from .types import CellSummary, Manifest
+
+
+def allocator_lines(summaries: list[CellSummary]) -> list[str]:
+    """One line per environment: its allocator settings (every distinct set, should cells differ)."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for s in summaries:
+        allocator = s.get("allocator")
+        if allocator is None:  # no ok repeat: nothing ran
+            continue
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(allocator.items()))
+        if shown not in seen[s["environment"]]:
+            seen[s["environment"]].append(shown)
+    return [f"- `{env}`: " + ("; ".join(sets) if any(sets) else "not recorded")
+            for env, sets in seen.items()]
+
+
+def ratio_text(estimate: stats.Ratio) -> str:
+    """'8.10× (7.60–8.60)', '1.30× (no interval)' (no_interval_note says why), or '– (why)'."""
+    if estimate.ratio is None:
+        return f"– ({estimate.why})"
+    if not estimate.has_interval:
+        return f"{fmt(estimate.ratio)}× (no interval)"          # why: below the table
+    return f"{fmt(estimate.ratio)}× ({fmt(estimate.low)}–{fmt(estimate.high)})"
+
+
+def effect_table(table: EffectTable) -> list[str]:
+    """One factor's effects: rows (workload and settings, batch, environment) × its values, then
+    the geometric mean of each column."""
+    axis = table.factor != ENVIRONMENT
+    keyed: dict[tuple[Any, ...], dict[str, str]] = {}
+    for effect in table.effects:
+        row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),
+               *((effect.environment,) if axis else ()))
+        text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "")
+        keyed.setdefault(row, {})[repr(effect.value)] = text
+    heads = (["Workload (task) and settings"]
+             + ([] if table.factor == "batch_size" else ["Batch size"])
+             + (["Environment"] if axis else []))
+    columns = [shown(v) if axis else str(v) for v in table.values]
+    if axis:
+        columns = [f"{table.factor} = {c}" for c in columns]
+    lines = ["| " + " | ".join(heads + columns) + " |",
+             "|---|" + "---:|" * (table.factor != "batch_size") + "---|" * axis
+             + "---:|" * len(columns)]
+    for row, cells in keyed.items():
+        lines.append("| " + " | ".join([str(part) for part in row]
+                                       + [cells.get(repr(v), "") for v in table.values]) + " |")
+    means = []
+    for value in table.values:
+        overall, rows = table.overall(value)
+        means.append(f"{ratio_text(overall)} over {rows} row{'s' if rows > 1 else ''}"
+                     if overall.ratio is not None else "–")
+    lines.append("| **Geometric mean** | " + " | ".join([""] * (len(heads) - 1) + means) + " |")
+    return lines + no_interval_note([e.estimate for e in table.effects])
+
+
+def no_interval_note(estimates: list[stats.Ratio]) -> list[str]:
+    """Why ratios have no interval, once under their table."""
+    reasons = list(dict.fromkeys(e.why for e in estimates if e.ratio is not None
+                                 and not e.has_interval))
+    return ["", "With no interval: " + "; ".join(r or "" for r in reasons) + "."] if reasons else []
+
+
+def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
+    if not analysis.tables:
+        return []
+    parts = ["## Effects", "",
+             "Each ratio is a speedup: the baseline's time ÷ this cell's time, both the "
+             "geometric mean of the cell's repeat medians (above 1: faster than the baseline, "
+             "below 1: slower). In brackets its 95 % interval: a Welch t interval on the "
+             "logarithms of the two cells' repeat medians (each repeat, a fresh process, is one "
+             "observation; 3 repeats per cell are needed). An interval that covers 1 is not "
+             "distinguishable from noise. The geometric mean of a column spans its rows whose "
+             "cells computed the same answer, with the interval of that mean from each row's "
+             "own. Baselines: the first value in the matrix, or `[report] baselines = { jit = "
+             "false, ... }`; environments against `[report] baseline_environment` (default: "
+             "the first environment).", ""]
+    forest = next((p for p in plots or [] if p.path and p.path.endswith("effects.png")), None)
+    if forest:
+        parts += [f"![{forest.title}]({forest.path})", ""]
+    for table in analysis.tables:
+        parts += [f"### {table.title}", "", *effect_table(table), ""]
+        if table.without_baseline:
+            parts += [f"{table.without_baseline} group(s) have no cell at {table.factor} = "
+                      f"{shown(table.baseline)} (the configured baseline) and are left out.", ""]
+    return parts
+
+
+def answers_section(summaries: list[CellSummary]) -> list[str]:
+    ok = [s for s in summaries if s["status"] == "ok"]
+    if not ok:
+        return []
+    counts = {status: sum(1 for s in ok if s.get("answer_check") == status)
+              for status in (answers.SAME, answers.DIFFERENT, answers.NO_MAJORITY, answers.ALONE,
+                             answers.NOT_RECORDED, answers.UNCHECKED)}
+    parts = ["## Different answers", "",
+             "Every cell records a small fingerprint of what it computed on the seeded inputs "
+             "(norms of the output, the initial loss and logits, the first step's loss, the "
+             "first generated tokens), and the cells of a row are compared quantity by quantity "
+             "with a relative tolerance set by their arithmetic: float32 "
+             f"{answers.TOLERANCES['float32']:g}, TF32 and float16 "
+             f"{answers.TOLERANCES['tf32']:g}, bfloat16 {answers.TOLERANCES['bfloat16']:g}. "
+             "The row's majority is the reference.", "",
+             "Cells: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n) + ".", ""]
+    differing = [s for s in ok if s.get("answer_differs")]
+    if differing:
+        parts += [f"- `{s['cell_name']}` ({s['answer_check']}, against "
+                  f"{s.get('answer_reference') or 'the row'}): {s.get('answer_detail')}"
+                  for s in differing] + [""]
+    else:
+        parts += ["No cell computed a different answer.", ""]
+    unchecked = [s for s in ok if s.get("answer_check") == answers.UNCHECKED]
+    if unchecked:
+        parts += ["Not checked (the matrix sets `check_answers = false` on their benchmark): "
+                  + ", ".join(f"`{s['cell_name']}`" for s in unchecked) + ".", ""]
+    alone = [s for s in ok if s.get("answer_check") == answers.ALONE]
+    if alone:
+        parts += ["Alone in their row, nothing to compare with (Keras 2's keras-hub cells are "
+                  "compared with Keras 2 cells only): "
+                  + ", ".join(f"`{s['cell_name']}`" for s in alone) + ".", ""]
+    missing = [s for s in ok if s.get("answer_check") == answers.NOT_RECORDED]
+    if missing:
+        unknown = "no fingerprint: a run made before answers were recorded, or a workload without one"
+        parts += ["No answer recorded: " + ", ".join(
+            f"`{s['cell_name']}` ({s.get('answer_note') or unknown})" for s in missing) + ".", ""]
+    return parts
+
+
+def _pair(first: float | None, second: float | None) -> str:
+    return "–" if first is None and second is None else f"{fmt(first)} / {fmt(second)}"
+
+
+def training_table(summaries: list[CellSummary]) -> str | None:
+    """One line per fit cell (rows in matrix order, environments in column order)."""
+    fits = [s for s in summaries if s["task"] == "fit" and s["status"] != "not_applicable"]
+    if not fits:
+        return None
+    environments, rows, _ = pivot(summaries)
+    fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
+                             environments.index(s["environment"])))
+    marked = tf32_rows(summaries)
+    lines = ["| Workload (task) | Batch size | Environment | Epoch s | Train s (timed) | Accuracy | "
+             "Loss first → last | RSS initial / peak MB | VRAM initial / peak MB |",
+             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    for s in fits:
+        label = s["label"] + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked else "")
+        label += f" {answers.MARK}" if s.get("answer_differs") else ""
+        if s["status"] != "ok":
+            lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | {s['status']} "
+                         "| | | | | |")
+            continue
+        loss, acc = _sanity(s)
+        lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | "
+                     f"{fmt(s.get('epoch_s'))} | {fmt(s.get('train_s'))} | {acc} | {loss} | "
+                     f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
+                     f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
+    return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
+
+
+def _sanity(s: Mapping[str, Any]) -> tuple[str, str]:
+    """'loss first → last' and accuracy, or '–' where the cell has none."""
+    loss = (f"{fmt(s['loss_first'])} → {fmt(s['loss_last'])}"
+            if s.get("loss_first") is not None else "–")
+    return loss, fmt(s["accuracy"])
+
+
+def _tf32_text(s: Mapping[str, Any]) -> str:
+    if s["status"] != "ok":
+        return "–"
+    words: dict[Any, str] = {True: "on", False: "off"}
+    return words.get(s.get("tf32_effective"), "not recorded")
+
+
+def tf32_section(summaries: list[CellSummary]) -> list[str]:
+    """Which GPU cells ran their float32 matmuls on TF32 tensor cores, which did not, and which
+    do not say (empty for a run without GPU cells: a CPU has no TF32)."""
+    gpu = [s for s in summaries if s["status"] == "ok" and s.get("on_gpu")]
+    if not gpu:
+        return []
+    lines = ["## TF32", "",
+             "Whether each GPU cell's float32 matmuls and convolutions ran on TF32 tensor cores "
+             "(10-bit mantissa, a different peak from float32), as its worker recorded it from the "
+             "framework (`effective.tf32`):", ""]
+    for state, title in ((True, "TF32 on"), (False, "TF32 off"), (None, "not recorded")):
+        cells = [s for s in gpu if s.get("tf32_effective") is state]
+        if cells:
+            lines.append(f"- {title}: " + ", ".join(
+                f"`{s['cell_name']}`" + (f" ({s['tf32_detail']})" if s.get("tf32_detail") else "")
+                for s in cells))
+    return lines + [""]
+
+
+def machine_lines(manifest: Manifest) -> list[str]:
+    """The run's machine: its profile (or the lack of one) and locked clocks."""
+    lines = []
+    profile = manifest.get("machine_profile") or {}
+    if profile and not profile.get("found") and profile.get("key"):
+        lines.append(f"{profile.get('why')}: compare keeps its fixed threshold and clocks are "
+                     "judged against 5 %; measure this machine's noise with `python -m runner "
+                     "doctor --measure MATRIX`")
+    clocks = manifest.get("gpu_clocks")
+    if clocks:
+        setting = "the TDP (base) clock" if clocks.get("setting") == "tdp" else \
+            f"{clocks.get('setting')} MHz"
+        lines.append(f"GPU clocks were locked at {setting} for this run (not comparable with "
+                     "unlocked runs)")
+    return lines
+
+
+def warnings_section(manifest: Manifest, summaries: list[CellSummary]) -> list[str]:
+    """The warnings, grouped by kind in plain words (conditions.TITLES): the machine, the
+    numbers themselves, throttling, other load, clocks, settle."""
+    machine = machine_lines(manifest)
+    flagged = [s for s in summaries if s.get("warnings")]
+    if not flagged and not machine:
+        return []
+    parts = ["## Warnings", ""]
+    if machine:
+        parts += ["### This machine", "", *[f"- {line}" for line in machine], ""]
+    for kind in ("statistics", *conditions.KINDS):
+        cells: list[tuple[CellSummary, list[str]]] = [
+            (s, texts) for s in flagged
+            if (texts := (s.get("warning_groups") or {"statistics": s["warnings"]}).get(kind))]
+        if not cells:
+            continue
+        parts += [f"### {conditions.TITLES[kind]}", ""]
+        if kind == "statistics":
+            parts += [f"CV limit {stats.CV_LIMIT * 100:.0f} %, minimum timed window "
+                      f"{stats.MIN_WINDOW_S:.0f} s:", ""]
+        parts += [f"- `{s['cell_name']}`: " + "; ".join(texts) for s, texts in cells]
+        parts.append("")
+    return parts
+
+
+def _ci_text(s: Mapping[str, Any]) -> str:
+    if s.get("median_ci_low_ms") is None:
+        too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
+        return "–, too few repeats" if too_few else "–"
+    return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
