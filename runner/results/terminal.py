@@ -36,7 +36,8 @@ def terminal_table(summaries: list[CellSummary], title: str,
                 text = f"{text[:-1]}[bold red]{DIFFERENT_MARK}[/]"
             elif text and text not in ("NA",) and not text[0].isdigit() and text != "–":
                 text = f"[red]{text}[/]"
-            if (grid.get((label, batch, env)) or {}).get("warnings"):
+            cell = grid.get((label, batch, env))
+            if cell is not None and cell.get("warnings"):
                 text += " [yellow]![/]"
             cells.append(text)
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""

@@ -18,17 +18,11 @@ from typing import Any, TypedDict
 
 
 
-class Record(TypedDict):
-    """One cell × repeat as stored (cells/<cell>-r<repeat>.json, results.jsonl): every field of
-    RECORD_FIELDS, None where unknown (Store.read_records completes a record read back)."""
+class CellCoordinates(TypedDict):
+    """Which cell: what a record and a summary of it both carry."""
 
-    schema: int
-    status: str
-    error: str | None
-    run_id: str | None
     cell_id: str
     cell_name: str
-    repeat: int
     environment: str
     api: str | None
     backend: str | None
@@ -44,6 +38,17 @@ class Record(TypedDict):
     data: Any
     device: Any
     options: dict[str, Any]
+
+
+class Record(CellCoordinates):
+    """One cell × repeat as stored (cells/<cell>-r<repeat>.json, results.jsonl): every field of
+    RECORD_FIELDS, None where unknown (Store.read_records completes a record read back)."""
+
+    schema: int
+    status: str
+    error: str | None
+    run_id: str | None
+    repeat: int
     steps: Any
     warmup_steps: Any
     seed: Any
@@ -110,28 +115,11 @@ class Record(TypedDict):
     achieved_tflops: float | None
 
 
-class CellSummary(TypedDict, total=False):
+class CellSummary(CellCoordinates, total=False):
     """One cell across its repeats (results/summaries.py cell_summaries), then checked for the
     same answer (answers.check adds the answer_* keys). What every renderer reads."""
 
-    cell_id: str
-    cell_name: str
     label: str
-    environment: str
-    api: str | None
-    backend: str | None
-    image: str | None
-    workload: str
-    task: str
-    batch_size: int
-    precision: Any
-    jit: Any
-    size: Any
-    tf32: Any
-    steps_per_execution: Any
-    data: Any
-    device: Any
-    options: dict[str, Any]
     status: str
     error: str | None
     # the repeat as the unit (stats.across_repeats)
