@@ -2,7 +2,8 @@
 
 The URL, first found: `--db URL` on the command line, `[history] url` in the matrix,
 DL_BENCH_HISTORY_URL, else the embedded default `sqlite:///<results>/history.sqlite`. A team
-points every VM at one PostgreSQL server (`postgresql://user@host/db`, driven by psycopg 3).
+points every VM at one PostgreSQL server (`postgresql://user@host/db`, driven by psycopg 3:
+the `postgres` extra, so that the host's own install needs no database driver).
 Every open upgrades the schema to the newest Alembic revision first (idempotent), so an older
 database is migrated in place, never recreated.
 """
@@ -54,7 +55,12 @@ def engine_for(url: str) -> Engine:
         raise UsageError(f"history URL {url!r}: use sqlite:///PATH or postgresql://…")
     if parsed.get_backend_name() == "sqlite" and parsed.database:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(_driver_url(url))
+    try:
+        engine = create_engine(_driver_url(url))
+    except ModuleNotFoundError as exc:    # psycopg: the `postgres` extra, not the host's core
+        raise UsageError(f"history URL {shown(url)}: its driver is not installed ({exc.name}); "
+                         f"install the extra: pip install 'dl-bench-runner[postgres]' "
+                         "(in a checkout: .venv/bin/pip install -e '.[postgres]')") from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
