@@ -9,15 +9,17 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Mapping, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 
 from . import gpustate, scheduling
-from .console import calibration_line, cell_line
+from .console import calibration_line, calibration_summary, cell_line
 from .errors import UsageError
 from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from .matrix import Cell
@@ -135,16 +137,24 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
         return None
     sub = store.calibration()
     done = sub.finished()
-    for cell in calibrations:
-        entry = Entry(cell, 1)
-        source = source_of(cell)
-        if entry.key in done or source.key not in prepared:
-            continue
-        executor = setup.executor_for(source)
-        record = run_entry(executor, entry, prepared[source.key], sub, seed,
-                           lane=setup.lanes()[0][0])
-        console.print(calibration_line(cell, record))
-        stop_if_lost(executor)
+    todo = [c for c in calibrations
+            if Entry(c, 1).key not in done and source_of(c).key in prepared]
+    records: list[Mapping[str, Any]] = []
+    started = time.monotonic()
+    with console.status("calibration") as status:    # transient: one line when done
+        for n, cell in enumerate(todo, 1):
+            status.update(f"calibration {n}/{len(todo)}: {escape(cell.environment)} "
+                          f"{cell.axes['precision']}")
+            source = source_of(cell)
+            executor = setup.executor_for(source)
+            record = run_entry(executor, Entry(cell, 1), prepared[source.key], sub, seed,
+                               lane=setup.lanes()[0][0])
+            records.append(record)
+            if record["status"] != "ok":
+                console.print(calibration_line(cell, record))
+            stop_if_lost(executor)
+    if records:
+        console.print(calibration_summary(records, time.monotonic() - started), soft_wrap=True)
     return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(sub.records())}
 
 

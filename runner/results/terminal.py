@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values
@@ -13,17 +14,22 @@ def terminal_table(summaries: list[CellSummary], title: str,
                    columns: list[str] | None = None, titles: dict[str, str] | None = None):
     """A rich table of median ms/step, rows × environments (in `columns` order, headed by
     `titles` where given; labels escaped: `[precision=...]` is not markup)."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
-    table = Table(title=title, title_justify="left")
+    # No outer border and one space between columns; an environment's name breaks after its
+    # hyphens in the header, a number never breaks: eight environments fit 100 columns.
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, padding=(0, 1, 0, 0))
     marked = tf32_rows(summaries)
-    table.add_column("Workload (task)")
-    table.add_column("Batch", justify="right")
+    table.add_column("Workload (task)", overflow="fold", min_width=12)
+    table.add_column("Batch", justify="right", no_wrap=True)
     for env in environments:
-        table.add_column(escape((titles or {}).get(env, env)), justify="right")
+        table.add_column(header((titles or {}).get(env, env)), justify="right", no_wrap=True)
     for label, batch in rows:
         best = best_text(comparable_values((grid.get((label, batch, e)) for e in environments),
                                            "median_ms"))
@@ -52,7 +58,17 @@ def terminal_table(summaries: list[CellSummary], title: str,
                         if marked else "")
                      + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
                         "answer from their row, never best (report.md)" if differing else ""))
+    # As wide as its legend where the terminal allows: the legend wraps only at its edge.
+    table.min_width = len(Text.from_markup(table.caption).plain)
     return table
+
+
+def header(name: str) -> str:
+    """An environment's column header: a long name a line per hyphenated part
+    ("keras-\\ntensorflow"), so that its column is as wide as its numbers."""
+    from rich.markup import escape
+
+    return escape(re.sub(r"(?<=-)(?=[^-])", "\n", name) if len(name) > 10 else name)
 
 
 def tables(summaries: list[CellSummary], title: str) -> list[Any]:
