@@ -21,6 +21,7 @@ from rich.table import Table
 from . import scheduling
 from .environments import Source
 from .executors.base import Prepared
+from .machine_profile import MEASURE_HINT
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan
 from .results.formatting import fmt
@@ -178,8 +179,8 @@ def announce_machine(manifest: Manifest, console: Console) -> None:
                       f"{profile.get('threshold', 0) * 100:.1f} %, measured "
                       f"{profile.get('measured_at')})", soft_wrap=True)
     elif profile.get("key"):
-        console.print(f"[yellow]! {escape(profile['why'])}; measure its noise: python -m runner "
-                      f"doctor MATRIX --measure[/]", soft_wrap=True)
+        console.print(f"[yellow]! {escape(profile['why'])}; measure its noise: "
+                      f"{MEASURE_HINT}[/]", soft_wrap=True)
 
 
 def show_prepared(key: str, ready: Prepared, console: Console) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .conditions import to_act_on
 from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values
 from .summaries import TF32_MARK, keras_view, pivot, tf32_rows
 from .types import CellSummary
@@ -43,17 +44,20 @@ def terminal_table(summaries: list[CellSummary], title: str,
             elif text and text not in ("NA",) and not text[0].isdigit() and text != "–":
                 text = f"[red]{text}[/]"
             cell = grid.get((label, batch, env))
-            if cell is not None and cell.get("warnings"):
+            if cell is not None and to_act_on(cell):
                 text += " [yellow]![/]"
             cells.append(text)
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(escape(label) + mark, str(batch), *cells)
-    flagged = sum(1 for s in summaries if s.get("warnings"))
+    flagged = sum(1 for s in summaries if to_act_on(s))
+    routine = sum(1 for s in summaries if s.get("warnings")) - flagged
     differing = sum(1 for s in summaries if s.get("answer_differs"))
     table.caption = ("median of the repeat medians, ms/step; best in green (ties as printed all "
                      "green); NA = not applicable"
-                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)"
+                     + (f"; [yellow]![/] {flagged} cell(s) to look at (report.md)"
                         if flagged else "")
+                     + (f"; {routine} {'more ' if flagged else ''}with warnings of the "
+                        "machine's noise (one line per kind in report.md)" if routine else "")
                      + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
                         if marked else "")
                      + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
