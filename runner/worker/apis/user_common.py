@@ -113,11 +113,13 @@ def step_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench
         fw.sync(out)
         return checked_answer(answer_hook(uspec, host_values(out)))
 
+    note = {} if answer_hook is not None else {
+        "answer_note": f"{spec.user_workload['file']} defines no answer(spec, output) hook"}
     return Bench(step=step, sync=checked_sync(fw, spec, name), items_per_step=spec.batch_size,
                  loss=scalar if spec.task == "fit" else None,
                  timing=f"one call of the step {name}(spec) returned",
                  effective={"jit": fw.effective.get("jit", "the step function's own")},
-                 answer=answer if answer_hook is not None else None)
+                 extra=note, answer=answer if answer_hook is not None else None)
 
 
 def checked_sync(fw: Any, spec: Any, name: str) -> Callable[[Any], None]:
@@ -128,8 +130,7 @@ def checked_sync(fw: Any, spec: Any, name: str) -> Callable[[Any], None]:
     def sync(out: Any) -> None:
         nonlocal checked
         if not checked:
-            if not any(is_array(spec, leaf) for leaf in answers.leaves(out)
-                       if leaf is not None) or out is None:
+            if not any(is_array(spec, leaf) for leaf in parts(out)):
                 raise TypeError(f"the step {name}(spec) returned {type(out).__name__}: return "
                                 f"what it computed (a {array_kind(spec)}), which the runner "
                                 "waits for before it reads the clock")
@@ -137,6 +138,15 @@ def checked_sync(fw: Any, spec: Any, name: str) -> Callable[[Any], None]:
         fw.sync(out)
 
     return sync
+
+
+def parts(out: Any) -> list[Any]:
+    """The leaves of a nested output (dicts, lists, tuples), as they are."""
+    if isinstance(out, dict):
+        return [leaf for value in out.values() for leaf in parts(value)]
+    if isinstance(out, (list, tuple)):
+        return [leaf for value in out for leaf in parts(value)]
+    return [out]
 
 
 def array_kind(spec: Any) -> str:
@@ -224,7 +234,7 @@ def checked_data(data: Any, spec: Any) -> tuple[Any, Any]:
     for part, value in (("x", x), ("y", y)):
         if value is None and (part == "x" or spec.task == "fit"):
             raise TypeError(f"keras_data(spec): {part} is None (fit needs x and y)")
-        if value is not None and not all(isinstance(a, np.ndarray) for a in answers.leaves(value)):
+        if value is not None and not all(isinstance(a, np.ndarray) for a in parts(value)):
             raise TypeError(f"keras_data(spec): {part} holds a non-NumPy value; give NumPy "
                             "arrays (a dict or list of them for several inputs)")
     whole = spec.batch_size * max(1, spec.steps_per_execution)
@@ -236,7 +246,7 @@ def checked_data(data: Any, spec: Any) -> tuple[Any, Any]:
 
 
 def rows(x: Any) -> int:
-    return int(answers.leaves(x)[0].shape[0])
+    return int(parts(x)[0].shape[0])
 
 
 def first_rows(x: Any, count: int) -> Any:
