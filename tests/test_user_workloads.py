@@ -260,7 +260,7 @@ def test_resume_refuses_edited_code_and_reproduce_runs_the_staged_copy(
 
 
 @pytest.mark.slow
-def test_compare_says_when_the_users_code_changed(tmp_path, run_cli, results_dir):
+def test_compare_says_when_the_users_code_changed(tmp_path, run_cli, results_dir, monkeypatch):
     source = workload_file(tmp_path / "bench", STEP)
     path = user_matrix(tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n',
                        run="[run]\nname = 'c'\nrepeats = 2\nsteps = 4\nprofile = 'full'\n")
@@ -273,6 +273,11 @@ def test_compare_says_when_the_users_code_changed(tmp_path, run_cli, results_dir
     (written,) = second.glob("compare-*.md")
     assert "| w (run) | 1 | numpy | same |" in written.read_text()
     assert "not comparable | metadata differ: workload_sha256" in written.read_text()
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, err = run_main("history", "show", "w-run-numpy-b1",
+                              "--db", f"sqlite:///{results_dir / 'history.sqlite'}")
+    assert code == 0, out + err
+    assert "workload_sha256" in " ".join(out.split())      # the series says the code changed
 
 
 @pytest.mark.slow
