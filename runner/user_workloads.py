@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import os
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,12 +181,18 @@ def check_options(defaults: dict[str, Any], strings: set[str], where: str, file:
 
 
 def check_module_names(sources: dict[str, bytes], where: str) -> None:
+    """Module names the worker can import without shadowing anything it imports itself."""
     for name in sources:
         stem = name[:-3]
-        if stem in RESERVED_MODULES or not stem.isidentifier():
-            what = "shares its name with a package the worker imports" \
-                if stem.isidentifier() else "is no module name"
-            raise ValueError(f"{where}.file: {name} beside it {what}; rename it")
+        if not stem.isidentifier():
+            what = "is no module name"
+        elif stem in RESERVED_MODULES:
+            what = "shares its name with a package the worker imports"
+        elif stem in sys.stdlib_module_names:
+            what = "shares its name with a standard-library module"
+        else:
+            continue
+        raise ValueError(f"{where}.file: {name} beside it {what}; rename it")
 
 
 def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
@@ -194,7 +201,8 @@ def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
     naming the key, `where` its path: workloads.<name> by default)."""
     where = where or f"workloads.{name}"
     path = Path(os.path.expanduser(file))
-    path = (path if path.is_absolute() else base / path).absolute()
+    # Resolved: a link's target is the code, and the modules beside the target its folder.
+    path = (path if path.is_absolute() else base / path).resolve()
     sources = read_sources(path, file, f"{where}.file")
     check_module_names(sources, where)
     trees = {module: parse(path.parent / module, source, f"{where}.file")

@@ -112,6 +112,11 @@ def test_a_workload_may_not_take_a_built_in_name_or_shadow_a_framework(tmp_path,
     line = assert_one_line_exit_2(*run_cli(user_matrix(
         tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))[::2])
     assert "torch.py beside it shares its name with a package the worker imports" in line
+    (tmp_path / "bench" / "torch.py").unlink()
+    workload_file(tmp_path / "bench", "x = 1\n", name="json.py")
+    line = assert_one_line_exit_2(*run_cli(user_matrix(
+        tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))[::2])
+    assert "json.py beside it shares its name with a standard-library module" in line
     assert list(results_dir.iterdir()) == []
 
 

@@ -267,11 +267,12 @@ def steps_per_execution(model: Any) -> int:
 def check_compiled(model: Any, spec: Any) -> None:
     """fit needs a compiled model; the jit and steps_per_execution axes must be what it was
     compiled with (the user passes spec.jit_compile and spec.steps_per_execution)."""
-    if spec.task == "fit" and getattr(model, "optimizer", None) is None:
-        raise TypeError("keras_model(spec) returned a model that is not compiled: fit needs "
-                        "model.compile(optimizer=..., loss=..., jit_compile=spec.jit_compile, "
-                        "steps_per_execution=spec.steps_per_execution)")
     if getattr(model, "optimizer", None) is None:
+        if spec.task == "fit" or isinstance(spec.jit, bool) or spec.steps_per_execution != 1:
+            needs = "fit" if spec.task == "fit" else "the matrix's jit and steps_per_execution"
+            raise TypeError(f"keras_model(spec) returned a model that is not compiled: {needs} "
+                            "needs model.compile(optimizer=..., loss=..., jit_compile="
+                            "spec.jit_compile, steps_per_execution=spec.steps_per_execution)")
         return
     if isinstance(spec.jit, bool) and bool(getattr(model, "jit_compile", False)) != spec.jit:
         raise ValueError(f"the matrix asks jit = {str(spec.jit).lower()}, the model was "
