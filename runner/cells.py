@@ -28,6 +28,7 @@ from .results import records as record_mod, stats
 from .results.store import Store
 from .run_setup import Setup, source_of
 from .scheduling import Lane
+from .user_workloads import STAGED
 from .version import runner_version
 from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
 
@@ -62,7 +63,16 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
         calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
-        harness_overhead=cell.harness_overhead, **cell.axes)
+        harness_overhead=cell.harness_overhead,
+        user_workload=user_workload_entry(cell), **cell.axes)
+
+
+def user_workload_entry(cell: Cell) -> dict[str, Any] | None:
+    """A user workload's spec entry, with how this cell runs it ("model" or "step")."""
+    user = cell.user_workload
+    if user is None:
+        return None
+    return {**user.spec_entry(), "runs_as": user.workload.runs_as(cell.api, cell.task)}
 
 
 class BlockSizes:
@@ -190,6 +200,8 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         store.log_path(entry.key).unlink(missing_ok=True)
         attempt = attempt_for(entry, spec, work, store.log_path(entry.key), lane, placement,
                               on_status)
+        if entry.cell.user_workload is not None:
+            attempt.staged_code = store.root / STAGED
         write_spec(attempt)
         outcome = executor.run(prepared, attempt)
         if stop is not None and stop.is_set():
@@ -225,8 +237,10 @@ def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
 def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
     """What the host adds to a record's metadata: the environment's facts (lock, image), where
     the cell ran, the runner's version and the variables the matrix set for the worker."""
+    user = entry.cell.user_workload
     return {**prepared.metadata, **placement, **gpustate.lock_metadata(placement),
-            "runner_version": runner_version(), "worker_env": dict(entry.cell.env)}
+            "runner_version": runner_version(), "worker_env": dict(entry.cell.env),
+            **({"workload_sha256": user.sha256} if user is not None else {})}
 
 
 def adopt_orphan(entry: Entry, store: Store, seed: int,

@@ -49,6 +49,11 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
     if cells:
         console.print(environment_table(matrix, setup, cells, runs))
         show_env(matrix, cells, console)
+    for user in {c.user_workload.name: c.user_workload for c in cells if c.user_workload}.values():
+        beside = len(user.modules) - 1
+        console.print(f"[bold]workload {escape(user.name)}:[/] {escape(user.file)}"
+                      f"{f' + {beside} module(s) beside it' if beside else ''} (code "
+                      f"{user.sha256[:12]}, staged read-only in the run folder)", soft_wrap=True)
 
 
 def runs_per_environment(plan: Plan, calibrations: list[Cell]) -> dict[str, str]:

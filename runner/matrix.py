@@ -16,6 +16,7 @@ from typing import Any
 
 from . import schema
 from .errors import UsageError
+from .user_workloads import UserWorkload
 from .version import runner_version
 from .worker import catalog
 
@@ -53,6 +54,9 @@ class Cell:
     # The report compares this cell's answer with its row's ([[benchmarks]] check_answers);
     # not a coordinate: the cell computes the same either way.
     check_answers: bool = True
+    # A workload from the user's own file ([workloads.<name>]): its code's digest is a
+    # coordinate (an edit makes other cells), where the file lies is not.
+    user_workload: UserWorkload | None = None
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -61,6 +65,8 @@ class Cell:
             if self.calibration_sizes else {}
         if self.harness_overhead:
             calibration["harness_overhead"] = True
+        if self.user_workload is not None:
+            calibration["workload_sha256"] = self.user_workload.sha256
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
@@ -76,6 +82,14 @@ class Cell:
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     @property
+    def option_defaults(self) -> dict[str, Any]:
+        """The options a benchmark that sets none runs with: a user workload's defaults, or
+        the size preset of a built-in one."""
+        if self.user_workload is not None:
+            return self.user_workload.defaults
+        return catalog.default_sizes(self.workload, self.axes["size"])
+
+    @property
     def name(self) -> str:
         """Readable name: workload-task-environment-b<batch>, plus every non-default axis and
         every option that differs from the size preset."""
@@ -86,7 +100,7 @@ class Cell:
                 label = key if short is None else short
                 text = str(value).lower()
                 parts.append(f"{label}={text}" if label else text)
-        preset = catalog.default_sizes(self.workload, self.axes["size"])
+        preset = self.option_defaults
         parts += [f"{k}={str(v).lower()}" for k, v in self.options.items() if preset.get(k) != v]
         return "-".join(parts)
 
@@ -100,6 +114,11 @@ class Matrix:
     resolved: dict[str, Any] = field(default_factory=dict)  # the TOML data after profile overrides
     cells: list[Cell] = field(default_factory=list)
     calibration: list[Cell] = field(default_factory=list)   # [run] calibrate: the peak's cells
+
+    @property
+    def user_workloads(self) -> list[UserWorkload]:
+        """The [workloads.*] the matrix declares, read from their files."""
+        return [w.read for w in self.spec.workloads.values()]
 
 
 MAX_MATRIX_BYTES = 16 << 20     # a matrix is a page of settings; a bigger file is no matrix
@@ -195,7 +214,7 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
     chosen, reason = choose_profile(raw, profile, gpu_found)
     resolved = apply_profile(raw, chosen)
     try:
-        spec = schema.validate(resolved)
+        spec = schema.validate(resolved, path.parent)
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
     except RecursionError:
@@ -207,6 +226,8 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
         elif env.image is not None and not schema.is_image_reference(env.image):
             check_image(path, name, env.image)      # a digest reference is checked when pulled
     resolved.get("run", {}).update(profile=chosen)
+    for name, declared in spec.workloads.items():      # the code it ran: a resume checks it
+        resolved["workloads"][name]["sha256"] = declared.read.sha256
     matrix = Matrix(path=path, spec=spec, profile=chosen, profile_reason=reason, resolved=resolved)
     matrix.cells = expand(matrix, path)
     if spec.run.calibrate:
@@ -227,7 +248,11 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             env = spec.environments[env_name]
             coords = dict(zip(varying, values, strict=True))
             task, batch_size = coords.pop("task"), coords.pop("batch_size")
-            options = {**catalog.default_sizes(bench.workload, coords["size"]), **chosen_options}
+            user = spec.workloads[bench.workload].read if bench.workload in spec.workloads \
+                else None
+            defaults = user.defaults if user is not None \
+                else catalog.default_sizes(bench.workload, coords["size"])
+            options = {**defaults, **chosen_options}
             cell = Cell(
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
                 python=env.python, workload=bench.workload, task=task, batch_size=batch_size,
@@ -236,11 +261,11 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
                 repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
                 not_applicable=catalog.not_applicable_reason(
-                    bench.workload, env.api, env.backend, coords, task),
+                    spec.workload(bench.workload), env.api, env.backend, coords, task),
                 min_time_s=run.min_time, max_time_s=run.max_time,
                 keep_compile_caches=run.keep_compile_caches,
                 settle_s=run.settle, settle_temp_c=run.settle_temperature,
-                check_answers=bench.check_answers,
+                check_answers=bench.check_answers, user_workload=user,
             )
             if cell.id in cells:
                 raise UsageError(f"{path}: benchmarks[{index}] repeats cell {cell.name} of "

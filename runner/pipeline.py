@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from .results.types import Manifest
 import time
+from typing import Any
 from collections.abc import Sequence
 
 from rich.markup import escape
 
-from . import console as show, gpustate, hostinfo, machine_profile, matrix as matrix_mod, resume
+from . import (console as show, gpustate, hostinfo, machine_profile, matrix as matrix_mod,
+               resume, user_workloads)
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .environments import Source
 from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
@@ -146,11 +148,20 @@ def start_run(state: RunState) -> None:
     state.console.print(f"run folder: {escape(str(store.root))}", soft_wrap=True)
     state.manifest = manifest_for(state)
     show.announce_machine(state.manifest, state.console)
-    if not state.opts.resume:
-        store.write_matrix(matrix.resolved)   # a resume never rewrites what the run ran
+    stage_user_workloads(matrix, store.root)
+    if not state.opts.resume:                 # a resume never rewrites what the run ran
+        store.write_matrix(user_workloads.staged_matrix(matrix.resolved, matrix.user_workloads))
     state.manifest = manifest_for(state)
     store.write_manifest(state.manifest)
     record_not_applicable(store, state.plan, store.run_id, matrix.spec.run.seed)
+
+
+def stage_user_workloads(matrix: matrix_mod.Matrix, run_dir: Any) -> None:
+    """A read-only copy of each user workload's code in the run folder (workloads/)."""
+    try:
+        user_workloads.stage(matrix.user_workloads, run_dir)
+    except ValueError as exc:
+        raise UsageError(f"{matrix.path}: {exc}") from None
 
 
 def manifest_for(state: RunState) -> Manifest:

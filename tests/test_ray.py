@@ -255,6 +255,31 @@ def test_a_matrix_through_ray_gives_the_cells_and_statuses_of_a_local_run(
     assert manifest["parallel"]["ray"]["gpus"] == 2
 
 
+@pytest.mark.slow      # the numpy environment, built from its lock on the node
+def test_a_user_workload_is_shipped_with_its_cell_and_staged_on_the_node(
+        cluster, no_gpu_here, tmp_path, run_cli, results_dir):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "helpers.py").write_text("SIDE = 8\n")
+    (bench / "bench.py").write_text(
+        "import os\nimport numpy as np\nfrom helpers import SIDE\n\n"
+        "def numpy_run(spec):\n    a = np.ones((SIDE, SIDE), np.float32)\n    return lambda: a @ a\n\n"
+        "def answer(spec, output):\n"
+        "    return {'sum': float(output.sum()), 'staged': float('workloads' in __file__)}\n")
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text("[run]\nname = 'user'\nrepeats = 1\nsteps = 3\nprofile = 'full'\n"
+                      "[environments.numpy]\nimage = 'numpy'\napi = 'numpy'\n"
+                      "[workloads.w]\nfile = 'bench/bench.py'\ntasks = ['run']\n"
+                      "[[benchmarks]]\nworkload = 'w'\n")
+    code, out, _ = run_cli(matrix, *ray_args(cluster))
+    assert code == 0, out
+    (run_dir,) = run_dirs(results_dir, "user")
+    (record,) = records(run_dir).values()
+    assert record["status"] == "ok" and record["metadata"]["executor"] == "ray"
+    assert record["metadata"]["workload_sha256"] == record["user_workload"]["sha256"]
+    assert record["answer"] == {"sum": 8.0 ** 3, "staged": 1.0}
+
+
 def test_profile_auto_looks_at_the_clusters_gpus(cluster, no_gpu_here, write_matrix, run_cli):
     matrix = write_matrix(SAME.replace('profile = "full"', ""), with_environments=False)
     code, out, _ = run_cli("plan", matrix, *ray_args(cluster))

@@ -79,6 +79,9 @@ class Attempt:
     # what an executor that places cells itself (ray) learns from the node.
     placement: dict[str, Any] = field(default_factory=dict)
     on_status: Callable[[str], None] = lambda text: None   # progress: where it is, what it does
+    # A user workload's cell: the run folder's workloads/, its code's staged read-only copies,
+    # which the executor makes the worker's DL_BENCH_WORKLOADS (runner/worker/user_code.py).
+    staged_code: Path | None = None
 
     @property
     def spec_path(self) -> Path:

@@ -24,6 +24,7 @@ from typing import Any
 from ..environments import images
 from ..environments.docker_engine import EngineProblem, EngineSettings, call
 from ..matrix import REPO_ROOT
+from ..worker.user_code import STAGED_ENV
 from ..worker.protocol import COMPILE_CACHE_ENV
 from .base import gpu_hand_off
 from .local import RUNNER_OWNED_ENV, log_caps
@@ -31,6 +32,7 @@ from .supervisor import CappedLog
 
 CODE_ROOT = "/opt/dl-bench"                 # PYTHONPATH inside; the package is CODE_ROOT/runner
 CELL_DIR = "/cell"                          # the cell's work folder inside
+STAGED_ROOT = f"{CODE_ROOT}/workloads"      # a user workload's staged code inside (read-only)
 CONTAINER_USER = "1000:1000"                # the images' `bench` user
 SHM_SIZE = "8g"                             # NVIDIA's containers suggest a large /dev/shm
 STACK_BYTES = 67108864                      # NVIDIA: --ulimit memlock=-1 --ulimit stack=67108864
@@ -78,7 +80,8 @@ def host_capped_ulimits() -> dict[str, tuple[int, int]]:
 def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict[str, str],
                 gpu_id: str | None, user: str = CONTAINER_USER, code_dir: Path | None = None,
                 shm_size: str = SHM_SIZE, mem_limit: str | None = None,
-                ulimits: dict[str, tuple[int, int]] | None = None) -> dict[str, Any]:
+                ulimits: dict[str, tuple[int, int]] | None = None,
+                staged_code: Path | None = None) -> dict[str, Any]:
     """Keyword arguments of `client.containers.create` for one cell × repeat (a pure function:
     the unit tests check exactly what the engine is asked for)."""
     from docker.types import DeviceRequest, Mount, Ulimit
@@ -124,6 +127,10 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
         stdin_open=False,
         tty=False,
     )
+    if staged_code is not None:       # a user workload: its code mounted read-only
+        options["mounts"].append(Mount(STAGED_ROOT, str(staged_code.resolve()), type="bind",
+                                       read_only=True))
+        environment[STAGED_ENV] = STAGED_ROOT
     if mem_limit:
         options.update(mem_limit=mem_limit, memswap_limit=mem_limit)
     return options

@@ -172,8 +172,8 @@ class DockerExecutor(ImageExecutor):
         # The engine binds absolute paths only (a relative --results-dir gives relative ones).
         return run_options(self.image_ids.get(prepared.key, prepared.key),
                            attempt.work_dir.resolve(), attempt.env, labels=labels,
-                           gpu_id=self.gpu_for(attempt), user=container_user(),
-                           mem_limit=self.mem_limit, ulimits=self.ulimits)
+                           gpu_id=self.gpu_for(attempt), user=container_user(), mem_limit=self.mem_limit,
+                           ulimits=self.ulimits, staged_code=attempt.staged_code)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
         """One container for one cell × repeat. An engine that stays slow or goes away fails

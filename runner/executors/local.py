@@ -25,6 +25,7 @@ from ..environments import (Flavour, Source, existing, folder_flavour, installed
 from ..errors import UsageError
 from ..matrix import REPO_ROOT
 from ..worker.protocol import COMPILE_CACHE_ENV
+from ..worker.user_code import STAGED_ENV
 from .base import (Attempt, Executor, InFlight, Outcome, Prepared, given_gpu, gpu_hand_off,
                    log_tail, note_in_log)
 
@@ -226,6 +227,8 @@ class LocalExecutor(Executor):
     def runner_env(self, attempt: Attempt, worker_id: str) -> dict[str, str]:
         """The variables the runner sets for this attempt (they win over the matrix's)."""
         env = {WORKER_ID_ENV: worker_id}
+        if attempt.staged_code is not None:         # a user workload's code, read-only
+            env[STAGED_ENV] = str(attempt.staged_code)
         gpu = given_gpu(attempt, self.gpu)
         if gpu is not None:
             env.update(gpu_hand_off())

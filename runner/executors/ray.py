@@ -38,7 +38,7 @@ from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV
 from .ray_cluster import (ADDRESS_ENV, ClusterLost, RayUnavailable, address_problem,
                           authentication, check_version, cluster_facts, first_line, gcs_address,
                           import_ray, join, retries_setting)
-from .ray_node import prepare_on_node, run_on_node, where
+from .ray_node import staged_sources, prepare_on_node, run_on_node, where
 
 NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
 # The driver's settings every node must share (the base image its Docker builds start from, a
@@ -217,7 +217,8 @@ class RayExecutor(Executor):
         return {"spec": attempt.spec.to_dict(),
                 "source": dataclasses.asdict(source),
                 "locks": expected_locks(source), "env": attempt.env, "timeout": attempt.timeout,
-                "wants_gpu": attempt.gpu is not None, "node_executor": self.node_executor}
+                "wants_gpu": attempt.gpu is not None, "node_executor": self.node_executor,
+                "staged_code": staged_sources(attempt)}
 
     def submit(self, request: dict[str, Any], attempt: Attempt) -> Any:
         return self._task.options(

@@ -125,8 +125,34 @@ def node_attempt(request: dict[str, Any], placement: dict[str, Any], work: Path,
         device_id = placement.get("gpu_uuid") or (str(placement["gpu_index"])
                                                   if "gpu_index" in placement else None)
         gpu = GpuRequest(device_id)
-    return Attempt(spec=CellSpec.from_dict(request["spec"]), work_dir=work, log_path=log_path,
-                   env=request["env"], timeout=request["timeout"], gpu=gpu)
+    spec = CellSpec.from_dict(request["spec"])
+    return Attempt(spec=spec, work_dir=work, log_path=log_path, env=request["env"],
+                   timeout=request["timeout"], gpu=gpu,
+                   staged_code=stage_here(request.get("staged_code"), spec, work))
+
+
+def staged_sources(attempt: Attempt) -> dict[str, bytes] | None:
+    """A user workload's staged code, shipped with its cell (name → bytes); the node stages it
+    read-only again (ray_node.node_attempt)."""
+    entry = attempt.spec.user_workload
+    if attempt.staged_code is None or not entry:
+        return None
+    folder = attempt.staged_code / entry["folder"]
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix == ".py"}
+
+
+def stage_here(sources: dict[str, bytes] | None, spec: Any, work: Path) -> Path | None:
+    """A user workload's code, shipped with the cell, staged read-only in the cell's folder."""
+    if not sources or not spec.user_workload:
+        return None
+    root = work / "workloads"
+    folder = root / spec.user_workload["folder"]
+    folder.mkdir(parents=True)
+    for name, data in sources.items():
+        target = folder / Path(name).name          # a name, never a path
+        target.write_bytes(data)
+        target.chmod(0o444)
+    return root
 
 
 def read_result(path: Path) -> str | None:

@@ -110,26 +110,33 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
     query = (select(r.c.id.label("run_pk"), r.c.run_id, r.c.started_at, c.c.status, c.c.median_ms,
                     c.c.ci_low_ms, c.c.ci_high_ms, c.c.repeat_medians_ms, c.c.environment,
                     c.c.environment_name, c.c.label, c.c.batch_size, r.c.driver_version,
-                    r.c.gpu_name, r.c.runner_version)
+                    r.c.gpu_name, r.c.runner_version, c.c.summary)
              .join(r, r.c.id == c.c.run).where(c.c.cell_name == cell_name)
              .order_by(r.c.started_at, r.c.id))
-    points = []
+    points, code = [], {}
     for row in _all(engine, query):
         points.append(Point(row.run_pk, row.run_id, row.started_at, row.status, row.median_ms,
                             row.ci_low_ms, row.ci_high_ms, list(row.repeat_medians_ms or []),
                             row.environment, row.environment_name, row.label, row.batch_size))
+        code[id(points[-1])] = user_code_digest(row.summary)
     stacks = environment_stacks(engine, [p.environment_pk for p in points if p.environment_pk])
     runs: dict[int | None, dict[str, Any]] = {row["id"]: row for row in (dict(x._mapping) for x in _all(
         engine, select(r).where(r.c.id.in_([p.run_pk for p in points]))))}
     previous = None
     for point in points:
         env_stack = stacks.get(point.environment_pk, {}) if point.environment_pk else {}
-        point.stack = {**env_stack,
-                       "run": {k: runs[point.run_pk].get(k) for k in RUN_KEYS}}
+        point.stack = {**env_stack, "run": {k: runs[point.run_pk].get(k) for k in RUN_KEYS},
+                       "workload_sha256": code[id(point)]}
         if previous is not None:
             point.change = diff_stacks(previous.stack, point.stack)
         previous = point
     return points
+
+
+def user_code_digest(summary: Any) -> str | None:
+    """A user workload's code digest, from a cell's stored summary (None: a built-in one)."""
+    user = summary.get("user_workload") if isinstance(summary, dict) else None
+    return user.get("sha256") if isinstance(user, dict) else None
 
 
 def environment_stacks(engine: Engine, pks: list[int]) -> dict[int, dict[str, Any]]:
@@ -220,6 +227,8 @@ def diff_stacks(a: dict[str, Any], b: dict[str, Any]) -> StackDiff:
     for key in ("runner_version", "host_name"):
         if run_a.get(key) != run_b.get(key):
             out.changed[key] = (run_a.get(key), run_b.get(key))
+    if a.get("workload_sha256") != b.get("workload_sha256"):     # a user workload's code
+        out.changed["workload_sha256"] = (a.get("workload_sha256"), b.get("workload_sha256"))
     if not da and not db_ and meta_a.get("distributions_sha256") != meta_b.get("distributions_sha256"):
         out.changed["distributions_sha256"] = (meta_a.get("distributions_sha256"),
                                                meta_b.get("distributions_sha256"))

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import stats
-from .summaries import AXIS_KEYS, KERAS2_API, KERAS3_API, model_family, pivot, row_label
-from ..worker.catalog import default_sizes
+from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, model_family, option_preset, pivot,
+                        row_label)
 from .types import CellSummary, Manifest
 
 ENVIRONMENT = "environment"
@@ -133,7 +133,7 @@ def _context(summary: CellSummary, factor: str) -> tuple[Any, ...]:
     coords = coordinates(summary)
     coords.pop(factor, None)
     if factor == "size":
-        preset = default_sizes(summary["workload"], summary.get("size") or "full")
+        preset = option_preset(summary)
         coords = {k: v for k, v in coords.items()
                   if not (k.startswith("options.") and preset.get(k[8:]) == v)}
     return (summary["workload"], summary["task"], summary["environment"],

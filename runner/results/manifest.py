@@ -74,6 +74,8 @@ def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
         "started_at": now(),
         "host": hostinfo.host_summary(),
         "environments": environments,
+        # [workloads.*]: each user workload's file, code digest and staged copy in the run folder
+        "workloads": {w.name: w.manifest_entry() for w in matrix.user_workloads},
         # [report]: the baselines of the effects (report RUN_DIR reads them from here).
         "report": matrix.spec.report.model_dump(),
         # Matrix order, so reports list rows and environment columns as the matrix does.

@@ -41,6 +41,7 @@ RECORD_TYPES: dict[str, Any] = {
     # The other axes with the type their declaration gives (runner.worker.catalog).
     **{name: catalog.AXES[name].type | None for name in catalog.setting_axes()},
     "options": dict[str, Any],
+    "user_workload": dict[str, Any] | None,
     "samples_ms": list[float],
     "warmup_s": list[float] | None,
     "metadata": dict[str, Any] | None,

@@ -30,6 +30,15 @@ def _max(values: list[Any]) -> float | None:
     return max(values) if values else None
 
 
+def option_preset(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a cell runs with when its benchmark sets none: a user workload's defaults,
+    or the size preset of a built-in one."""
+    user = cell.get("user_workload")
+    if isinstance(user, dict) and isinstance(user.get("defaults"), dict):
+        return user["defaults"]
+    return default_sizes(cell["workload"], cell.get("size") or "full")
+
+
 def row_label(record: Mapping[str, Any], without: str | None = None) -> str:
     """'workload (task)' plus every non-default axis (size included: a tiny cell must never sit
     in a full-size row) and every option that is not the size preset's, so cells that differ
@@ -39,7 +48,7 @@ def row_label(record: Mapping[str, Any], without: str | None = None) -> str:
     uses_data = workload is not None and workload.uses_data_axis
     extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]
               and (k != "data" or uses_data) and k != without]
-    preset = default_sizes(record["workload"], record.get("size") or "full")
+    preset = option_preset(record)
     extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v
                and f"options.{k}" != without]
     return f"{record['workload']} ({record['task']})" + (f" [{', '.join(extras)}]" if extras else "")
@@ -167,6 +176,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
             **{k: first.get(k) for k in ("environment", "api", "backend", "image", "workload",
                                          "task", "batch_size", *AXIS_KEYS)},
             "options": first.get("options") or {},
+            "user_workload": first.get("user_workload"),
             "status": status,
             "error": next((r["error"] for r in reps if r["status"] == status and r.get("error")), None),
             **stats.across_repeats(reps, cv_for(profile, first.get("workload"))),

@@ -38,6 +38,8 @@ class CellCoordinates(TypedDict):
     data: Any
     device: Any
     options: dict[str, Any]
+    # A user workload's spec entry (name, file, sha256, option defaults, ...); None: built-in.
+    user_workload: dict[str, Any] | None
 
 
 class Record(CellCoordinates):
@@ -217,6 +219,7 @@ class Manifest(TypedDict, total=False):
     started_at: str
     host: dict[str, Any]
     environments: dict[str, dict[str, Any]]
+    workloads: dict[str, dict[str, Any]]
     report: dict[str, Any]
     cells: list[ManifestCell]
     # added as the run goes on

@@ -10,6 +10,7 @@ runner.worker.catalog declares, which the worker shares. Every error becomes one
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -18,6 +19,7 @@ from ..errors import did_you_mean
 from .benchmark import BenchmarkSpec
 from .tables import (BASELINE_AXES, PROFILE_KEYS, PROFILE_RUN_KEYS, EnvironmentSpec,
                      HistorySettings, MatrixSpec, ReportSettings, RunSettings)
+from .workloads import BASE, WorkloadSpec
 from .values import (AXES, AXIS_CHECKS, IMAGE_REFERENCE, MAX_REPEATS, MAX_RUNS, MAX_SEED,
                      MAX_TIMEOUT_S, NAME, PROTECTED_ENV, PROTECTED_ENV_NAMES, RUN_NAME_PATTERN,
                      axis_check, check_axis, is_image_reference, protected_env, shown)
@@ -26,6 +28,7 @@ __all__ = ["AXES", "AXIS_CHECKS", "BASELINE_AXES", "IMAGE_REFERENCE", "MAX_REPEA
            "MAX_SEED", "MAX_TIMEOUT_S", "NAME", "PROFILE_KEYS", "PROFILE_RUN_KEYS",
            "PROTECTED_ENV", "PROTECTED_ENV_NAMES", "RUN_NAME_PATTERN", "BenchmarkSpec",
            "EnvironmentSpec", "HistorySettings", "MatrixSpec", "ReportSettings", "RunSettings",
+           "WorkloadSpec",
            "axis_check", "check_axis", "format_error", "is_image_reference", "protected_env",
            "shown", "validate"]
 
@@ -46,8 +49,11 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             model = RunSettings
         elif model is MatrixSpec and key == "report":
             model = ReportSettings
-        elif model is MatrixSpec and key in ("environments", "benchmarks"):
-            model = EnvironmentSpec if key == "environments" else BenchmarkSpec
+        elif model is MatrixSpec and key in ("environments", "benchmarks", "workloads"):
+            tables: dict[str, type[BaseModel]] = {
+                "environments": EnvironmentSpec, "benchmarks": BenchmarkSpec,
+                "workloads": WorkloadSpec}
+            model = tables[key]
             if path:
                 path.pop(0)  # the environment name or the benchmark index
         else:
@@ -88,13 +94,16 @@ def format_error(error: Mapping[str, Any]) -> str:
         return f"{where}: expected {_EXPECTED[kind]}, got {type(value).__name__} {shown(value)}"
     if kind == "value_error":
         message = str(error["ctx"]["error"])
+        if message.startswith("."):         # the message goes on with the key path
+            return f"{where}{message}"
         return f"{where}: {message}" if where else message
     return f"{where}: {error['msg']}"
 
 
-def validate(raw: dict[str, Any]) -> MatrixSpec:
-    """Validate a parsed matrix; raises ValueError with one line for the first problem."""
+def validate(raw: dict[str, Any], matrix_folder: Path | None = None) -> MatrixSpec:
+    """Validate a parsed matrix; raises ValueError with one line for the first problem. A user
+    workload's file is relative to `matrix_folder` (the working folder when None)."""
     try:
-        return MatrixSpec.model_validate(raw)
+        return MatrixSpec.model_validate(raw, context={BASE: matrix_folder})
     except ValidationError as exc:
         raise ValueError(format_error(exc.errors()[0])) from None

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import (Field, PositiveFloat, PositiveInt, create_model, field_validator,
-                      model_validator)
+from pydantic import (Field, PositiveFloat, PositiveInt, ValidationInfo, create_model,
+                      field_validator, model_validator)
 
 from ..errors import did_you_mean
 from ..worker import catalog
 from .values import AXES, MAX_REPEATS, MAX_TIMEOUT_S, Strict, check_axis, check_steps, shown
+from .workloads import known_workload
 
 def _tasks(workload: catalog.Workload, tasks: tuple[str, ...] | None) -> tuple[str, ...]:
     """A benchmark's tasks: its workload's one task when it names none."""
@@ -49,7 +50,8 @@ def _check_option(where: str, option: catalog.Option, value: Any) -> None:
 class _Benchmark(Strict):
     """A [[benchmarks]] table but its axes: BenchmarkSpec adds one field per axis."""
 
-    workload: Literal[tuple(catalog.WORKLOADS)]  # type: ignore[valid-type]
+    # A built-in workload (runner.worker.catalog) or one of the matrix's [workloads.*].
+    workload: str
     environments: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
     options: dict[str, Any] = Field(default_factory=dict)
     # Per-benchmark overrides of [run] counts.
@@ -76,8 +78,8 @@ class _Benchmark(Strict):
         return None if value is None else check_steps(value)
 
     @model_validator(mode="after")
-    def _against_workload(self) -> _Benchmark:
-        workload = catalog.WORKLOADS[self.workload]
+    def _against_workload(self, info: ValidationInfo) -> _Benchmark:
+        workload = known_workload(self.workload, info)
         self.task = _tasks(workload, self.task)
         if self.batch_size is None:
             if workload.needs_batch_size:

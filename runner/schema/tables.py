@@ -7,7 +7,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
-                      field_validator, model_validator)
+                      ValidationInfo, field_validator, model_validator)
 
 from ..errors import did_you_mean
 from ..worker import catalog
@@ -15,6 +15,7 @@ from .benchmark import BenchmarkSpec, option_type_error
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
                      RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
                      check_parallel, check_steps, no_control, protected_env, shown)
+from .workloads import WorkloadSpec, read_workloads
 
 class RunSettings(Strict):
     name: str = Field("run", pattern=RUN_NAME_PATTERN)
@@ -193,8 +194,21 @@ class MatrixSpec(Strict):
     history: HistorySettings = Field(default_factory=HistorySettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Validated before the benchmarks (field order), which read what it declares.
+    workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)
     benchmarks: list[BenchmarkSpec] = Field(min_length=1)
+
+    @field_validator("workloads", mode="after")
+    @classmethod
+    def _workloads(cls, workloads: dict[str, WorkloadSpec],
+                   info: ValidationInfo) -> dict[str, WorkloadSpec]:
+        return read_workloads(workloads, info)
+
+    def workload(self, name: str) -> catalog.Workload:
+        """A benchmark's workload: the matrix's own, else the catalog's."""
+        return self.workloads[name].read.workload if name in self.workloads \
+            else catalog.WORKLOADS[name]
 
     @field_validator("profiles", mode="after")
     @classmethod
@@ -240,7 +254,7 @@ class MatrixSpec(Strict):
     @model_validator(mode="after")
     def _baseline_options(self) -> MatrixSpec:
         """A baseline option must be an option of a workload of the matrix, of its type."""
-        workloads = [catalog.WORKLOADS[b.workload] for b in self.benchmarks]
+        workloads = [self.workload(b.workload) for b in self.benchmarks]
         known = {name: w.options[name] for w in workloads for name in w.options}
         for name, value in (self.report.baselines.get("options") or {}).items():
             where = f"report.baselines.options.{name if name.isprintable() else shown(name)}"

@@ -73,7 +73,9 @@ def start_framework(spec: CellSpec, result: dict[str, Any]) -> tuple[Any, Any, A
     started = time.perf_counter()
     package = f"{__package__}.apis.{API_PACKAGES[spec.api]}"
     framework = importlib.import_module(package)
-    workload = importlib.import_module(f"{package}.{spec.workload}")
+    # A user workload's bench is built by one module for every API (it imports the user's file).
+    workload = importlib.import_module(f"{__package__}.apis.user_common") \
+        if spec.user_workload else importlib.import_module(f"{package}.{spec.workload}")
     fw = framework.Framework(spec)
     result["import_s"] = time.perf_counter() - started
     result["rss_initial_mb"] = rss_mb()

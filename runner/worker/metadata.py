@@ -60,6 +60,8 @@ KEYS: dict[str, tuple[str, bool]] = {
     "executor": ("local, docker or ray (host)", False),
     "runner_version": ("digest of the runner's worker code and timing method (host; "
                        "runner/version.py)", True),
+    "workload_sha256": ("sha256 of a user workload's file and the .py files beside it: its "
+                        "code (host)", True),
     "worker_env": ("environment variables the matrix sets for the cell's worker: its "
                    "environment's env and [run] preallocate's switches (host)", True),
     # Where the cell ran (host): the machine and the GPU its lane or Ray task was pinned to.

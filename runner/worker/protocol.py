@@ -63,6 +63,9 @@ _SETTINGS: list[tuple[str, Any] | tuple[str, Any, Any]] = [
     # After the cell's timed window, pair the worker's clock with a bare loop of the same step
     # (runner.worker.overhead): the harness's own cost, in the record's extra.harness_overhead.
     ("harness_overhead", bool, False),
+    # A workload from the user's own file: {name, file, module, folder, sha256, defaults}; the
+    # worker imports its staged copy (runner/worker/user_code.py). None: a built-in workload.
+    ("user_workload", "dict[str, Any] | None", None),
 ]
 
 

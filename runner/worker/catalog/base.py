@@ -56,7 +56,7 @@ def setting_axes() -> tuple[str, ...]:
 
 # --- workloads --------------------------------------------------------------------------------
 
-FAMILIES = ("ops", "model", "hub", "diagnostic")
+FAMILIES = ("ops", "model", "hub", "diagnostic", "user")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,16 @@ class Workload:
     sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
     # APIs without a module on purpose, each with the reason a cell there is not applicable.
     not_applicable: dict[str, str] = field(default_factory=dict)
+    # A user workload (family "user", declared from a matrix's [workloads.*] table): the file as
+    # the matrix names it, and per API each task its functions implement and how: "model"
+    # (keras_model and keras_data, trained or predicted by the runner's Keras loop) or "step"
+    # (a function returning one step). An API or task it defines nothing for is not applicable.
+    origin: str = ""
+    api_tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def runs_as(self, api: str, task: str) -> str | None:
+        """A user workload's "model" or "step" for this API and task (None: not defined)."""
+        return self.api_tasks.get(api, {}).get(task)
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -140,13 +150,15 @@ def rule(axis: str | None = None) -> Callable[[Rule], Rule]:
     return register
 
 
-def not_applicable_reason(workload: str, api: str, backend: str | None,
+def not_applicable_reason(workload: str | Workload, api: str, backend: str | None,
                           axes: dict[str, Any], task: str) -> str | None:
-    """Why a valid cell cannot run in this environment, or None when it applies.
+    """Why a valid cell cannot run in this environment, or None when it applies (`workload`: a
+    declared name, or a Workload itself: a user workload, never in WORKLOADS).
 
     Only combinations that are meaningful elsewhere land here; values that are wrong everywhere
     are validation errors in the matrix schema."""
-    where = Where(WORKLOADS[workload], api, backend, task, axes)
+    declared = WORKLOADS[workload] if isinstance(workload, str) else workload
+    where = Where(declared, api, backend, task, axes)
     for _, check in RULES:
         reason = check(where)
         if reason is not None:

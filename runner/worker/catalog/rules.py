@@ -12,9 +12,20 @@ from .base import AXES, Where, rule
 def implemented(c: Where) -> str | None:
     if c.api in c.workload.not_applicable:
         return c.workload.not_applicable[c.api]
-    if c.api not in c.workload.apis:
+    if c.api not in c.workload.apis and c.workload.family != "user":    # user_function says
         return f"{c.workload.name} has no {c.api} implementation"
     return None
+
+
+@rule("task")
+def user_function(c: Where) -> str | None:
+    """A user workload runs a task on an API only where its file defines the function."""
+    if c.workload.family != "user" or c.workload.runs_as(c.api, c.task):
+        return None
+    prefix = c.api.replace("-", "_")
+    model = " (nor keras_model and keras_data)" if prefix in ("keras", "tf_keras") \
+        and c.task in ("fit", "predict") else ""
+    return f"{c.workload.origin} defines no {prefix}_{c.task}{model}"
 
 
 @rule("task")
@@ -81,12 +92,21 @@ def keras_steps_per_execution(c: Where) -> str | None:
         return "steps_per_execution applies to model.fit/predict only"
     if c.workload.family == "hub":
         return "keras-hub workloads time one batch (or generate call) per call"
+    if c.workload.family == "user" and c.workload.runs_as(c.api, c.task) != "model":
+        return "a step function runs one step per call (steps_per_execution applies to " \
+               "keras_model's fit and predict)"
     return None
 
 
 @rule("data")
 def training_data(c: Where) -> str | None:
-    if c.axes["data"] != AXES["data"].default and not c.workload.uses_data_axis:
+    if c.axes["data"] == AXES["data"].default:
+        return None
+    if c.workload.family == "user":
+        if c.task == "fit" and c.workload.runs_as(c.api, c.task) == "model":
+            return None
+        return "data applies to keras_model's fit only (a step function feeds itself)"
+    if not c.workload.uses_data_axis:
         return f"{c.workload.name} generates its inputs on the device; data does not apply"
     return None
 

@@ -1,0 +1,260 @@
+"""User workloads: a matrix's [workloads.<name>] tables, whose code lives in the user's own file.
+
+The host never imports a user's file. It parses it with `ast` to learn which functions it
+defines, so validation knows the APIs and tasks that apply before anything runs; it hashes the
+file with the .py files beside it (the modules of its folder, which it may import: the
+workload's code is all of them), so that an edit changes the cell ids and reads as "not
+comparable"; and it stages a read-only copy of them into the run folder
+(workloads/<sha256[:12]>/), from where every executor hands them to the worker (the worker's
+side: runner/worker/apis/user_common.py).
+
+What a file defines (docs/user-workloads.md has the whole contract):
+- `keras_model(spec)` and `keras_data(spec)`: fit and predict on every Keras API (Keras 3 on each
+  backend, Keras 2), run by the runner's own Keras loop;
+- `<api>_<task>(spec)` (torch_fit, jax_predict, tensorflow_run, numpy_run, keras_generate, ...):
+  returns a callable that performs one step;
+- optional hooks: items_per_step(spec), flops_per_step(spec), answer(spec, output).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .worker import catalog
+from .worker.user_code import STAGED_ENV, digest
+
+__all__ = ["STAGED", "STAGED_ENV", "UserWorkload", "read", "stage"]
+
+# A function name's API part: the API with "-" as "_" (tf-keras → tf_keras_fit).
+API_PREFIXES = {api.replace("-", "_"): api for api in catalog.APIS}
+KERAS_APIS = ("keras", "tf-keras")
+MODEL_FUNCTIONS = ("keras_model", "keras_data")
+MODEL_TASKS = ("fit", "predict")
+HOOKS = ("items_per_step", "flops_per_step", "answer")
+# Module names a workload file (or a module beside it) may not take: the worker imports these,
+# and the folder of the user's files is on its import path.
+RESERVED_MODULES = frozenset({"runner", "numpy", "torch", "jax", "jaxlib", "tensorflow",
+                              "keras", "tf_keras", "keras_hub", "keras_nlp", "keras_cv", "flax",
+                              "optax", "psutil", "pynvml", "sitecustomize", "usercustomize"})
+MAX_FILES = 200                 # .py files in the workload's folder
+MAX_BYTES = 16 << 20            # their total size
+STAGED = "workloads"            # the run folder's folder of staged copies
+
+
+@dataclass(frozen=True)
+class UserWorkload:
+    """A user workload as the host knows it: where its code is, its digest, what it defines."""
+
+    name: str
+    file: str                       # as the matrix names it
+    path: Path                      # the file, absolute
+    sha256: str                     # of the file's name and every .py file of its folder
+    modules: tuple[str, ...]        # the folder's .py files, by name
+    functions: tuple[str, ...]      # the module-level names the file defines
+    defaults: dict[str, Any]        # its options' default values
+    workload: catalog.Workload = field(repr=False)
+
+    @property
+    def module(self) -> str:
+        return self.path.stem
+
+    @property
+    def folder(self) -> str:
+        """The staged copy's folder under the run folder's workloads/."""
+        return self.sha256[:12]
+
+    def spec_entry(self) -> dict[str, Any]:
+        """What the cell spec (and so every record) carries of it."""
+        return {"name": self.name, "file": self.file, "module": self.module,
+                "folder": self.folder, "sha256": self.sha256, "defaults": dict(self.defaults)}
+
+    def manifest_entry(self) -> dict[str, Any]:
+        return {"file": str(self.path), "sha256": self.sha256, "staged": f"{STAGED}/{self.folder}",
+                "modules": list(self.modules), "tasks": list(self.workload.tasks),
+                "apis": {api: dict(tasks) for api, tasks in self.workload.api_tasks.items()},
+                "hooks": [h for h in HOOKS if h in self.functions]}
+
+
+def defined_names(tree: ast.Module) -> set[str]:
+    """The module-level names a file defines: functions, assignments, imports (a `from helpers
+    import torch_fit` counts as defining torch_fit)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def string_constants(tree: ast.Module) -> set[str]:
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def folder_modules(path: Path, where: str) -> list[Path]:
+    """The .py files beside the workload file (regular files only), bounded."""
+    try:
+        found = sorted(p for p in path.parent.iterdir()
+                       if p.suffix == ".py" and p.is_file() and not p.is_symlink())
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot list {path.parent}: {exc.strerror}") from None
+    if len(found) > MAX_FILES:
+        raise ValueError(f"{where}: {path.parent} holds {len(found)} .py files (at most "
+                         f"{MAX_FILES}: its .py files are the workload's code); give the "
+                         "workload a folder of its own")
+    return found
+
+
+def read_sources(path: Path, file: str, where: str) -> dict[str, bytes]:
+    """The workload's code: every .py file of its folder, name → bytes."""
+    if not path.exists():
+        raise ValueError(f"{where}: {file!r}: no such file ({path})")
+    if not path.is_file() or path.suffix != ".py":
+        raise ValueError(f"{where}: {file!r} is not a Python file (.py)")
+    sources, total = {}, 0
+    for module in folder_modules(path, where):
+        try:
+            data = module.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"{where}: cannot read {module}: {exc.strerror}") from None
+        total += len(data)
+        if total > MAX_BYTES:
+            raise ValueError(f"{where}: the .py files of {path.parent} hold more than "
+                             f"{MAX_BYTES >> 20} MB; give the workload a folder of its own")
+        sources[module.name] = data
+    return sources
+
+
+def parse(path: Path, source: bytes, where: str) -> ast.Module:
+    try:
+        return ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ValueError(f"{where}: {path.name} line {exc.lineno}: not Python: "
+                         f"{exc.msg}") from None
+    except (ValueError, RecursionError) as exc:      # NUL bytes, absurd nesting
+        raise ValueError(f"{where}: {path.name}: not Python: {exc}") from None
+
+
+def api_tasks(names: set[str], tasks: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Per API, each of `tasks` the file implements and how ("model" or "step")."""
+    has_model = all(f in names for f in MODEL_FUNCTIONS)
+    out: dict[str, dict[str, str]] = {}
+    for prefix, api in API_PREFIXES.items():
+        for task in tasks:
+            if f"{prefix}_{task}" in names:
+                out.setdefault(api, {})[task] = "step"
+            elif api in KERAS_APIS and has_model and task in MODEL_TASKS:
+                out.setdefault(api, {})[task] = "model"
+    return out
+
+
+def check_functions(names: set[str], tasks: tuple[str, ...], where: str, file: str,
+                    found: dict[str, dict[str, str]]) -> None:
+    half = [f for f in MODEL_FUNCTIONS if f in names]
+    if len(half) == 1:
+        missing = MODEL_FUNCTIONS[1 - MODEL_FUNCTIONS.index(half[0])]
+        raise ValueError(f"{where}.file: {file} defines {half[0]} but no {missing} (a Keras "
+                         f"workload needs both)")
+    for task in tasks:
+        if not any(task in by_task for by_task in found.values()):
+            model = "keras_model and keras_data, or " if task in MODEL_TASKS else ""
+            raise ValueError(f"{where}.tasks: {file} defines no function for {task!r} "
+                             f"({model}{', '.join(f'{p}_{task}' for p in API_PREFIXES)})")
+
+
+def check_options(defaults: dict[str, Any], strings: set[str], where: str, file: str) -> None:
+    for name in defaults:
+        if name not in strings:
+            raise ValueError(f"{where}.options.{name}: {file} never reads it (no string "
+                             f"{name!r} in the .py files of its folder)")
+
+
+def check_module_names(sources: dict[str, bytes], where: str) -> None:
+    """Module names the worker can import without shadowing anything it imports itself."""
+    for name in sources:
+        stem = name[:-3]
+        if not stem.isidentifier():
+            what = "is no module name"
+        elif stem in RESERVED_MODULES:
+            what = "shares its name with a package the worker imports"
+        elif stem in sys.stdlib_module_names:
+            what = "shares its name with a standard-library module"
+        else:
+            continue
+        raise ValueError(f"{where}.file: {name} beside it {what}; rename it")
+
+
+def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
+         pinned: str | None, base: Path, where: str = "") -> UserWorkload:
+    """A [workloads.<name>] table's file, read, checked and declared (ValueError: one line
+    naming the key, `where` its path: workloads.<name> by default)."""
+    where = where or f"workloads.{name}"
+    path = Path(os.path.expanduser(file))
+    # Resolved: a link's target is the code, and the modules beside the target its folder.
+    path = (path if path.is_absolute() else base / path).resolve()
+    sources = read_sources(path, file, f"{where}.file")
+    check_module_names(sources, where)
+    trees = {module: parse(path.parent / module, source, f"{where}.file")
+             for module, source in sources.items()}
+    names = defined_names(trees[path.name])
+    found = api_tasks(names, tasks)
+    check_functions(names, tasks, where, file, found)
+    check_options(defaults, set().union(*map(string_constants, trees.values())), where, file)
+    sha = digest(path.name, sources)
+    if pinned is not None and pinned != sha:
+        raise ValueError(f"{where}.sha256: {file} and the .py files beside it hash to "
+                         f"{sha[:12]}…, the matrix pins {pinned[:12]}… (the code changed)")
+    workload = catalog.Workload(
+        name, tasks, tuple(found), needs_batch_size=bool(set(tasks) - {"run"}),
+        precisions=catalog.PRECISIONS,
+        options={key: catalog.Option(float if isinstance(v, float) else type(v),
+                                     f"{file}: default {v!r}")
+                 for key, v in defaults.items()},
+        uses_data_axis=True, help=f"user workload from {file}", family="user",
+        origin=file, api_tasks=found)
+    return UserWorkload(name, file, path, sha, tuple(sorted(sources)), tuple(sorted(names)),
+                        dict(defaults), workload)
+
+
+def stage(workloads: list[UserWorkload], run_dir: Path) -> None:
+    """Read-only copies of each workload's folder of .py files under run_dir/workloads/, checked
+    against its digest (a file edited since the matrix was read is refused: ValueError)."""
+    for user in workloads:
+        target = run_dir / STAGED / user.folder
+        if target.is_dir():
+            continue                         # a resumed run staged it already
+        sources = read_sources(user.path, user.file, f"workloads.{user.name}.file")
+        if digest(user.path.name, sources) != user.sha256:
+            raise ValueError(f"workloads.{user.name}.file: {user.file} changed while the run "
+                             "was starting; run it again")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{user.folder}.", dir=target.parent))
+        for module, data in sources.items():
+            out = partial / module
+            out.write_bytes(data)
+            out.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)      # read-only files
+        partial.chmod(0o755)                # mkdtemp's 0700 would hide it from a container
+        partial.rename(target)              # whole or not at all
+
+
+def staged_matrix(resolved: dict[str, Any], workloads: list[UserWorkload]) -> dict[str, Any]:
+    """The run folder's copy of the matrix: each user workload's `file` is its staged copy
+    (relative to the run folder), so that the copy runs again from the run folder alone
+    (`reproduce`, another machine); its sha256 pins the code."""
+    if not workloads:
+        return resolved
+    copy = {**resolved, "workloads": {k: dict(v) for k, v in resolved["workloads"].items()}}
+    for user in workloads:
+        copy["workloads"][user.name]["file"] = f"{STAGED}/{user.folder}/{user.path.name}"
+    return copy
