@@ -10,7 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout's 
 
 from runner import manual  # noqa: E402
 
-MARKERS = {"<!-- generated: cli-reference -->": manual.cli_reference}
+MARKERS = {"<!-- generated: cli-reference -->": manual.cli_reference,
+           "<!-- generated: settings -->": manual.settings_table}
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

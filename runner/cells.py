@@ -6,7 +6,6 @@ only a lost executor (RunStopped), a nearly full disk or Ctrl-C stop the cells."
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
 import time
@@ -18,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
-from . import gpustate, scheduling
+from . import gpustate, scheduling, settings
 from .console import calibration_line, calibration_summary, cell_line
 from .errors import UsageError
 from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
@@ -32,8 +31,7 @@ from .user_workloads import STAGED
 from .version import runner_version
 from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
 
-MIN_FREE_ENV = "DL_BENCH_MIN_FREE_MB"
-MIN_FREE_MB = 200
+MIN_FREE_ENV = settings.MIN_FREE_MB
 CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
                       "environment, steps = auto with block samples; the fastest median TFLOP/s "
                       "per device and precision is the peak (a measurement of this run, before its "
@@ -260,10 +258,7 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
 
 
 def min_free_mb() -> int:
-    text = os.environ.get(MIN_FREE_ENV, str(MIN_FREE_MB))
-    if not text.strip().isdigit():
-        raise UsageError(f"{MIN_FREE_ENV}={text!r}: expected a whole number of MB")
-    return int(text)
+    return int(settings.get(MIN_FREE_ENV))
 
 
 def check_free_disk(store: Store) -> None:

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
+from . import settings
 from .errors import (EXIT_INTERNAL, EXIT_USAGE, UsageError, did_you_mean,
                      interrupted_exit_code, one_line, os_error_line, terminating_signals_interrupt,
                      write_traceback)
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 and not Path(argv[0]).exists():
             raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], SUBCOMMANDS)}")
         args = build_parser(command).parse_args(argv)
+        settings.validate()      # a bad DL_BENCH_* value: one line, before anything is made
         with terminating_signals_interrupt():
             return dispatch(command, args, console)
     except UsageError as exc:

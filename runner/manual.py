@@ -1,6 +1,8 @@
 """The parts of the manual (docs/) made from the code, so they cannot drift from it: the CLI
-reference from the argparse parsers of runner/cli.py. docs/hooks.py puts it into the page that
-asks for it (`<!-- generated: cli-reference -->`) when mkdocs builds the site."""
+reference from the argparse parsers of runner/cli.py, the settings table from the registry of
+runner/settings.py. docs/hooks.py puts each into the page that asks for it
+(`<!-- generated: cli-reference -->`, `<!-- generated: settings -->`) when mkdocs builds the
+site."""
 
 from __future__ import annotations
 
@@ -20,6 +22,32 @@ def cli_reference() -> str:
     for name, (_, summary) in COMMANDS.items():
         parts += _parser_section(build_parser(name), summary, level=3)
     return "\n".join(parts) + "\n"
+
+
+def settings_table() -> str:
+    """Markdown: a table of the settings users set, then one of those the runner and the
+    matrices set for the workers."""
+    from .settings import SETTINGS, USER
+
+    head = ["| variable | value | default | what it does | where |", "|---|---|---|---|---|"]
+    users = [s for s in SETTINGS.values() if s.set_by == USER]
+    others = [s for s in SETTINGS.values() if s.set_by != USER]
+    lines = head + [f"| `{s.name}` | {_cell(s.kind)} | {_cell(_default(s))} | "
+                    f"{_cell(s.meaning)} | {_cell(s.applies)} |" for s in users]
+    lines += ["", "Set by the runner for its workers, by an environment's `env` in a matrix, or "
+              "by the test suite (not for users to set on the host):", "",
+              "| variable | value | set by | what it does | where |", "|---|---|---|---|---|"]
+    lines += [f"| `{s.name}` | {_cell(s.kind)} | {s.set_by} | {_cell(s.meaning)} | "
+              f"{_cell(s.applies)} |" for s in others]
+    return "\n".join(lines) + "\n"
+
+
+def _default(setting) -> str:
+    if setting.default_text:
+        return setting.default_text
+    value = setting.default
+    return "unset" if value is None else (", ".join(value) or "none") \
+        if isinstance(value, tuple) else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _prog(command: str) -> str:

@@ -59,7 +59,12 @@ def test_every_nav_page_is_built(site):
     assert len(pages) >= 18 and "cli.md" in pages and "settings.md" in pages
     for page in pages:
         assert (site / page.replace(".md", ".html")).is_file(), page
-    assert "generated: " not in (site / "cli.html").read_text()       # every marker filled
+    for page in ("cli.html", "settings.html"):                        # every marker filled
+        assert "generated: " not in (site / page).read_text()
+    from runner.settings import SETTINGS
+
+    table = (site / "settings.html").read_text()
+    assert all(f"<code>{name}</code>" in table for name in SETTINGS)
 
 
 @pytest.mark.browser

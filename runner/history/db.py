@@ -10,17 +10,17 @@ database is migrated in place, never recreated.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from .. import settings
 from ..errors import UsageError
 from ..results.store import RESULTS_DIR
 
-URL_ENV = "DL_BENCH_HISTORY_URL"
+URL_ENV = settings.HISTORY_URL
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
@@ -34,7 +34,7 @@ def default_url(results_dir: Path = RESULTS_DIR) -> str:
 
 def resolve_url(given: str | None = None, matrix_url: str | None = None,
                 results_dir: Path = RESULTS_DIR) -> str:
-    return given or matrix_url or os.environ.get(URL_ENV) or default_url(results_dir)
+    return given or matrix_url or settings.get(URL_ENV) or default_url(results_dir)
 
 
 def _driver_url(url: str) -> str:
