@@ -6,18 +6,19 @@ only a lost executor (RunStopped), a nearly full disk or Ctrl-C stop the cells."
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Mapping, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 
-from . import gpustate, scheduling
-from .console import calibration_line, cell_line
+from . import gpustate, scheduling, settings
+from .console import calibration_line, calibration_summary, cell_line
 from .errors import UsageError
 from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from .matrix import Cell
@@ -30,8 +31,7 @@ from .user_workloads import STAGED
 from .version import runner_version
 from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
 
-MIN_FREE_ENV = "DL_BENCH_MIN_FREE_MB"
-MIN_FREE_MB = 200
+MIN_FREE_ENV = settings.MIN_FREE_MB
 CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
                       "environment, steps = auto with block samples; the fastest median TFLOP/s "
                       "per device and precision is the peak (a measurement of this run, before its "
@@ -145,16 +145,24 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
         return None
     sub = store.calibration()
     done = sub.finished()
-    for cell in calibrations:
-        entry = Entry(cell, 1)
-        source = source_of(cell)
-        if entry.key in done or source.key not in prepared:
-            continue
-        executor = setup.executor_for(source)
-        record = run_entry(executor, entry, prepared[source.key], sub, seed,
-                           lane=setup.lanes()[0][0])
-        console.print(calibration_line(cell, record))
-        stop_if_lost(executor)
+    todo = [c for c in calibrations
+            if Entry(c, 1).key not in done and source_of(c).key in prepared]
+    records: list[Mapping[str, Any]] = []
+    started = time.monotonic()
+    with console.status("calibration") as status:    # transient: one line when done
+        for n, cell in enumerate(todo, 1):
+            status.update(f"calibration {n}/{len(todo)}: {escape(cell.environment)} "
+                          f"{cell.axes['precision']}")
+            source = source_of(cell)
+            executor = setup.executor_for(source)
+            record = run_entry(executor, Entry(cell, 1), prepared[source.key], sub, seed,
+                               lane=setup.lanes()[0][0])
+            records.append(record)
+            if record["status"] != "ok":
+                console.print(calibration_line(cell, record))
+            stop_if_lost(executor)
+    if records:
+        console.print(calibration_summary(records, time.monotonic() - started), soft_wrap=True)
     return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(sub.records())}
 
 
@@ -250,10 +258,7 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
 
 
 def min_free_mb() -> int:
-    text = os.environ.get(MIN_FREE_ENV, str(MIN_FREE_MB))
-    if not text.strip().isdigit():
-        raise UsageError(f"{MIN_FREE_ENV}={text!r}: expected a whole number of MB")
-    return int(text)
+    return int(settings.get(MIN_FREE_ENV))
 
 
 def check_free_disk(store: Store) -> None:

@@ -17,15 +17,38 @@ from typing import NoReturn
 
 from rich.console import Console
 
+from . import settings
 from .errors import (EXIT_INTERNAL, EXIT_USAGE, UsageError, did_you_mean,
                      interrupted_exit_code, one_line, os_error_line, terminating_signals_interrupt,
                      write_traceback)
 
 # The table of commands: the command's name → its module in runner/commands/ (each with
-# add_arguments(parser) and main(args, console) -> int). "run" is the command without a name.
-COMMANDS = {"run": "run", "plan": "plan", "build": "build", "report": "report",
-            "compare": "compare", "doctor": "doctor", "export": "export", "import": "import_",
-            "reproduce": "reproduce", "history": "history", "bisect": "bisect"}
+# add_arguments(parser) and main(args, console) -> int) and what it does, in one line (its
+# --help and the docs' CLI reference, docs/cli.md, are made from the parsers and this line).
+# "run" is the command without a name.
+COMMANDS = {
+    "run": ("run", "run the matrix: every cell × repeat in a fresh process or container"),
+    "plan": ("plan", "the plan: cells, repeats, not-applicable ones and why; the setup a run "
+                     "would take (nothing run or written)"),
+    "build": ("build", "build the environments a matrix needs (local environments or images), "
+                       "run nothing"),
+    "report": ("report", "rebuild the merged outputs (tables, report.md, report.html, plots) "
+                         "of a run folder from its records"),
+    "compare": ("compare", "judge run B against run A, cell by cell (exit 1 when a cell got "
+                           "slower)"),
+    "doctor": ("doctor", "the path a run would take here and whether it can (executor, "
+                         "flavour, GPUs, driver, Docker, Ray, disk); --measure: this machine's "
+                         "noise"),
+    "export": ("export", "the images a matrix needs, or exactly those a run used, in one "
+                         "archive with a checksum"),
+    "import": ("import_", "load an archive written by export: its checksum, then each image's "
+                          "lock and recipe labels against this checkout"),
+    "reproduce": ("reproduce", "run a finished run again in exactly its environments, then "
+                               "compare with the original"),
+    "history": ("history", "the results database: import, list, show, diff, regressions, "
+                           "site"),
+    "bisect": ("bisect", "which changed distribution moved a cell between two runs"),
+}
 SUBCOMMANDS = tuple(COMMANDS)
 
 
@@ -35,12 +58,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def command_module(command: str) -> ModuleType:
-    return importlib.import_module(f"{__package__}.commands.{COMMANDS[command]}")
+    return importlib.import_module(f"{__package__}.commands.{COMMANDS[command][0]}")
 
 
 def build_parser(command: str) -> argparse.ArgumentParser:
+    summary = COMMANDS[command][1]
+    description = (f"{summary[0].upper()}{summary[1:]}.\n\n{__doc__}" if command == "run"
+                   else f"{summary[0].upper()}{summary[1:]}.")
     parser = _Parser(prog=f"python -m runner{'' if command == 'run' else ' ' + command}",
-                     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                     description=description,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     command_module(command).add_arguments(parser)
     return parser
 
@@ -56,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 and not Path(argv[0]).exists():
             raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], SUBCOMMANDS)}")
         args = build_parser(command).parse_args(argv)
+        settings.validate()      # a bad DL_BENCH_* value: one line, before anything is made
         with terminating_signals_interrupt():
             return dispatch(command, args, console)
     except UsageError as exc:

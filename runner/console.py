@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -20,6 +21,7 @@ from rich.table import Table
 from . import scheduling
 from .environments import Source
 from .executors.base import Prepared
+from .machine_profile import MEASURE_HINT
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan
 from .results.formatting import fmt
@@ -33,9 +35,10 @@ def show_profile(matrix: Matrix, console: Console) -> None:
                   soft_wrap=True)
 
 
-def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console) -> None:
-    """The executor, flavour and lanes and why; per environment of `cells` what it uses and
-    the variables its workers get."""
+def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console,
+               runs: Mapping[str, str] | None = None) -> None:
+    """The executor, flavour and lanes and why; per environment of `cells` what it uses (and
+    `runs`: what the run does there) and the variables its workers get."""
     console.print(f"[bold]executor:[/] {setup.executor.name} ({escape(setup.reason)})",
                   soft_wrap=True)
     console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})",
@@ -44,7 +47,7 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
     console.print(f"[bold]parallel:[/] {scheduling.lanes_text(lanes)} ({escape(why)})",
                   soft_wrap=True)
     if cells:
-        console.print(environment_table(matrix, setup, cells))
+        console.print(environment_table(matrix, setup, cells, runs))
         show_env(matrix, cells, console)
     for user in {c.user_workload.name: c.user_workload for c in cells if c.user_workload}.values():
         beside = len(user.modules) - 1
@@ -53,67 +56,90 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
                       f"{user.sha256[:12]}, staged read-only in the run folder)", soft_wrap=True)
 
 
-def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
-    """Per environment: the executor, the flavour and the lock, image or interpreter it uses."""
-    table = Table(title="Environments", title_justify="left")
-    for column in ("environment", "api", "executor", "flavour"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("uses", overflow="fold")
+def runs_per_environment(plan: Plan, calibrations: list[Cell]) -> dict[str, str]:
+    """environment → what the run does there: "21 + calibration", "–" for nothing."""
+    runs = Counter(e.cell.environment for e in plan.to_run)
+    calibrated = {c.environment for c in calibrations}
+    return {name: " + ".join(([str(runs[name])] if runs[name] else [])
+                             + (["calibration"] if name in calibrated else [])) or "–"
+            for name in dict.fromkeys(c.environment for c in plan.cells)}
+
+
+def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell],
+                      runs: Mapping[str, str] | None = None) -> Table:
+    """Per environment: its API, the lock, image or interpreter it uses, the runs it does; the
+    executor, and the flavour, where one is not the run's (said on the lines above). One line
+    per environment, no outer border: a screen holds the run's whole set-up."""
+    rows = []
     for name in dict.fromkeys(c.environment for c in cells):
         env = matrix.spec.environments[name]
         executor, flavour, uses = setup.would_use(Source.of(env.image, env.python))
         api = env.api + (f"/{env.backend}" if env.backend else "")
-        table.add_row(escape(name), escape(api), executor, flavour or "as installed",
-                      escape(uses))
+        rows.append((name, api, executor, flavour or "as installed", uses))
+    own_executor = any(r[2] != setup.executor.name for r in rows)
+    own_flavour = any(r[3] != setup.flavour.name for r in rows)
+    table = Table(title="Environments", title_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False)
+    table.add_column("environment", overflow="fold")
+    table.add_column("api", overflow="fold")
+    if own_executor:
+        table.add_column("executor", no_wrap=True)
+    if own_flavour:
+        table.add_column("flavour", overflow="fold")
+    table.add_column("uses", overflow="fold")
+    if runs is not None:
+        table.add_column("runs", overflow="fold")
+    for name, api, executor, flavour, uses in rows:
+        table.add_row(escape(name), escape(api), *([executor] if own_executor else []),
+                      *([flavour] if own_flavour else []), escape(uses),
+                      *([runs.get(name, "–")] if runs is not None else []))
     return table
 
 
 def show_env(matrix: Matrix, cells: list[Cell], console: Console) -> None:
     """The variables each environment's workers get from the matrix ([run] preallocate and its
-    own env), one line per environment that sets any; unsafe_env is said."""
+    own env): those every environment gets once, then per environment the rest; unsafe_env
+    is said."""
     first = {c.environment: c for c in reversed(cells)}
-    lines = []
-    for name in dict.fromkeys(c.environment for c in cells):
-        variables = " ".join(f"{k}={v}" for k, v in first[name].env.items())
+    names = list(dict.fromkeys(c.environment for c in cells))
+    shared = dict(first[names[0]].env) if len(names) > 1 else {}
+    for name in names[1:]:
+        shared = {k: v for k, v in shared.items() if first[name].env.get(k) == v}
+    lines = [f"[bold]env (every environment):[/] {escape(_assignments(shared))}"] if shared else []
+    for name in names:
+        variables = _assignments({k: v for k, v in first[name].env.items() if k not in shared})
         unsafe = matrix.spec.environments[name].unsafe_env
-        if variables:
+        if variables or unsafe:
             lines.append(f"[bold]env {escape(name)}:[/] {escape(variables)}"
                          + (" [red](unsafe_env = true)[/]" if unsafe else ""))
     for line in lines or ["[bold]env:[/] no environment sets variables"]:
         console.print(line, soft_wrap=True, highlight=False)
 
 
+def _assignments(variables: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in variables.items())
+
+
 def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
                      action: str = "prepares") -> None:
-    """One line: what will be built (or found ready) and why, and what the selection leaves
-    out — environments sharing an image folder share one build."""
-    needs: dict[str, dict[str, Any]] = {}
-    for cell, what in [(e.cell, "cells") for e in plan.to_run] + \
-            [(c, "calibration") for c in calibrations]:
-        need = needs.setdefault(source_of(cell).label,
-                                {"envs": {}, "cells": 0, "calibration": 0})
-        need["envs"][cell.environment] = True
-        need[what] += 1
-    parts = []
-    for key, need in needs.items():
-        why = [f"{need['cells']} runs"] if need["cells"] else []
-        why += ["calibration"] if need["calibration"] else []
-        parts.append(f"{key} ({', '.join(need['envs'])}: {' + '.join(why)})")
-    used = {env for need in needs.values() for env in need["envs"]}
+    """One line: the environments that will be built (or found ready; environments sharing an
+    image folder share one build), and what the selection leaves out. What each is built for
+    is in the environments table."""
+    needed = [source_of(cell).label for cell in [e.cell for e in plan.to_run] + calibrations]
+    used = {e.cell.environment for e in plan.to_run} | {c.environment for c in calibrations}
     left = [name for name in matrix.spec.environments if name not in used]
-    line = f"{action} {len(parts)} environment(s): " + ("; ".join(parts) or "none")
+    folders = list(dict.fromkeys(needed))
+    line = f"{action} {len(folders)} environment(s): " + (", ".join(folders) or "none")
     if left:
         line += f"; not {', '.join(left)} (no selected cell runs there)"
     console.print(f"[bold]build:[/] {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
-    table = Table(title=escape(f"Plan: {matrix.path} (profile {matrix.profile})"),
-                  title_justify="left")
-    table.add_column("cell", overflow="fold")
-    table.add_column("id", no_wrap=True)
-    table.add_column("repeats", justify="right")
-    table.add_column("steps", justify="right")
+    """The cells to run (or done), each name whole on its line where the terminal allows."""
+    table = _listing(f"Plan: {matrix.path} (profile {matrix.profile})", plan)
+    for column in ("id", "repeats", "steps"):
+        table.add_column(column, justify="left" if column == "id" else "right", no_wrap=True)
     table.add_column("state", overflow="fold")
     pending = {e.cell.id for e in plan.to_run}
     done_counts = Counter(e.cell.id for e in plan.done)
@@ -124,11 +150,29 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
             state = f"{done} done, rest to run"
         table.add_row(escape(cell.name), cell.id, str(cell.repeats),
                       f"{cell.warmup_steps}+{cell.steps}", state)
-    for cell in plan.not_applicable:
-        table.add_row(escape(cell.name), cell.id, "–", "–",
-                      f"[yellow]NA: {escape(cell.not_applicable or '')}[/]")
     table.caption = (f"{len(plan.to_run)} runs to do, {len(plan.done)} done, "
                      f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out")
+    return table
+
+
+def not_applicable_table(plan: Plan) -> Table | None:
+    """The cells planned as not applicable, and why (the reason has the width left)."""
+    if not plan.not_applicable:
+        return None
+    table = _listing("Not applicable (NA in the report)", plan)
+    table.add_column("why", overflow="fold", style="yellow")
+    for cell in plan.not_applicable:
+        table.add_row(escape(cell.name), escape(cell.not_applicable or ""))
+    return table
+
+
+def _listing(title: str, plan: Plan) -> Table:
+    """A table of cells: no outer border, the names whole (up to 56 characters: the other
+    columns fold first; longer names fold too)."""
+    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False)
+    longest = max((len(c.name) for c in [*plan.cells, *plan.not_applicable]), default=4)
+    table.add_column("cell", overflow="fold", no_wrap=longest <= 56)
     return table
 
 
@@ -140,18 +184,26 @@ def announce_machine(manifest: Manifest, console: Console) -> None:
                       f"{profile.get('threshold', 0) * 100:.1f} %, measured "
                       f"{profile.get('measured_at')})", soft_wrap=True)
     elif profile.get("key"):
-        console.print(f"[yellow]! {escape(profile['why'])}: its noise is unknown; measure it "
-                      f"with `python -m runner doctor --measure MATRIX`[/]", soft_wrap=True)
+        console.print(f"[yellow]! {escape(profile['why'])}; measure its noise: "
+                      f"{MEASURE_HINT}[/]", soft_wrap=True)
 
 
-def show_prepared(key: str, ready: Prepared, took: float, console: Console) -> None:
+def show_prepared(key: str, ready: Prepared, console: Console) -> bool:
+    """An environment that could not be prepared, and any warning, at once; True when ready
+    (said with the others: show_ready)."""
     label = escape(key)
     if ready.error:
         console.print(f"[red]✗ environment {label}: {escape(ready.error)}[/]")
-    else:
-        console.print(f"[green]✓[/] environment {label} ready ({took:.0f} s)")
     for warning in ready.warnings:
         console.print(f"[yellow]! environment {label}: {escape(warning)}[/]")
+    return not ready.error
+
+
+def show_ready(took: Mapping[str, float], console: Console) -> None:
+    """One line: the environments that are ready and how long each took."""
+    if took:
+        console.print("[green]✓[/] environments ready: " + ", ".join(
+            f"{escape(key)} ({seconds:.0f} s)" for key, seconds in took.items()), soft_wrap=True)
 
 
 def cell_line(entry: Entry, record: Mapping[str, Any]) -> str:
@@ -165,6 +217,16 @@ def calibration_line(cell: Cell, record: Mapping[str, Any]) -> str:
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
     return (f"{mark} calibration {escape(cell.environment)} "
             f"{cell.axes['precision']}: {escape(peak_text(record))}")
+
+
+def calibration_summary(records: list[Mapping[str, Any]], took: float) -> str:
+    """One line for the calibrations that went well (each failure has its own line)."""
+    ok = [r for r in records if r["status"] == "ok"]
+    peaks = sorted(float(r["achieved_tflops"]) for r in ok)
+    span = f": {fmt(peaks[0])}–{fmt(peaks[-1])} TFLOP/s" if peaks else ""
+    return (f"[green]✓[/] calibration: {len(ok)} peak(s) in "
+            f"{len({r['environment'] for r in ok})} environment(s){span} ({took:.0f} s; "
+            "the report lists them)")
 
 
 def peak_text(record: Mapping[str, Any]) -> str:

@@ -263,6 +263,19 @@ def diagnose(matrix_path: Path | None, executor: str | None,
     return Diagnosis(checks, path)
 
 
+def show_settings(console: Console) -> None:
+    """The runner's variables that are set here (runner/settings.py; docs/settings.md)."""
+    from . import settings
+
+    here = settings.set_here()
+    if not here:
+        console.print("[bold]settings:[/] none of the runner's variables is set (defaults)",
+                      soft_wrap=True)
+    for setting, text in here:
+        console.print(f"[bold]setting:[/] {setting.name}={escape(text)} ({escape(setting.meaning)})",
+                      soft_wrap=True, highlight=False)
+
+
 def main(console: Console, matrix_path: Path | None = None, executor: str | None = None,
          diagnosis: Callable[[], Diagnosis] | None = None, ray_address: str | None = None) -> int:
     found = diagnosis() if diagnosis else diagnose(matrix_path, executor, ray_address)
@@ -274,6 +287,7 @@ def main(console: Console, matrix_path: Path | None = None, executor: str | None
         if not check.ok and check.fix:
             console.print(f"    fix: {escape(check.fix)}", highlight=False, soft_wrap=True)
     found.path(console)
+    show_settings(console)
     blocking = [c for c in found.checks if not c.ok and c.blocking]
     if blocking:
         console.print(f"[red]no path can run this here[/]: {escape(blocking[0].name)}",

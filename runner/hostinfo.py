@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import settings
 from .worker.metadata import base_metadata
 from .worker.monitor import Nvml
 
 
 # The GPUs a run may use, by NVML index or UUID, comma-separated (default: all it sees). The first
 # is also the GPU a container gets where no lane names one (a Ray node's cell Ray gave none).
-GPU_ENV = "DL_BENCH_GPU"
+GPU_ENV = settings.GPU
 
 
 @dataclass(frozen=True)
@@ -72,17 +73,17 @@ def visible_gpus(gpus: list[Gpu], environ: Mapping[str, str] | None = None) -> l
     """The host's GPUs this run may use: DL_BENCH_GPU's when set, else CUDA_VISIBLE_DEVICES's
     when set (NVML lists every GPU whatever that says), else all."""
     environ = os.environ if environ is None else environ
-    for var in (GPU_ENV, "CUDA_VISIBLE_DEVICES"):
-        if var in environ:
-            wanted = [w.strip() for w in environ[var].split(",") if w.strip()]
-            return [g for g in gpus if str(g.index) in wanted or (g.uuid and g.uuid in wanted)]
-    return list(gpus)
+    wanted = settings.get(GPU_ENV, environ)
+    if wanted is None and "CUDA_VISIBLE_DEVICES" in environ:
+        wanted = [w.strip() for w in environ["CUDA_VISIBLE_DEVICES"].split(",") if w.strip()]
+    if wanted is None:
+        return list(gpus)
+    return [g for g in gpus if str(g.index) in wanted or (g.uuid and g.uuid in wanted)]
 
 
 def default_gpu_id(environ: Mapping[str, str] | None = None) -> str:
     """The GPU a cell gets where no lane names one: DL_BENCH_GPU's first, else GPU 0."""
-    environ = os.environ if environ is None else environ
-    wanted = [w.strip() for w in environ.get(GPU_ENV, "").split(",") if w.strip()]
+    wanted = settings.get(GPU_ENV, environ) or ()
     return wanted[0] if wanted else "0"
 
 

@@ -3,7 +3,8 @@ results/machine-profiles/<host>-<gpu>.json (<gpu>: the model of GPU 0, or "cpu")
 
 - the harness's overhead per environment (the worker's clock against a bare loop);
 - this machine's run-to-run spread per workload class, from an A/A run (the same cells run as
-  several separate runs), and the `compare` threshold it supports;
+  several separate runs), and the `compare` threshold it supports; the step-to-step CV those
+  runs saw per class (what a cell's CV warning is judged against);
 - the GPU's state (persistence, ECC, clocks, power limit, idle temperature and power, other
   compute processes).
 
@@ -80,8 +81,9 @@ def manifest_entry(results_dir: Path, executor: Any) -> dict[str, Any]:
         return entry
     aa = profile.get("aa") or {}
     entry.update(measured_at=profile.get("measured_at"), threshold=aa.get("threshold"),
-                 spread=aa.get("spread"),
-                 classes={name: {"spread": c.get("spread"), "threshold": c.get("threshold")}
+                 spread=aa.get("spread"), cv=aa.get("cv"),
+                 classes={name: {"spread": c.get("spread"), "threshold": c.get("threshold"),
+                                 "cv": c.get("cv")}
                           for name, c in (aa.get("classes") or {}).items()},
                  clocks_locked=profile.get("clocks_locked"))
     return entry
@@ -99,6 +101,13 @@ def spread_for(entry: dict[str, Any] | None, workload: str | None) -> float | No
     """The machine's run-to-run spread for this workload class (its class's, else the
     machine's largest), or None without a profile."""
     return _class_value(entry, workload, "spread")
+
+
+def cv_for(entry: dict[str, Any] | None, workload: str | None) -> float | None:
+    """The step-to-step CV this machine's A/A runs saw for this workload class (the typical
+    repeat's, in their worst cell and run; else the machine's largest), or None without a
+    profile (or one measured before it was kept)."""
+    return _class_value(entry, workload, "cv")
 
 
 def threshold_for(entry: dict[str, Any] | None, workload: str | None) -> float | None:

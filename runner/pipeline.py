@@ -17,7 +17,6 @@ from typing import Any
 from collections.abc import Sequence
 
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import (console as show, gpustate, hostinfo, machine_profile, matrix as matrix_mod,
                resume, user_workloads)
@@ -118,7 +117,8 @@ def choose_sources(state: RunState) -> None:
 
 
 def show_setup(state: RunState) -> None:
-    show.show_setup(state.matrix, state.setup, state.plan.cells, state.console)
+    show.show_setup(state.matrix, state.setup, state.plan.cells, state.console,
+                    show.runs_per_environment(state.plan, state.calibrations))
     show.show_preparation(state.matrix, state.plan, state.calibrations, state.console)
 
 
@@ -127,6 +127,9 @@ def stop_at_the_plan(state: RunState) -> int | None:
     if not state.opts.dry_run:
         return None
     state.console.print(show.plan_table(state.matrix, state.plan))
+    not_applicable = show.not_applicable_table(state.plan)
+    if not_applicable is not None:
+        state.console.print(not_applicable)
     return EXIT_OK
 
 
@@ -185,21 +188,24 @@ def manifest_for(state: RunState) -> Manifest:
 # --- measuring ------------------------------------------------------------------------------------
 
 def prepare_environments(state: RunState) -> None:
-    """Build (or find ready) each source's environment, saying how each went."""
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=state.console, transient=True) as progress:
+    """Build (or find ready) each source's environment: a transient status line while it
+    builds, then one line for those ready (a failure or a warning at once)."""
+    ready_in: dict[str, float] = {}
+    with state.console.status("preparing environments") as status:
         for source in state.sources:
             label = escape(source.key)
-            task = progress.add_task(f"environment {label}: preparing")
             started = time.monotonic()
 
-            def say(line: str, task: Any = task, label: str = label) -> None:
-                progress.update(task, description=f"environment {label}: {escape(line[:90])}")
+            def say(line: str, label: str = label, started: float = started) -> None:
+                status.update(f"environment {label}: {escape(line[:90])} "
+                              f"({time.monotonic() - started:.0f} s)")
 
+            say("preparing")
             ready = state.setup.executor_for(source).prepare(source, say)
             state.prepared[source.key] = ready
-            progress.remove_task(task)
-            show.show_prepared(source.key, ready, time.monotonic() - started, state.console)
+            if show.show_prepared(source.key, ready, state.console):
+                ready_in[source.key] = time.monotonic() - started
+    show.show_ready(ready_in, state.console)
 
 
 def calibrate(state: RunState) -> None:

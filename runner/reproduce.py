@@ -119,8 +119,8 @@ def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,
     elif not source.by_digest:
         if not here(image_id):
             raise refuse(run_dir, name, f"image {image_id[:19]} is not on this engine and the "
-                         "run recorded no registry digest (runner import an archive of it from "
-                         "runner export)")
+                         "run recorded no registry digest (python -m runner import an archive "
+                         "of it from python -m runner export)")
         executor.run_exact_image(source.key, image_id)
     ready = executor.prepare(source, lambda line: None)
     if ready.error and digest and here(image_id):

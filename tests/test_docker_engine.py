@@ -104,7 +104,7 @@ def test_build_subcommand_uses_the_docker_executor(engine, numpy_image, base_env
     """)
     code, out, err = run_cli("build", path, "--executor", "docker")
     assert code == 0, out + err
-    assert "environment numpy ready" in out
+    assert "environments ready: numpy (" in out
 
 
 MATRIX = """

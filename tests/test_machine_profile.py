@@ -101,3 +101,24 @@ def test_class_thresholds_apply_per_workload(tmp_path):
     by_workload = {c.cell_name.split("-")[0]: c for c in judged.cells if c.threshold is not None}
     assert by_workload["cnn"].threshold == 0.30 and by_workload["cnn"].verdict == compare.SAME
     assert by_workload["matmul"].threshold == 0.02
+
+
+def test_the_aa_runs_keep_the_step_cv_of_each_class_and_runs_read_it(tmp_path, monkeypatch):
+    from runner import noise
+
+    def run(cv: float, median: float) -> dict:
+        return {"matmul-run-numpy-b1": {"status": "ok", "median_ms": median, "workload": "matmul",
+                                        "cv": cv, "cv_repeats": 0.01, "warning_groups": {}}}
+
+    aa = noise.aa_spread([run(0.12, 1.0), run(0.31, 1.02), run(0.2, 0.99)], ["a", "b", "c"])
+    assert aa["classes"]["matmul"]["cv"] == 0.31 and aa["cv"] == 0.31       # the worst run's
+    monkeypatch.setattr(machine_profile, "this_machine", lambda: ("vm7", None))
+    path = machine_profile.path_for(tmp_path, "vm7", None)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": 1, "aa": aa}))
+    entry = machine_profile.manifest_entry(tmp_path, executor_class("local"))
+    assert machine_profile.cv_for(entry, "matmul") == 0.31
+    assert machine_profile.cv_for(entry, "cnn") == 0.31                     # the machine's
+    path.write_text(json.dumps(profile(0.02)))           # a profile measured before: no CV
+    assert machine_profile.cv_for(machine_profile.manifest_entry(
+        tmp_path, executor_class("local")), "matmul") is None

@@ -309,5 +309,6 @@ def test_export_import_and_reproduce_from_an_archive(engine, numpy_image, base_e
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: cannot reproduce {gone}: environment numpy: image "
                    f"sha256:{'0' * 12} is not on this engine and the run recorded no registry "
-                   "digest (runner import an archive of it from runner export)"]
+                   "digest (python -m runner import an archive of it from python -m runner "
+                   "export)"]
     assert sorted((results / "archived").iterdir()) == before

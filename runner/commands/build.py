@@ -117,5 +117,5 @@ def read_pushed(target: Path) -> dict[str, Any]:
         raise UsageError(f"{target}: not valid JSON ({type(exc).__name__}); move it away to "
                          "start a new one") from None
     if not isinstance(earlier, dict) or not isinstance(earlier.get("environments", {}), dict):
-        raise UsageError(f"{target}: not an images.json of runner build --push")
+        raise UsageError(f"{target}: not an images.json of python -m runner build --push")
     return earlier

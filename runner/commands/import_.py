@@ -15,7 +15,7 @@ from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("archive", type=Path, help="an archive written by runner export")
+    parser.add_argument("archive", type=Path, help="an archive written by python -m runner export")
 
 
 def main(args: argparse.Namespace, console: Console) -> int:

@@ -16,16 +16,15 @@ The flavour (cpu | cuda) picks which lock of an image folder is installed: `requ
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from .. import settings
 from ..matrix import IMAGES_DIR
 from ..schema import is_image_reference
 
-FLAVOUR_ENV = "DL_BENCH_FLAVOUR"      # cpu | cuda: overrides the decision below
+FLAVOUR_ENV = settings.FLAVOUR        # cpu | cuda: overrides the decision below
 LOCKS = {"cpu": "requirements.lock", "cuda": "requirements-cuda.lock"}
 # Every lock is compiled for the images' Python (their base is python:3.11); a lock's header
 # may say so itself (`uv pip compile --python-version 3.11`).
@@ -91,10 +90,8 @@ class Source:
 
 def decide_flavour(gpu_count: int, gpu_name: str | None = None) -> Flavour:
     """cuda when an NVIDIA GPU is present, else cpu; DL_BENCH_FLAVOUR overrides."""
-    wanted = os.environ.get(FLAVOUR_ENV, "").strip()
+    wanted = settings.get(FLAVOUR_ENV)          # cpu | cuda (its registry checks it)
     if wanted:
-        if wanted not in LOCKS:
-            raise UsageError(f"{FLAVOUR_ENV}={wanted!r}: expected one of {', '.join(LOCKS)}")
         return Flavour(wanted, f"{FLAVOUR_ENV}={wanted}")
     if gpu_count:
         return Flavour("cuda", f"{gpu_count} × {gpu_name or 'NVIDIA GPU'} found")

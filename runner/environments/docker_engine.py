@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from collections.abc import Callable
 
-from ..errors import UsageError
+from .. import settings
 
-TIMEOUT_ENV = "DL_BENCH_ENGINE_TIMEOUT"
-RECONNECT_ENV = "DL_BENCH_ENGINE_RECONNECT"
-DEFAULT_TIMEOUT_S = 600.0
-DEFAULT_RECONNECT_S = 60.0
+TIMEOUT_ENV, RECONNECT_ENV = settings.ENGINE_TIMEOUT, settings.ENGINE_RECONNECT
+DEFAULT_TIMEOUT_S = settings.SETTINGS[TIMEOUT_ENV].default           # 600 s
+DEFAULT_RECONNECT_S = settings.SETTINGS[RECONNECT_ENV].default       # 60 s
 SLOW_LIMIT = 3                  # slow cells in a row after which the engine counts as gone
 FIRST_PAUSE_S, LONGEST_PAUSE_S = 1.0, 10.0
 POOL_SIZE = 64                  # engine connections: 2 per running container
@@ -49,25 +48,11 @@ class EngineSettings:
 
     @classmethod
     def from_env(cls) -> EngineSettings:
-        return cls(seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
-                   seconds_from_env(RECONNECT_ENV, DEFAULT_RECONNECT_S))
+        return cls(settings.get(TIMEOUT_ENV), settings.get(RECONNECT_ENV))
 
     def summary(self) -> str:
         return (f"a request may take {self.timeout_s:g} s ({TIMEOUT_ENV}), an unreachable "
                 f"engine is waited for {self.reconnect_s:g} s ({RECONNECT_ENV})")
-
-
-def seconds_from_env(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise UsageError(f"{name}={text!r}: expected a number of seconds above 0")
-    return value
 
 
 class DockerUnavailable(Exception):

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from .. import settings
 from ..matrix import IMAGES_DIR
 from . import LOCKS
 from .venvs import sha256_file
 
 LABEL = "org.dl-bench"
-BASE_ENV = "DL_BENCH_BASE_IMAGE"      # replaces the Dockerfile's BASE (tests, mirrors)
-CA_ENVS = ("DL_BENCH_BUILD_CA", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+BASE_ENV = settings.BASE_IMAGE        # replaces the Dockerfile's BASE (tests, mirrors)
+CA_ENVS = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")    # pip's, after BUILD_CA
 # The host's pip settings an image build takes (build arguments the Dockerfile declares): where a
 # mirror or a wheel folder served over HTTP replaces an index the build cannot reach. URL lists
 # keep their http(s) entries only: a path on the host means nothing inside the build.
@@ -55,8 +56,7 @@ def pip_settings() -> dict[str, str]:
 
 def extra_ca_bundle() -> Path | None:
     """The CA bundle pip uses on this host, given to the build for networks that intercept TLS."""
-    for var in CA_ENVS:
-        value = os.environ.get(var)
+    for value in (settings.get(settings.BUILD_CA), *(os.environ.get(var) for var in CA_ENVS)):
         if value and Path(value).is_file():
             return Path(value)
     return None
@@ -122,7 +122,7 @@ def recipe(name: str, flavour: str = "cpu", base: str | None = None,
         if not needed.is_file():
             raise ImageError(f"image {name!r} ({flavour}): {needed} is missing")
     return Recipe(name=name, flavour=flavour, folder=folder, lock=lock,
-                  lock_sha256=sha256_file(lock), base=base or os.environ.get(BASE_ENV) or None)
+                  lock_sha256=sha256_file(lock), base=base or settings.get(BASE_ENV))
 
 
 def write_context(rec: Recipe, folder: Path) -> None:
@@ -151,7 +151,7 @@ def buildkit_cli() -> str | None:
     """A docker CLI that builds with BuildKit: one with the buildx plugin, or a pre-23 CLI whose
     BuildKit is built in. BuildKit makes no layer for ARG/ENV/LABEL steps: on a vfs engine (CI)
     the classic builder copies the whole file system per step (numpy image: 7 min against 1)."""
-    candidates = [os.environ.get("DL_BENCH_DOCKER_CLI"), shutil.which("docker"), "/usr/bin/docker"]
+    candidates = [settings.get(settings.DOCKER_CLI), shutil.which("docker"), "/usr/bin/docker"]
     for cli in dict.fromkeys(c for c in candidates if c and Path(c).is_file()):
         def ok(*args: str, cli: str = cli) -> subprocess.CompletedProcess:
             return subprocess.run([cli, *args], capture_output=True, text=True, timeout=30)

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterator
 
+from .. import settings
 from . import indexes, installed, lock_path, lock_python
 
-ENV_ROOT = Path(os.environ.get("RUNNER_ENV_DIR", Path.home() / ".cache" / "dl-bench-runner" / "envs"))
+ENV_ROOT: Path = settings.get(settings.ENV_DIR)
 
 
 class EnvironmentBuildError(Exception):

@@ -11,13 +11,12 @@ The docker SDK is imported lazily: planning and `--dry-run` never need it.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from typing import Any
 from collections.abc import Callable
 
-from .. import hostinfo
+from .. import hostinfo, settings
 from ..environments import Flavour, Source, folder_flavour, images
 from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
                                           EngineProblem, EngineSettings, EngineSlow, call,
@@ -31,7 +30,7 @@ from .containers import (LABEL_CELL, LABEL_OWNER, LABEL_RUN, ULIMITS, container_
                          save_host_gpu, save_logs)
 from .local import log_caps
 
-MEMORY_ENV = "DL_BENCH_DOCKER_MEMORY"       # optional memory limit per container, e.g. 64g
+MEMORY_ENV = settings.DOCKER_MEMORY         # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
 
 
@@ -45,7 +44,7 @@ class DockerExecutor(ImageExecutor):
         # The GPU a cell gets where its lane names none (hostinfo.GPU_ENV's first).
         self.gpu_id = gpu_id if gpu_id is not None else hostinfo.default_gpu_id()
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
-        self.mem_limit = mem_limit or os.environ.get(MEMORY_ENV) or None
+        self.mem_limit = mem_limit or settings.get(MEMORY_ENV)
         self.log_caps = log_caps()       # checked here: a bad setting stops the run early
         self._client: Any = None
         self.image_ids: dict[str, str] = {}

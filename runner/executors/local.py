@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -20,9 +19,9 @@ import uuid
 from pathlib import Path
 from collections.abc import Callable, Mapping
 
+from .. import settings
 from ..environments import (Flavour, Source, existing, folder_flavour, installed, lock_path,
                             venvs)
-from ..errors import UsageError
 from ..matrix import REPO_ROOT
 from ..worker.protocol import COMPILE_CACHE_ENV
 from ..worker.user_code import STAGED_ENV
@@ -40,17 +39,15 @@ SUPERVISOR = Path(__file__).with_name("supervisor.py")
 # cell's variables come from the matrix's `env`.
 INHERITED_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "PATH",
                  "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_*")
-INHERIT_ENV = "DL_BENCH_INHERIT_ENV"     # more host variables: NAME,NAME,PREFIX_* (the host's say)
+INHERIT_ENV = settings.INHERIT_ENV       # more host variables: NAME,NAME,PREFIX_* (the host's say)
 # What the runner decides for every worker: a matrix's `env` never overrides these (the worker
 # imports the runner's code from its checkout, with the tools the host's PATH names, and loads
 # no library the matrix slips in).
 RUNNER_OWNED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
                     "PYTHONSTARTUP", "PYTHONDONTWRITEBYTECODE", "PATH", "LD_PRELOAD")
-WORKER_ID_ENV = "DL_BENCH_WORKER_ID"      # one per attempt: finds whatever escaped its supervisor
+WORKER_ID_ENV = settings.WORKER_ID        # one per attempt: finds whatever escaped its supervisor
 # A worker's log keeps its first and last bytes: a flood cannot fill the disk.
-LOG_HEAD_ENV, LOG_TAIL_ENV = "DL_BENCH_LOG_HEAD_MB", "DL_BENCH_LOG_TAIL_MB"
-LOG_HEAD_MB, LOG_TAIL_MB = 1.0, 4.0
-NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+LOG_HEAD_ENV, LOG_TAIL_ENV = settings.LOG_HEAD_MB, settings.LOG_TAIL_MB
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -86,13 +83,7 @@ def sweep(worker_id: str) -> list[int]:
 
 def inherited_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """INHERITED_ENV plus what DL_BENCH_INHERIT_ENV adds (names, or prefixes ending in *)."""
-    environ = os.environ if environ is None else environ
-    extra = [n.strip() for n in environ.get(INHERIT_ENV, "").split(",") if n.strip()]
-    for name in extra:
-        if not NAME_PATTERN.match(name):
-            raise UsageError(f"{INHERIT_ENV}: {name!r} is not a variable name (expected "
-                             "NAME,NAME,PREFIX_* separated by commas)")
-    return INHERITED_ENV + tuple(extra)
+    return INHERITED_ENV + tuple(settings.get(INHERIT_ENV, environ))
 
 
 def worker_environment(matrix_env: dict[str, str], runner_env: dict[str, str],
@@ -143,18 +134,8 @@ def compile_cache_environment(work_dir: Path, env: dict[str, str],
 
 def log_caps(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     """(head, tail) bytes a worker's log keeps: DL_BENCH_LOG_HEAD_MB / _TAIL_MB, or 1 and 4."""
-    environ = os.environ if environ is None else environ
-    caps = []
-    for name, default in ((LOG_HEAD_ENV, LOG_HEAD_MB), (LOG_TAIL_ENV, LOG_TAIL_MB)):
-        text = environ.get(name, "").strip()
-        try:
-            value = float(text) if text else default
-        except ValueError:
-            value = -1.0
-        if not 0 < value < 1e6:    # also NaN and inf
-            raise UsageError(f"{name}={text!r}: expected a number of megabytes above 0")
-        caps.append(max(1, int(value * 2**20)))
-    return caps[0], caps[1]
+    head, tail = (settings.get(name, environ) for name in (LOG_HEAD_ENV, LOG_TAIL_ENV))
+    return max(1, int(head * 2**20)), max(1, int(tail * 2**20))
 
 
 def supervised(command: list[str], log_path: Path, caps: tuple[int, int]) -> list[str]:

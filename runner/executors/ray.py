@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from .. import settings
 from ..environments import (FLAVOUR_ENV, LOCKS, Flavour, Source, folder_flavour, lock_path,
                             lock_sha256)
 from ..worker.protocol import write_text_atomic
@@ -40,10 +41,10 @@ from .ray_cluster import (ADDRESS_ENV, ClusterLost, RayUnavailable, address_prob
                           import_ray, join, retries_setting)
 from .ray_node import staged_sources, prepare_on_node, run_on_node, where
 
-NODE_EXECUTOR_ENV = "DL_BENCH_NODE_EXECUTOR"   # auto | local | docker, on every node
+NODE_EXECUTOR_ENV = settings.NODE_EXECUTOR    # auto | local | docker, on every node
 # The driver's settings every node must share (the base image its Docker builds start from, a
 # forced flavour, a container memory limit, the node executor, what workers inherit, log caps).
-FORWARDED_ENV = ("DL_BENCH_BASE_IMAGE", "DL_BENCH_DOCKER_MEMORY", FLAVOUR_ENV, NODE_EXECUTOR_ENV,
+FORWARDED_ENV = (settings.BASE_IMAGE, settings.DOCKER_MEMORY, FLAVOUR_ENV, NODE_EXECUTOR_ENV,
                  INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
 NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
@@ -76,10 +77,7 @@ class RayExecutor(Executor):
         self.ray = import_ray()
         check_version(self.ray.__version__)
         self.address = address or os.environ.get(ADDRESS_ENV) or None
-        self.node_executor = os.environ.get(NODE_EXECUTOR_ENV, "auto")
-        if self.node_executor not in ("auto", "local", "docker"):
-            raise RayUnavailable(f"{NODE_EXECUTOR_ENV}={self.node_executor!r}: expected auto, "
-                                 "local or docker")
+        self.node_executor = settings.get(NODE_EXECUTOR_ENV)      # auto | local | docker
         self.facts: dict[str, Any] = {}     # the cluster's nodes, GPUs, CPUs, Ray version
         self._staged: tempfile.TemporaryDirectory | None = None
         self._task: Any = None
@@ -106,7 +104,7 @@ class RayExecutor(Executor):
                 self._staged = tempfile.TemporaryDirectory(prefix="dl-bench-ray-code-")
                 try:
                     join(ray, self.address, Path(self._staged.name),
-                         {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ})
+                         settings.texts(FORWARDED_ENV))
                 except RayUnavailable:
                     self._drop_stage()
                     raise
@@ -148,7 +146,7 @@ class RayExecutor(Executor):
     def would_use(self, source: Source) -> tuple[str | None, str]:
         if source.existing:
             return None, f"python {source.python} on each node"
-        flavour = os.environ.get(FLAVOUR_ENV) or None
+        flavour = settings.get(FLAVOUR_ENV)
         locks = "/".join(sorted({lock_path(source.image_folder, folder_flavour(
             Flavour(f, ""), source.image_folder)).name for f in ([flavour] if flavour else LOCKS)}))
         return flavour or NODE_FLAVOUR.name, f"images/{source.folder}/{locks}, built on each node"
@@ -198,7 +196,7 @@ class RayExecutor(Executor):
                     (f", {len(failures)} failed" if failures else ""))
         metadata: dict[str, Any] = {"executor": self.name,
                                     "env_source": "existing" if source.existing else "lock"}
-        forced = os.environ.get(FLAVOUR_ENV)
+        forced = settings.get(FLAVOUR_ENV)
         if forced and forced in locks:
             metadata["lock_sha256"] = locks[forced]
         if failures and not ready:

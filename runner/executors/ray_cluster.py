@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
+from .. import settings
 from ..matrix import IMAGES_DIR, REPO_ROOT
 from .base import ExecutorUnavailable
 
 ADDRESS_ENV = "RAY_ADDRESS"
-RETRIES_ENV = "DL_BENCH_RAY_RETRIES"       # resubmissions of a lost task (default 2)
-DEFAULT_RETRIES = 2
+RETRIES_ENV = settings.RAY_RETRIES        # resubmissions of a lost task (default 2)
 MIN_RAY = (2, 52)                           # token authentication
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
 
@@ -41,11 +41,7 @@ def import_ray() -> Any:
 
 
 def retries_setting() -> int:
-    text = os.environ.get(RETRIES_ENV, str(DEFAULT_RETRIES)).strip()
-    if not text.isdigit() or int(text) > 100:
-        raise RayUnavailable(f"{RETRIES_ENV}={text!r}: expected a whole number from 0 to 100 "
-                             "(resubmissions of a lost task)")
-    return int(text)
+    return int(settings.get(RETRIES_ENV))
 
 
 def check_version(version: str) -> None:

@@ -126,7 +126,7 @@ class Bisect:
         lock = folder / "requirements.lock"
         uv = find_uv()
         if uv is None:
-            raise UsageError("runner bisect needs uv (pip install uv) to resolve the stacks")
+            raise UsageError("bisect needs uv (pip install uv) to resolve the stacks")
         command = [uv, "pip", "compile", str(wanted), "--generate-hashes", "--quiet",
                    "--python-version", self.python, "--output-file", str(lock)]
         for link in self.find_links:

@@ -2,24 +2,25 @@
 
 The URL, first found: `--db URL` on the command line, `[history] url` in the matrix,
 DL_BENCH_HISTORY_URL, else the embedded default `sqlite:///<results>/history.sqlite`. A team
-points every VM at one PostgreSQL server (`postgresql://user@host/db`, driven by psycopg 3).
+points every VM at one PostgreSQL server (`postgresql://user@host/db`, driven by psycopg 3:
+the `postgres` extra, so that the host's own install needs no database driver).
 Every open upgrades the schema to the newest Alembic revision first (idempotent), so an older
 database is migrated in place, never recreated.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from .. import settings
 from ..errors import UsageError
 from ..results.store import RESULTS_DIR
 
-URL_ENV = "DL_BENCH_HISTORY_URL"
+URL_ENV = settings.HISTORY_URL
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
@@ -33,7 +34,7 @@ def default_url(results_dir: Path = RESULTS_DIR) -> str:
 
 def resolve_url(given: str | None = None, matrix_url: str | None = None,
                 results_dir: Path = RESULTS_DIR) -> str:
-    return given or matrix_url or os.environ.get(URL_ENV) or default_url(results_dir)
+    return given or matrix_url or settings.get(URL_ENV) or default_url(results_dir)
 
 
 def _driver_url(url: str) -> str:
@@ -54,7 +55,12 @@ def engine_for(url: str) -> Engine:
         raise UsageError(f"history URL {url!r}: use sqlite:///PATH or postgresql://…")
     if parsed.get_backend_name() == "sqlite" and parsed.database:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(_driver_url(url))
+    try:
+        engine = create_engine(_driver_url(url))
+    except ModuleNotFoundError as exc:    # psycopg: the `postgres` extra, not the host's core
+        raise UsageError(f"history URL {shown(url)}: its driver is not installed ({exc.name}); "
+                         f"install the extra: pip install 'dl-bench-runner[postgres]' "
+                         "(in a checkout: .venv/bin/pip install -e '.[postgres]')") from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine

@@ -57,8 +57,8 @@ def run_row(engine: Engine, run_id: str) -> dict[str, Any]:
         if path.is_dir():
             rows = _all(engine, select(r).where(r.c.path == str(path.resolve())))
     if not rows:
-        raise UsageError(f"{run_id}: no such run in the history (runner history list shows them; "
-                         "runner history import RUN_DIR stores one)")
+        raise UsageError(f"{run_id}: no such run in the history (python -m runner history list "
+                         "shows them; python -m runner history import RUN_DIR stores one)")
     return dict(rows[0]._mapping)
 
 

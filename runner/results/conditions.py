@@ -18,6 +18,7 @@ statistics' own warnings (CV, short windows, repeats that disagree) stay in stat
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..worker.monitor import SLOWDOWN_EVENTS
@@ -33,6 +34,57 @@ TITLES = {
     "settle": "The GPU was not quiet when a repeat started",
     "compilations": "The framework compiled inside the timed window",
 }
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of warning: the group (warning_groups' key) its text is in, what its text holds
+    (the first kind of its group, in this order, whose `mark` the text contains), what one line
+    says of all the cells that have it, and whether each cell gets a line of its own: only for
+    what a user must act on (a figure that mixes two setups, a compilation inside the timed
+    window, another process on the GPU). The rest is the machine being itself (a shared CPU,
+    sub-millisecond steps, boost clocks): one line per kind, naming the cells."""
+    group: str
+    mark: str
+    says: str
+    act: bool = False
+
+
+WARNING_KINDS = (
+    Kind("statistics", "different setups", "repeats ran on different setups", act=True),
+    # Outliers are the machine's on a shared CPU (dozens in a sub-millisecond cell); a
+    # compilation inside the window, which they may also be, is counted apart (compilations).
+    Kind("statistics", "timed sample(s) above", "timed samples above 10× the median (a stall, "
+         "or a recompilation)"),
+    Kind("statistics", "CV ", "a step-to-step CV above the limit"),
+    Kind("statistics", "timed window ", "a timed window under 1 s"),
+    Kind("statistics", "energy window ", "an energy window under 1 s (NVML's counter is "
+         "coarser)"),
+    Kind("statistics", "repeats disagree", "repeats that disagree (Kruskal-Wallis)"),
+    Kind("statistics", "", "other caution about the numbers"),
+    Kind("compilations", "", "compilations inside the timed window", act=True),
+    Kind("other load", "another process was on the GPU", "another process on the GPU",
+         act=True),
+    Kind("other load", "other processes used", "other processes using the host's CPU"),
+    Kind("other load", "", "CPU time given to other VMs (steal)"),
+    Kind("throttle", "", "the GPU slowing its clocks (power or heat)"),
+    Kind("clocks", "", "clocks that differed between repeats"),
+    Kind("settle", "", "a repeat started on a GPU that was not quiet"),
+)
+
+
+def kind_of(group: str, text: str) -> Kind:
+    return next((k for k in WARNING_KINDS if k.group == group and k.mark in text),
+                Kind(group, "", group))
+
+
+def to_act_on(summary: Mapping[str, Any]) -> bool:
+    """Whether a cell has a warning its user must act on (the terminal marks it)."""
+    return any(kind_of(group, text).act
+               for group, texts in (summary.get("warning_groups") or {}).items()
+               for text in texts)
+
+
 OTHER_LOAD_SHARE = 0.05     # other processes' share of the host's CPU time (or steal) to warn
 DEFAULT_CLOCK_SPREAD = 0.05  # without a machine profile
 MIN_CLOCK_SPREAD = 0.01     # clocks move in steps of ~15 MHz: never flag less than 1 %

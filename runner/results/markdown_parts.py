@@ -224,7 +224,9 @@ def machine_lines(manifest: Manifest) -> list[str]:
 
 def warnings_section(manifest: Manifest, summaries: list[CellSummary]) -> list[str]:
     """The warnings, grouped by kind in plain words (conditions.TITLES): the machine, the
-    numbers themselves, throttling, other load, clocks, settle."""
+    numbers themselves, throttling, other load, clocks, settle. In each group a line per cell
+    for what its user must act on, then one line per other kind, naming its cells (however
+    many)."""
     machine = machine_lines(manifest)
     flagged = [s for s in summaries if s.get("warnings")]
     if not flagged and not machine:
@@ -232,19 +234,32 @@ def warnings_section(manifest: Manifest, summaries: list[CellSummary]) -> list[s
     parts = ["## Warnings", ""]
     if machine:
         parts += ["### This machine", "", *[f"- {line}" for line in machine], ""]
-    for kind in ("statistics", *conditions.KINDS):
-        cells: list[tuple[CellSummary, list[str]]] = [
-            (s, texts) for s in flagged
-            if (texts := (s.get("warning_groups") or {"statistics": s["warnings"]}).get(kind))]
-        if not cells:
+    for group in ("statistics", *conditions.KINDS):
+        lines = _group_lines(group, flagged)
+        if not lines:
             continue
-        parts += [f"### {conditions.TITLES[kind]}", ""]
-        if kind == "statistics":
-            parts += [f"CV limit {stats.CV_LIMIT * 100:.0f} %, minimum timed window "
+        parts += [f"### {conditions.TITLES[group]}", ""]
+        if group == "statistics":
+            parts += [f"CV limit {stats.CV_LIMIT * 100:.0f} % (or this machine's own step-to-step "
+                      f"CV, where its machine profile has one), minimum timed window "
                       f"{stats.MIN_WINDOW_S:.0f} s:", ""]
-        parts += [f"- `{s['cell_name']}`: " + "; ".join(texts) for s, texts in cells]
-        parts.append("")
+        parts += [*lines, ""]
     return parts
+
+
+def _group_lines(group: str, flagged: list[CellSummary]) -> list[str]:
+    own: list[str] = []
+    shared: dict[conditions.Kind, list[str]] = {}
+    for s in flagged:
+        texts = (s.get("warning_groups") or {"statistics": s["warnings"]}).get(group) or []
+        for text in texts:
+            kind = conditions.kind_of(group, text)
+            if kind.act:
+                own.append(f"- `{s['cell_name']}`: {text}")
+            else:
+                shared.setdefault(kind, []).append(f"`{s['cell_name']}` ({text})")
+    return own + [f"- {kind.says[0].upper()}{kind.says[1:]}, {len(cells)} time(s): "
+                  + "; ".join(cells) for kind, cells in shared.items()]
 
 
 def _ci_text(s: Mapping[str, Any]) -> str:

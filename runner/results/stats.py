@@ -324,12 +324,18 @@ def metadata_values(records: Sequence[Mapping[str, Any]],
     return values
 
 
-def warnings_for(ok_records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> list[str]:
+def warnings_for(ok_records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
+                 cv_limit: float | None = None) -> list[str]:
     """Why this cell's numbers deserve caution; empty when nothing is wrong. What the machine
-    did meanwhile (throttling, other load, clocks, settle) is conditions.py's."""
+    did meanwhile (throttling, other load, clocks, settle) is conditions.py's. The CV is judged
+    against `cv_limit` where this machine's own is known (its machine profile), else CV_LIMIT."""
     out: list[str] = []
-    if summary.get("cv") is not None and summary["cv"] > CV_LIMIT:
-        out.append(f"CV {fmt(summary['cv'] * 100)} % > {CV_LIMIT * 100:.0f} %")
+    limit = max(CV_LIMIT, cv_limit) if cv_limit is not None else CV_LIMIT
+    if summary.get("cv") is not None and summary["cv"] > limit:
+        own = limit > CV_LIMIT
+        out.append(f"CV {fmt(summary['cv'] * 100)} % > "
+                   + (f"{fmt(limit * 100)} % (this machine's, from its machine profile)" if own
+                      else f"{CV_LIMIT * 100:.0f} %"))
     train = [r["train_s"] for r in ok_records if r.get("train_s") is not None]
     if train and min(train) < MIN_WINDOW_S:
         out.append(f"timed window {fmt(min(train))} s < {MIN_WINDOW_S:.0f} s")
@@ -360,10 +366,12 @@ def _median_of(values: Sequence[float | None]) -> float | None:
     return float(np.median(known)) if known else None
 
 
-def across_repeats(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def across_repeats(records: Sequence[Mapping[str, Any]],
+                   cv_limit: float | None = None) -> dict[str, Any]:
     """Summary of one cell with the repeat as the unit (see the module docstring): the median
     of the repeat medians, the interval across repeats, each repeat's spread then the median
-    across repeats; failed repeats are counted, never summarised."""
+    across repeats; failed repeats are counted, never summarised. `cv_limit`: this machine's
+    own CV (warnings_for)."""
     ok = [r for r in records if r.get("status") == "ok"]
     per_repeat = [list(r["samples_ms"]) for r in ok if r.get("samples_ms")]
     each = [summarize(samples) for samples in per_repeat]
@@ -388,7 +396,7 @@ def across_repeats(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out["iqr_ms"] = _median_of([iqr(s) for s in per_repeat])
     out["median_ci_low_ms"], out["median_ci_high_ms"] = median_ci(medians)
     out["cv"] = _median_of([cv(s) for s in per_repeat])
-    out["warnings"] = warnings_for(ok, out) if ok else []
+    out["warnings"] = warnings_for(ok, out, cv_limit) if ok else []
     return out
 
 

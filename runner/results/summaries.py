@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from . import conditions, stats
-from ..machine_profile import spread_for
+from ..machine_profile import cv_for, spread_for
 from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 from .types import CellSummary, Record
@@ -179,7 +179,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
             "user_workload": first.get("user_workload"),
             "status": status,
             "error": next((r["error"] for r in reps if r["status"] == status and r.get("error")), None),
-            **stats.across_repeats(reps),
+            **stats.across_repeats(reps, cv_for(profile, first.get("workload"))),
         }
         warning_groups(summary, reps, profile)
         ok = [r for r in reps if r["status"] == "ok"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from .conditions import to_act_on
 from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values
 from .summaries import TF32_MARK, keras_view, pivot, tf32_rows
 from .types import CellSummary
@@ -13,17 +15,22 @@ def terminal_table(summaries: list[CellSummary], title: str,
                    columns: list[str] | None = None, titles: dict[str, str] | None = None):
     """A rich table of median ms/step, rows × environments (in `columns` order, headed by
     `titles` where given; labels escaped: `[precision=...]` is not markup)."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
-    table = Table(title=title, title_justify="left")
+    # No outer border and one space between columns; an environment's name breaks after its
+    # hyphens in the header, a number never breaks: eight environments fit 100 columns.
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, padding=(0, 1, 0, 0))
     marked = tf32_rows(summaries)
-    table.add_column("Workload (task)")
-    table.add_column("Batch", justify="right")
+    table.add_column("Workload (task)", overflow="fold", min_width=12)
+    table.add_column("Batch", justify="right", no_wrap=True)
     for env in environments:
-        table.add_column(escape((titles or {}).get(env, env)), justify="right")
+        table.add_column(header((titles or {}).get(env, env)), justify="right", no_wrap=True)
     for label, batch in rows:
         best = best_text(comparable_values((grid.get((label, batch, e)) for e in environments),
                                            "median_ms"))
@@ -37,22 +44,35 @@ def terminal_table(summaries: list[CellSummary], title: str,
             elif text and text not in ("NA",) and not text[0].isdigit() and text != "–":
                 text = f"[red]{text}[/]"
             cell = grid.get((label, batch, env))
-            if cell is not None and cell.get("warnings"):
+            if cell is not None and to_act_on(cell):
                 text += " [yellow]![/]"
             cells.append(text)
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(escape(label) + mark, str(batch), *cells)
-    flagged = sum(1 for s in summaries if s.get("warnings"))
+    flagged = sum(1 for s in summaries if to_act_on(s))
+    routine = sum(1 for s in summaries if s.get("warnings")) - flagged
     differing = sum(1 for s in summaries if s.get("answer_differs"))
     table.caption = ("median of the repeat medians, ms/step; best in green (ties as printed all "
                      "green); NA = not applicable"
-                     + (f"; [yellow]![/] {flagged} cell(s) with warnings (report.md)"
+                     + (f"; [yellow]![/] {flagged} cell(s) to look at (report.md)"
                         if flagged else "")
+                     + (f"; {routine} {'more ' if flagged else ''}with warnings of the "
+                        "machine's noise (one line per kind in report.md)" if routine else "")
                      + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
                         if marked else "")
                      + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
                         "answer from their row, never best (report.md)" if differing else ""))
+    # As wide as its legend where the terminal allows: the legend wraps only at its edge.
+    table.min_width = len(Text.from_markup(table.caption).plain)
     return table
+
+
+def header(name: str) -> str:
+    """An environment's column header: a long name a line per hyphenated part
+    ("keras-\\ntensorflow"), so that its column is as wide as its numbers."""
+    from rich.markup import escape
+
+    return escape(re.sub(r"(?<=-)(?=[^-])", "\n", name) if len(name) > 10 else name)
 
 
 def tables(summaries: list[CellSummary], title: str) -> list[Any]:

@@ -211,3 +211,13 @@ def test_matrix_history_url_must_be_a_database_url(write_matrix):
     path = write_matrix('[history]\nurl = "http://example"\n[[benchmarks]]\nworkload = "matmul"\n')
     with pytest.raises(UsageError, match="history.url"):
         matrix_mod.load(path)
+
+
+def test_postgresql_without_its_driver_is_one_line_naming_the_extra(capsys, monkeypatch):
+    # psycopg is the `postgres` extra: a host installed without it gets one line, exit 2.
+    from runner import cli
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)       # as if it were not installed
+    assert cli.main(["history", "list", "--db", "postgresql://bench@127.0.0.1:1/bench"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dl-bench-runner[postgres]" in err, err

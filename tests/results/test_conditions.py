@@ -5,6 +5,7 @@ summaries and in report.md's warnings section."""
 from __future__ import annotations
 
 from runner.results import conditions, markdown
+from runner.results.formatting import fmt
 from runner.results.summaries import cell_summaries
 from runner.worker.catalog import AXIS_DEFAULTS
 
@@ -99,7 +100,9 @@ def test_summaries_group_the_warnings_and_the_report_titles_each_group():
                       "### The GPU throttled (slowed its clocks for power or heat)",
                       "### Something else was running"]
     assert "no machine profile for host vm (no GPU): compare keeps its fixed threshold" in section
-    assert "- `matmul-run-jax-b1`: other processes used 80 % of the host's CPU time" in section
+    # The machine's noise: one line per kind, the cell and its words in it.
+    assert ("- Other processes using the host's CPU, 1 time(s): `matmul-run-jax-b1` (other "
+            "processes used 80 % of the host's CPU time") in section
 
 
 def test_the_machines_spread_from_the_profile_judges_the_clocks():
@@ -125,3 +128,54 @@ def test_a_compilation_inside_the_timed_window_is_named():
     assert found == {"compilations": [
         f"r2: 3 compilation(s) inside the timed window ({counted}); the samples that hold them "
         "are slower than a step"]}
+
+
+def noisy_cell(n: int, **extra) -> list[dict]:
+    """Two repeats of a sub-millisecond cell whose steps spread by ~20 % (CV > 5 %)."""
+    samples = [0.1 * (1.0 + 0.35 * ((i * 7) % 5 - 2) / 2) for i in range(30)]
+    return [record(r, cell_id=f"c{n}", cell_name=f"matmul-run-jax-b1-n={n}", options={"n": n},
+                   samples_ms=samples, **extra) for r in (1, 2)]
+
+
+def test_the_machines_noise_is_one_line_per_kind_and_what_to_act_on_a_line_each():
+    from rich.console import Console
+
+    from runner.results import terminal
+
+    records = [r for n in range(30) for r in noisy_cell(n)]
+    mixed = noisy_cell(100)
+    mixed[1]["metadata"] = {"driver_version": "560.35.03"}      # a resume after an upgrade
+    seen = {"share": 0.4, "samples": 10, "own_pid_listed": True,
+            "processes": [{"pid": 4242, "name": "python3", "used_mb": 2048.0}]}
+    busy_gpu = noisy_cell(101, gpu_other_processes=seen)
+    summaries = cell_summaries(records + mixed + busy_gpu)
+    assert sum(1 for s in summaries if s["warnings"]) == 32
+    section = markdown.report_markdown({"name": "x"}, summaries).split("## Warnings")[1]
+    lines = [line for line in section.splitlines() if line.startswith("- ")]
+    cv_lines = [line for line in lines if line.startswith("- A step-to-step CV above")]
+    assert len(cv_lines) == 1 and cv_lines[0].count("`matmul-run-jax-b1-n=") == 32
+    assert "- `matmul-run-jax-b1-n=100`: repeats ran on different setups" in section
+    assert "- `matmul-run-jax-b1-n=101`: another process was on the GPU" in section
+    assert len(lines) == 4      # 32 flagged cells: the CV line, then the two to act on (one of
+    #                             them on both its repeats)
+    console = Console(width=200, record=True)
+    console.print(terminal.terminal_table(summaries, "t"))
+    shown = console.export_text()
+    assert shown.count("!") == 3             # the two cells to act on, and the legend's own
+    assert "2 cell(s) to look at" in shown and "30 more with warnings of the machine's noise" in shown
+
+
+def test_the_cv_is_judged_against_the_machines_own_where_its_profile_has_one():
+    cells = noisy_cell(1)
+    (alone,) = cell_summaries(cells)
+    cv = alone["cv"]
+    assert cv > 0.05 and alone["warnings"] == [f"CV {fmt(cv * 100)} % > 5 %"]
+    quieter = {"found": True, "cv": 0.02, "classes": {"matmul": {"cv": cv * 0.5}}}
+    (judged,) = cell_summaries(cells, profile=quieter)   # noisier than this machine's own
+    assert judged["warnings"][0].endswith("(this machine's, from its machine profile)")
+    noisier = {"found": True, "cv": 0.02, "classes": {"matmul": {"cv": cv * 1.2}}}
+    (normal,) = cell_summaries(cells, profile=noisier)   # within this machine's own noise
+    assert normal["warnings"] == []
+    other = [{**r, "workload": "cnn", "task": "fit"} for r in cells]
+    (cnn,) = cell_summaries(other, profile=noisier)      # no cnn class: the machine's (2 %)
+    assert cnn["warnings"] and cnn["warnings"][0].endswith("> 5 %")     # never under 5 %

@@ -41,7 +41,7 @@ def test_report_subcommand_regenerates_every_output(run, capsys):
         assert (run / "plots" / name).read_bytes()[:8] == PNG_MAGIC, name
     assert len((run / "results.jsonl").read_text().splitlines()) == 22  # every record
     out = " ".join(capsys.readouterr().out.split())      # the caption wraps with the width
-    assert "cell(s) with warnings" in out
+    assert "3 with warnings of the machine's noise" in out
     assert "elementwise (run) [jit=False]" in out or "[jit=False]" in out   # not eaten as markup
 
 
@@ -120,7 +120,8 @@ def test_markdown_warnings_and_training_sections(summaries):
     text = markdown.report_markdown({"name": "fixture"}, summaries)
     warnings = text.split("## Warnings")[1].split("\n## ")[0]
     throttle = warnings.split("### The GPU throttled")[1].split("\n### ")[0]
-    assert "`matmul-run-jax-b1`: GPU clock slowdown: hw_thermal_slowdown in r2" in throttle
+    assert ("The GPU slowing its clocks (power or heat), 1 time(s): `matmul-run-jax-b1` (GPU clock "
+            "slowdown: hw_thermal_slowdown in r2)") in throttle
     assert "hw_thermal_slowdown" not in warnings.split("### The GPU throttled")[0]
     assert "repeats disagree" in warnings and "energy window" in warnings
     assert "cnn-fit-keras-jax" not in warnings  # a clean cell is not listed
