@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from . import scheduling
 from .environments import Source
+from .errors import user_text
 from .executors.base import Prepared
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan
@@ -29,19 +29,19 @@ from .results.types import CellSummary, Manifest
 
 
 def show_profile(matrix: Matrix, console: Console) -> None:
-    console.print(f"[bold]profile:[/] {matrix.profile} ({escape(matrix.profile_reason)})",
+    console.print(f"[bold]profile:[/] {matrix.profile} ({user_text(matrix.profile_reason)})",
                   soft_wrap=True)
 
 
 def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console) -> None:
     """The executor, flavour and lanes and why; per environment of `cells` what it uses and
     the variables its workers get."""
-    console.print(f"[bold]executor:[/] {setup.executor.name} ({escape(setup.reason)})",
+    console.print(f"[bold]executor:[/] {setup.executor.name} ({user_text(setup.reason)})",
                   soft_wrap=True)
-    console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})",
+    console.print(f"[bold]flavour:[/] {setup.flavour.name} ({user_text(setup.flavour.reason)})",
                   soft_wrap=True)
     lanes, why = setup.lanes()
-    console.print(f"[bold]parallel:[/] {scheduling.lanes_text(lanes)} ({escape(why)})",
+    console.print(f"[bold]parallel:[/] {scheduling.lanes_text(lanes)} ({user_text(why)})",
                   soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells))
@@ -58,8 +58,8 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
         env = matrix.spec.environments[name]
         executor, flavour, uses = setup.would_use(Source.of(env.image, env.python))
         api = env.api + (f"/{env.backend}" if env.backend else "")
-        table.add_row(escape(name), escape(api), executor, flavour or "as installed",
-                      escape(uses))
+        table.add_row(user_text(name), user_text(api), executor, flavour or "as installed",
+                      user_text(uses))
     return table
 
 
@@ -72,7 +72,7 @@ def show_env(matrix: Matrix, cells: list[Cell], console: Console) -> None:
         variables = " ".join(f"{k}={v}" for k, v in first[name].env.items())
         unsafe = matrix.spec.environments[name].unsafe_env
         if variables:
-            lines.append(f"[bold]env {escape(name)}:[/] {escape(variables)}"
+            lines.append(f"[bold]env {user_text(name)}:[/] {user_text(variables)}"
                          + (" [red](unsafe_env = true)[/]" if unsafe else ""))
     for line in lines or ["[bold]env:[/] no environment sets variables"]:
         console.print(line, soft_wrap=True, highlight=False)
@@ -99,11 +99,11 @@ def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], conso
     line = f"{action} {len(parts)} environment(s): " + ("; ".join(parts) or "none")
     if left:
         line += f"; not {', '.join(left)} (no selected cell runs there)"
-    console.print(f"[bold]build:[/] {escape(line)}", soft_wrap=True, highlight=False)
+    console.print(f"[bold]build:[/] {user_text(line)}", soft_wrap=True, highlight=False)
 
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
-    table = Table(title=escape(f"Plan: {matrix.path} (profile {matrix.profile})"),
+    table = Table(title=user_text(f"Plan: {matrix.path} (profile {matrix.profile})"),
                   title_justify="left")
     table.add_column("cell", overflow="fold")
     table.add_column("id", no_wrap=True)
@@ -117,11 +117,11 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
         state = "to run" if cell.id in pending else "done"
         if done and cell.id in pending:
             state = f"{done} done, rest to run"
-        table.add_row(escape(cell.name), cell.id, str(cell.repeats),
+        table.add_row(user_text(cell.name), cell.id, str(cell.repeats),
                       f"{cell.warmup_steps}+{cell.steps}", state)
     for cell in plan.not_applicable:
-        table.add_row(escape(cell.name), cell.id, "–", "–",
-                      f"[yellow]NA: {escape(cell.not_applicable or '')}[/]")
+        table.add_row(user_text(cell.name), cell.id, "–", "–",
+                      f"[yellow]NA: {user_text(cell.not_applicable or '')}[/]")
     table.caption = (f"{len(plan.to_run)} runs to do, {len(plan.done)} done, "
                      f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out")
     return table
@@ -131,35 +131,35 @@ def announce_machine(manifest: Manifest, console: Console) -> None:
     """The run's first lines say whether this machine's noise is known (a machine profile)."""
     profile = manifest.get("machine_profile") or {}
     if profile.get("found"):
-        console.print(f"[bold]machine profile:[/] {escape(profile['path'])} (compare threshold "
+        console.print(f"[bold]machine profile:[/] {user_text(profile['path'])} (compare threshold "
                       f"{profile.get('threshold', 0) * 100:.1f} %, measured "
                       f"{profile.get('measured_at')})", soft_wrap=True)
     elif profile.get("key"):
-        console.print(f"[yellow]! {escape(profile['why'])}: its noise is unknown; measure it "
+        console.print(f"[yellow]! {user_text(profile['why'])}: its noise is unknown; measure it "
                       f"with `python -m runner doctor --measure MATRIX`[/]", soft_wrap=True)
 
 
 def show_prepared(key: str, ready: Prepared, took: float, console: Console) -> None:
-    label = escape(key)
+    label = user_text(key)
     if ready.error:
-        console.print(f"[red]✗ environment {label}: {escape(ready.error)}[/]")
+        console.print(f"[red]✗ environment {label}: {user_text(ready.error, keep_lines=True)}[/]")
     else:
         console.print(f"[green]✓[/] environment {label} ready ({took:.0f} s)")
     for warning in ready.warnings:
-        console.print(f"[yellow]! environment {label}: {escape(warning)}[/]")
+        console.print(f"[yellow]! environment {label}: {user_text(warning, keep_lines=True)}[/]")
 
 
 def cell_line(entry: Entry, record: Mapping[str, Any]) -> str:
     """✓ name r2 [GPU 1]: 12.3 ms/step — a cell × repeat as it finishes."""
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
-    return (f"{mark} {escape(entry.cell.name)} r{entry.repeat}"
-            f"{escape(ran_on(record))}: {escape(outcome_text(record))}")
+    return (f"{mark} {user_text(entry.cell.name)} r{entry.repeat}"
+            f"{user_text(ran_on(record))}: {user_text(outcome_text(record))}")
 
 
 def calibration_line(cell: Cell, record: Mapping[str, Any]) -> str:
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
-    return (f"{mark} calibration {escape(cell.environment)} "
-            f"{cell.axes['precision']}: {escape(peak_text(record))}")
+    return (f"{mark} calibration {user_text(cell.environment)} "
+            f"{cell.axes['precision']}: {user_text(peak_text(record))}")
 
 
 def peak_text(record: Mapping[str, Any]) -> str:
@@ -188,6 +188,6 @@ def outcome_text(record: Mapping[str, Any]) -> str:
 def show_results(summaries: list[CellSummary], title: str, root: Path,
                  console: Console) -> None:
     """The results tables of a run, and where its report is."""
-    for table in tables(summaries, escape(title)):
+    for table in tables(summaries, user_text(title)):
         console.print(table)
-    console.print(f"report: {escape(str(root / 'report.md'))}", soft_wrap=True)
+    console.print(f"report: {user_text(str(root / 'report.md'))}", soft_wrap=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.markup import escape
+from ..errors import user_text
 
 
 def runner_version() -> str | None:
@@ -29,9 +29,9 @@ def record_finished_run(run_dir: Path, matrix_url: str | None, results_dir: Path
                                      extra={"runner_version": runner_version()})
         finally:
             engine.dispose()
-        console.print(f"history: {done.action} {escape(done.run_id)} in {escape(db.shown(url))}",
-                      soft_wrap=True)
+        console.print(f"history: {done.action} {user_text(done.run_id)} in "
+                      f"{user_text(db.shown(url))}", soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 — the run is finished: never fail it here
         text = str(exc).strip().splitlines()
         console.print(f"[yellow]! history: not recorded ({type(exc).__name__}: "
-                      f"{escape(text[0] if text else '')})[/]", soft_wrap=True)
+                      f"{user_text(text[0] if text else '')})[/]", soft_wrap=True)
