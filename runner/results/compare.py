@@ -143,10 +143,10 @@ def open_run(path: Path) -> tuple[Store, Manifest]:
     return store, store.read_manifest()
 
 
-def readable_records(store: Store) -> list[Record]:
-    """The run's valid records; every file that is not one is named on stderr (never skipped
-    without a word)."""
-    records, unreadable = store.read_records()
+def readable_records(store: Store, manifest: Manifest | None = None) -> list[Record]:
+    """The run's valid records (of the cells its manifest lists); every file that is not one is
+    named on stderr (never skipped without a word)."""
+    records, unreadable = store.read_records(manifest)
     for path, problem in unreadable:
         print(f"warning: {one_line(f'{path}: {problem}; not compared')}", file=sys.stderr)
     return records
@@ -292,14 +292,14 @@ def choose_threshold(given: float | None, manifest_a: Manifest,
 
 def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
                  alpha: float = DEFAULT_ALPHA) -> Comparison:
-    if (threshold is not None and threshold < 0) or not 0 < alpha < 1:
+    if (threshold is not None and not 0 <= threshold < math.inf) or not 0 < alpha < 1:
         raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, "
                          f"{alpha})")
     sides, all_records, manifests = [], [], []
     for path in (run_a, run_b):
         store, manifest = open_run(path)
         manifests.append(manifest)
-        records = readable_records(store)
+        records = readable_records(store, manifest)
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
         key = pairing_keys(summaries)
