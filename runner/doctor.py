@@ -197,11 +197,12 @@ def check_local_builds(folders: list[str], flavour: Flavour) -> Check:
 
 def check_interpreters(pythons: list[str]) -> list[Check]:
     from .environments import existing
+    from .executors.local import inherited_names, probe_environment
 
     checks = []
     for python in pythons:
         try:
-            found = existing.probe(python)
+            found = existing.probe(python, probe_environment(inherited_names()))
             checks.append(Check("interpreter", True, f"{python}: Python {found.version}"))
         except existing.InterpreterError as exc:
             checks.append(Check("interpreter", False, str(exc),
