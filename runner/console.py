@@ -127,6 +127,14 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
     return table
 
 
+def show_history(url: str, why: str, console: Console) -> None:
+    """Where the run's history goes (its password hidden), and why there."""
+    from .history.destination import shown
+
+    console.print(f"[bold]history database:[/] {user_text(shown(url))} ({user_text(why)})",
+                  soft_wrap=True, highlight=False)
+
+
 def announce_machine(manifest: Manifest, console: Console) -> None:
     """The run's first lines say whether this machine's noise is known (a machine profile)."""
     profile = manifest.get("machine_profile") or {}

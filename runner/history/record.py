@@ -17,12 +17,11 @@ def runner_version() -> str | None:
         return None
 
 
-def record_finished_run(run_dir: Path, matrix_url: str | None, results_dir: Path,
-                        console) -> None:
+def record_finished_run(run_dir: Path, url: str, console) -> None:
+    """The run folder into the history at `url` (the pipeline's history_destination)."""
     try:
         from . import db, ingest
 
-        url = db.resolve_url(None, matrix_url, results_dir)
         engine = db.open_history(url)
         try:
             done = ingest.import_run(engine, run_dir, origin="run",

@@ -215,6 +215,7 @@ class ManifestModel(_Data):
     report: ManifestReport | None = None
     calibration: dict[str, Any] | None = None
     matrix_sha256: str | None = None
+    resumed: list[dict[str, Any]] | None = None
 
 
 def manifest_problem(data: Any) -> str | None:
