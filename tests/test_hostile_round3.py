@@ -23,46 +23,20 @@ import time
 import tomllib
 from pathlib import Path
 
-import psutil
 import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from runner import cli, pipeline
 from runner.matrix import REPO_ROOT
+# MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
+from test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
 
 HOST_PYTHON = sys.executable
 
-MATRIX = f"""
-[run]
-name = "hostile"
-repeats = 2
-warmup_steps = 1
-steps = 3
-timeout = 60
-profile = "full"
-
-[environments.host]
-python = "{HOST_PYTHON}"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["host"]
-options = {{ behaviour = "ok", sleep_ms = [1.0, 2.0] }}
-"""
 FUZZ = settings(max_examples=int(os.environ.get("HOSTILE_FUZZ_EXAMPLES", "25")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow,
                                        HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture(autouse=True)
-def no_process_left_behind():
-    yield
-    deadline = time.monotonic() + 10
-    while psutil.Process().children(recursive=True) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert psutil.Process().children(recursive=True) == []
 
 
 @pytest.fixture(autouse=True)
