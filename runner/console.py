@@ -15,11 +15,11 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from . import scheduling
 from .environments import Source
+from .errors import user_text
 from .executors.base import Prepared
 from .machine_profile import MEASURE_HINT
 from .matrix import Cell, Matrix
@@ -31,7 +31,7 @@ from .results.types import CellSummary, Manifest
 
 
 def show_profile(matrix: Matrix, console: Console) -> None:
-    console.print(f"[bold]profile:[/] {matrix.profile} ({escape(matrix.profile_reason)})",
+    console.print(f"[bold]profile:[/] {matrix.profile} ({user_text(matrix.profile_reason)})",
                   soft_wrap=True)
 
 
@@ -39,19 +39,19 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
                runs: Mapping[str, str] | None = None) -> None:
     """The executor, flavour and lanes and why; per environment of `cells` what it uses (and
     `runs`: what the run does there) and the variables its workers get."""
-    console.print(f"[bold]executor:[/] {setup.executor.name} ({escape(setup.reason)})",
+    console.print(f"[bold]executor:[/] {setup.executor.name} ({user_text(setup.reason)})",
                   soft_wrap=True)
-    console.print(f"[bold]flavour:[/] {setup.flavour.name} ({escape(setup.flavour.reason)})",
+    console.print(f"[bold]flavour:[/] {setup.flavour.name} ({user_text(setup.flavour.reason)})",
                   soft_wrap=True)
     lanes, why = setup.lanes()
-    console.print(f"[bold]parallel:[/] {scheduling.lanes_text(lanes)} ({escape(why)})",
+    console.print(f"[bold]parallel:[/] {scheduling.lanes_text(lanes)} ({user_text(why)})",
                   soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells, runs))
         show_env(matrix, cells, console)
     for user in {c.user_workload.name: c.user_workload for c in cells if c.user_workload}.values():
         beside = len(user.modules) - 1
-        console.print(f"[bold]workload {escape(user.name)}:[/] {escape(user.file)}"
+        console.print(f"[bold]workload {user_text(user.name)}:[/] {user_text(user.file)}"
                       f"{f' + {beside} module(s) beside it' if beside else ''} (code "
                       f"{user.sha256[:12]}, staged read-only in the run folder)", soft_wrap=True)
 
@@ -78,8 +78,7 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell],
         rows.append((name, api, executor, flavour or "as installed", uses))
     own_executor = any(r[2] != setup.executor.name for r in rows)
     own_flavour = any(r[3] != setup.flavour.name for r in rows)
-    table = Table(title="Environments", title_justify="left", box=box.SIMPLE_HEAD,
-                  show_edge=False, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("environment", overflow="fold")
     table.add_column("api", overflow="fold")
     if own_executor:
@@ -90,8 +89,8 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell],
     if runs is not None:
         table.add_column("runs", overflow="fold")
     for name, api, executor, flavour, uses in rows:
-        table.add_row(escape(name), escape(api), *([executor] if own_executor else []),
-                      *([flavour] if own_flavour else []), escape(uses),
+        table.add_row(user_text(name), user_text(api), *([executor] if own_executor else []),
+                      *([flavour] if own_flavour else []), user_text(uses),
                       *([runs.get(name, "–")] if runs is not None else []))
     return table
 
@@ -105,12 +104,12 @@ def show_env(matrix: Matrix, cells: list[Cell], console: Console) -> None:
     shared = dict(first[names[0]].env) if len(names) > 1 else {}
     for name in names[1:]:
         shared = {k: v for k, v in shared.items() if first[name].env.get(k) == v}
-    lines = [f"[bold]env (every environment):[/] {escape(_assignments(shared))}"] if shared else []
+    lines = [f"[bold]env (every environment):[/] {user_text(_assignments(shared))}"] if shared else []
     for name in names:
         variables = _assignments({k: v for k, v in first[name].env.items() if k not in shared})
         unsafe = matrix.spec.environments[name].unsafe_env
         if variables or unsafe:
-            lines.append(f"[bold]env {escape(name)}:[/] {escape(variables)}"
+            lines.append(f"[bold]env {user_text(name)}:[/] {user_text(variables)}"
                          + (" [red](unsafe_env = true)[/]" if unsafe else ""))
     for line in lines or ["[bold]env:[/] no environment sets variables"]:
         console.print(line, soft_wrap=True, highlight=False)
@@ -132,7 +131,7 @@ def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], conso
     line = f"{action} {len(folders)} environment(s): " + (", ".join(folders) or "none")
     if left:
         line += f"; not {', '.join(left)} (no selected cell runs there)"
-    console.print(f"[bold]build:[/] {escape(line)}", soft_wrap=True, highlight=False)
+    console.print(f"[bold]build:[/] {user_text(line)}", soft_wrap=True, highlight=False)
 
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
@@ -148,7 +147,7 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
         state = "to run" if cell.id in pending else "done"
         if done and cell.id in pending:
             state = f"{done} done, rest to run"
-        table.add_row(escape(cell.name), cell.id, str(cell.repeats),
+        table.add_row(user_text(cell.name), cell.id, str(cell.repeats),
                       f"{cell.warmup_steps}+{cell.steps}", state)
     table.caption = (f"{len(plan.to_run)} runs to do, {len(plan.done)} done, "
                      f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out")
@@ -162,40 +161,48 @@ def not_applicable_table(plan: Plan) -> Table | None:
     table = _listing("Not applicable (NA in the report)", plan)
     table.add_column("why", overflow="fold", style="yellow")
     for cell in plan.not_applicable:
-        table.add_row(escape(cell.name), escape(cell.not_applicable or ""))
+        table.add_row(user_text(cell.name), user_text(cell.not_applicable or ""))
     return table
 
 
 def _listing(title: str, plan: Plan) -> Table:
     """A table of cells: no outer border, the names whole (up to 56 characters: the other
     columns fold first; longer names fold too)."""
-    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD,
+    table = Table(title=user_text(title), title_justify="left", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False)
     longest = max((len(c.name) for c in [*plan.cells, *plan.not_applicable]), default=4)
     table.add_column("cell", overflow="fold", no_wrap=longest <= 56)
     return table
 
 
+def show_history(url: str, why: str, console: Console) -> None:
+    """Where the run's history goes (its password hidden), and why there."""
+    from .history.destination import shown
+
+    console.print(f"[bold]history database:[/] {user_text(shown(url))} ({user_text(why)})",
+                  soft_wrap=True, highlight=False)
+
+
 def announce_machine(manifest: Manifest, console: Console) -> None:
     """The run's first lines say whether this machine's noise is known (a machine profile)."""
     profile = manifest.get("machine_profile") or {}
     if profile.get("found"):
-        console.print(f"[bold]machine profile:[/] {escape(profile['path'])} (compare threshold "
+        console.print(f"[bold]machine profile:[/] {user_text(profile['path'])} (compare threshold "
                       f"{profile.get('threshold', 0) * 100:.1f} %, measured "
                       f"{profile.get('measured_at')})", soft_wrap=True)
     elif profile.get("key"):
-        console.print(f"[yellow]! {escape(profile['why'])}; measure its noise: "
+        console.print(f"[yellow]! {user_text(profile['why'])}; measure its noise: "
                       f"{MEASURE_HINT}[/]", soft_wrap=True)
 
 
 def show_prepared(key: str, ready: Prepared, console: Console) -> bool:
     """An environment that could not be prepared, and any warning, at once; True when ready
     (said with the others: show_ready)."""
-    label = escape(key)
+    label = user_text(key)
     if ready.error:
-        console.print(f"[red]✗ environment {label}: {escape(ready.error)}[/]")
+        console.print(f"[red]✗ environment {label}: {user_text(ready.error, keep_lines=True)}[/]")
     for warning in ready.warnings:
-        console.print(f"[yellow]! environment {label}: {escape(warning)}[/]")
+        console.print(f"[yellow]! environment {label}: {user_text(warning, keep_lines=True)}[/]")
     return not ready.error
 
 
@@ -203,20 +210,20 @@ def show_ready(took: Mapping[str, float], console: Console) -> None:
     """One line: the environments that are ready and how long each took."""
     if took:
         console.print("[green]✓[/] environments ready: " + ", ".join(
-            f"{escape(key)} ({seconds:.0f} s)" for key, seconds in took.items()), soft_wrap=True)
+            f"{user_text(key)} ({seconds:.0f} s)" for key, seconds in took.items()), soft_wrap=True)
 
 
 def cell_line(entry: Entry, record: Mapping[str, Any]) -> str:
     """✓ name r2 [GPU 1]: 12.3 ms/step — a cell × repeat as it finishes."""
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
-    return (f"{mark} {escape(entry.cell.name)} r{entry.repeat}"
-            f"{escape(ran_on(record))}: {escape(outcome_text(record))}")
+    return (f"{mark} {user_text(entry.cell.name)} r{entry.repeat}"
+            f"{user_text(ran_on(record))}: {user_text(outcome_text(record))}")
 
 
 def calibration_line(cell: Cell, record: Mapping[str, Any]) -> str:
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
-    return (f"{mark} calibration {escape(cell.environment)} "
-            f"{cell.axes['precision']}: {escape(peak_text(record))}")
+    return (f"{mark} calibration {user_text(cell.environment)} "
+            f"{cell.axes['precision']}: {user_text(peak_text(record))}")
 
 
 def calibration_summary(records: list[Mapping[str, Any]], took: float) -> str:
@@ -255,6 +262,6 @@ def outcome_text(record: Mapping[str, Any]) -> str:
 def show_results(summaries: list[CellSummary], title: str, root: Path,
                  console: Console) -> None:
     """The results tables of a run, and where its report is."""
-    for table in tables(summaries, escape(title)):
+    for table in tables(summaries, user_text(title)):
         console.print(table)
-    console.print(f"report: {escape(str(root / 'report.md'))}", soft_wrap=True)
+    console.print(f"report: {user_text(str(root / 'report.md'))}", soft_wrap=True)

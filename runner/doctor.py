@@ -17,9 +17,8 @@ from typing import Any
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.markup import escape
 
-from .errors import EXIT_FAILED_CELLS, EXIT_OK
+from .errors import EXIT_FAILED_CELLS, EXIT_OK, user_text
 from .environments import Flavour
 from .matrix import REPO_ROOT
 
@@ -198,11 +197,12 @@ def check_local_builds(folders: list[str], flavour: Flavour) -> Check:
 
 def check_interpreters(pythons: list[str]) -> list[Check]:
     from .environments import existing
+    from .executors.local import inherited_names, probe_environment
 
     checks = []
     for python in pythons:
         try:
-            found = existing.probe(python)
+            found = existing.probe(python, probe_environment(inherited_names()))
             checks.append(Check("interpreter", True, f"{python}: Python {found.version}"))
         except existing.InterpreterError as exc:
             checks.append(Check("interpreter", False, str(exc),
@@ -257,7 +257,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
 
     def path(console: Console) -> None:
         if matrix is not None:
-            console.print(f"[bold]path for {escape(str(matrix.path))}:[/]")
+            console.print(f"[bold]path for {user_text(str(matrix.path))}:[/]")
             show_setup(matrix, setup, matrix.cells, console)
         setup.close()
     return Diagnosis(checks, path)
@@ -272,7 +272,7 @@ def show_settings(console: Console) -> None:
         console.print("[bold]settings:[/] none of the runner's variables is set (defaults)",
                       soft_wrap=True)
     for setting, text in here:
-        console.print(f"[bold]setting:[/] {setting.name}={escape(text)} ({escape(setting.meaning)})",
+        console.print(f"[bold]setting:[/] {setting.name}={user_text(text)} ({user_text(setting.meaning)})",
                       soft_wrap=True, highlight=False)
 
 
@@ -282,15 +282,15 @@ def main(console: Console, matrix_path: Path | None = None, executor: str | None
     for check in found.checks:
         mark = "[green]✓[/]" if check.ok else ("[red]✗[/]" if check.blocking else "[yellow]–[/]")
         # soft_wrap: each fix stays one line, whatever the terminal's width.
-        console.print(f"{mark} {check.name}: {escape(check.detail)}", highlight=False,
+        console.print(f"{mark} {check.name}: {user_text(check.detail)}", highlight=False,
                       soft_wrap=True)
         if not check.ok and check.fix:
-            console.print(f"    fix: {escape(check.fix)}", highlight=False, soft_wrap=True)
+            console.print(f"    fix: {user_text(check.fix)}", highlight=False, soft_wrap=True)
     found.path(console)
     show_settings(console)
     blocking = [c for c in found.checks if not c.ok and c.blocking]
     if blocking:
-        console.print(f"[red]no path can run this here[/]: {escape(blocking[0].name)}",
+        console.print(f"[red]no path can run this here[/]: {user_text(blocking[0].name)}",
                       highlight=False)
         return EXIT_FAILED_CELLS
     return EXIT_OK

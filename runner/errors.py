@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 EXIT_OK, EXIT_FAILED_CELLS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_INTERNAL = 70           # sysexits' EX_SOFTWARE: a bug of the runner, not of the input
@@ -99,3 +99,46 @@ def terminating_signals_interrupt() -> Iterator[None]:
     finally:
         for sig, handler in earlier.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def interruption(signum: int) -> KeyboardInterrupt:
+    """What a signal held meanwhile means: Ctrl-C, or Terminated (SIGTERM, SIGHUP)."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+@contextlib.contextmanager
+def signals_held(notify: Callable[[int], None]) -> Iterator[list[int]]:
+    """Ctrl-C, SIGTERM and SIGHUP held while what is finished is saved (the manifest and the
+    reports): each one that arrives is noted in the list this yields (and `notify` says so),
+    never raised in the middle of a write; the caller says what they mean afterwards. A signal
+    ignored before (nohup, or a first SIGTERM being handled) stays ignored."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame) -> None:
+        held.append(signum)
+        notify(signum)
+
+    earlier = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *TERMINATING_SIGNALS)}
+    for sig, handler in earlier.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, hold)
+    try:
+        yield held
+    finally:
+        for sig, handler in earlier.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def user_text(text: object, keep_lines: bool = False) -> str:
+    """A string the user or a file controls (a name, a path, a value of the matrix, a worker's
+    error), ready for the rich console: on one line (`keep_lines`: line by line), its control
+    characters escaped (an escape sequence cannot rewrite the terminal) and its markup escaped
+    (`[/b]` is text)."""
+    from rich.markup import escape
+
+    if keep_lines:
+        return "\n".join(escape(one_line(line)) for line in str(text).split("\n"))
+    return escape(one_line(text))

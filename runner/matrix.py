@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import shutil
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,12 +127,18 @@ MAX_MATRIX_BYTES = 16 << 20     # a matrix is a page of settings; a bigger file 
 
 def read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: a FIFO in the matrix's place cannot hang the open (nor the read).
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise UsageError(f"{path}: is a folder, not a matrix file")
+            if not stat.S_ISREG(mode):
+                raise UsageError(f"{path}: not a regular file (a FIFO, a device, a socket); a "
+                                 "matrix is a file")
             data = handle.read(MAX_MATRIX_BYTES + 1)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a folder, not a matrix file") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
     if len(data) > MAX_MATRIX_BYTES:
@@ -196,15 +203,22 @@ def check_image(path: Path, env_name: str, image: str) -> None:
                          f"{did_you_mean(image, known)}")
 
 
-def check_python(path: Path, env_name: str, python: str) -> None:
-    """An existing interpreter must be an executable file (whether it can run the worker is
-    checked when the environment is prepared)."""
+def resolve_python(path: Path, env_name: str, python: str) -> str:
+    """An existing interpreter, resolved once and absolute: a path relative to the matrix's
+    folder (never to the working folder, which a resume may not share), a bare name found on
+    PATH. It must be an executable file (whether it can run the worker is checked when the
+    environment is prepared)."""
     where = f"{path}: environments.{env_name}.python"
-    found = shutil.which(python) if os.sep not in python else python
+    if os.sep in python:
+        found: str | None = os.path.abspath(path.parent / Path(python).expanduser())
+    else:
+        found = shutil.which(python)
+        found = os.path.abspath(found) if found else None
     if not found or not Path(found).is_file():
         raise UsageError(f"{where}: {python!r}: no such file")
     if not os.access(found, os.X_OK):
         raise UsageError(f"{where}: {python!r} is not executable")
+    return found
 
 
 def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) -> Matrix:
@@ -222,7 +236,10 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
             from None
     for name, env in spec.environments.items():
         if env.python is not None:
-            check_python(path, name, env.python)
+            # Stored absolute (the cells, the run's matrix.toml and its digest): a resume whose
+            # interpreter is another one is refused as another matrix.
+            env.python = resolve_python(path, name, env.python)
+            resolved["environments"][name]["python"] = env.python
         elif env.image is not None and not schema.is_image_reference(env.image):
             check_image(path, name, env.image)      # a digest reference is checked when pulled
     resolved.get("run", {}).update(profile=chosen)

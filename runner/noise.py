@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from . import gpustate, machine_profile, pipeline
-from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
 from .matrix import Cell, Matrix, worker_env
 from .plan import make_plan
 from .results.formatting import fmt
@@ -67,8 +66,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
         cells = aa_cells(matrix, opts.only)      # bad input stops before anything is measured
         folder = path.with_suffix("")
         folder.mkdir(parents=True, exist_ok=True)
-        console.print(f"[bold]machine:[/] {escape(host)}, {escape(gpu or 'no GPU')} → "
-                      f"{escape(str(path))}", soft_wrap=True)
+        console.print(f"[bold]machine:[/] {user_text(host)}, {user_text(gpu or 'no GPU')} → "
+                      f"{user_text(str(path))}", soft_wrap=True)
         log_path = folder / "measure.log"
         with log_path.open("a", encoding="utf-8") as log_file:
             log = Console(file=log_file, width=200)
@@ -86,8 +85,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
                "overhead": overhead, "aa": aa, "log": str(log_path)}
     write_json_atomic(path, profile)
     show_aa(aa, console)
-    console.print(f"machine profile: {escape(str(path))} (runs on this machine read it; "
-                  f"log: {escape(str(log_path))})", soft_wrap=True)
+    console.print(f"machine profile: {user_text(str(path))} (runs on this machine read it; "
+                  f"log: {user_text(str(log_path))})", soft_wrap=True)
     return EXIT_OK if aa["classes"] else EXIT_FAILED_CELLS
 
 
@@ -135,7 +134,7 @@ def show_states(states: list[dict[str, Any]], matrix: Matrix, console: Console) 
         held = {True: "held (a lock or applications clocks)", False: "not held",
                 None: "unknown"}[clocks.get("held")]
         ecc = state.get("ecc") or {}
-        line = (f"[bold]GPU {escape(state['gpu'])}[/] {escape(state.get('name') or '')}: "
+        line = (f"[bold]GPU {user_text(state['gpu'])}[/] {user_text(state.get('name') or '')}: "
                 f"persistence {_on(state.get('persistence_mode'))} · "
                 f"ECC {_on(ecc.get('current'))} · clocks {held}: "
                 f"SM {_whole(clocks.get('sm_now_mhz'))} MHz now, "
@@ -150,7 +149,7 @@ def show_states(states: list[dict[str, Any]], matrix: Matrix, console: Console) 
                 f"{len(state.get('other_processes') or [])} other compute process(es)")
         console.print(line, highlight=False, soft_wrap=True)
         for note in state_notes(state, matrix):
-            console.print(f"  [yellow]![/] {escape(note)}", highlight=False, soft_wrap=True)
+            console.print(f"  [yellow]![/] {user_text(note)}", highlight=False, soft_wrap=True)
 
 
 def _whole(value: Any) -> str:
@@ -224,13 +223,13 @@ def measure_overhead(matrix: Matrix, setup: Setup, opts: pipeline.Options, folde
         out.append(entry)
         if entry["ratio"] is not None:
             low, high = entry["quartiles"]
-            console.print(f"  {escape(entry['environment'])}: clock ÷ bare loop "
+            console.print(f"  {user_text(entry['environment'])}: clock ÷ bare loop "
                           f"{entry['ratio']:.3f} (quartiles {low:.3f}–{high:.3f}; matmul "
                           f"n={entry['n']}, {fmt(entry['median_ms'])} ms, blocks of "
                           f"{entry['calls_per_sample']})", highlight=False, soft_wrap=True)
         else:
             why = (entry["error"] or entry["status"]).strip().splitlines()[-1][:150]
-            console.print(f"  [red]✗[/] {escape(entry['environment'])}: {escape(why)}",
+            console.print(f"  [red]✗[/] {user_text(entry['environment'])}: {user_text(why)}",
                           soft_wrap=True)
     return out
 
@@ -256,15 +255,16 @@ def aa_cells(matrix: Matrix, only: list[str]) -> list[Cell]:
 def measure_aa(matrix: Matrix, cells: list[Cell], setup: Setup, opts: pipeline.Options,
                runs: int, folder: Path, log: Console, console: Console) -> dict[str, Any]:
     console.print(f"[bold]A/A:[/] {len(cells)} cell(s) × {cells[0].repeats} repeat(s), run "
-                  f"{runs} times as separate runs: " + ", ".join(escape(c.name) for c in cells),
+                  f"{runs} times as separate runs: " + ", ".join(user_text(c.name) for c in cells),
                   soft_wrap=True)
     run_dirs = []
     for k in range(1, runs + 1):
         started = time.monotonic()
         run_dirs.append(measuring_run(matrix, cells, "aa", setup, opts, folder, log))
         heads = headlines(run_dirs[-1])
-        shown = ", ".join(f"{escape(name)} {fmt(s['median_ms'])} ms" if s["status"] == "ok"
-                          else f"{escape(name)} [red]{s['status']}[/]" for name, s in heads.items())
+        shown = ", ".join(f"{user_text(name)} {fmt(s['median_ms'])} ms" if s["status"] == "ok"
+                          else f"{user_text(name)} [red]{s['status']}[/]"
+                          for name, s in heads.items())
         console.print(f"  run {k}/{runs} ({time.monotonic() - started:.0f} s): {shown}",
                       soft_wrap=True, highlight=False)
     return aa_spread([headlines(d) for d in run_dirs], [str(d) for d in run_dirs])
@@ -328,7 +328,7 @@ def show_aa(aa: dict[str, Any], console: Console) -> None:
                       f"{entry['threshold'] * 100:.1f} %")
     console.print(table)
     for name in aa["failed"]:
-        console.print(f"[red]✗[/] {escape(name)}: not ok in every A/A run (left out)")
+        console.print(f"[red]✗[/] {user_text(name)}: not ok in every A/A run (left out)")
     if aa["threshold"] is None:
         console.print("[red]no cell finished ok in every A/A run: no threshold[/]")
         return

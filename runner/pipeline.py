@@ -11,19 +11,16 @@ run before anything is written (exit code 2)."""
 
 from __future__ import annotations
 
-from .results.types import Manifest
 import time
+from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
-from rich.markup import escape
-
-from . import (console as show, gpustate, hostinfo, machine_profile, matrix as matrix_mod,
-               resume, user_workloads)
+from . import (console as show, gpustate, hostinfo, matrix as matrix_mod, resume,
+               run_manifest, user_workloads)
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
-from .environments import Source
 from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
-                     os_error_line)
+                     interruption, os_error_line, signals_held, user_text)
 from .plan import make_plan
 from .results import manifest as manifest_mod
 from .results.store import Store
@@ -77,7 +74,7 @@ def lock_clocks(state: RunState) -> None:
     device_ids = setup.gpu_device_ids() if setting is not False else []
 
     def notify(text: str) -> None:
-        state.console.print(f"[bold]clocks:[/] {escape(text)}", soft_wrap=True)
+        state.console.print(f"[bold]clocks:[/] {user_text(text)}", soft_wrap=True)
 
     setup.clocks = state.cleanup.enter_context(
         gpustate.locked_clocks(setting, device_ids, notify))
@@ -120,6 +117,8 @@ def show_setup(state: RunState) -> None:
     show.show_setup(state.matrix, state.setup, state.plan.cells, state.console,
                     show.runs_per_environment(state.plan, state.calibrations))
     show.show_preparation(state.matrix, state.plan, state.calibrations, state.console)
+    if state.opts.history:
+        show.show_history(*history_destination(state), state.console)
 
 
 def stop_at_the_plan(state: RunState) -> int | None:
@@ -143,15 +142,15 @@ def open_store(state: RunState) -> None:
 
 
 def start_run(state: RunState) -> None:
-    """The run folder's first files: its matrix, its manifest, the not-applicable cells."""
+    """The run folder's first files: its matrix, its manifest (a resumed run's own, updated),
+    the not-applicable cells."""
     matrix, store = state.matrix, state.store
-    state.console.print(f"run folder: {escape(str(store.root))}", soft_wrap=True)
-    state.manifest = manifest_for(state)
+    state.console.print(f"run folder: {user_text(str(store.root))}", soft_wrap=True)
+    state.manifest = run_manifest.opening_manifest(state)
     show.announce_machine(state.manifest, state.console)
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran
         store.write_matrix(user_workloads.staged_matrix(matrix.resolved, matrix.user_workloads))
-    state.manifest = manifest_for(state)
     store.write_manifest(state.manifest)
     record_not_applicable(store, state.plan, store.run_id, matrix.spec.run.seed)
 
@@ -164,27 +163,6 @@ def stage_user_workloads(matrix: matrix_mod.Matrix, run_dir: Any) -> None:
         raise UsageError(f"{matrix.path}: {exc}") from None
 
 
-def manifest_for(state: RunState) -> Manifest:
-    matrix, setup, store = state.matrix, state.setup, state.store
-    environments = {}
-    for name, env in matrix.spec.environments.items():
-        source = Source.of(env.image, env.python)
-        executor, flavour, uses = setup.would_use(source)
-        environments[name] = manifest_mod.environment_entry(env, executor, flavour, uses,
-                                                            state.prepared.get(source.key))
-    lanes, why = setup.lanes()
-    parallel = manifest_mod.parallel_entry([lane.label for lane in lanes], why,
-                                           [lane.gpu for lane in lanes if lane.gpu is not None],
-                                           setup.executor.placement_manifest())
-    return manifest_mod.build_manifest(
-        matrix, state.plan, store.run_id, executor=setup.executor.name,
-        executor_reason=setup.reason, flavour=setup.flavour, parallel=parallel,
-        gpu_clocks=setup.clocks,
-        # results/<name>/<stamp>: the results folder holds machine-profiles/ too
-        machine_profile=machine_profile.manifest_entry(store.root.parent.parent, setup.executor),
-        environments=environments)
-
-
 # --- measuring ------------------------------------------------------------------------------------
 
 def prepare_environments(state: RunState) -> None:
@@ -193,11 +171,11 @@ def prepare_environments(state: RunState) -> None:
     ready_in: dict[str, float] = {}
     with state.console.status("preparing environments") as status:
         for source in state.sources:
-            label = escape(source.key)
+            label = user_text(source.key)
             started = time.monotonic()
 
             def say(line: str, label: str = label, started: float = started) -> None:
-                status.update(f"environment {label}: {escape(line[:90])} "
+                status.update(f"environment {label}: {user_text(line[:90])} "
                               f"({time.monotonic() - started:.0f} s)")
 
             say("preparing")
@@ -209,7 +187,7 @@ def prepare_environments(state: RunState) -> None:
 
 
 def calibrate(state: RunState) -> None:
-    state.manifest = manifest_for(state)        # now with what preparing found
+    run_manifest.add_prepared(state)
     manifest_mod.add_calibration(state.manifest, run_calibration(
         state.setup, state.calibrations, state.prepared, state.store, state.matrix.spec.run.seed,
         state.console))
@@ -233,18 +211,34 @@ def measure(state: RunState) -> None:
     except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
         state.interrupted = exc
         state.console.print(f"[yellow]interrupted: finished cells are kept; continue with: "
-                            f"python -m runner {escape(str(state.matrix.path))} --resume "
-                            f"{escape(str(state.store.root))}[/]", soft_wrap=True)
+                            f"{user_text(resume_line(state))}[/]", soft_wrap=True)
     except RunStopped as exc:
         state.stopped = exc
         if exc.record is not None:
-            state.console.print(f"[red]✗[/] {escape(exc.cell)}: "
-                                f"{escape(show.outcome_text(exc.record))}")
+            state.console.print(f"[red]✗[/] {user_text(exc.cell)}: "
+                                f"{user_text(show.outcome_text(exc.record))}")
     except (OSError, UsageError) as exc:     # a full disk: stop, keep what is finished
         state.halted = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
     finally:
+        close_and_write_reports(state)
+
+
+def close_and_write_reports(state: RunState) -> None:
+    """The executors closed, then the manifest and reports written with Ctrl-C, SIGTERM and
+    SIGHUP held: a second Ctrl-C (or one as the run ends) never costs what finished."""
+    try:
         state.setup.close()
+    except KeyboardInterrupt as exc:      # a second one while the executors close: go on
+        state.interrupted = state.interrupted if state.interrupted is not None else exc
+
+    def say(signum: int) -> None:
+        state.console.print("[yellow]writing the manifest and reports first; they are done in "
+                            "a moment[/]", soft_wrap=True)
+
+    with signals_held(say) as held:
         write_final_reports(state)
+    if held and state.interrupted is None:
+        state.interrupted = interruption(held[0])
 
 
 def write_final_reports(state: RunState) -> None:
@@ -258,7 +252,7 @@ def write_final_reports(state: RunState) -> None:
         store.write_manifest(state.manifest)
         state.summaries = write_reports(store, state.manifest)
     except OSError as exc:
-        state.console.print(f"[yellow]! reports not written: {escape(os_error_line(exc))}[/]",
+        state.console.print(f"[yellow]! reports not written: {user_text(os_error_line(exc))}[/]",
                             soft_wrap=True)
 
 
@@ -281,8 +275,8 @@ def stop_if_lost(state: RunState) -> int | None:
         return None
     finished = state.store.finished()
     left = len(state.plan.to_run) - sum(1 for e in state.plan.to_run if e.key in finished)
-    state.console.print(f"[red]stopped:[/] {escape(state.stopped.reason)}; {left} runs not "
-                        f"done; continue with: {escape(resume_line(state))}",
+    state.console.print(f"[red]stopped:[/] {user_text(state.stopped.reason)}; {left} runs not "
+                        f"done; continue with: {user_text(resume_line(state))}",
                         soft_wrap=True, highlight=False)
     return EXIT_FAILED_CELLS
 
@@ -291,12 +285,25 @@ def resume_line(state: RunState) -> str:
     return resume.resume_command(state.opts, state.setup.executor.name, state.store.root)
 
 
+def history_destination(state: RunState) -> tuple[str, str]:
+    """Where the run's history goes and why (history/destination.py); by default beside the
+    run folders its own folder lies among (a resumed run's, wherever --results-dir points)."""
+    from .history import destination
+
+    if state.opened_store is not None:
+        results = state.store.root.parent.parent
+    elif isinstance(state.opts.resume, Path):
+        results = state.opts.resume.expanduser().resolve().parent.parent
+    else:
+        results = state.opts.results_dir
+    return destination.resolve(None, state.matrix.spec.history.url, results)
+
+
 def write_history(state: RunState) -> None:
     if state.opts.history and state.interrupted is None:
         from .history.record import record_finished_run
 
-        record_finished_run(state.store.root, state.matrix.spec.history.url,
-                            state.opts.results_dir, state.console)
+        record_finished_run(state.store.root, history_destination(state)[0], state.console)
 
 
 def exit_code(state: RunState) -> int:

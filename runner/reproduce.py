@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import matrix as matrix_mod, pipeline
 from .environments import Flavour, Source, folder_flavour, lock_path, lock_sha256
-from .errors import UsageError
+from .errors import UsageError, user_text
 from .results import compare, manifest as manifest_mod
 from .results.store import RESULTS_DIR, Store
 from .run_setup import Setup, choose_setup
@@ -128,7 +127,7 @@ def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,
         # no repo digests). Its id is the digest of its content, the one the run's digest named.
         executor.run_exact_image(source.key, image_id, {"image_digest": digest})
         ready = executor.prepare(source, lambda line: None)
-        console.print(f"environment {escape(name)}: {escape(digest)} cannot be pulled here; "
+        console.print(f"environment {user_text(name)}: {user_text(digest)} cannot be pulled here; "
                       f"running the recorded image {image_id[:19]} kept on this engine",
                       soft_wrap=True)
     if ready.error:
@@ -150,7 +149,7 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
         names = list(dict.fromkeys(c.environment for c in cells))
         use_recorded_environments(run_dir, matrix, setup, names,
                                   recorded_environments(store, manifest), console)
-        console.print(f"reproducing {escape(str(run_dir))}: {len(cells)} cells in "
+        console.print(f"reproducing {user_text(str(run_dir))}: {len(cells)} cells in "
                       f"{len(names)} environments, each as recorded", soft_wrap=True)
         opts = pipeline.Options(matrix_path=run_dir / "matrix.toml", only=planned,
                                 results_dir=results_dir or RESULTS_DIR)

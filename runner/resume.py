@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping
 
-from rich.markup import escape
 
-from .errors import UsageError
+from .errors import UsageError, user_text
 from .results.store import Store, read_file
 from .version import runner_version
 
@@ -107,8 +106,8 @@ def open_resumed(matrix: Matrix, resume: Path | bool, results_dir: Path,
         check_resumable(store)
         for change in check_same_matrix(store, store.read_manifest(), matrix.resolved,
                                         matrix.path):
-            console.print(f"resuming with {escape(change)}", soft_wrap=True)
-        set_aside(store, lambda line: console.print(f"[yellow]! {escape(line)}[/]",
+            console.print(f"resuming with {user_text(change)}", soft_wrap=True)
+        set_aside(store, lambda line: console.print(f"[yellow]! {user_text(line)}[/]",
                                                     soft_wrap=True))
     except BaseException:
         store.close()

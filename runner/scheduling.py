@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from collections.abc import Callable, Iterable
 
-from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn)
 from rich.console import Console
 
+from .errors import user_text
 from .hostinfo import Gpu
 
 STOP_GRACE_S = 60.0              # after Ctrl-C: how long in-flight cells get to be killed
@@ -116,10 +116,10 @@ class Lanes:
         lane = self.lanes[0]
         for entry in entries:
             where = CPU_LANE if alone(entry) else lane
-            progress.update(bar, description=escape(label(entry)))
+            progress.update(bar, description=user_text(label(entry)))
 
             def show(text: str, entry=entry) -> None:
-                progress.update(bar, description=escape(f"{label(entry)}: {text}"))
+                progress.update(bar, description=user_text(f"{label(entry)}: {text}"))
 
             done(entry, run_one(entry, where, show), progress)
             progress.advance(bar)
@@ -140,7 +140,7 @@ class Lanes:
 
     def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar,
                   ready) -> None:
-        rows = {lane: progress.add_task(escape(f"{lane.label}: idle"), total=None, lane=True)
+        rows = {lane: progress.add_task(user_text(f"{lane.label}: idle"), total=None, lane=True)
                 for lane in [*self.lanes, CPU_LANE]}
         progress.update(rows[CPU_LANE], visible=False)
         pending = deque(entries)
@@ -150,11 +150,11 @@ class Lanes:
 
         def start(entry: Any, lane: Lane) -> None:
             row = rows[lane]
-            progress.reset(row, description=escape(f"{lane.label}: {label(entry)}"),
+            progress.reset(row, description=user_text(f"{lane.label}: {label(entry)}"),
                            visible=True)
 
             def show(text: str) -> None:
-                progress.update(row, description=escape(f"{lane.label}: {label(entry)}: {text}"))
+                progress.update(row, description=user_text(f"{lane.label}: {label(entry)}: {text}"))
 
             running[pool.submit(run_one, entry, lane, show)] = (entry, lane)
 
@@ -178,7 +178,7 @@ class Lanes:
                     else:
                         free.append(lane)
                         free.sort(key=self.lanes.index)
-                        progress.update(rows[lane], description=escape(f"{lane.label}: idle"))
+                        progress.update(rows[lane], description=user_text(f"{lane.label}: idle"))
                     done(entry, result, progress)
                     progress.advance(bar)
         except BaseException:

@@ -247,7 +247,8 @@ def cells(run_dir: Path) -> dict[str, dict]:
     out = {}
     for path in (run_dir / "cells").glob("*.json"):
         record = json.loads(path.read_text())
-        out[record["environment"] + ":" + str(record["options"].get("sleep_ms"))] = record
+        sleep = record["options"].get("sleep_ms")     # as the matrix writes it: 10, not 10.0
+        out[f"{record['environment']}:{sleep if sleep is None else format(sleep, 'g')}"] = record
     return out
 
 

@@ -15,6 +15,7 @@ from runner import environments
 from runner.environments import (Flavour, Source, decide_flavour, existing, folder_flavour,
                                  installed, lock_path, lock_python, venvs)
 from runner.errors import UsageError
+from runner.executors.local import probe_environment
 from runner.matrix import IMAGES_DIR
 from runner.worker import distributions
 
@@ -70,19 +71,22 @@ def test_source_keys():
 
 # --- existing interpreters -------------------------------------------------------------------------
 
+PROBE_ENV = probe_environment()     # what the local executor asks an interpreter with
+
+
 def test_probe_an_existing_interpreter():
-    found = existing.probe(sys.executable)
+    found = existing.probe(sys.executable, PROBE_ENV)
     assert found.version.startswith(f"{sys.version_info.major}.{sys.version_info.minor}")
 
 
 def test_probe_refuses_what_cannot_serve(tmp_path):
     with pytest.raises(existing.InterpreterError, match="no such interpreter"):
-        existing.probe(str(tmp_path / "nope"))
+        existing.probe(str(tmp_path / "nope"), PROBE_ENV)
     script = tmp_path / "fake-python"
     script.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\nexit 3\n")
     script.chmod(0o755)
     with pytest.raises(existing.InterpreterError, match="exited 3: Python 2.7.18"):
-        existing.probe(str(script))
+        existing.probe(str(script), PROBE_ENV)
 
 
 def test_probe_reads_a_bounded_answer_within_its_timeout(tmp_path):
@@ -91,13 +95,13 @@ def test_probe_reads_a_bounded_answer_within_its_timeout(tmp_path):
     flood.write_text("#!/bin/sh\nexec yes 'not a version'\n")
     flood.chmod(0o755)
     with pytest.raises(existing.InterpreterError, match="printed more than"):
-        existing.probe(str(flood))
+        existing.probe(str(flood), PROBE_ENV)
     marker = tmp_path / "still-running"
     hang = tmp_path / "hang-python"
     hang.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
     hang.chmod(0o755)
     with pytest.raises(existing.InterpreterError, match="did not answer in 1 s"):
-        existing.probe(str(hang), timeout=1)
+        existing.probe(str(hang), PROBE_ENV, timeout=1)
     done = existing.run_bounded([sys.executable, "-c", "print('x' * 10)"], timeout=30, limit=11)
     assert done.returncode == 0 and done.stdout == "x" * 10 + "\n"
 

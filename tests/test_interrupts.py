@@ -116,8 +116,9 @@ def test_a_signal_stops_the_run_as_ctrl_c_does(write_matrix, results_dir, marker
     assert wait_until(lambda: not marked(marker), 5), "the escaped child survived"
     assert not orphan.is_running() or orphan.status() == psutil.STATUS_ZOMBIE
     run_dir = run_folder(results_dir)
-    assert f"continue with: python -m runner {matrix} --resume {run_dir}" in \
-        " ".join(output.split())
+    said = " ".join(output.split())      # the resume line of every stop: its interpreter too
+    assert f"-m runner {matrix} --resume {run_dir} --executor local" in said
+    assert f"continue with: {os.path.relpath(sys.executable, REPO_ROOT)} -m runner" in said
     [record] = [json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")]
     assert record["status"] == "ok" and record["options"]["behaviour"] == "ok"   # kept
     manifest = json.loads((run_dir / "manifest.json").read_text())

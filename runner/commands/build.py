@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 
-from ..errors import EXIT_FAILED_CELLS, UsageError
+from ..errors import EXIT_FAILED_CELLS, UsageError, user_text
 from ..executors import kinds
 from ..executors.base import as_image_executor
 from .options import add_matrix_options, run_options
@@ -77,16 +76,16 @@ def push_images(state: RunState) -> int | None:
         try:
             pushed[source.key] = as_image_executor(state.setup.executor).push(source, opts.push)
         except images.ImageError as exc:
-            console.print(f"[red]✗ {escape(str(exc))}[/]", soft_wrap=True)
+            console.print(f"[red]✗ {user_text(str(exc))}[/]", soft_wrap=True)
             ok = False
             continue
-        console.print(f"[green]✓[/] pushed {escape(source.key)}: "
-                      f"{escape(pushed[source.key]['image'])}", soft_wrap=True)
+        console.print(f"[green]✓[/] pushed {user_text(source.key)}: "
+                      f"{user_text(pushed[source.key]['image'])}", soft_wrap=True)
     target = opts.results_dir / matrix.spec.run.name / "images.json"
     earlier = read_pushed(target)
     if pushed:
         write_pushed(target, earlier, opts.push, matrix, pushed)
-        console.print(f"digests: {escape(str(target))} (an environment runs exactly its "
+        console.print(f"digests: {user_text(str(target))} (an environment runs exactly its "
                       f"image with image = \"REGISTRY/NAME@sha256:…\")", soft_wrap=True)
     return None if ok else EXIT_FAILED_CELLS
 

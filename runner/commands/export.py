@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 
-from ..errors import EXIT_OK, UsageError
+from ..errors import EXIT_OK, UsageError, user_text
 from ..executors import kinds
 from ..executors.base import as_image_executor
 from .options import PROFILES
@@ -59,7 +58,7 @@ def only_images(state: RunState) -> None:
     skipped = [s.python for s in state.sources if s.python is not None]
     if skipped:
         state.console.print(f"[yellow]! not exported (existing interpreters, no image): "
-                            f"{escape(', '.join(skipped))}[/]", soft_wrap=True)
+                            f"{user_text(', '.join(skipped))}[/]", soft_wrap=True)
     state.sources = [s for s in state.sources if not s.existing]
     if not state.sources:
         raise UsageError(f"{state.matrix.path}: no environment of it runs from an image")
@@ -109,8 +108,8 @@ def write_archive(client: Any, wanted: list[Any], output: Path, console: Console
 
     index = transfer.export_images(client, wanted, output, lambda line: None)
     for entry in index["images"]:
-        console.print(f"[green]✓[/] {escape(entry['key'])}: {entry['image_id'][:19]} "
-                      f"{escape(' '.join(entry['tags']))}", soft_wrap=True)
-    console.print(f"archive: {escape(str(output))} ({output.stat().st_size / 1e6:.0f} MB), "
-                  f"checksum: {escape(str(transfer.checksum_path(output)))}", soft_wrap=True)
+        console.print(f"[green]✓[/] {user_text(entry['key'])}: {entry['image_id'][:19]} "
+                      f"{user_text(' '.join(entry['tags']))}", soft_wrap=True)
+    console.print(f"archive: {user_text(str(output))} ({output.stat().st_size / 1e6:.0f} MB), "
+                  f"checksum: {user_text(str(transfer.checksum_path(output)))}", soft_wrap=True)
     return EXIT_OK

@@ -13,10 +13,9 @@ from typing import Any
 from collections.abc import Iterator
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
 from ..history import changepoints
 
 
@@ -95,7 +94,7 @@ def do_import(engine, args, console) -> int:
         done = ingest.import_run(engine, folder)
         counts[done.action] += 1
         cells = f" ({done.cells} cells)" if done.action != "unchanged" else ""
-        console.print(f"{done.action:9} {escape(done.run_id)}{cells}", soft_wrap=True)
+        console.print(f"{done.action:9} {user_text(done.run_id)}{cells}", soft_wrap=True)
     console.print(", ".join(f"{n} {k}" for k, n in counts.items()), soft_wrap=True)
     return EXIT_OK
 
@@ -112,8 +111,8 @@ def do_list(engine, args, console) -> int:
     for column in ("run", "started", "host", "GPU", "driver", "runner", "cells ok"):
         table.add_column(column, no_wrap=column != "run", overflow="fold")
     for row in rows:
-        table.add_row(escape(row["run_id"]), row["started_at"] or "–", row["host_name"] or "–",
-                      row["gpu_name"] or "–", row["driver_version"] or "–",
+        table.add_row(user_text(row["run_id"]), row["started_at"] or "–",
+                      row["host_name"] or "–", row["gpu_name"] or "–", row["driver_version"] or "–",
                       row["runner_version"] or "–", f"{row['ok'] or 0}/{row['cells'] or 0}")
     console.print(table)
     return EXIT_OK
@@ -132,8 +131,8 @@ def do_show(engine, args, console) -> int:
         median = _fmt(point.median_ms) if point.status == "ok" else point.status
         interval = (f"{_fmt(point.ci_low_ms)}–{_fmt(point.ci_high_ms)}"
                     if point.ci_low_ms is not None else "–")
-        stack = "first" if point.change is None else escape(point.change.text())
-        table.add_row(escape(point.run_id), point.started_at or "–", median, interval,
+        stack = "first" if point.change is None else user_text(point.change.text())
+        table.add_row(user_text(point.run_id), point.started_at or "–", median, interval,
                       str(len(point.repeat_medians_ms)), stack)
     console.print(table)
     return EXIT_OK
@@ -143,7 +142,7 @@ def do_diff(engine, args, console) -> int:
     from ..history.queries import diff_runs
 
     a, b, diffs = diff_runs(engine, args.run_a, args.run_b)
-    console.print(f"A = {escape(a['run_id'])} ({a['started_at']})\nB = {escape(b['run_id'])} "
+    console.print(f"A = {user_text(a['run_id'])} ({a['started_at']})\nB = {user_text(b['run_id'])} "
                   f"({b['started_at']})", soft_wrap=True)
     for key in ("driver_version", "gpu_name", "runner_version", "host_name"):
         if a.get(key) != b.get(key):
@@ -154,7 +153,7 @@ def do_diff(engine, args, console) -> int:
     table.add_column("changes", overflow="fold")
     for name, diff in diffs.items():
         text = diff if isinstance(diff, str) else "\n".join(diff.lines()) or "same stack"
-        table.add_row(escape(name), escape(text))
+        table.add_row(user_text(name), user_text(text))
     console.print(table)
     return EXIT_OK
 
@@ -183,10 +182,10 @@ def do_regressions(engine, args, console) -> int:
         style = "bold red" if cp.slower else "green"
         interval = (f" ({cp.ratio_low:.3f}–{cp.ratio_high:.3f})"
                     if cp.ratio_low is not None else "")
-        table.add_row(escape(cp.cell_name), escape(cp.point.run_id), _fmt(cp.before_ms),
+        table.add_row(user_text(cp.cell_name), user_text(cp.point.run_id), _fmt(cp.before_ms),
                       _fmt(cp.after_ms), f"[{style}]{cp.ratio:.3f}{interval} {cp.direction}[/]",
                       f"{cp.pvalue:.2g}", "yes" if cp.new else "no",
-                      escape(cp.change.text()) if cp.change else "–")
+                      user_text(cp.change.text()) if cp.change else "–")
     console.print(table)
     slower = [cp for cp in found if cp.new and cp.slower]
     console.print(f"{len(slower)} new slowdowns (change points within the newest {args.recent} "
@@ -198,7 +197,7 @@ def do_site(engine, args, console) -> int:
     from ..history.site import write_site
 
     index = write_site(engine, args.output)
-    console.print(f"site: {escape(str(index))}", soft_wrap=True)
+    console.print(f"site: {user_text(str(index))}", soft_wrap=True)
     return EXIT_OK
 
 

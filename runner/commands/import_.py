@@ -9,9 +9,8 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,9 +40,9 @@ def main(args: argparse.Namespace, console: Console) -> int:
     for item in loaded:
         tags = " ".join(item.tags) or item.image_id[:19]
         if item.problems:
-            console.print(f"[yellow]! {escape(item.key)}: loaded {escape(tags)}, but "
-                          f"{escape('; '.join(item.problems))}[/]", soft_wrap=True)
+            console.print(f"[yellow]! {user_text(item.key)}: loaded {user_text(tags)}, but "
+                          f"{user_text('; '.join(item.problems))}[/]", soft_wrap=True)
         else:
-            console.print(f"[green]✓[/] {escape(item.key)}: loaded {escape(tags)}; lock and "
-                          "recipe labels match this checkout", soft_wrap=True)
+            console.print(f"[green]✓[/] {user_text(item.key)}: loaded {user_text(tags)}; lock "
+                          "and recipe labels match this checkout", soft_wrap=True)
     return EXIT_FAILED_CELLS if any(item.problems for item in loaded) else EXIT_OK

@@ -12,6 +12,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,13 +45,15 @@ class Finished:
 
 
 def run_bounded(command: list[str], timeout: float, limit: int = OUTPUT_LIMIT,
-                cwd: Path | None = None) -> Finished:
+                cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Finished:
     """Run a probe of an interpreter the matrix names: at most `limit` bytes read from each of
     its streams and `timeout` seconds, then it is killed (with anything it started), so a broken
-    or hostile interpreter can neither hang the runner nor fill its memory. Raises
+    or hostile interpreter can neither hang the runner nor fill its memory; `env`: its whole
+    environment (None: the host's). Raises
     subprocess.TimeoutExpired, OutputTooLong, or OSError when it cannot start."""
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=cwd, start_new_session=True)
+                               stderr=subprocess.PIPE, cwd=cwd, env=env,
+                               start_new_session=True)
     assert process.stdout is not None and process.stderr is not None   # both are PIPE
     received = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
     out, err = received.values()
@@ -83,9 +86,11 @@ def run_bounded(command: list[str], timeout: float, limit: int = OUTPUT_LIMIT,
     return Finished(returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
-def probe(python: str, timeout: float = 120.0) -> Interpreter:
+def probe(python: str, env: Mapping[str, str], timeout: float = 120.0) -> Interpreter:
+    """Whether `python` can serve as an environment, asked with `env` as its whole environment:
+    the one its workers get (the host's allow-listed variables, never the whole host's)."""
     try:
-        done = run_bounded([python, "-c", PROBE], timeout)
+        done = run_bounded([python, "-c", PROBE], timeout, env=env)
     except FileNotFoundError:
         raise InterpreterError(f"python = {python!r}: no such interpreter") from None
     except PermissionError:

@@ -105,6 +105,12 @@ def worker_environment(matrix_env: dict[str, str], runner_env: dict[str, str],
     return env
 
 
+def probe_environment(inherit: tuple[str, ...] = INHERITED_ENV) -> dict[str, str]:
+    """What an interpreter is asked its version with: a worker's environment without a cell
+    (the host variables `inherit` names and the runner's own), never the host's whole one."""
+    return worker_environment({}, {}, inherit)
+
+
 # Where the frameworks keep compiled kernels between processes (under HOME or /tmp by default):
 # torch.compile's inductor and its Triton kernels, the CUDA driver's PTX-to-cubin cache, and the
 # XDG cache of everything else. JAX keeps nothing unless its persistent cache is switched on,
@@ -171,7 +177,7 @@ class LocalExecutor(Executor):
         flavour, uses = self.would_use(source)
         if source.python is not None:       # an existing interpreter
             try:
-                interpreter = existing.probe(source.python)
+                interpreter = existing.probe(source.python, probe_environment(self.inherit))
             except existing.InterpreterError as exc:
                 return Prepared(source.key, uses, error=str(exc))
             return Prepared(source.key, uses, python=interpreter.python,

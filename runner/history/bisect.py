@@ -30,11 +30,10 @@ from typing import Any
 
 import tomli_w
 from rich.console import Console
-from rich.markup import escape
 from sqlalchemy import insert, update
 
 from ..environments.venvs import ENV_ROOT, LocalEnv, find_uv, installer_command, venv_command
-from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
 from ..matrix import read_toml
 from ..results.types import Record
 from ..results.compare import open_run
@@ -264,14 +263,15 @@ class Bisect:
     def show(self, step: Step) -> None:
         shown = ", ".join(self.change_text(n) for n in step.taken) or "none (the good stack)"
         if step.verdict in ("unresolvable", "failed"):
-            self.console.print(f"step {step.number}: take {escape(shown)}: [yellow]{step.verdict}"
-                               f"[/] ({escape(step.error or '')})", soft_wrap=True)
+            self.console.print(f"step {step.number}: take {user_text(shown)}: "
+                               f"[yellow]{step.verdict}[/] ({user_text(step.error or '')})",
+                               soft_wrap=True)
             return
         medians = [measures.repeat_median(r) for r in step.records]
         figures = f"repeat medians {', '.join(f'{m:.4g}' for m in medians)} ms"
         judged = (f" → {step.ratio:.3f}× the good stack: [bold]{step.verdict}[/]"
                   if step.ratio is not None else "")
-        self.console.print(f"step {step.number}: take {escape(shown)}: {figures}{judged}",
+        self.console.print(f"step {step.number}: take {user_text(shown)}: {figures}{judged}",
                            soft_wrap=True)
 
     def change_text(self, name: str) -> str:
@@ -281,9 +281,9 @@ class Bisect:
     def run(self) -> int:
         self.start_record()
         names = list(self.changed)
-        self.console.print(f"bisect {escape(self.cell_name)} ({self.environment}): "
+        self.console.print(f"bisect {user_text(self.cell_name)} ({self.environment}): "
                            f"{len(names)} distributions changed: "
-                           f"{escape('; '.join(self.change_text(n) for n in names))}",
+                           f"{user_text('; '.join(self.change_text(n) for n in names))}",
                            soft_wrap=True)
         good = self.step([])
         bad = self.step(names)
@@ -312,7 +312,7 @@ class Bisect:
         kind = "distribution" if len(culprit) == 1 else "group that only moves together"
         message = f"named the {kind}: {what}"
         self.finish_record("named", culprit, message)
-        self.console.print(f"[bold]{escape(message)}[/]", soft_wrap=True)
+        self.console.print(f"[bold]{user_text(message)}[/]", soft_wrap=True)
         return EXIT_OK
 
     def split(self, taken: list[str], candidates: list[str]) -> tuple[list[str], list[str]] | None:
@@ -338,7 +338,7 @@ class Bisect:
 
     def give_up(self, status: str, message: str) -> int:
         self.finish_record(status, None, message)
-        self.console.print(f"[red]{escape(message)}[/]", soft_wrap=True)
+        self.console.print(f"[red]{user_text(message)}[/]", soft_wrap=True)
         return EXIT_FAILED_CELLS
 
 

@@ -1,9 +1,10 @@
 """Which database the history is, and opening it at the current schema.
 
-The URL, first found: `--db URL` on the command line, `[history] url` in the matrix,
-DL_BENCH_HISTORY_URL, else the embedded default `sqlite:///<results>/history.sqlite`. A team
-points every VM at one PostgreSQL server (`postgresql://user@host/db`, driven by psycopg 3:
-the `postgres` extra, so that the host's own install needs no database driver).
+The URL, first found (history/destination.py): `--db URL` on the command line, the host's
+DL_BENCH_HISTORY_URL, `[history] url` in the matrix, else the embedded default
+`sqlite:///<results>/history.sqlite`. A team points every VM at one PostgreSQL server
+(`postgresql://user@host/db`, driven by psycopg 3: the `postgres` extra, so that
+the host's own install needs no database driver).
 Every open upgrades the schema to the newest Alembic revision first (idempotent), so an older
 database is migrated in place, never recreated.
 """
@@ -16,11 +17,12 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from .. import settings
 from ..errors import UsageError
 from ..results.store import RESULTS_DIR
+from .destination import URL_ENV, default_url, resolve
 
-URL_ENV = settings.HISTORY_URL
+__all__ = ["URL_ENV", "HistoryError", "default_url", "open_history", "resolve_url", "shown"]
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
@@ -28,13 +30,9 @@ class HistoryError(Exception):
     """The database cannot be reached or written (one line, no traceback)."""
 
 
-def default_url(results_dir: Path = RESULTS_DIR) -> str:
-    return f"sqlite:///{results_dir / 'history.sqlite'}"
-
-
 def resolve_url(given: str | None = None, matrix_url: str | None = None,
                 results_dir: Path = RESULTS_DIR) -> str:
-    return given or matrix_url or settings.get(URL_ENV) or default_url(results_dir)
+    return resolve(given, matrix_url, results_dir)[0]
 
 
 def _driver_url(url: str) -> str:

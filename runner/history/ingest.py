@@ -77,7 +77,7 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
     store = Store(path)
     manifest = store.read_manifest()
     manifest = cast(Manifest, {**manifest, **(extra or {})})
-    records = store.records()
+    records = store.records(manifest)
     hashes = content_hash(store, records)
     run_id = manifest.get("run_id") or store.run_id
     with engine.begin() as conn:

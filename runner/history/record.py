@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.markup import escape
+from ..errors import user_text
 
 
 def runner_version() -> str | None:
@@ -17,21 +17,20 @@ def runner_version() -> str | None:
         return None
 
 
-def record_finished_run(run_dir: Path, matrix_url: str | None, results_dir: Path,
-                        console) -> None:
+def record_finished_run(run_dir: Path, url: str, console) -> None:
+    """The run folder into the history at `url` (the pipeline's history_destination)."""
     try:
         from . import db, ingest
 
-        url = db.resolve_url(None, matrix_url, results_dir)
         engine = db.open_history(url)
         try:
             done = ingest.import_run(engine, run_dir, origin="run",
                                      extra={"runner_version": runner_version()})
         finally:
             engine.dispose()
-        console.print(f"history: {done.action} {escape(done.run_id)} in {escape(db.shown(url))}",
-                      soft_wrap=True)
+        console.print(f"history: {done.action} {user_text(done.run_id)} in "
+                      f"{user_text(db.shown(url))}", soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 — the run is finished: never fail it here
         text = str(exc).strip().splitlines()
         console.print(f"[yellow]! history: not recorded ({type(exc).__name__}: "
-                      f"{escape(text[0] if text else '')})[/]", soft_wrap=True)
+                      f"{user_text(text[0] if text else '')})[/]", soft_wrap=True)

@@ -41,9 +41,7 @@ from collections.abc import Callable, Mapping
 
 from rich.console import JustifyMethod
 
-from rich.markup import escape
-
-from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line, user_text
 from ..machine_profile import compare_threshold
 from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values, repeat_medians, welch_ratio
@@ -145,10 +143,10 @@ def open_run(path: Path) -> tuple[Store, Manifest]:
     return store, store.read_manifest()
 
 
-def readable_records(store: Store) -> list[Record]:
-    """The run's valid records; every file that is not one is named on stderr (never skipped
-    without a word)."""
-    records, unreadable = store.read_records()
+def readable_records(store: Store, manifest: Manifest | None = None) -> list[Record]:
+    """The run's valid records (of the cells its manifest lists); every file that is not one is
+    named on stderr (never skipped without a word)."""
+    records, unreadable = store.read_records(manifest)
     for path, problem in unreadable:
         print(f"warning: {one_line(f'{path}: {problem}; not compared')}", file=sys.stderr)
     return records
@@ -294,14 +292,14 @@ def choose_threshold(given: float | None, manifest_a: Manifest,
 
 def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
                  alpha: float = DEFAULT_ALPHA) -> Comparison:
-    if (threshold is not None and threshold < 0) or not 0 < alpha < 1:
+    if (threshold is not None and not 0 <= threshold < math.inf) or not 0 < alpha < 1:
         raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, "
                          f"{alpha})")
     sides, all_records, manifests = [], [], []
     for path in (run_a, run_b):
         store, manifest = open_run(path)
         manifests.append(manifest)
-        records = readable_records(store)
+        records = readable_records(store, manifest)
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
         key = pairing_keys(summaries)
@@ -387,8 +385,8 @@ STYLES = {FASTER: "green", SLOWER: "bold red", SAME: "", NOT_COMPARABLE: "yellow
 def terminal_table(comparison: Comparison):
     from rich.table import Table
 
-    table = Table(title=escape(f"B = {comparison.run_b}\nA = {comparison.run_a}"),
-                  title_justify="left")
+    table = Table(title=user_text(f"B = {comparison.run_b}\nA = {comparison.run_a}",
+                                  keep_lines=True), title_justify="left")
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("Workload (task), batch", "left"), ("Environment", "left"), ("Stack", "left"),
         ("A ms", "right"), ("B ms", "right"), ("B/A", "right"), ("p", "right"),
@@ -398,11 +396,11 @@ def terminal_table(comparison: Comparison):
     for cell in comparison.cells:
         style = STYLES[cell.verdict]
         verdict = f"[{style}]{cell.verdict}[/]" if style else cell.verdict
-        table.add_row(escape(f"{cell.label}, b{cell.batch_size}"), escape(cell.environment),
+        table.add_row(user_text(f"{cell.label}, b{cell.batch_size}"), user_text(cell.environment),
                       "[yellow]differs[/]" if cell.stack_differs else "same",
                       _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
                       _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict,
-                      escape(cell.reason))
+                      user_text(cell.reason))
     table.caption = (f"B/A: ratio of repeat medians; p: Welch's t-test on log repeat medians "
                      f"(alpha {comparison.alpha:g}); threshold: {comparison.threshold_source} "
                      f"(up to {comparison.threshold * 100:g} %), and the run-to-run spread")
@@ -417,8 +415,8 @@ def stack_table(comparison: Comparison):
     table.add_column("Environment", no_wrap=True)
     table.add_column("Stack", overflow="fold")
     for stack in comparison.stacks:
-        text = escape(stack.describe())
-        table.add_row(escape(stack.environment), text if stack.same else f"[yellow]{text}[/]")
+        text = user_text(stack.describe())
+        table.add_row(user_text(stack.environment), text if stack.same else f"[yellow]{text}[/]")
     return table
 
 
@@ -429,10 +427,10 @@ def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
     comparison = compare_runs(run_a, run_b, threshold, alpha)
     console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
-    console.print(escape(summary_line(comparison)), soft_wrap=True)
-    console.print(f"threshold: {escape(comparison.threshold_source)}", soft_wrap=True,
+    console.print(user_text(summary_line(comparison)), soft_wrap=True)
+    console.print(f"threshold: {user_text(comparison.threshold_source)}", soft_wrap=True,
                   style="yellow" if "without a profile" in comparison.threshold_source else None)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
     write_text_atomic(target, markdown(comparison))
-    console.print(f"compare: {escape(str(target))}", soft_wrap=True)
+    console.print(f"compare: {user_text(str(target))}", soft_wrap=True)
     return comparison.exit_code

@@ -5,7 +5,7 @@ ManifestModel; the pipeline gathers the facts and these functions lay them out."
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from .. import hostinfo, resume
 from ..environments import Flavour
@@ -16,7 +16,7 @@ from ..matrix import Matrix
 from ..plan import Plan
 from ..schema import EnvironmentSpec
 from ..version import runner_version
-from .types import Manifest
+from .types import Manifest, ManifestCell
 
 SCHEMA = 1
 
@@ -52,8 +52,8 @@ def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
                    executor_reason: str, flavour: Flavour, parallel: dict[str, Any],
                    gpu_clocks: dict[str, Any] | None, machine_profile: dict[str, Any],
                    environments: dict[str, dict[str, Any]]) -> Manifest:
-    """The manifest of a run as it starts."""
-    planned = {c.id for c in plan.cells} | {c.id for c in plan.not_applicable}
+    """The manifest of a run as it starts: built once, when its folder is made; updated as
+    the run goes (add_environments, add_calibration, resumed, add_ending)."""
     return {
         "schema": SCHEMA,
         "name": matrix.spec.run.name,
@@ -78,12 +78,42 @@ def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
         "workloads": {w.name: w.manifest_entry() for w in matrix.user_workloads},
         # [report]: the baselines of the effects (report RUN_DIR reads them from here).
         "report": matrix.spec.report.model_dump(),
-        # Matrix order, so reports list rows and environment columns as the matrix does.
-        "cells": [{"id": c.id, "name": c.name, "environment": c.environment,
-                   "repeats": c.repeats, "not_applicable": c.not_applicable,
-                   **({} if c.check_answers else {"check_answers": False})}
-                  for c in matrix.cells if c.id in planned],
+        "cells": cell_entries(matrix, plan),
     }
+
+
+def cell_entries(matrix: Matrix, plan: Plan) -> list[ManifestCell]:
+    """The planned cells in matrix order, so reports list rows and environment columns as the
+    matrix does."""
+    planned = {c.id for c in plan.cells} | {c.id for c in plan.not_applicable}
+    return [{"id": c.id, "name": c.name, "environment": c.environment, "repeats": c.repeats,
+             "not_applicable": c.not_applicable,
+             **({} if c.check_answers else {"check_answers": False})}
+            for c in matrix.cells if c.id in planned]
+
+
+def add_environments(manifest: Manifest, environments: dict[str, dict[str, Any]]) -> None:
+    """Each environment's entry once preparing found its facts, over what the manifest held."""
+    recorded = manifest.get("environments") or {}
+    manifest["environments"] = {name: {**recorded.get(name, {}), **entry}
+                                for name, entry in environments.items()}
+
+
+def resumed(recorded: Manifest, matrix: Matrix, plan: Plan, executor: str) -> Manifest:
+    """A resumed run's manifest: the run's own, updated, never rebuilt (its start, host and
+    decisions stay; the history orders runs by started_at). Its cells: those it listed and those
+    planned now (--only may differ between the two), as the plan has them now (a resume may add
+    repeats); the digest of the matrix now; the resume noted; the ending of the last attempt
+    cleared until this one ends."""
+    manifest = cast(Manifest, {k: v for k, v in recorded.items()
+                               if k not in ("finished_at", "interrupted", "stopped")})
+    planned = {c["id"]: c for c in cell_entries(matrix, plan)}
+    listed = {c["id"]: c for c in recorded.get("cells", [])}
+    order = dict.fromkeys([c.id for c in matrix.cells] + list(listed))
+    manifest["cells"] = [planned.get(i) or listed[i] for i in order if i in planned or i in listed]
+    manifest["matrix_sha256"] = resume.matrix_sha256(matrix.resolved)
+    manifest["resumed"] = [*(recorded.get("resumed") or []), {"at": now(), "executor": executor}]
+    return manifest
 
 
 def add_calibration(manifest: Manifest, calibration: dict[str, Any] | None) -> None:

@@ -53,6 +53,12 @@ def status_from_outcome(outcome: Outcome, worker: dict[str, Any] | None) -> tupl
         if worker["status"] == "ok" and not schemas.positive_samples(worker.get("samples_ms")):
             return "failed", ("the worker said ok but gave no finite positive step times "
                               "(samples_ms); nothing was measured")
+        if worker["status"] == "not_applicable":
+            # What applies is the plan's to say (the catalog's rules), before a worker starts:
+            # a worker's claim would show a failure as a planned NA.
+            return "failed", ("the worker said not_applicable, but the plan runs this cell "
+                              "(the catalog's rules decide what applies): "
+                              f"{worker.get('error') or 'no reason given'}")
         return worker["status"], worker.get("error")
     if outcome.returncode is not None and outcome.returncode < 0:
         return "crashed", f"worker killed by signal {-outcome.returncode}; last output:\n{tail}"

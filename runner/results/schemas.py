@@ -10,18 +10,30 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError, create_model,
                       field_validator, model_validator)
 
-from ..schema import RUN_NAME_PATTERN, format_error
+from ..schema import MAX_TIMEOUT_S, RUN_NAME_PATTERN, format_error
 from ..worker import catalog
 from ..worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
 from .types import Record
 
+# Bounds of every number the statistics read: a finite number beyond them (1.7e308 ms) makes a
+# sum, a square or a ratio of the reports overflow, so such a record is set aside like any other
+# malformed one. A step lasts at most a cell's longest timeout and, to count as measured, at
+# least a nanosecond; any other figure is at most 1e30 in size (FLOPs per step of the largest
+# model and batch are far below; every product and square of two such figures stays finite).
+MAX_SAMPLE_MS = MAX_TIMEOUT_S * 1000.0
+MIN_SAMPLE_MS = 1e-6
+MAX_FIGURE = 1e30
+MAX_COUNT = 10**12              # steps per call, calls per sample
+_Sample = Annotated[float, Field(ge=0.0, le=MAX_SAMPLE_MS)]
+_Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
+_Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 # Host-relied types of record fields (every name is a RECORD_FIELDS key: tests/test_hostile.py).
-_Number = float | None
+_Number = _Figure | None
 _Text = str | None
 RECORD_TYPES: dict[str, Any] = {
     "schema": Literal[SCHEMA_VERSION],
@@ -42,8 +54,11 @@ RECORD_TYPES: dict[str, Any] = {
     **{name: catalog.AXES[name].type | None for name in catalog.setting_axes()},
     "options": dict[str, Any],
     "user_workload": dict[str, Any] | None,
-    "samples_ms": list[float],
-    "warmup_s": list[float] | None,
+    "samples_ms": list[_Sample],
+    "warmup_s": list[_Figure] | None,
+    "steps_per_call": _Count | None,
+    "calls_per_sample": _Count | None,
+    "outliers": list[Annotated[list[_Figure], Field(min_length=2, max_length=2)]] | None,  # [i, ms]
     "metadata": dict[str, Any] | None,
     "extra": dict[str, Any] | None,
     "effective": dict[str, Any] | None,
@@ -92,6 +107,16 @@ class _RecordChecks(_Data):
             raise ValueError(f"{value[:40]!r}: empty, or holds a control character")
         return value
 
+    @field_validator("extra", check_fields=False)
+    @classmethod
+    def _extra_figures(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key in EXTRA_FIGURES:
+            figure = (value or {}).get(key)
+            if figure is not None and not _bounded(figure):
+                raise ValueError(f"extra.{key}: expected a number of at most {MAX_FIGURE:g}, "
+                                 f"got {figure!r:.40}")
+        return value
+
     @model_validator(mode="after")
     def _ok_has_samples(self) -> _RecordChecks:
         if self.status == "ok" and not positive_samples(self.samples_ms):
@@ -110,11 +135,22 @@ _RECORD_MODEL_FIELDS: dict[str, Any] = {("schema_" if n == "schema" else n): _fi
 RecordModel = create_model("RecordModel", __base__=_RecordChecks, **_RECORD_MODEL_FIELDS)
 
 
+# The figures of a record's free-form `extra` the reports compute with.
+EXTRA_FIGURES = ("telemetry_window_s", "epoch_s")
+
+
+def _bounded(value: Any) -> bool:
+    # abs() first: a whole number too large for a float is compared exactly, never converted
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and abs(value) <= MAX_FIGURE and math.isfinite(value)
+
+
 def positive_samples(samples: Any) -> bool:
-    """Non-empty, and every sample a finite number above zero: what an ok measurement is."""
+    """Non-empty, and every sample a finite number of at least MIN_SAMPLE_MS (a nanosecond) and
+    at most MAX_SAMPLE_MS: what an ok measurement is."""
     return isinstance(samples, list) and bool(samples) and all(
-        isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0
-        for s in samples)
+        isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)
+        and MIN_SAMPLE_MS <= s <= MAX_SAMPLE_MS for s in samples)
 
 
 def problem_of(model: type[BaseModel], data: Any) -> str | None:
@@ -180,6 +216,7 @@ class ManifestModel(_Data):
     report: ManifestReport | None = None
     calibration: dict[str, Any] | None = None
     matrix_sha256: str | None = None
+    resumed: list[dict[str, Any]] | None = None
 
 
 def manifest_problem(data: Any) -> str | None:

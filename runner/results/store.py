@@ -241,20 +241,26 @@ class Store:
         problem = schemas.record_problem(data, path.stem)
         return (None, problem) if problem else (schemas.complete_record(data), None)
 
-    def read_records(self) -> tuple[list[Record], list[tuple[Path, str]]]:
-        """(valid records, [(file, why) for every file that is not one])."""
+    def read_records(self, manifest: Manifest | None = None
+                     ) -> tuple[list[Record], list[tuple[Path, str]]]:
+        """(valid records, [(file, why) for every file that is not one]). With the run's
+        `manifest`, a record of a cell it does not list is not one of the run's either."""
+        listed = None if manifest is None else {c.get("id") for c in manifest.get("cells", [])}
         good: list[Record] = []
         bad: list[tuple[Path, str]] = []
         for path in self._record_files():
             record, problem = self.read_record(path)
             if record is None:
                 bad.append((path, problem or "not a record"))
+            elif listed is not None and record["cell_id"] not in listed:
+                bad.append((path, f"cell {record['cell_id']!r} is not a cell of this run "
+                                  "(manifest.json does not list it)"))
             else:
                 good.append(record)
         return good, bad
 
-    def records(self) -> list[Record]:
-        return self.read_records()[0]
+    def records(self, manifest: Manifest | None = None) -> list[Record]:
+        return self.read_records(manifest)[0]
 
     def finished(self) -> set[str]:
         """Keys (cell id + repeat) whose record is complete and valid."""

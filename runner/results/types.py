@@ -228,3 +228,4 @@ class Manifest(TypedDict, total=False):
     interrupted: bool
     stopped: str
     reproduces: str
+    resumed: list[dict[str, Any]]    # each resume: when, with which executor

@@ -20,7 +20,7 @@ def _warn(message: str) -> None:
 def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
     """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
     HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
-    records, unreadable = store.read_records()
+    records, unreadable = store.read_records(manifest)
     for path, problem in unreadable:
         _warn(f"{path}: {problem}; not in the reports")
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],

@@ -37,7 +37,9 @@ def option_type_error(where: str, option: catalog.Option, value: Any) -> str | N
     return None
 
 
-def _check_option(where: str, option: catalog.Option, value: Any) -> None:
+def check_option(where: str, option: catalog.Option, value: Any) -> Any:
+    """The value, checked, as its declared type holds it: a whole number given to a float
+    option is that float (sleep_ms = 1 and 1.0 are one cell, one id, in every run)."""
     problem = option_type_error(where, option, value)
     if problem is None and isinstance(value, str) and any(not c.isprintable() for c in value):
         problem = f"{where}: {shown(value)} holds a control character"
@@ -45,6 +47,12 @@ def _check_option(where: str, option: catalog.Option, value: Any) -> None:
         problem = f"{where}: must be positive, got {value}"
     if problem is not None:
         raise ValueError(problem)
+    if option.type is float and not isinstance(value, float):
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(f"{where}: must be a finite number, got {shown(value)}") from None
+    return value
 
 
 class _Benchmark(Strict):
@@ -94,8 +102,8 @@ class _Benchmark(Strict):
             values = given if isinstance(given, list) else [given]
             if not values:
                 raise ValueError(f"options.{key}: empty list: give at least one value")
-            for value in values:
-                _check_option(f"options.{key}", option, value)
+            checked = [check_option(f"options.{key}", option, value) for value in values]
+            self.options[key] = checked if isinstance(given, list) else checked[0]
         return self
 
     def cell_count(self, environments: int) -> int:

@@ -11,10 +11,11 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 
 from ..errors import did_you_mean
 from ..worker import catalog
-from .benchmark import BenchmarkSpec, option_type_error
+from .benchmark import BenchmarkSpec, check_option
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
                      RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
-                     check_parallel, check_steps, no_control, protected_env, shown)
+                     check_parallel, check_run_name, check_steps, loader_env, no_control,
+                     protected_env, shown)
 from .workloads import WorkloadSpec, read_workloads
 
 class RunSettings(Strict):
@@ -58,6 +59,11 @@ class RunSettings(Strict):
     # every GPU record (gpu_locked_clocks, which decides comparability).
     lock_clocks: Any = False
 
+    @field_validator("name", mode="after")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_run_name(value)
+
     @field_validator("lock_clocks", mode="after")
     @classmethod
     def _lock_clocks(cls, value: Any) -> bool | int:
@@ -96,8 +102,9 @@ class EnvironmentSpec(Strict):
     api: Literal[catalog.APIS]  # type: ignore[valid-type]
     backend: Literal[catalog.KERAS_BACKENDS] | None = None  # type: ignore[valid-type]
     env: dict[str, str] = Field(default_factory=dict)
-    # true: `env` may set what decides the worker's code (PYTHON*, LD_*, PATH). A matrix is code
-    # then: run only one you trust.
+    # true: `env` may set what decides the worker's code (PYTHON*, LD_*, PATH) or makes a shell
+    # wrapper or the C library load code (BASH_ENV, BASH_FUNC_*, GCONV_PATH, …: values.py). A
+    # matrix is code then: run only one you trust.
     unsafe_env: bool = False
 
     @field_validator("image", mode="after")
@@ -119,14 +126,25 @@ class EnvironmentSpec(Strict):
                                  f"not starting with a digit (no '=', NUL or space)")
             if "\0" in value:
                 raise ValueError(f"{name}: the value holds a NUL character")
+            if not value.isprintable():
+                raise ValueError(f"{name}: {shown(value)} holds a control character (an escape "
+                                 "sequence, a newline, …)")
         return env
 
     @model_validator(mode="after")
     def _protected_env(self) -> EnvironmentSpec:
+        if self.unsafe_env:
+            return self
         protected = [name for name in self.env if protected_env(name)]
-        if protected and not self.unsafe_env:
+        if protected:
             raise ValueError(f"env.{protected[0]}: PYTHON*, LD_* and PATH decide which code the "
                              f"worker runs; set unsafe_env = true on this environment to allow it")
+        loaders = [name for name, value in self.env.items() if loader_env(name, value)]
+        if loaders:
+            raise ValueError(f"env.{loaders[0]}: makes a shell wrapper, another interpreter or "
+                             "the C library load code or files of its choosing (BASH_ENV, "
+                             "BASH_FUNC_*, GCONV_PATH, … as sudo and glibc drop them); set "
+                             "unsafe_env = true on this environment to allow it")
         return self
 
     @model_validator(mode="after")
@@ -143,12 +161,15 @@ class EnvironmentSpec(Strict):
 
 class HistorySettings(Strict):
     # Where every finished run is recorded: an SQLAlchemy URL (sqlite:///path,
-    # postgresql://user@host/db). Unset: DL_BENCH_HISTORY_URL, else results/history.sqlite.
+    # postgresql://user@host/db), unless the host sets DL_BENCH_HISTORY_URL (the host's wins: a
+    # shared matrix must not choose which database this host writes). Unset: beside the run
+    # folders, results/history.sqlite.
     url: str | None = Field(None, min_length=1)
 
     @field_validator("url", mode="after")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
+        no_control(value)
         if value is not None and not re.match(r"^(sqlite|postgresql)(\+\w+)?://", value):
             raise ValueError(f"{value!r}: expected an SQLAlchemy URL, sqlite:///PATH or "
                              "postgresql://USER@HOST[:PORT]/DATABASE")
@@ -261,9 +282,7 @@ class MatrixSpec(Strict):
             if name not in known:
                 raise ValueError(f"{where}: no workload of this matrix has that option"
                                  f"{did_you_mean(name, known)}")
-            problem = option_type_error(where, known[name], value)
-            if problem is not None:
-                raise ValueError(problem)
+            check_option(where, known[name], value)
         return self
 
     @model_validator(mode="after")

@@ -13,6 +13,10 @@ from ..errors import did_you_mean
 from ..worker import catalog
 
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+# What the results folder holds besides run folders (the history database and its journals,
+# machine-profiles/, bisect/): no run may be named so.
+RESERVED_RUN_NAMES = ("machine-profiles", "bisect")
+RESERVED_RUN_PREFIXES = ("history.sqlite",)
 # Environment names become columns, file names and log lines: the same safe pattern.
 NAME = re.compile(RUN_NAME_PATTERN)
 
@@ -30,15 +34,52 @@ PROTECTED_ENV = ("PYTHON", "LD_")
 PROTECTED_ENV_NAMES = ("PATH",)
 
 
+# ... nor, without it, what makes a shell (a `python =` that is a shell wrapper), another
+# interpreter it starts, or the C library load code or read files of the setter's choosing:
+# the variables sudo's env_reset drops (its initial_badenv_table, bash functions included) and
+# glibc drops for setuid programs (UNSECURE_ENVVARS; not TMPDIR, a folder for temporary files
+# every worker inherits from the host anyway), and bash's own start-up hooks.
+LOADER_ENV_PREFIXES = ("BASH_FUNC_", "DYLD_", "_RLD", "LDR_", "KRB5_CONFIG", "KRB_CONF")
+LOADER_ENV_NAMES = (
+    # bash, ksh, zsh: files sourced, options set or commands run before a script's first line
+    "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "BASH_XTRACEFD", "PROMPT_COMMAND",
+    "BASH_LOADABLES_PATH", "IFS", "CDPATH", "GLOBIGNORE", "FPATH", "ZDOTDIR", "NULLCMD",
+    "READNULLCMD", "TMPPREFIX",
+    # glibc: gconv modules, getconf programs, tunables, locale, resolver and malloc-trace files
+    "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
+    "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR",
+    # the rest of sudo's list: other interpreters' search paths and options, terminal databases
+    "PATH_LOCALE", "PERLLIB", "PERL5LIB", "PERL5OPT", "PERL5DB", "PERLIO_DEBUG", "RUBYLIB",
+    "RUBYOPT", "JAVA_TOOL_OPTIONS", "NODE_OPTIONS", "LIBPATH", "SHLIB_PATH", "KRB5_KTNAME",
+    "KRBCONFDIR", "KRBTKFILE", "TERMINFO", "TERMINFO_DIRS", "TERMPATH", "TERMCAP",
+)
+
+
 def protected_env(name: str) -> bool:
     upper = name.upper()
     return upper in PROTECTED_ENV_NAMES or upper.startswith(PROTECTED_ENV)
+
+
+def loader_env(name: str, value: str) -> bool:
+    """A variable that makes a shell, another interpreter or the C library load code or files
+    (LOADER_ENV_*), or a value that is an exported bash function ("() { …; }")."""
+    upper = name.upper()
+    return upper in LOADER_ENV_NAMES or upper.startswith(LOADER_ENV_PREFIXES) \
+        or value.lstrip().startswith("()")
 
 
 def shown(value: Any, limit: int = 200) -> str:
     """repr(value), cut to `limit` characters: an error line stays one short line."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def check_run_name(name: str) -> str:
+    if name in RESERVED_RUN_NAMES or name.startswith(RESERVED_RUN_PREFIXES):
+        raise ValueError(f"{shown(name)} names what the results folder keeps for itself "
+                         "(history.sqlite, machine-profiles/, bisect/); name the run otherwise")
+    return name
+
 # An image in a registry, named by its content: REGISTRY/NAME@sha256:<64 hex digits>. A tag can
 # move; a digest names exactly one image, so a run (and its reproduction) gets what it asked for.
 # Without a registry host the name is Docker Hub's, as for `docker pull`.
@@ -59,6 +100,10 @@ def check_image(value: str | None) -> str | None:
         raise ValueError(f"{shown(value)}: name a registry image by its digest, "
                          f"REGISTRY/NAME@sha256:<64 hex digits> (a tag can move), or give an "
                          f"image folder under images/")
+    if value is not None and not is_image_reference(value) and not NAME.match(value):
+        # Its name becomes a folder of the environments' cache and an image's tag: one name.
+        raise ValueError(f"{shown(value)}: an image folder is one folder name under images/ "
+                         f"(letters, digits, '.', '_' or '-'; a path escapes images/)")
     return value
 
 

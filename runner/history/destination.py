@@ -1,0 +1,40 @@
+"""Where a run's history goes, decided without opening the database: `plan` and a run's first
+lines say it, and the run writes there.
+
+First found: `--db URL` on the command line, then the host's DL_BENCH_HISTORY_URL (a matrix
+travels between hosts and teams: it must not decide which database this host writes), then the
+matrix's `[history] url`, else `history.sqlite` beside the run folders (a resumed run's own
+results folder, wherever it lies)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from .. import settings
+
+URL_ENV = settings.HISTORY_URL
+
+
+def default_url(results_dir: Path) -> str:
+    return f"sqlite:///{results_dir / 'history.sqlite'}"
+
+
+def resolve(given: str | None, matrix_url: str | None, results_dir: Path,
+            environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(url, why it is that one)."""
+    if given:
+        return given, "--db"
+    host = settings.get(URL_ENV, environ)
+    if host:
+        beats = "; it beats the matrix's [history] url" if matrix_url else ""
+        return host, f"{URL_ENV}{beats}"
+    if matrix_url:
+        return matrix_url, "the matrix's [history] url"
+    return default_url(results_dir), "beside the run folders"
+
+
+def shown(url: str) -> str:
+    """The URL without its password (scheme://user:***@host/...)."""
+    return re.sub(r"^([^:/]+://[^:/@]*):[^@/]*@", r"\1:***@", url)
