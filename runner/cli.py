@@ -1,5 +1,5 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
-compare, doctor, export, import, reproduce, history, bisect.
+compare, doctor, export, import, reproduce, history, bisect, lock.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
@@ -25,7 +25,8 @@ from .errors import (EXIT_INTERNAL, EXIT_USAGE, UsageError, did_you_mean,
 # add_arguments(parser) and main(args, console) -> int). "run" is the command without a name.
 COMMANDS = {"run": "run", "plan": "plan", "build": "build", "report": "report",
             "compare": "compare", "doctor": "doctor", "export": "export", "import": "import_",
-            "reproduce": "reproduce", "history": "history", "bisect": "bisect"}
+            "reproduce": "reproduce", "history": "history", "bisect": "bisect",
+            "lock": "lock"}
 SUBCOMMANDS = tuple(COMMANDS)
 
 
