@@ -24,7 +24,7 @@ from .matrix import Cell
 from .plan import Entry, Plan
 from .results import records as record_mod, stats
 from .results.store import Store
-from .run_setup import Setup, source_of
+from .run_setup import Setup
 from .scheduling import Lane
 from .version import runner_version
 from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
@@ -110,7 +110,7 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
     blocks = BlockSizes(store.records(), plan.to_run)
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
-        source = source_of(entry.cell)
+        source = setup.source_of(entry.cell)
         executor = setup.executor_for(source)
         record = run_entry(executor, entry, prepared[source.key], store, seed,
                            lane=lane, stop=lanes.stop, on_status=show,
@@ -137,7 +137,7 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
     done = sub.finished()
     for cell in calibrations:
         entry = Entry(cell, 1)
-        source = source_of(cell)
+        source = setup.source_of(cell)
         if entry.key in done or source.key not in prepared:
             continue
         executor = setup.executor_for(source)

@@ -18,13 +18,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import scheduling
-from .environments import Source
 from .executors.base import Prepared
 from .matrix import Cell, Matrix
 from .plan import Entry, Plan
 from .results.formatting import fmt
 from .results.terminal import tables
-from .run_setup import Setup, source_of
+from .run_setup import Setup
 from .results.types import CellSummary, Manifest
 
 
@@ -45,7 +44,24 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
                   soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells))
+        show_stacks(setup, cells, console)
         show_env(matrix, cells, console)
+
+
+def show_stacks(setup: Setup, cells: list[Cell], console: Console) -> None:
+    """One line per derived stack of `cells`: what it derives from, its lock, what moved
+    against the folder's own lock."""
+    used: dict[str, list[str]] = {}
+    for name in dict.fromkeys(c.environment for c in cells):
+        if name in setup.stacks:
+            used.setdefault(setup.stacks[name].lock.as_posix(), []).append(name)
+    for names in used.values():
+        stack = setup.stacks[names[0]]
+        moved = stack.moved()
+        shown = "; ".join(moved[:8]) + (f"; and {len(moved) - 8} more" if len(moved) > 8 else "")
+        console.print(f"[bold]derived:[/] {escape(stack.label)} → lock sha {stack.sha256[:12]} "
+                      f"({escape(', '.join(names))}, {stack.flavour}: {escape(shown or 'as the folder lock')})",
+                      soft_wrap=True, highlight=False)
 
 
 def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
@@ -56,7 +72,7 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell]) -> Table:
     table.add_column("uses", overflow="fold")
     for name in dict.fromkeys(c.environment for c in cells):
         env = matrix.spec.environments[name]
-        executor, flavour, uses = setup.would_use(Source.of(env.image, env.python))
+        executor, flavour, uses = setup.would_use(setup.environment_source(matrix, name))
         api = env.api + (f"/{env.backend}" if env.backend else "")
         table.add_row(escape(name), escape(api), executor, flavour or "as installed",
                       escape(uses))
@@ -78,14 +94,14 @@ def show_env(matrix: Matrix, cells: list[Cell], console: Console) -> None:
         console.print(line, soft_wrap=True, highlight=False)
 
 
-def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
-                     action: str = "prepares") -> None:
+def show_preparation(matrix: Matrix, setup: Setup, plan: Plan, calibrations: list[Cell],
+                     console: Console, action: str = "prepares") -> None:
     """One line: what will be built (or found ready) and why, and what the selection leaves
     out — environments sharing an image folder share one build."""
     needs: dict[str, dict[str, Any]] = {}
     for cell, what in [(e.cell, "cells") for e in plan.to_run] + \
             [(c, "calibration") for c in calibrations]:
-        need = needs.setdefault(source_of(cell).label,
+        need = needs.setdefault(setup.source_of(cell).label,
                                 {"envs": {}, "cells": 0, "calibration": 0})
         need["envs"][cell.environment] = True
         need[what] += 1

@@ -43,6 +43,9 @@ class Cell:
     timeout: float
     not_applicable: str | None = None
     python: str | None = None       # an existing interpreter (environments.<name>.python)
+    # A derived stack: the pins and packages changing the image folder's requirements.
+    pins: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
     min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
     max_time_s: float = 60.0
     calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
@@ -56,7 +59,10 @@ class Cell:
 
     @property
     def coordinates(self) -> dict[str, Any]:
-        where = {"image": self.image} if self.python is None else {"python": self.python}
+        where: dict[str, Any] = {"image": self.image} if self.python is None \
+            else {"python": self.python}
+        if self.pins or self.packages:
+            where.update(pins=list(self.pins), packages=list(self.packages))
         calibration: dict[str, Any] = {"calibration_sizes": list(self.calibration_sizes)} \
             if self.calibration_sizes else {}
         if self.harness_overhead:
@@ -165,7 +171,7 @@ def apply_profile(raw: dict[str, Any], profile: str) -> dict[str, Any]:
     return data
 
 
-def check_image(path: Path, env_name: str, image: str) -> None:
+def check_image(path: Path, env_name: str, image: str, derived: bool = False) -> None:
     folder = (IMAGES_DIR / image).resolve()
     if not folder.is_relative_to(IMAGES_DIR.resolve()) or folder == IMAGES_DIR.resolve():
         raise UsageError(f"{path}: environments.{env_name}.image: {image!r} escapes images/")
@@ -174,6 +180,7 @@ def check_image(path: Path, env_name: str, image: str) -> None:
         from .errors import did_you_mean
 
         raise UsageError(f"{path}: environments.{env_name}.image: no folder images/{image}"
+                         f"{' to derive a stack from' if derived else ''}"
                          f"{did_you_mean(image, known)}")
 
 
@@ -205,7 +212,7 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
         if env.python is not None:
             check_python(path, name, env.python)
         elif env.image is not None and not schema.is_image_reference(env.image):
-            check_image(path, name, env.image)      # a digest reference is checked when pulled
+            check_image(path, name, env.image, env.derived)   # a reference: checked when pulled
     resolved.get("run", {}).update(profile=chosen)
     matrix = Matrix(path=path, spec=spec, profile=chosen, profile_reason=reason, resolved=resolved)
     matrix.cells = expand(matrix, path)
@@ -230,7 +237,8 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             options = {**catalog.default_sizes(bench.workload, coords["size"]), **chosen_options}
             cell = Cell(
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
-                python=env.python, workload=bench.workload, task=task, batch_size=batch_size,
+                python=env.python, pins=tuple(env.pins), packages=tuple(env.packages),
+                workload=bench.workload, task=task, batch_size=batch_size,
                 axes=coords,
                 options=options, env=worker_env(run, env),
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
@@ -277,7 +285,8 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
             if catalog.not_applicable_reason("matmul", env.api, env.backend, axes, "run"):
                 continue
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
-                            image=env.image, python=env.python, workload="matmul", task="run",
+                            image=env.image, python=env.python, pins=tuple(env.pins),
+                            packages=tuple(env.packages), workload="matmul", task="run",
                             batch_size=1,
                             axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
