@@ -72,9 +72,10 @@ class Target:
         return f"images/{self.name}/{self.lock.name}"
 
 
-def targets(names: list[str], images_dir: Path = IMAGES_DIR) -> list[Target]:
+def targets(names: list[str], images_dir: Path | None = None) -> list[Target]:
     """The locks of the named image folders (every folder with a requirements*.in when none is
     named), each flavour whose `.in` exists; LockError naming a folder that has none."""
+    images_dir = images_dir or IMAGES_DIR
     folders = sorted(p for p in images_dir.iterdir() if p.is_dir()) if images_dir.is_dir() else []
     known = [p for p in folders if any((p / s).is_file() for s in SOURCES.values())]
     if not names:
@@ -225,10 +226,9 @@ def request_for(target: Target, upgrade: bool = False,
 
 
 def differences(old: str | None, new: str) -> list[str]:
-    """What differs between two lock texts: the pins (name and version; a hash a release gained
-    since is no difference), the indexes they name, the command their headers name."""
-    if old is None:
-        return ["no lock yet"]
+    """What differs between two lock texts (`old` None: no lock yet): the pins (name and
+    version; a hash a release gained since is no difference) and the indexes they name."""
+    old = old or ""
     with tempfile.TemporaryDirectory(prefix="dl-bench-lock-") as tmp:
         a, b = Path(tmp) / "a.lock", Path(tmp) / "b.lock"
         a.write_text(old, encoding="utf-8")

@@ -17,7 +17,6 @@ together, and it is named as one. Every step and its measurement is written to t
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import io
 import shutil
@@ -160,11 +159,12 @@ class Bisect:
     def matrix_for(self, python: Path, step: Step) -> Path:
         """The bad run's matrix (its profile already applied), the cell's environment pointed at
         the step's interpreter, every other environment left out."""
-        data = copy.deepcopy(read_toml(self.bad_dir / "matrix.toml"))
+        data = read_toml(self.bad_dir / "matrix.toml")
         env = {k: v for k, v in data["environments"][self.environment].items()
                if k not in ("image", "pins", "packages")}       # the step's stack instead
         env["python"] = str(python)
         data["environments"] = {self.environment: env}
+        data.get("report", {}).pop("baseline_environment", None)   # perhaps one left out
         run = data.setdefault("run", {})
         run.update(name=f"bisect-step{step.number:02d}", repeats=self.repeats, calibrate=False,
                    executor="local")
