@@ -135,12 +135,13 @@ def lock_of(source: Source, flavour: str) -> Path:
     return Path(source.lock) if source.lock is not None else lock_path(source.image_folder, flavour)
 
 
-def derived_uses(source: Source, sha256: str, what: str = "") -> str:
-    """What an environment uses as the plan shows it: `what` (a lock, an image), and for a
-    derived stack first what it derives from and its lock's hash."""
+def derived_uses(source: Source, sha256: str, image: str = "") -> str:
+    """What an environment uses as the plan shows it: a derived stack's origin and lock hash
+    (and its image, with the Docker executor); else its image."""
     if not source.derived:
-        return what
-    return f"derived: {source.label} → lock sha {sha256[:12]}" + (f" ({what})" if what else "")
+        return image
+    return f"derived: {source.label} → lock sha {sha256[:12]}" + (f" (image {image})"
+                                                                   if image else "")
 
 
 def lock_sha256(folder: str, flavour: str, images_dir: Path = IMAGES_DIR) -> str | None:
