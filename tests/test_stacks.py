@@ -16,8 +16,6 @@ from runner import cli
 from runner.environments import indexes, installed, locking, stacks, venvs
 from runner.matrix import IMAGES_DIR
 
-PYPI = "https://pypi.org/simple/"
-
 ENVIRONMENTS = """
 [run]
 name = "stacks"
@@ -183,14 +181,6 @@ def test_every_shipped_lock_comes_from_an_in_with_the_same_indexes():
 
 
 # --- resolved (PyPI over the network) ---------------------------------------------------------
-
-@pytest.fixture
-def pypi():
-    if indexes.unreachable(PYPI):
-        pytest.skip(f"PyPI ({PYPI}) cannot be reached from here")
-    if venvs.find_uv() is None:
-        pytest.skip("uv is not installed")
-
 
 @pytest.fixture
 def own_caches(tmp_path, monkeypatch):

@@ -12,19 +12,11 @@ import pytest
 from sqlalchemy import select
 
 from runner import cli
-from runner.environments import indexes, installed, stacks, venvs
+from runner.environments import installed, stacks, venvs
 from runner.history import db, tables
 from runner.matrix import IMAGES_DIR, REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "versions.toml"
-
-
-@pytest.fixture
-def pypi():
-    if indexes.unreachable("https://pypi.org/simple/"):
-        pytest.skip("PyPI cannot be reached from here (the derived stack is resolved there)")
-    if venvs.find_uv() is None:
-        pytest.skip("uv is not installed")
 
 
 def records_of(run) -> list[dict]:
