@@ -293,7 +293,7 @@ def test_lock_makes_a_new_image_folders_locks_and_check_finds_an_edited_in(
     code, out, err = lock_cli("tiny")
     assert code == 0 and "images/tiny/requirements.lock: + six 1.17.0" in out, out + err
     lock = (images / "tiny" / "requirements.lock").read_text()
-    assert lock.startswith("# python -m runner lock tiny. Do not edit")
+    assert lock.startswith("# Made by `python -m runner lock tiny`; do not edit by hand")
     assert "six==1.17.0 \\\n    --hash=sha256:" in lock
     assert lock_cli("--check")[0] == 0
     (images / "tiny" / "requirements.in").write_text("six==1.17.0\ntomli==2.2.1\n")

@@ -120,8 +120,7 @@ def flavour_of(source_name: str) -> str:
 def header(made_by: str, source_name: str, indexed: bool, excludes: bool) -> str:
     """The lock's first lines: what made it, then the exact resolver command (whose
     --python-version `environments.lock_python` reads back)."""
-    return (f"# {made_by}. Do not edit: re-lock with {MAKER} (the flags live in "
-            "runner/environments/locking.py).\n"
+    return (f"# {made_by}; do not edit by hand (the flags: runner/environments/locking.py)\n"
             f"#    {command_line(source_name, indexed, excludes)}\n")
 
 
@@ -219,7 +218,7 @@ def request_for(target: Target, upgrade: bool = False,
                 upgrade_packages: tuple[str, ...] = ()) -> Request:
     excludes = target.excludes
     return Request(text=target.source.read_text(encoding="utf-8"),
-                   source_name=target.source.name, made_by=f"{MAKER} {target.name}",
+                   source_name=target.source.name, made_by=f"Made by `{MAKER} {target.name}`",
                    excludes=excludes.read_text(encoding="utf-8") if excludes else None,
                    prefer=target.lock.read_text(encoding="utf-8") if target.lock.is_file()
                    else None, upgrade=upgrade, upgrade_packages=upgrade_packages)

@@ -34,7 +34,7 @@ from packaging.utils import canonicalize_name
 from ..matrix import IMAGES_DIR
 from ..schema.values import requirement
 from . import LOCKS, Source, lock_path, source_path
-from .locking import EXCLUDES, LockError, Request, compile_lock, differences, flags
+from .locking import EXCLUDES, LockError, Request, compile_lock, differences, header
 from .venvs import ENV_ROOT, sha256_file
 
 CACHE_ENV = "DL_BENCH_STACK_CACHE"
@@ -148,9 +148,9 @@ def request_for(folder: str, flavour: str, pins: Sequence[str], packages: Sequen
 
 def cache_key(request: Request) -> str:
     """The hash of everything that decides a derived lock: the derived `.in`, the excludes, the
-    lock preferred, the header and the resolver's flags."""
+    lock preferred, and the header with the resolver's flags."""
     blob = json.dumps([request.text, request.source_name, request.excludes, request.prefer,
-                       request.made_by, flags(True, True)])
+                       header(request.made_by, request.source_name, True, True)])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
