@@ -14,18 +14,17 @@ from typing import Any
 from collections.abc import Callable, Mapping, Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import Progress
 
 from . import gpustate, scheduling, settings
 from .console import calibration_line, calibration_summary, cell_line
-from .errors import UsageError
+from .errors import UsageError, user_text
 from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from .matrix import Cell
 from .plan import Entry, Plan
 from .results import records as record_mod, stats
 from .results.store import Store
-from .run_setup import Setup, source_of
+from .run_setup import Setup
 from .scheduling import Lane
 from .user_workloads import STAGED
 from .version import runner_version
@@ -120,7 +119,7 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
     blocks = BlockSizes(store.records(), plan.to_run)
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
-        source = source_of(entry.cell)
+        source = setup.source_of(entry.cell)
         executor = setup.executor_for(source)
         record = run_entry(executor, entry, prepared[source.key], store, seed,
                            lane=lane, stop=lanes.stop, on_status=show,
@@ -146,14 +145,14 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
     sub = store.calibration()
     done = sub.finished()
     todo = [c for c in calibrations
-            if Entry(c, 1).key not in done and source_of(c).key in prepared]
+            if Entry(c, 1).key not in done and setup.source_of(c).key in prepared]
     records: list[Mapping[str, Any]] = []
     started = time.monotonic()
     with console.status("calibration") as status:    # transient: one line when done
         for n, cell in enumerate(todo, 1):
-            status.update(f"calibration {n}/{len(todo)}: {escape(cell.environment)} "
+            status.update(f"calibration {n}/{len(todo)}: {user_text(cell.environment)} "
                           f"{cell.axes['precision']}")
-            source = source_of(cell)
+            source = setup.source_of(cell)
             executor = setup.executor_for(source)
             record = run_entry(executor, Entry(cell, 1), prepared[source.key], sub, seed,
                                lane=setup.lanes()[0][0])

@@ -3,7 +3,8 @@ flavour and lanes and why, the environments and what each uses, what will be bui
 table, the machine's profile, each environment and cell as it finishes, the results tables.
 
 Every line is printed with soft_wrap: one line each, whatever the terminal's width (logs and
-tests read them); every user string goes through escape (a name is text, never markup).
+tests read them); every user string goes through errors.user_text (a name is text, never markup or an
+escape sequence).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from . import scheduling
-from .environments import Source
 from .errors import user_text
 from .executors.base import Prepared
 from .machine_profile import MEASURE_HINT
@@ -26,7 +26,7 @@ from .matrix import Cell, Matrix
 from .plan import Entry, Plan
 from .results.formatting import fmt
 from .results.terminal import tables
-from .run_setup import Setup, source_of
+from .run_setup import Setup
 from .results.types import CellSummary, Manifest
 
 
@@ -48,6 +48,7 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
                   soft_wrap=True)
     if cells:
         console.print(environment_table(matrix, setup, cells, runs))
+        show_stacks(setup, cells, console)
         show_env(matrix, cells, console)
     for user in {c.user_workload.name: c.user_workload for c in cells if c.user_workload}.values():
         beside = len(user.modules) - 1
@@ -65,6 +66,22 @@ def runs_per_environment(plan: Plan, calibrations: list[Cell]) -> dict[str, str]
             for name in dict.fromkeys(c.environment for c in plan.cells)}
 
 
+def show_stacks(setup: Setup, cells: list[Cell], console: Console) -> None:
+    """One line per derived stack of `cells`: what it derives from, its lock, what moved
+    against the folder's own lock."""
+    used: dict[str, list[str]] = {}
+    for name in dict.fromkeys(c.environment for c in cells):
+        if name in setup.stacks:
+            used.setdefault(setup.stacks[name].lock.as_posix(), []).append(name)
+    for names in used.values():
+        stack = setup.stacks[names[0]]
+        moved = stack.moved()
+        shown = "; ".join(moved[:8]) + (f"; and {len(moved) - 8} more" if len(moved) > 8 else "")
+        console.print(f"[bold]derived:[/] {user_text(stack.label)} → lock sha {stack.sha256[:12]} "
+                      f"({user_text(', '.join(names))}, {stack.flavour}: {user_text(shown or 'as the folder lock')})",
+                      soft_wrap=True, highlight=False)
+
+
 def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell],
                       runs: Mapping[str, str] | None = None) -> Table:
     """Per environment: its API, the lock, image or interpreter it uses, the runs it does; the
@@ -73,7 +90,7 @@ def environment_table(matrix: Matrix, setup: Setup, cells: list[Cell],
     rows = []
     for name in dict.fromkeys(c.environment for c in cells):
         env = matrix.spec.environments[name]
-        executor, flavour, uses = setup.would_use(Source.of(env.image, env.python))
+        executor, flavour, uses = setup.would_use(setup.environment_source(matrix, name))
         api = env.api + (f"/{env.backend}" if env.backend else "")
         rows.append((name, api, executor, flavour or "as installed", uses))
     own_executor = any(r[2] != setup.executor.name for r in rows)
@@ -119,12 +136,13 @@ def _assignments(variables: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in variables.items())
 
 
-def show_preparation(matrix: Matrix, plan: Plan, calibrations: list[Cell], console: Console,
-                     action: str = "prepares") -> None:
+def show_preparation(matrix: Matrix, setup: Setup, plan: Plan, calibrations: list[Cell],
+                     console: Console, action: str = "prepares") -> None:
     """One line: the environments that will be built (or found ready; environments sharing an
     image folder share one build), and what the selection leaves out. What each is built for
     is in the environments table."""
-    needed = [source_of(cell).label for cell in [e.cell for e in plan.to_run] + calibrations]
+    needed = [setup.source_of(cell).label
+              for cell in [e.cell for e in plan.to_run] + calibrations]
     used = {e.cell.environment for e in plan.to_run} | {c.environment for c in calibrations}
     left = [name for name in matrix.spec.environments if name not in used]
     folders = list(dict.fromkeys(needed))

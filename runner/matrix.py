@@ -45,6 +45,9 @@ class Cell:
     timeout: float
     not_applicable: str | None = None
     python: str | None = None       # an existing interpreter (environments.<name>.python)
+    # A derived stack: the pins and packages changing the image folder's requirements.
+    pins: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
     min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
     max_time_s: float = 60.0
     calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
@@ -61,7 +64,10 @@ class Cell:
 
     @property
     def coordinates(self) -> dict[str, Any]:
-        where = {"image": self.image} if self.python is None else {"python": self.python}
+        where: dict[str, Any] = {"image": self.image} if self.python is None \
+            else {"python": self.python}
+        if self.pins or self.packages:
+            where.update(pins=list(self.pins), packages=list(self.packages))
         calibration: dict[str, Any] = {"calibration_sizes": list(self.calibration_sizes)} \
             if self.calibration_sizes else {}
         if self.harness_overhead:
@@ -191,7 +197,7 @@ def apply_profile(raw: dict[str, Any], profile: str) -> dict[str, Any]:
     return data
 
 
-def check_image(path: Path, env_name: str, image: str) -> None:
+def check_image(path: Path, env_name: str, image: str, derived: bool = False) -> None:
     folder = (IMAGES_DIR / image).resolve()
     if not folder.is_relative_to(IMAGES_DIR.resolve()) or folder == IMAGES_DIR.resolve():
         raise UsageError(f"{path}: environments.{env_name}.image: {image!r} escapes images/")
@@ -200,6 +206,7 @@ def check_image(path: Path, env_name: str, image: str) -> None:
         from .errors import did_you_mean
 
         raise UsageError(f"{path}: environments.{env_name}.image: no folder images/{image}"
+                         f"{' to derive a stack from' if derived else ''}"
                          f"{did_you_mean(image, known)}")
 
 
@@ -241,7 +248,7 @@ def load(path: str | Path, profile: str | None = None, gpu_found: bool = False) 
             env.python = resolve_python(path, name, env.python)
             resolved["environments"][name]["python"] = env.python
         elif env.image is not None and not schema.is_image_reference(env.image):
-            check_image(path, name, env.image)      # a digest reference is checked when pulled
+            check_image(path, name, env.image, env.derived)   # a reference: checked when pulled
     resolved.get("run", {}).update(profile=chosen)
     for name, declared in spec.workloads.items():      # the code it ran: a resume checks it
         resolved["workloads"][name]["sha256"] = declared.read.sha256
@@ -272,7 +279,8 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             options = {**defaults, **chosen_options}
             cell = Cell(
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
-                python=env.python, workload=bench.workload, task=task, batch_size=batch_size,
+                python=env.python, pins=tuple(env.pins), packages=tuple(env.packages),
+                workload=bench.workload, task=task, batch_size=batch_size,
                 axes=coords,
                 options=options, env=worker_env(run, env),
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
@@ -319,7 +327,8 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
             if catalog.not_applicable_reason("matmul", env.api, env.backend, axes, "run"):
                 continue
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
-                            image=env.image, python=env.python, workload="matmul", task="run",
+                            image=env.image, python=env.python, pins=tuple(env.pins),
+                            packages=tuple(env.packages), workload="matmul", task="run",
                             batch_size=1,
                             axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,

@@ -1,6 +1,6 @@
 """The run as named steps over one state (nox's `workflow.execute((task, task, …))`):
 
-    load matrix → lock clocks → open store → plan → show setup → start run
+    load matrix → lock clocks → open store → plan → derived stacks → show setup → start run
     → measure (prepare environments → calibrate → run cells) → write reports → history
 
 Each step takes the RunState and updates it; a step that returns an exit code ends the run with
@@ -19,13 +19,14 @@ from collections.abc import Sequence
 from . import (console as show, gpustate, hostinfo, matrix as matrix_mod, resume,
                run_manifest, user_workloads)
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
+from .environments import stacks
 from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
                      interruption, os_error_line, signals_held, user_text)
 from .plan import make_plan
 from .results import manifest as manifest_mod
 from .results.store import Store
 from .results.write import write_reports
-from .run_setup import choose_setup, source_of
+from .run_setup import choose_setup, resolve_stacks as resolve
 from .run_state import Options, RunState, Step
 
 __all__ = ["CELLS", "MEASURE", "RUN", "Options", "RunState", "Step", "execute"]
@@ -106,17 +107,31 @@ def plan_calibrations(state: RunState) -> None:
     state.calibrations = [c for c in state.matrix.calibration if c.environment in used]
 
 
+def resolve_stacks(state: RunState) -> None:
+    """The derived stacks the plan's cells (and calibrations) use, each resolved into its lock
+    (a resumed run's own); one that cannot be is bad input, before anything is built."""
+    names = [c.environment for c in state.plan.cells + state.calibrations]
+
+    def note(line: str) -> None:
+        state.console.print(f"[yellow]![/] {user_text(line)}", soft_wrap=True)
+
+    resolve(state.setup, state.matrix, list(dict.fromkeys(names)),
+            state.opened_store.root if state.opened_store is not None else None, note)
+
+
 def choose_sources(state: RunState) -> None:
     """Each source the planned runs (and calibrations) need, once (environments may share an
     image folder)."""
     cells = [e.cell for e in state.plan.to_run] + state.calibrations
-    state.sources = list({source_of(c).key: source_of(c) for c in cells}.values())
+    sources = [state.setup.source_of(c) for c in cells]
+    state.sources = list({s.key: s for s in sources}.values())
 
 
 def show_setup(state: RunState) -> None:
     show.show_setup(state.matrix, state.setup, state.plan.cells, state.console,
                     show.runs_per_environment(state.plan, state.calibrations))
-    show.show_preparation(state.matrix, state.plan, state.calibrations, state.console)
+    show.show_preparation(state.matrix, state.setup, state.plan, state.calibrations,
+                          state.console)
     if state.opts.history:
         show.show_history(*history_destination(state), state.console)
 
@@ -151,6 +166,12 @@ def start_run(state: RunState) -> None:
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran
         store.write_matrix(user_workloads.staged_matrix(matrix.resolved, matrix.user_workloads))
+    for name, stack in state.setup.stacks.items():     # what reproduce rebuilds
+        target = stacks.run_folder_lock(store.root, name, stack.flavour)
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            store.write_text(str(target.relative_to(store.root)),
+                             stack.lock.read_text(encoding="utf-8"))
     store.write_manifest(state.manifest)
     record_not_applicable(store, state.plan, store.run_id, matrix.spec.run.seed)
 
@@ -316,6 +337,6 @@ def exit_code(state: RunState) -> int:
 # A matrix's cells, its matrix and setup made by the caller (reproduce, doctor --measure, bisect).
 CELLS: tuple[Step, ...] = (
     open_resumed_store, plan_cells, refuse_an_empty_selection, plan_calibrations,
-    choose_sources, show_setup, stop_at_the_plan, open_store, start_run, measure,
+    resolve_stacks, choose_sources, show_setup, stop_at_the_plan, open_store, start_run, measure,
     refuse_to_go_on_halted, show_results, stop_if_lost, write_history, exit_code)
 RUN: tuple[Step, ...] = (load_matrix, lock_clocks, *CELLS)     # `run` and `plan`

@@ -14,11 +14,12 @@ from typing import Any
 from rich.console import Console
 
 from . import matrix as matrix_mod, pipeline
-from .environments import Flavour, Source, folder_flavour, lock_path, lock_sha256
+from .environments import Flavour, Source, folder_flavour, lock_of, stacks
+from .environments.venvs import sha256_file
 from .errors import UsageError, user_text
 from .results import compare, manifest as manifest_mod
 from .results.store import RESULTS_DIR, Store
-from .run_setup import Setup, choose_setup
+from .run_setup import Setup, choose_setup, resolve_stacks
 
 
 def docker_client() -> Any:
@@ -71,23 +72,38 @@ def use_recorded_environments(run_dir: Path, matrix: matrix_mod.Matrix, setup: S
                               console: Console) -> None:
     """Check every environment can be had exactly as recorded, the Docker ones made to run the
     recorded image; UsageError (one line) naming the first that cannot."""
+    use_recorded_stacks(run_dir, matrix, setup, names, console)
     for name in names:
-        env = matrix.spec.environments[name]
-        source = Source.of(env.image, env.python)
+        source = setup.environment_source(matrix, name)
         facts = recorded.get(name, {})
         executor = setup.executor_for(source)
         if source.existing:
             continue  # what it holds is recorded per cell; compare names any difference
         if not executor.runs_images:
-            flavour = folder_flavour(setup.flavour, source.image_folder)
-            lock = lock_path(source.image_folder, flavour)
-            here = lock_sha256(source.image_folder, flavour)
+            lock = lock_of(source, folder_flavour(setup.flavour, source.image_folder))
+            here = sha256_file(lock) if lock.is_file() else None
             if facts.get("lock_sha256") and here != facts["lock_sha256"]:
-                raise refuse(run_dir, name, f"images/{source.folder}/{lock.name} has sha256 "
-                             f"{(here or 'none')[:12]}… here, the run used "
-                             f"{facts['lock_sha256'][:12]}… (check out the commit that ran it)")
+                shown = lock if source.derived else f"images/{source.folder}/{lock.name}"
+                raise refuse(run_dir, name, f"{shown} has sha256 {(here or 'none')[:12]}… here, "
+                             f"the run used {facts['lock_sha256'][:12]}… (check out the commit "
+                             "that ran it)")
             continue
         use_recorded_image(run_dir, name, source, executor, facts, console)
+
+
+def use_recorded_stacks(run_dir: Path, matrix: matrix_mod.Matrix, setup: Setup,
+                        names: list[str], console: Console) -> None:
+    """The derived stacks exactly as the run folder keeps them (stacks/<environment>/), never
+    resolved again: a refusal when the run kept none."""
+    for name in names:
+        env = matrix.spec.environments[name]
+        if env.derived and env.image is not None:
+            flavour = folder_flavour(setup.flavour, env.image)
+            if not stacks.run_folder_lock(run_dir, name, flavour).is_file():
+                raise refuse(run_dir, name, f"its derived stack's lock is not in the run folder "
+                             f"({stacks.RUN_FOLDER}/{name}/)")
+    resolve_stacks(setup, matrix, names, run_dir,
+                   lambda line: console.print(user_text(line), soft_wrap=True))
 
 
 def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from . import machine_profile
-from .environments import Source
 from .results import manifest as manifest_mod
 from .results.types import Manifest
 from .run_state import RunState
@@ -37,10 +36,11 @@ def environment_entries(state: RunState) -> dict[str, dict[str, Any]]:
     """Each environment as the matrix declares it, what runs it, and what preparing found."""
     entries = {}
     for name, env in state.matrix.spec.environments.items():
-        source = Source.of(env.image, env.python)
+        source = state.setup.environment_source(state.matrix, name)
         executor, flavour, uses = state.setup.would_use(source)
         entries[name] = manifest_mod.environment_entry(env, executor, flavour, uses,
-                                                       state.prepared.get(source.key))
+                                                       state.prepared.get(source.key),
+                                                       state.setup.stacks.get(name))
     return entries
 
 

@@ -1,14 +1,18 @@
 """A run's setup: its decisions, made once and shown in its first lines — which executor runs the
-cells and why, which flavour of the locks and why, where cells run at once (the lanes) and why —
-and which executor runs each environment's source."""
+cells and why, which flavour of the locks and why, where cells run at once (the lanes) and why,
+the lock of each derived stack — and which executor runs each environment's source."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import hostinfo, scheduling
-from .environments import Flavour, Source, decide_flavour
+from .environments import Flavour, Source, decide_flavour, folder_flavour, stacks
+from .environments.stacks import Stack
 from .errors import UsageError
 from .executors import auto, kinds
 from .executors.base import Executor, ExecutorUnavailable
@@ -30,6 +34,9 @@ class Setup:
     _local: Executor | None = None        # runs existing interpreters the executor does not
     _images: Executor | None = None       # runs images named by digest the executor does not
     clocks: dict[str, Any] | None = None  # [run] lock_clocks: what was locked (gpustate)
+    # environment name → its derived stack, resolved for the flavour it is built in (the
+    # pipeline's resolve_stacks, or a reproduction's recorded locks)
+    stacks: dict[str, Stack] = field(default_factory=dict)
 
     @property
     def flavour(self) -> Flavour:
@@ -47,6 +54,17 @@ class Setup:
                 self._images = kinds.create(kinds.IMAGE_KIND, self.flavour, self.gpu)
             return self._images
         return self.executor
+
+    def source_of(self, cell: Cell) -> Source:
+        """Where a cell's interpreter comes from (its environment's derived stack, once
+        resolved)."""
+        stack = self.stacks.get(cell.environment)
+        return stack.source() if stack is not None else Source.of(cell.image, cell.python)
+
+    def environment_source(self, matrix: Matrix, name: str) -> Source:
+        stack = self.stacks.get(name)
+        env = matrix.spec.environments[name]
+        return stack.source() if stack is not None else Source.of(env.image, env.python)
 
     def lanes(self) -> tuple[list[Lane], str]:
         """Where cells run at once, and why: this host's GPUs, or the slots of an executor that
@@ -91,10 +109,6 @@ class Setup:
             executor.close()
 
 
-def source_of(cell: Cell) -> Source:
-    return Source.of(cell.image, cell.python)
-
-
 def choose_setup(matrix: Matrix | None, requested: str | None,
                  parallel: int | str | None = None, ray_address: str | None = None,
                  flavour: Flavour | None = None) -> Setup:
@@ -136,3 +150,36 @@ def refuse_digest_images(matrix: Matrix | None, kind: str) -> None:
     if by_digest:
         raise UsageError(f"{matrix.path}: environments.{by_digest[0]}.image: an image named by "
                          f"digest runs with the local or docker executor, not {kind}")
+
+
+def noted(on_note: Callable[[str], None], name: str, line: str) -> None:
+    on_note(f"{name}: {line}")
+
+
+def resolve_stacks(setup: Setup, matrix: Matrix, names: list[str], recorded_in: Path | None,
+                   on_note: Callable[[str], None]) -> None:
+    """The lock of each derived environment in `names` for the flavour it is built in: the one a
+    run folder recorded (`recorded_in`: a resumed run's), else resolved or found in the cache.
+    UsageError (one line, the resolver's reason) for a stack that cannot be had — before
+    anything is built."""
+    for name in names:
+        env = matrix.spec.environments[name]
+        if not env.derived or name in setup.stacks or env.image is None:
+            continue
+        where = f"{matrix.path}: environments.{name}"
+        if not setup.executor_for(Source.of(env.image)).on_this_host:
+            raise UsageError(f"{where}: a derived stack (pins, packages) runs with the local or "
+                             f"docker executor; the {setup.executor.name} executor's nodes build "
+                             "the image folders' own locks only")
+        flavour = folder_flavour(setup.flavour, env.image)
+        recorded = stacks.run_folder_lock(recorded_in, name, flavour) if recorded_in else None
+        try:
+            if recorded is not None and recorded.is_file():
+                stack = stacks.recorded(env.image, flavour, env.pins, env.packages, recorded)
+            else:
+                stack = stacks.resolve(env.image, flavour, env.pins, env.packages,
+                                       on_line=functools.partial(noted, on_note, name))
+        except stacks.StackError as exc:
+            label = " + ".join((f"images/{env.image}", *env.pins, *env.packages))
+            raise UsageError(f"{where}: {label} ({flavour}) cannot be resolved: {exc}") from None
+        setup.stacks[name] = stack

@@ -115,6 +115,7 @@ BUILD_CA = "DL_BENCH_BUILD_CA"
 RAY_RETRIES = "DL_BENCH_RAY_RETRIES"
 NODE_EXECUTOR = "DL_BENCH_NODE_EXECUTOR"
 ENV_DIR = "RUNNER_ENV_DIR"
+STACK_CACHE = "DL_BENCH_STACK_CACHE"
 WORKER_ID = "DL_BENCH_WORKER_ID"
 NO_DOCKER_SETUP = "DL_BENCH_NO_DOCKER_SETUP"
 
@@ -167,6 +168,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting(ENV_DIR, "folder", Path.home() / ".cache" / "dl-bench-runner" / "envs", "where "
             "local environments are built and cached (by flavour and lock hash)",
             "local executor; bisect", folder, "~/.cache/dl-bench-runner/envs"),
+    Setting(STACK_CACHE, "folder", None,
+            "where derived stacks' resolved locks are cached (by the hash of what they derive "
+            "from)", "plan and run of a matrix with pins or packages", folder,
+            "stacks/ beside RUNNER_ENV_DIR"),
     Setting(WORKER_ID, "text", None, "one per attempt: finds whatever escaped its supervisor",
             "local workers", set_by=RUNNER),
     Setting("DL_BENCH_GPU_GIVEN", "1", None, "the host gave the worker a GPU: a cell that "

@@ -81,3 +81,14 @@ def chromium(tmp_path):
         return done.stdout
 
     return run
+
+
+@pytest.fixture
+def pypi():
+    """Skips unless PyPI answers and uv is installed: what resolving a lock needs."""
+    from runner.environments import indexes, venvs
+
+    if indexes.unreachable("https://pypi.org/simple/"):
+        pytest.skip("PyPI cannot be reached from here (locks are resolved there)")
+    if venvs.find_uv() is None:
+        pytest.skip("uv is not installed")

@@ -14,6 +14,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_bad", type=Path, metavar="RUN_BAD", help="run folder: the bad stack")
     parser.add_argument("--cell", required=True, metavar="ID",
                         help="the cell (id or name) whose number moved")
+    parser.add_argument("--good-cell", default=None, metavar="ID",
+                        help="the good end's cell (id or name) in RUN_GOOD when it is another "
+                             "environment's, e.g. two stacks of one run side by side (default: "
+                             "the cell of the same name)")
     parser.add_argument("--repeats", type=int, default=None, metavar="N",
                         help="repeats per measured stack (default: the bad run's, at least 3)")
     parser.add_argument("--work-dir", type=Path, default=None, metavar="DIR",

@@ -43,8 +43,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"--push pushes Docker images: it needs --executor "
                              f"{kinds.IMAGE_KIND}, not {opts.executor}")
         opts.executor = opts.executor or kinds.IMAGE_KIND
-    steps = (pipeline.load_matrix, pipeline.plan_cells, pipeline.choose_sources,
-             show_what_builds, pipeline.prepare_environments, stop_if_a_build_failed,
+    steps = (pipeline.load_matrix, pipeline.plan_cells, pipeline.resolve_stacks,
+             pipeline.choose_sources, show_what_builds, pipeline.prepare_environments, stop_if_a_build_failed,
              push_images)
     return pipeline.execute(steps, pipeline.RunState(opts, console))
 
@@ -53,7 +53,7 @@ def show_what_builds(state: RunState) -> None:
     from ..console import show_preparation, show_setup
 
     show_setup(state.matrix, state.setup, state.plan.cells, state.console)
-    show_preparation(state.matrix, state.plan, [], state.console, action="builds")
+    show_preparation(state.matrix, state.setup, state.plan, [], state.console, action="builds")
 
 
 def stop_if_a_build_failed(state: RunState) -> int | None:

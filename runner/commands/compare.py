@@ -19,10 +19,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="significance level of the test on repeat medians (default 0.05)")
     parser.add_argument("--markdown", type=Path, default=None, metavar="FILE",
                         help="write the Markdown here (default: RUN_B/compare-<A>.md)")
+    parser.add_argument("--environments", nargs=2, default=None, metavar=("ENV_A", "ENV_B"),
+                        help="compare environment ENV_A of RUN_A with ENV_B of RUN_B (the same "
+                             "run may be given twice: two stacks measured side by side)")
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
     from ..results.compare import run_compare
 
+    environments = tuple(args.environments) if args.environments else None
     return run_compare(args.run_a, args.run_b, args.threshold, args.alpha, args.markdown,
-                       console)
+                       console, environments)

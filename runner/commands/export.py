@@ -48,8 +48,9 @@ def main(args: argparse.Namespace, console: Console) -> int:
     opts = pipeline.Options(matrix_path=args.source, only=args.only, profile=args.profile,
                             executor=kinds.IMAGE_KIND)
     state = pipeline.RunState(opts, console)
-    steps = (pipeline.load_matrix, pipeline.plan_cells, pipeline.choose_sources, only_images,
-             pipeline.prepare_environments, functools.partial(archive_prepared, output=args.output))
+    steps = (pipeline.load_matrix, pipeline.plan_cells, pipeline.resolve_stacks,
+             pipeline.choose_sources, only_images, pipeline.prepare_environments,
+             functools.partial(archive_prepared, output=args.output))
     return pipeline.execute(steps, state)
 
 

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add["show"].add_argument("cell", metavar="CELL", help="a cell name, a cell id or a glob")
     add["diff"].add_argument("run_a", metavar="RUN_A", help="run id (name/timestamp) or folder")
     add["diff"].add_argument("run_b", metavar="RUN_B")
+    add["diff"].add_argument("--environments", nargs=2, default=None, metavar=("ENV_A", "ENV_B"),
+                             help="environment ENV_A of RUN_A against ENV_B of RUN_B (the same "
+                                  "run may be given twice: two stacks side by side)")
     add["regressions"].add_argument("--cell", metavar="GLOB", default="*",
                                     help="only cells whose name matches GLOB")
     add["regressions"].add_argument("--recent", type=int, default=changepoints.RECENT,
@@ -141,7 +144,8 @@ def do_show(engine, args, console) -> int:
 def do_diff(engine, args, console) -> int:
     from ..history.queries import diff_runs
 
-    a, b, diffs = diff_runs(engine, args.run_a, args.run_b)
+    a, b, diffs = diff_runs(engine, args.run_a, args.run_b,
+                            tuple(args.environments) if args.environments else None)
     console.print(f"A = {user_text(a['run_id'])} ({a['started_at']})\nB = {user_text(b['run_id'])} "
                   f"({b['started_at']})", soft_wrap=True)
     for key in ("driver_version", "gpu_name", "runner_version", "host_name"):

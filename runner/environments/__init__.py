@@ -7,7 +7,9 @@ apart by their form):
 - an image reference, a registry image named by digest, `REGISTRY/NAME@sha256:…`
   (`images.pull_pinned`): exactly that image, pulled when missing and run by the Docker executor;
 - an existing interpreter, `python = "/path/to/python"` (`existing`): a VM's preinstalled stack,
-  a conda environment, a vendor container — used as it is, never built.
+  a conda environment, a vendor container — used as it is, never built;
+- a derived stack: an image folder with `pins` and `packages` (`stacks`), resolved into a lock of
+  its own and built from it like a folder's.
 
 The flavour (cpu | cuda) picks which lock of an image folder is installed: `requirements.lock` or
 `requirements-cuda.lock`. One decision per run (`decide_flavour`), the same for both executors.
@@ -26,6 +28,7 @@ from ..schema import is_image_reference
 
 FLAVOUR_ENV = settings.FLAVOUR        # cpu | cuda: overrides the decision below
 LOCKS = {"cpu": "requirements.lock", "cuda": "requirements-cuda.lock"}
+SOURCES = {"cpu": "requirements.in", "cuda": "requirements-cuda.in"}     # what each is locked from
 # Every lock is compiled for the images' Python (their base is python:3.11); a lock's header
 # may say so itself (`uv pip compile --python-version 3.11`).
 LOCK_PYTHON = "3.11"
@@ -42,11 +45,13 @@ class Flavour:
 @dataclass(frozen=True)
 class Source:
     """Where one environment's interpreter comes from: exactly one of an image folder, an image
-    reference or an existing python."""
+    reference or an existing python. A derived stack is an image folder with its own lock."""
 
     folder: str | None = None       # images/<folder>/: its locks are built (a venv or an image)
     reference: str | None = None    # REGISTRY/NAME@sha256:…: exactly that image (Docker only)
     python: str | None = None       # an existing interpreter, used as it is
+    lock: str | None = None         # a derived stack's lock (stacks.py), built instead of the folder's
+    changes: tuple[str, ...] = ()   # what the derived stack changes: its pins, then its packages
 
     @classmethod
     def of(cls, image: str | None, python: str | None = None) -> Source:
@@ -60,7 +65,7 @@ class Source:
         """What executors prepare once and cells share (several environments share an image
         folder)."""
         if self.folder is not None:
-            return self.folder
+            return " + ".join((self.folder, *self.changes))
         return self.reference if self.reference is not None else f"python:{self.python}"
 
     @property
@@ -85,7 +90,13 @@ class Source:
         """images/torch, python /opt/conda/bin/python, or the image reference."""
         if self.existing:
             return f"python {self.python}"
-        return self.reference if self.reference is not None else f"images/{self.folder}"
+        if self.reference is not None:
+            return self.reference
+        return " + ".join((f"images/{self.folder}", *self.changes))
+
+    @property
+    def derived(self) -> bool:
+        return self.lock is not None
 
 
 def decide_flavour(gpu_count: int, gpu_name: str | None = None) -> Flavour:
@@ -108,6 +119,26 @@ def folder_flavour(flavour: Flavour, folder: str, images_dir: Path = IMAGES_DIR)
 
 def lock_path(folder: str, flavour: str, images_dir: Path = IMAGES_DIR) -> Path:
     return images_dir / folder / LOCKS[flavour]
+
+
+def source_path(folder: str, flavour: str, images_dir: Path = IMAGES_DIR) -> Path:
+    """The requirements*.in a folder's lock of a flavour is compiled from."""
+    return images_dir / folder / SOURCES[flavour]
+
+
+def lock_of(source: Source, flavour: str) -> Path:
+    """The lock a source built from an image folder installs: its derived lock, else the
+    folder's lock of the flavour."""
+    return Path(source.lock) if source.lock is not None else lock_path(source.image_folder, flavour)
+
+
+def derived_uses(source: Source, sha256: str, image: str = "") -> str:
+    """What an environment uses as the plan shows it: a derived stack's origin and lock hash
+    (and its image, with the Docker executor); else its image."""
+    if not source.derived:
+        return image
+    return f"derived: {source.label} → lock sha {sha256[:12]}" + (f" (image {image})"
+                                                                   if image else "")
 
 
 def lock_sha256(folder: str, flavour: str, images_dir: Path = IMAGES_DIR) -> str | None:

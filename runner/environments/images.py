@@ -2,7 +2,8 @@
 built, building it (BuildKit through the docker CLI, else the SDK), what a record says about it.
 
 An image is `dl-bench/<name>:<flavour>-<lock sha256[:12]>`, also tagged `dl-bench/<name>:<flavour>`
-(what compose.yaml runs). Its labels record the lock's sha256 and a hash of the whole recipe
+(what compose.yaml runs) unless it is a derived stack's (stacks.py: the folder's name, the derived
+lock's hash, no alias). Its labels record the lock's sha256 and a hash of the whole recipe
 (the shared images/Dockerfile, the lock, the base), so a rebuild is skipped exactly when nothing
 that goes into it changed.
 The `docker` package is imported by the callers that hold a client, never here at import time.
@@ -72,6 +73,7 @@ class Recipe:
     lock: Path
     lock_sha256: str
     base: str | None          # None: the Dockerfile's default (digest-pinned) base
+    derived: bool = False     # a derived stack's lock: tagged by its hash only, never the alias
 
     @property
     def repository(self) -> str:
@@ -115,14 +117,16 @@ class Recipe:
 
 
 def recipe(name: str, flavour: str = "cpu", base: str | None = None,
-           images_dir: Path = IMAGES_DIR) -> Recipe:
+           images_dir: Path = IMAGES_DIR, lock: str | Path | None = None) -> Recipe:
+    """The recipe of an image folder's lock of a flavour, or of a derived stack's `lock`."""
     folder = images_dir / name
-    lock = folder / LOCKS.get(flavour, "?")
-    for needed in (images_dir / "Dockerfile", lock):
+    installs = Path(lock) if lock is not None else folder / LOCKS.get(flavour, "?")
+    for needed in (images_dir / "Dockerfile", installs):
         if not needed.is_file():
             raise ImageError(f"image {name!r} ({flavour}): {needed} is missing")
-    return Recipe(name=name, flavour=flavour, folder=folder, lock=lock,
-                  lock_sha256=sha256_file(lock), base=base or settings.get(BASE_ENV))
+    return Recipe(name=name, flavour=flavour, folder=folder, lock=installs,
+                  lock_sha256=sha256_file(installs), base=base or settings.get(BASE_ENV),
+                  derived=lock is not None)
 
 
 def write_context(rec: Recipe, folder: Path) -> None:
@@ -179,7 +183,8 @@ def build(client: Any, rec: Recipe, on_line: Callable[[str], None]) -> Any:
             on_line("no BuildKit docker CLI found: classic builder (slow on vfs engines)")
             build_with_sdk(client, rec, context, on_line)
     image = client.images.get(rec.tag)
-    image.tag(rec.repository, rec.flavour)
+    if not rec.derived:
+        image.tag(rec.repository, rec.flavour)
     return image
 
 

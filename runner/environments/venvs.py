@@ -1,6 +1,8 @@
-"""Local virtual environments built from an image folder's lock (the embedded default).
+"""Local virtual environments built from an image folder's lock (the embedded default), or from
+a derived stack's lock (stacks.py).
 
-One environment per image folder and flavour, cached under a hash of its lock file, so an
+One environment per image folder and flavour (and per derived lock), cached under a hash of its
+lock file, so an
 unchanged environment is never rebuilt. The interpreter is the lock's Python (3.11): uv finds it
 on the machine or fetches a managed one, so a host whose own Python differs still gets exactly
 the locked stack. A build that did not finish leaves no `.complete` marker and is redone from
@@ -52,12 +54,15 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def env_for(image: str, flavour: str = "cpu", root: Path | None = None) -> LocalEnv:
-    lock = lock_path(image, flavour)
+def env_for(image: str, flavour: str = "cpu", root: Path | None = None,
+            lock: Path | None = None) -> LocalEnv:
+    """The environment of an image folder's lock of a flavour, or of `lock` (a derived stack's,
+    made from that folder)."""
+    lock = lock or lock_path(image, flavour)
     try:
         digest = sha256_file(lock)
     except FileNotFoundError:
-        raise EnvironmentBuildError(f"images/{image}/{lock.name} is missing") from None
+        raise EnvironmentBuildError(f"{lock} is missing") from None
     tag = "py" + lock_python(lock).replace(".", "")
     return LocalEnv(image, flavour, lock,
                     (root or ENV_ROOT) / f"{image}-{flavour}-{tag}-{digest[:12]}", digest)
@@ -145,9 +150,10 @@ def build_lock(env: LocalEnv, on_line: Callable[[str], None]) -> Iterator[None]:
 
 
 def build(image: str, flavour: str = "cpu", root: Path | None = None,
-          on_line: Callable[[str], None] = lambda line: None) -> LocalEnv:
-    """Return a ready environment for `image` in `flavour`, building it when its lock changed."""
-    env = env_for(image, flavour, root)
+          on_line: Callable[[str], None] = lambda line: None, lock: Path | None = None) -> LocalEnv:
+    """Return a ready environment for `image` in `flavour` (or for a derived `lock` of it),
+    building it when its lock changed."""
+    env = env_for(image, flavour, root, lock)
     if is_built(env):
         return env
     env.path.parent.mkdir(parents=True, exist_ok=True)

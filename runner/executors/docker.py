@@ -17,7 +17,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .. import hostinfo, settings
-from ..environments import Flavour, Source, folder_flavour, images
+from ..environments import Flavour, Source, derived_uses, folder_flavour, images
 from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
                                           EngineProblem, EngineSettings, EngineSlow, call,
                                           classify, connect, reason)
@@ -88,17 +88,17 @@ class DockerExecutor(ImageExecutor):
         rec = self.recipe(source)
         image = self.image(source.key)
         reference = images.push(self.client(), image, rec, registry, lambda line: None)
-        return {"image": reference, "image_id": image.id, "flavour": rec.flavour,
-                "lock": f"images/{rec.name}/{rec.lock.name}", "lock_sha256": rec.lock_sha256,
-                "recipe_sha256": rec.recipe_sha256}
+        lock = source.label if source.derived else f"images/{rec.name}/{rec.lock.name}"
+        return {"image": reference, "image_id": image.id, "flavour": rec.flavour, "lock": lock,
+                "lock_sha256": rec.lock_sha256, "recipe_sha256": rec.recipe_sha256}
 
     def built_lock_sha256(self, prepared: Prepared) -> str | None:
         """The lock hash the built image carries in its label."""
         return (self.image(prepared.key).labels or {}).get(f"{images.LABEL}.lock-sha256")
 
     def recipe(self, source: Source) -> images.Recipe:
-        folder = source.image_folder
-        return images.recipe(folder, folder_flavour(self.flavour, folder), self.base)
+        flavour = folder_flavour(self.flavour, source.image_folder)
+        return images.recipe(source.image_folder, flavour, self.base, lock=source.lock)
 
     def would_use(self, source: Source) -> tuple[str | None, str]:
         """(flavour, image tag) without touching the engine."""
@@ -108,7 +108,7 @@ class DockerExecutor(ImageExecutor):
             rec = self.recipe(source)
         except images.ImageError as exc:
             return folder_flavour(self.flavour, source.image_folder), str(exc)
-        return rec.flavour, rec.tag
+        return rec.flavour, derived_uses(source, rec.lock_sha256, rec.tag)
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         import docker.errors

@@ -20,8 +20,8 @@ from pathlib import Path
 from collections.abc import Callable, Mapping
 
 from .. import settings
-from ..environments import (Flavour, Source, existing, folder_flavour, installed, lock_path,
-                            venvs)
+from ..environments import (Flavour, Source, derived_uses, existing, folder_flavour, installed,
+                            lock_of, lock_path, venvs)
 from ..matrix import REPO_ROOT
 from ..worker.protocol import COMPILE_CACHE_ENV
 from ..worker.user_code import STAGED_ENV
@@ -171,7 +171,10 @@ class LocalExecutor(Executor):
         if source.existing:
             return None, f"python {source.python}"
         flavour = folder_flavour(self.flavour, source.image_folder)
-        return flavour, f"images/{source.folder}/{lock_path(source.image_folder, flavour).name}"
+        lock = lock_of(source, flavour)
+        if source.derived:
+            return flavour, derived_uses(source, venvs.sha256_file(lock))
+        return flavour, f"images/{source.folder}/{lock.name}"
 
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         flavour, uses = self.would_use(source)
@@ -184,7 +187,8 @@ class LocalExecutor(Executor):
                             metadata={"executor": self.name, "env_source": "existing"})
         flavour = folder_flavour(self.flavour, source.image_folder)
         try:
-            env = venvs.build(source.image_folder, flavour, self.env_root, on_line)
+            env = venvs.build(source.image_folder, flavour, self.env_root, on_line,
+                              lock_of(source, flavour))
         except venvs.EnvironmentBuildError as exc:
             return Prepared(source.key, uses, flavour, error=str(exc))
         return Prepared(source.key, uses, flavour, python=env.python,
@@ -204,8 +208,9 @@ class LocalExecutor(Executor):
         if not diff:
             return []
         shown = "; ".join(diff[:5]) + (f"; and {len(diff) - 5} more" if len(diff) > 5 else "")
-        return [f"{env.path} differs from images/{env.image}/{env.lock.name}: {shown} "
-                f"(delete the folder to rebuild it)"]
+        shipped = env.lock == lock_path(env.image, env.flavour)
+        lock = f"images/{env.image}/{env.lock.name}" if shipped else f"its derived lock {env.lock}"
+        return [f"{env.path} differs from {lock}: {shown} (delete the folder to rebuild it)"]
 
     def command(self, prepared: Prepared, attempt: Attempt) -> list[str]:
         return [str(prepared.python), "-m", "runner.worker", str(attempt.spec_path),

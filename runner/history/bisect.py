@@ -17,7 +17,6 @@ together, and it is named as one. Every step and its measurement is written to t
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import io
 import shutil
@@ -58,15 +57,15 @@ class Step:
 
 class Bisect:
     def __init__(self, engine, good_dir: Path, bad_dir: Path, cell: str, repeats: int | None,
-                 work: Path | None, find_links: list[str], console):
+                 work: Path | None, find_links: list[str], console, good_cell: str | None = None):
         self.engine, self.console, self.find_links = engine, console, find_links
         self.good_dir, self.bad_dir = good_dir, bad_dir
-        # A cell id may differ between the runs (it hashes where the environment came from):
-        # the id or name finds the cell in the bad run, its name finds it in the good one.
+        # A cell id may differ between the runs (it hashes where the environment came from): the
+        # id or name finds it in the bad run, its name (or --good-cell's) in the good one.
         bad_records = self._cell_records(bad_dir, cell)
         self.environment = bad_records[0]["environment"]
         self.cell_name = bad_records[0]["cell_name"]
-        good_records = self._cell_records(good_dir, self.cell_name)
+        good_records = self._cell_records(good_dir, good_cell or self.cell_name)
         self.good, self.bad = (self._distributions(r, d) for r, d in
                                ((good_records, good_dir), (bad_records, bad_dir)))
         self.diff: StackDiff = diff_stacks({"distributions": self.good},
@@ -159,11 +158,12 @@ class Bisect:
     def matrix_for(self, python: Path, step: Step) -> Path:
         """The bad run's matrix (its profile already applied), the cell's environment pointed at
         the step's interpreter, every other environment left out."""
-        data = copy.deepcopy(read_toml(self.bad_dir / "matrix.toml"))
-        env = dict(data["environments"][self.environment])
-        env.pop("image", None)
+        data = read_toml(self.bad_dir / "matrix.toml")
+        env = {k: v for k, v in data["environments"][self.environment].items()
+               if k not in ("image", "pins", "packages")}       # the step's stack instead
         env["python"] = str(python)
         data["environments"] = {self.environment: env}
+        data.get("report", {}).pop("baseline_environment", None)   # perhaps one left out
         run = data.setdefault("run", {})
         run.update(name=f"bisect-step{step.number:02d}", repeats=self.repeats, calibrate=False,
                    executor="local")
@@ -346,5 +346,5 @@ def run_bisect(engine, args, console) -> int:
     if args.repeats is not None and args.repeats < 2:
         raise UsageError("--repeats must be ≥ 2 (compare needs two repeats per side)")
     bisect = Bisect(engine, args.run_good, args.run_bad, args.cell, args.repeats, args.work_dir,
-                    [str(p) for p in args.find_links], console)
+                    [str(p) for p in args.find_links], console, args.good_cell)
     return bisect.run()

@@ -235,10 +235,19 @@ def diff_stacks(a: dict[str, Any], b: dict[str, Any]) -> StackDiff:
     return out
 
 
-def diff_runs(engine: Engine, run_a: str, run_b: str) -> tuple[dict, dict, dict[str, StackDiff | str]]:
-    """Per environment of either run: its StackDiff, or "only in A"/"only in B"."""
+def diff_runs(engine: Engine, run_a: str, run_b: str, environments: tuple[str, str] | None = None
+              ) -> tuple[dict, dict, dict[str, StackDiff | str]]:
+    """Per environment of either run: its StackDiff, or "only in A"/"only in B"; with
+    `environments` (ENV_A, ENV_B), ENV_A of run A against ENV_B of run B only."""
     a, b = run_row(engine, run_a), run_row(engine, run_b)
     stacks_a, stacks_b = run_stacks(engine, a["id"]), run_stacks(engine, b["id"])
+    if environments is not None:
+        label = " → ".join(environments)
+        for stacks, name, run in ((stacks_a, environments[0], a), (stacks_b, environments[1], b)):
+            if name not in stacks:
+                raise UsageError(f"{run['run_id']}: no environment {name!r} in the history "
+                                 f"(it has {', '.join(sorted(stacks)) or 'none'})")
+        stacks_a, stacks_b = {label: stacks_a[environments[0]]}, {label: stacks_b[environments[1]]}
     out: dict[str, StackDiff | str] = {}
     for name in dict.fromkeys([*stacks_a, *stacks_b]):
         if name not in stacks_a or name not in stacks_b:

@@ -21,9 +21,14 @@ they are "not comparable", naming the keys. So are cells with fewer than two rep
 samples on a side.
 
 Per environment, the stack is compared as a whole first (pyperf refuses to mix incomparable
-runs): the lock hash or image digest and id, the installed distributions, the driver, the GPU
-model and its power limit, the runner's version and the environment variables the matrix set.
-Every row of an environment whose stack differs is marked, whatever its cells' verdicts.
+runs): the lock hash or image digest and id, the installed distributions (each one that changed
+named: numpy 2.4.6 → 1.26.4), the driver, the GPU model and its power limit, the runner's version
+and the environment variables the matrix set. Every row of an environment whose stack differs is
+marked, whatever its cells' verdicts.
+
+`--environments ENV_A ENV_B` compares environment ENV_A of run A with ENV_B of run B (the same
+run folder may be given twice): two stacks measured side by side, e.g. one framework at two
+versions, judged cell by cell as two runs are.
 
 Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 for bad input.
 """
@@ -36,7 +41,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from collections.abc import Callable, Mapping
 
 from rich.console import JustifyMethod
@@ -45,6 +50,7 @@ from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line, user_text
 from ..machine_profile import compare_threshold
 from ..worker.protocol import write_text_atomic
 from .stats import COMPARABILITY_KEYS, metadata_values, repeat_medians, welch_ratio
+from . import stack_diff
 from .store import Store
 from .summaries import cell_summaries
 from .types import CellSummary, Manifest, Record
@@ -58,6 +64,13 @@ FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparab
 # What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
 STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
               "driver_version", "gpu_name", "gpu_power_limit_w", "runner_version", "worker_env")
+# The comparability keys that make up the software stack itself: with --environments the two
+# stacks are what is compared, so these differ on purpose (shown in the stack table; every other
+# key — the machine, the GPU, the runner's version, the worker's variables — still must agree).
+SOFTWARE_KEYS = ("python_version", "python_implementation", "framework_version", "keras_version",
+                 "backend_version", "jaxlib_version", "tensorflow_version", "cuda_version",
+                 "cudnn_version", "image_id", "image_digest", "lock_sha256",
+                 "distributions_sha256")
 
 
 @dataclass
@@ -176,9 +189,28 @@ def compare_stacks(records_a: list[Record],
             stacks.append(StackComparison(env, only_in="A" if env in sides[0] else "B"))
             continue
         a, b = (metadata_values(side[env], STACK_KEYS) for side in sides)
-        stacks.append(StackComparison(env, [f"{key} {_shown(a[key])} → {_shown(b[key])}"
-                                            for key in STACK_KEYS if a[key] != b[key]]))
+        differs = [f"{key} {_shown(a[key])} → {_shown(b[key])}" for key in STACK_KEYS
+                   if a[key] != b[key]]
+        moved = stack_diff.changes(*(stack_diff.installed(side[env]).get(env, {})
+                                     for side in sides))
+        stacks.append(StackComparison(env, differs + ([f"distributions {stack_diff.text(moved)}"]
+                                                      if moved else [])))
     return stacks
+
+
+def paired(records: list[Record], environment: str, label: str, run: Path) -> list[Record]:
+    """--environments: the records of one environment, named `label` (environment and cell
+    name), so that they pair with the other side's; UsageError when the run has none."""
+    out = []
+    for record in records:
+        if record["environment"] == environment:
+            name = str(record["cell_name"]).replace(f"-{environment}-", f"-{label}-", 1)
+            out.append(cast(Record, {**record, "environment": label, "cell_name": name}))
+    if not out:
+        found = sorted({r["environment"] for r in records})
+        raise UsageError(f"{run}: no record of environment {environment!r} (it has "
+                         f"{', '.join(found) or 'none'})")
+    return out
 
 
 def _shown(values: set[str]) -> str:
@@ -209,7 +241,8 @@ def repeat_test(medians_a: list[float],
 
 def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, Any] | None,
                  records_a: list[Record], records_b: list[Record],
-                 threshold: float, alpha: float) -> CellComparison:
+                 threshold: float, alpha: float, compared: tuple[str, ...] = ()) -> CellComparison:
+    """B's cell against A's; `compared`: comparability keys that differ on purpose."""
     base = summary_b or summary_a
     if base is None:
         raise ValueError("compare_cell: neither run has the cell")
@@ -227,7 +260,7 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     if not ok_a or not ok_b:
         out.reason = f"status A {summary_a['status']}, B {summary_b['status']}"
         return out
-    out.differing_keys = differing_keys(ok_a, ok_b)
+    out.differing_keys = [k for k in differing_keys(ok_a, ok_b) if k not in compared]
     medians_a, medians_b = repeat_medians(ok_a), repeat_medians(ok_b)
     out.ratio = welch_ratio(medians_b, medians_a).ratio
     if out.differing_keys:
@@ -291,15 +324,18 @@ def choose_threshold(given: float | None, manifest_a: Manifest,
 
 
 def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
-                 alpha: float = DEFAULT_ALPHA) -> Comparison:
+                 alpha: float = DEFAULT_ALPHA,
+                 environments: tuple[str, str] | None = None) -> Comparison:
     if (threshold is not None and not 0 <= threshold < math.inf) or not 0 < alpha < 1:
         raise UsageError(f"--threshold must be ≥ 0 and --alpha in (0, 1) (got {threshold}, "
                          f"{alpha})")
     sides, all_records, manifests = [], [], []
-    for path in (run_a, run_b):
+    for index, path in enumerate((run_a, run_b)):
         store, manifest = open_run(path)
         manifests.append(manifest)
         records = readable_records(store, manifest)
+        if environments is not None:
+            records = paired(records, environments[index], " → ".join(environments), path)
         all_records.append(records)
         summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])])
         key = pairing_keys(summaries)
@@ -321,7 +357,7 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
         side = b if b is not None else a
         workload = side.get("workload") if side is not None else None
         cell = compare_cell(a, b, rec_a.get(name, []), rec_b.get(name, []),
-                            threshold_of(workload), alpha)
+                            threshold_of(workload), alpha, SOFTWARE_KEYS if environments else ())
         cell.stack_differs = cell.environment in differing
         cells.append(cell)
     used = [c.threshold for c in cells if c.threshold is not None]
@@ -421,10 +457,11 @@ def stack_table(comparison: Comparison):
 
 
 def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
-                markdown_path: Path | None, console) -> int:
+                markdown_path: Path | None, console,
+                environments: tuple[str, str] | None = None) -> int:
     """The `compare` subcommand: tables on the terminal, Markdown to a file, exit code.
     threshold None: from the runs' machine profiles (choose_threshold)."""
-    comparison = compare_runs(run_a, run_b, threshold, alpha)
+    comparison = compare_runs(run_a, run_b, threshold, alpha, environments)
     console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
     console.print(user_text(summary_line(comparison)), soft_wrap=True)

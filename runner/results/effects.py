@@ -12,7 +12,9 @@ fewer than 3 repeats. An interval that covers 1 is not distinguishable from nois
   baseline value: the first in the matrix, or `[report] baselines = { jit = false, ... }`. The
   batch size changes a step's work: its effect is on the time per item (sample, token, image).
 - **Environment effects**: per row (workload, task, batch size, axes), every environment
-  against the baseline environment (`[report] baseline_environment`, default the first).
+  against the baseline environment (`[report] baseline_environment`, default the first), each
+  named with what its stack changes against the baseline's (the distributions the records name:
+  a version change, e.g. numpy 2.4.6 → 1.26.4).
 - The **geometric mean** of a column's ratios, over the rows that computed the same answer,
   with the interval of that mean (stats.geometric_mean_ratio).
 - The Keras 3 benchmark table's "best Keras 3 over Keras 2" is one environment effect: the Keras 2
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stats
+from . import stack_diff, stats
 from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, model_family, option_preset, pivot,
                         row_label)
 from .types import CellSummary, Manifest
@@ -41,15 +43,18 @@ class Settings:
     baselines: dict[str, Any] = field(default_factory=dict)    # "jit" / "options.n" → value
     baseline_environment: str | None = None
     environments: tuple[str, ...] = ()                          # the matrix's order
+    # environment → the distributions installed there (stack_diff.installed of the records)
+    stacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
-    def from_manifest(cls, manifest: Manifest) -> Settings:
+    def from_manifest(cls, manifest: Manifest,
+                      stacks: dict[str, dict[str, str]] | None = None) -> Settings:
         report = manifest.get("report") or {}
         baselines = {k: v for k, v in (report.get("baselines") or {}).items() if k != "options"}
         baselines |= {f"options.{k}": v
                       for k, v in ((report.get("baselines") or {}).get("options") or {}).items()}
         return cls(baselines, report.get("baseline_environment"),
-                   tuple(manifest.get("environments") or ()))
+                   tuple(manifest.get("environments") or ()), stacks or {})
 
 
 def speedup(base: Mapping[str, Any], cell: Mapping[str, Any]) -> stats.Ratio:
@@ -93,6 +98,8 @@ class EffectTable:
     values: list[Any]
     effects: list[Effect]
     without_baseline: int = 0       # groups that had no cell at a configured baseline
+    # The environment factor: environment → what its stack changes against the baseline's.
+    changes: dict[str, str] = field(default_factory=dict)
 
     def of(self, value: Any) -> list[Effect]:
         return [e for e in self.effects if _same(e.value, value)]
@@ -228,7 +235,21 @@ def environment_table(summaries: list[CellSummary], settings: Settings) -> Effec
                 continue
             table.effects.append(Effect(env, label, batch, env, base, cell, speedup(base, cell)))
     table.values = [env for env in table.values if table.of(env)]   # shares no row: no column
+    table.changes = version_changes(table, settings.stacks)
     return table if table.effects else None
+
+
+def version_changes(table: EffectTable, stacks: dict[str, dict[str, str]]) -> dict[str, str]:
+    """environment → what its stack changes against the baseline's, for the environments that
+    run the baseline's API and backend (then the effect is one of versions; between two
+    frameworks it is the framework's, and a list of their different packages says nothing)."""
+    out = {}
+    for env in table.values:
+        effect = table.of(env)[0]
+        same_api = all(effect.base.get(k) == effect.cell.get(k) for k in ("api", "backend"))
+        if same_api and env in stacks and table.baseline in stacks:
+            out[env] = stack_diff.text(stack_diff.changes(stacks[table.baseline], stacks[env]))
+    return out
 
 
 @dataclass

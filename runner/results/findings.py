@@ -42,7 +42,8 @@ def _where(effect, factor: str) -> str:
 
 def _subject(table: EffectTable, value: Any) -> str:
     if table.factor == ENVIRONMENT:
-        return f"{value} against {table.baseline}"
+        changed = f" ({table.changes[value]})" if value in table.changes else ""
+        return f"{value}{changed} against {table.baseline}"
     per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
     return f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}"
 

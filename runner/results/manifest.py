@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from .. import hostinfo, resume
 from ..environments import Flavour
+from ..environments.stacks import Stack
 from ..errors import one_line
 from ..executors.base import Prepared
 from ..hostinfo import Gpu
@@ -26,10 +27,17 @@ def now() -> str:
 
 
 def environment_entry(env: EnvironmentSpec, executor: str, flavour: str | None, uses: str,
-                      prepared: Prepared | None) -> dict[str, Any]:
+                      prepared: Prepared | None, stack: Stack | None = None) -> dict[str, Any]:
     """An environment as the matrix declares it, the executor, flavour and lock, image or
-    interpreter it uses, and (once prepared) the facts its preparation found."""
-    entry = {**env.model_dump(), "executor": executor, "flavour": flavour, "uses": uses}
+    interpreter it uses, its derived stack (the lock the run folder keeps, what moved against
+    the folder's lock), and (once prepared) the facts its preparation found."""
+    declared = env.model_dump(exclude=None if env.derived else {"pins", "packages"})
+    entry = {**declared, "executor": executor, "flavour": flavour, "uses": uses}
+    if stack is not None:
+        # The lock itself: the run folder's stacks/<environment>/ (stacks.run_folder_lock).
+        entry["stack"] = {"derives": f"images/{stack.folder}", "changes": list(stack.changes),
+                          "flavour": stack.flavour, "lock_sha256": stack.sha256,
+                          "moved": stack.moved()}
     if prepared is not None:
         entry.update(prepared.metadata)
         if prepared.warnings:

@@ -95,6 +95,10 @@ def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
         parts += [f"![{forest.title}]({forest.path})", ""]
     for table in analysis.tables:
         parts += [f"### {table.title}", "", *effect_table(table), ""]
+        if table.changes:
+            parts += [f"What each stack changes against {table.baseline}'s (the distributions "
+                      "its records name):", "",
+                      *[f"- {env}: {text}" for env, text in table.changes.items()], ""]
         if table.without_baseline:
             parts += [f"{table.without_baseline} group(s) have no cell at {table.factor} = "
                       f"{shown(table.baseline)} (the configured baseline) and are left out.", ""]

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import one_line
-from . import answers, effects, files, markdown
+from . import answers, effects, files, markdown, stack_diff
 from .store import Store
 from .summaries import cell_summaries
 from .types import CellSummary, Manifest
@@ -27,7 +27,8 @@ def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
                                (manifest.get("calibration") or {}).get("peaks"),
                                manifest.get("machine_profile"))
     answers.check(summaries, answers.unchecked_cells(manifest))
-    analysis = effects.analyse(summaries, effects.Settings.from_manifest(manifest))
+    analysis = effects.analyse(summaries, effects.Settings.from_manifest(
+        manifest, stack_diff.installed(records)))
     store.write_text("results.jsonl", files.results_jsonl(records))
     store.write_text("summary.csv", files.summary_csv(summaries))
     plots: list[Any] = []

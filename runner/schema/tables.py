@@ -14,8 +14,8 @@ from ..worker import catalog
 from .benchmark import BenchmarkSpec, check_option
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
                      RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
-                     check_parallel, check_run_name, check_steps, loader_env, no_control,
-                     protected_env, shown)
+                     check_parallel, check_run_name, check_stack, check_steps, is_image_reference,
+                     loader_env, no_control, protected_env, shown)
 from .workloads import WorkloadSpec, read_workloads
 
 class RunSettings(Strict):
@@ -106,6 +106,26 @@ class EnvironmentSpec(Strict):
     # wrapper or the C library load code (BASH_ENV, BASH_FUNC_*, GCONV_PATH, …: values.py). A
     # matrix is code then: run only one you trust.
     unsafe_env: bool = False
+    # A derived stack (image folders only): `pins` replace the requirement of their name in the
+    # folder's requirements*.in (or add it), `packages` add distributions; resolved into a
+    # hash-locked lock of its own (runner/environments/stacks.py).
+    pins: list[str] = Field(default_factory=list)
+    packages: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _stack(self) -> EnvironmentSpec:
+        if not (self.pins or self.packages):
+            return self
+        if self.image is None or is_image_reference(self.image):
+            where = "an existing interpreter" if self.image is None else "an image named by digest"
+            raise ValueError(f"pins and packages derive a stack from an image folder (image = "
+                             f"'<folder under images/>'), not from {where}")
+        check_stack(self.pins, self.packages)
+        return self
+
+    @property
+    def derived(self) -> bool:
+        return bool(self.pins or self.packages)
 
     @field_validator("image", mode="after")
     @classmethod

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import did_you_mean
@@ -191,6 +193,39 @@ def check_axis(name: str, value: Any) -> tuple[Any, ...]:
 class Strict(BaseModel):
     # allow_inf_nan=False: TOML has inf and nan, and no setting means either.
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def requirement(text: str) -> Requirement:
+    """One requirement of a derived stack's pins or packages (PEP 508, from an index), or
+    ValueError saying why it is none."""
+    no_control(text)
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{shown(text)} is not a requirement ({exc})") from None
+    if req.url:
+        raise ValueError(f"{shown(text)}: a URL is no release of an index (a lock pins the "
+                         "hashes of index files)")
+    return req
+
+
+def check_stack(pins: list[str], packages: list[str]) -> None:
+    """A derived stack's pins (each with a version) and packages, every name once."""
+    seen: dict[str, str] = {}
+    for key, texts in (("pins", pins), ("packages", packages)):
+        for index, text in enumerate(texts):
+            try:
+                req = requirement(text)
+            except ValueError as exc:
+                raise ValueError(f"{key}[{index}]: {exc}") from None
+            if key == "pins" and not req.specifier:
+                raise ValueError(f"pins[{index}]: {shown(text)} gives no version: pin it as "
+                                 f"{req.name}==VERSION (an unversioned addition goes in packages)")
+            name = canonicalize_name(req.name)
+            if name in seen:
+                raise ValueError(f"{key}[{index}]: {req.name} is already in {seen[name]}: "
+                                 "name each distribution once")
+            seen[name] = key
 
 
 def no_control(value: str | None) -> str | None:
