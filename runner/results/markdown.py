@@ -146,8 +146,11 @@ def training_section(r: Report) -> list[str]:
     if not training:
         return []
     return ["## Training", "", training, "",
-            "Epoch s: one epoch as the workload reports it; train s: the timed loop; "
-            "medians over repeats, peaks the largest repeat.", ""]
+            "Epoch s, measured: the timed window's whole epochs, each with its epoch-end work "
+            "(iterator, reshuffle, callbacks), their time divided by their count (– where the "
+            "window held no whole epoch); step × steps: the steady-state median step times the "
+            "steps of one epoch (an estimate without the epoch's own work); train s: the timed "
+            "loop; medians over repeats, peaks the largest repeat.", ""]
 
 
 def memory_section(r: Report) -> list[str]:

@@ -154,19 +154,21 @@ def training_table(summaries: list[CellSummary]) -> str | None:
     fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
                              environments.index(s["environment"])))
     marked = tf32_rows(summaries)
-    lines = ["| Workload (task) | Batch size | Environment | Epoch s | Train s (timed) | Accuracy | "
-             "Loss first → last | RSS initial / peak MB | VRAM initial / peak MB |",
-             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    lines = ["| Workload (task) | Batch size | Environment | Epoch s, measured | Epoch s, step × "
+             "steps | Train s (timed) | Accuracy | Loss first → last | RSS initial / peak MB | "
+             "VRAM initial / peak MB |",
+             "|---|---:|---|---:|---:|---:|---:|---|---:|---:|"]
     for s in fits:
         label = s["label"] + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked else "")
         label += f" {answers.MARK}" if s.get("answer_differs") else ""
         if s["status"] != "ok":
             lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | {s['status']} "
-                         "| | | | | |")
+                         "| | | | | | |")
             continue
         loss, acc = _sanity(s)
         lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | "
-                     f"{fmt(s.get('epoch_s'))} | {fmt(s.get('train_s'))} | {acc} | {loss} | "
+                     f"{fmt(s.get('epoch_measured_s'))} | {fmt(s.get('epoch_s'))} | "
+                     f"{fmt(s.get('train_s'))} | {acc} | {loss} | "
                      f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
                      f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
     return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from . import conditions, stats
+from . import conditions, derived, stats
 from ..machine_profile import spread_for
 from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
@@ -134,6 +134,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         loss_last=_median([r.get("loss_last") for r in ok]),
         accuracy=_median([r.get("accuracy") for r in ok]),
         epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
+        epoch_measured_s=_median([derived.measured_epoch_s(r) for r in ok]),
         device_name=stats.device_name(ok[0]) if ok else None,
         on_gpu=bool(ok) and stats.ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),

@@ -149,6 +149,7 @@ class CellSummary(CellCoordinates, total=False):
     wall_s: float | None
     train_s: float | None
     epoch_s: float | None
+    epoch_measured_s: float | None
     items_per_step: float | None
     flops_per_step: float | None
     rss_initial_mb: float | None

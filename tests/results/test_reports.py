@@ -125,7 +125,7 @@ def test_markdown_warnings_and_training_sections(summaries):
     assert "repeats disagree" in warnings and "energy window" in warnings
     assert "cnn-fit-keras-jax" not in warnings  # a clean cell is not listed
     training = text.split("## Training")[1].split("\n## ")[0]
-    assert "| cnn (fit) | 128 | keras2 | 7.50 | 1.59 | 0.950 | 2.30 → 0.420 | 802 / 1,503 | 100 / 930 |" \
+    assert "| cnn (fit) | 128 | keras2 | – | 7.50 | 1.59 | 0.950 | 2.30 → 0.420 | 802 / 1,503 | 100 / 930 |" \
         in training
     assert "matmul" not in training
 
