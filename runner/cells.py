@@ -22,7 +22,7 @@ from .errors import UsageError
 from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from .matrix import Cell
 from .plan import Entry, Plan
-from .results import records as record_mod, stats
+from .results import peaks, records as record_mod
 from .results.store import Store
 from .run_setup import Setup, source_of
 from .scheduling import Lane
@@ -145,7 +145,7 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
                            lane=setup.lanes()[0][0])
         console.print(calibration_line(cell, record))
         stop_if_lost(executor)
-    return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(sub.records())}
+    return {"method": CALIBRATION_METHOD, "peaks": peaks.peaks_from(sub.records())}
 
 
 def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:

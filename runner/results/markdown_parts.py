@@ -188,21 +188,30 @@ def _tf32_text(s: Mapping[str, Any]) -> str:
     return words.get(s.get("tf32_effective"), "not recorded")
 
 
+def _paths_text(s: Mapping[str, Any]) -> str:
+    """'conv on, matmul off': each dense path of the cell's workload, as recorded."""
+    words: dict[Any, str] = {True: "on", False: "off"}
+    return ", ".join(f"{path} {words.get(state, 'not recorded')}"
+                     for path, state in (s.get("tf32_paths") or {}).items())
+
+
 def tf32_section(summaries: list[CellSummary]) -> list[str]:
-    """Which GPU cells ran their float32 matmuls on TF32 tensor cores, which did not, and which
-    do not say (empty for a run without GPU cells: a CPU has no TF32)."""
+    """Which GPU cells ran their dense float32 work on TF32 tensor cores, on which paths, which
+    did not, and which do not say (empty for a run without GPU cells: a CPU has no TF32)."""
     gpu = [s for s in summaries if s["status"] == "ok" and s.get("on_gpu")]
     if not gpu:
         return []
     lines = ["## TF32", "",
              "Whether each GPU cell's float32 matmuls and convolutions ran on TF32 tensor cores "
              "(10-bit mantissa, a different peak from float32), as its worker recorded it from the "
-             "framework (`effective.tf32`):", ""]
+             "framework (`effective.tf32_detail`), on the paths its workload uses (the CNN, SAM "
+             "and Stable Diffusion: convolutions and matmuls; torch runs cuDNN convolutions on "
+             "TF32 by default and matmuls in float32):", ""]
     for state, title in ((True, "TF32 on"), (False, "TF32 off"), (None, "not recorded")):
         cells = [s for s in gpu if s.get("tf32_effective") is state]
         if cells:
             lines.append(f"- {title}: " + ", ".join(
-                f"`{s['cell_name']}`" + (f" ({s['tf32_detail']})" if s.get("tf32_detail") else "")
+                f"`{s['cell_name']}`" + (f" ({_paths_text(s)})" if _paths_text(s) else "")
                 for s in cells))
     return lines + [""]
 

@@ -54,7 +54,7 @@ import numpy as np
 
 from ..worker.metadata import KEYS
 from .formatting import fmt
-from .types import CellSummary, Record
+from .types import Record
 
 CONFIDENCE = 0.95
 CV_LIMIT = 0.05              # warn above this coefficient of variation (the typical repeat's)
@@ -390,74 +390,3 @@ def across_repeats(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out["cv"] = _median_of([cv(s) for s in per_repeat])
     out["warnings"] = warnings_for(ok, out) if ok else []
     return out
-
-
-# Compute efficiency. The peak is measured, never taken from a datasheet: the fastest matmul cell
-# of the same run on the same device at the same compute precision (each environment's matmul
-# uses the best library it has, so the fastest of them is the device's achievable peak).
-PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "bfloat16",
-                  "mixed_float16": "float16"}
-
-
-def ran_on_gpu(record: Mapping[str, Any]) -> bool:
-    """Whether a record computed on a GPU (its framework's device, not merely a GPU present)."""
-    meta = record.get("metadata") or {}
-    device = (record.get("effective") or {}).get("device")  # "cpu", "cuda:0", "/CPU:0", ...
-    on_cpu = device is not None and "cpu" in str(device).lower()
-    return bool(meta.get("gpu_name")) and not on_cpu
-
-
-def device_name(record: Mapping[str, Any]) -> str | None:
-    """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
-    meta = record.get("metadata") or {}
-    return meta["gpu_name"] if ran_on_gpu(record) else meta.get("cpu_model")
-
-
-def tf32_state(record: Mapping[str, Any]) -> bool | None:
-    """Whether the record's float32 matmuls ran on TF32 tensor cores, as its worker recorded
-    (`effective["tf32"]`, decided from what the framework does on that device); False on a CPU
-    (no TF32 there); None where a GPU record does not say: unknown, never assumed off."""
-    if not ran_on_gpu(record):
-        return False
-    value = (record.get("effective") or {}).get("tf32")
-    return None if value is None else bool(value)
-
-
-def peak_kind(precision: Any, tf32: bool | None) -> str | None:
-    """What a peak is measured for: bfloat16, float16, float32, or tf32 (float32 inputs run on
-    TF32 tensor cores: a different peak). A float32 record whose TF32 state is unknown has no
-    peak kind (None): it is neither compared with a float32 nor with a TF32 peak."""
-    kind = PEAK_PRECISION.get(precision)
-    if kind != "float32":
-        return kind
-    if tf32 is None:
-        return None
-    return "tf32" if tf32 else "float32"
-
-
-def peaks_from(records: list[Record]) -> list[dict[str, Any]]:
-    """The fastest calibration per device and peak kind: [{device, kind, tflops, ...}]."""
-    best: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for r in records:
-        if r.get("status") != "ok" or not r.get("achieved_tflops"):
-            continue
-        key = (device_name(r), peak_kind(r.get("precision"), tf32_state(r)))
-        if key[1] is None:
-            continue            # float32 with TF32 unknown: no peak of either kind
-        if key not in best or r["achieved_tflops"] > best[key]["tflops"]:
-            best[key] = {"device": key[0], "kind": key[1], "tflops": r["achieved_tflops"],
-                         "environment": r["environment"], "n": (r.get("options") or {}).get("n"),
-                         "sizes": (r.get("extra") or {}).get("calibration")}
-    return list(best.values())
-
-
-def add_fraction_of_peak(summaries: list[CellSummary],
-                         peaks: list[dict[str, Any]] | None = None) -> None:
-    """Set peak_tflops and fraction_of_peak on each summary from the run's calibration (the
-    manifest's peaks; None without one: never from the cells themselves)."""
-    table = {(p["device"], p["kind"]): p["tflops"] for p in peaks or []}
-    for s in summaries:
-        peak = table.get((s.get("device_name"), s.get("peak_kind")))
-        s["peak_tflops"] = peak
-        s["fraction_of_peak"] = (s["achieved_tflops"] / peak
-                                 if peak and s.get("achieved_tflops") and s["status"] == "ok" else None)

@@ -171,6 +171,7 @@ class CellSummary(CellCoordinates, total=False):
     on_gpu: bool
     jit_compile: Any
     tf32_effective: bool | None
+    tf32_paths: dict[str, bool | None] | None
     tf32_detail: dict[str, Any] | None
     allocator: dict[str, Any] | None
     # throughput against the run's measured peak

@@ -339,12 +339,15 @@ def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
                     data="device", options={}, metadata=gpu, samples_ms=[2.0] * 5,
                     loss_first=2.3, loss_last=0.4,
                     effective={"device": "cuda:0", "tf32": True,
-                               "tf32_detail": "jax_default_matmul_precision=None on sm_90"}),
+                               "tf32_detail": {"matmul": True, "conv": True,
+                                               "compute_capability": "9.0"}}),
         record_like(cell_id="torch", cell_name="cnn-fit-keras-torch-b128",
                     environment="keras-torch", api="keras", backend="torch", workload="cnn",
                     task="fit", batch_size=128, data="device", options={}, metadata=gpu,
                     samples_ms=[8.8] * 5,
-                    loss_first=2.3, loss_last=0.4, effective={"device": "cuda:0", "tf32": False}),
+                    loss_first=2.3, loss_last=0.4,
+                    effective={"device": "cuda:0", "tf32": False,
+                               "tf32_detail": {"matmul": False, "conv": True}}),
         record_like(cell_id="mm-jax", environment="keras-jax", metadata=gpu, samples_ms=[3.0] * 5,
                     effective={"device": "cuda:0", "tf32": True}),
         record_like(cell_id="mm-torch", environment="keras-torch", metadata=gpu,
@@ -360,16 +363,17 @@ def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
     assert "| cnn (fit) † | 128 |" in memory
     assert "| cnn (fit) † | 128 | keras-jax |" in text.split("## Training")[1]
     section = text.split("## TF32")[1].split("\n## ")[0]
-    assert ("- TF32 on: `cnn-fit-keras-jax-b128` (jax_default_matmul_precision=None on sm_90), "
-            "`x`, `x`") in section
-    assert "- TF32 off: `cnn-fit-keras-torch-b128`" in section
+    # torch's cuDNN convolutions run TF32 by default: the torch CNN is TF32 too, on one path.
+    assert ("- TF32 on: `cnn-fit-keras-jax-b128` (conv on, matmul on), "
+            "`cnn-fit-keras-torch-b128` (conv on, matmul off), `x` (matmul on), "
+            "`x` (matmul on)") in section
     console = Console(width=200, record=True)
     console.print(terminal.terminal_table(summaries, "t"))
     printed = console.export_text()
     assert "cnn (fit) †" in printed and "TF32 differs" in printed
     assert "matmul (run) †" not in printed
     rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(files.summary_csv(summaries)))}
-    assert rows["jax"]["tf32_effective"] == "True" and rows["torch"]["peak_kind"] == "float32"
+    assert rows["jax"]["tf32_effective"] == "True" and rows["torch"]["peak_kind"] == "tf32"
 
 
 def test_a_cpu_run_has_no_tf32_marks_or_section():

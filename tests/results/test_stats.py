@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.results import stats, summaries as summarize
+from runner.results import peaks, stats, summaries as summarize
 from runner.results.store import Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -205,21 +205,21 @@ def test_fraction_of_peak_divides_by_the_calibration_never_by_the_cells():
     def cell(workload, precision, tflops, device="A100", kind=None, status="ok"):
         return {"workload": workload, "precision": precision, "achieved_tflops": tflops,
                 "device_name": device, "status": status,
-                "peak_kind": kind or stats.PEAK_PRECISION.get(precision)}
+                "peak_kind": kind or peaks.PEAK_PRECISION.get(precision)}
 
-    peaks = [{"device": "A100", "kind": "float32", "tflops": 19.5},
+    measured = [{"device": "A100", "kind": "float32", "tflops": 19.5},
              {"device": "A100", "kind": "tf32", "tflops": 150.0},
              {"device": "A100", "kind": "bfloat16", "tflops": 300.0}]
     summaries = [cell("matmul", "float32", 15.0), cell("matmul", "float32", 18.0),
                  cell("matmul", "float32", 120.0, kind="tf32"), cell("matmul", "bfloat16", 250.0),
                  cell("cnn", "mixed_bfloat16", 60.0), cell("cnn", "mixed_float16", 50.0),
                  cell("cnn", "float32", 9.0, device="AMD EPYC")]
-    stats.add_fraction_of_peak(summaries, peaks)
+    peaks.add_fraction_of_peak(summaries, measured)
     assert [s["fraction_of_peak"] for s in summaries] == [
         pytest.approx(15 / 19.5), pytest.approx(18 / 19.5), pytest.approx(0.8),
         pytest.approx(250 / 300), pytest.approx(0.2), None, None]
     assert summaries[1]["fraction_of_peak"] < 1      # the fastest cell is not 100 % of itself
-    stats.add_fraction_of_peak(summaries)            # no calibration: no fraction at all
+    peaks.add_fraction_of_peak(summaries)            # no calibration: no fraction at all
     assert all(s["fraction_of_peak"] is None and s["peak_tflops"] is None for s in summaries)
 
 
@@ -230,22 +230,22 @@ def test_peaks_come_from_the_fastest_calibration_per_device_and_kind():
                 "effective": {"device": device, "tf32": tf32},
                 "metadata": {"gpu_name": "H100", "cpu_model": "EPYC"}, "extra": {}}
 
-    peaks = stats.peaks_from([calibration("torch", "float32", 52.0, tf32=False),
+    found = peaks.peaks_from([calibration("torch", "float32", 52.0, tf32=False),
                               calibration("jax", "float32", 372.0, tf32=True),
                               calibration("keras-jax", "float32", 360.0, tf32=True),
                               calibration("torch", "bfloat16", 764.0),
                               calibration("numpy", "float32", 0.3, device="cpu"),
                               {**calibration("jax", "bfloat16", 1e9), "status": "failed"}])
-    table = {(p["device"], p["kind"]): (p["tflops"], p["environment"]) for p in peaks}
+    table = {(p["device"], p["kind"]): (p["tflops"], p["environment"]) for p in found}
     assert table == {("H100", "float32"): (52.0, "torch"), ("H100", "tf32"): (372.0, "jax"),
                      ("H100", "bfloat16"): (764.0, "torch"), ("EPYC", "float32"): (0.3, "numpy")}
 
 
 def test_device_name_follows_where_the_cell_computed():
     meta = {"gpu_name": "A100", "cpu_model": "EPYC"}
-    assert stats.device_name({"metadata": meta, "effective": {"device": "cuda:0"}}) == "A100"
-    assert stats.device_name({"metadata": meta, "effective": {"device": "/CPU:0"}}) == "EPYC"
-    assert stats.device_name({"metadata": {"cpu_model": "EPYC"}, "effective": {}}) == "EPYC"
+    assert peaks.device_name({"metadata": meta, "effective": {"device": "cuda:0"}}) == "A100"
+    assert peaks.device_name({"metadata": meta, "effective": {"device": "/CPU:0"}}) == "EPYC"
+    assert peaks.device_name({"metadata": {"cpu_model": "EPYC"}, "effective": {}}) == "EPYC"
 
 
 def test_tf32_unknown_is_never_taken_for_off():
@@ -260,14 +260,14 @@ def test_tf32_unknown_is_never_taken_for_off():
                 "achieved_tflops": 372.0, "options": {"n": 8192}, "effective": effective,
                 "metadata": gpu, "extra": {}}
 
-    assert stats.tf32_state(record()) is None
-    assert stats.tf32_state(record(tf32=False)) is False
-    assert stats.tf32_state(record(device="cpu")) is False
-    assert stats.peak_kind("float32", None) is None
-    assert stats.peak_kind("float32", True) == "tf32"
-    assert stats.peak_kind("bfloat16", None) == "bfloat16"
-    assert stats.peaks_from([record()]) == []
-    assert [p["kind"] for p in stats.peaks_from([record(tf32=True)])] == ["tf32"]
+    assert peaks.tf32_state(record()) is None
+    assert peaks.tf32_state(record(tf32=False)) is False
+    assert peaks.tf32_state(record(device="cpu")) is False
+    assert peaks.peak_kind("float32", None) is None
+    assert peaks.peak_kind("float32", True) == "tf32"
+    assert peaks.peak_kind("bfloat16", None) == "bfloat16"
+    assert peaks.peaks_from([record()]) == []
+    assert [p["kind"] for p in peaks.peaks_from([record(tf32=True)])] == ["tf32"]
     cell = {**record(), "cell_id": "c", "cell_name": "matmul-run-jax-b1", "repeat": 1,
             "api": "jax", "backend": None, "image": "jax", "workload": "matmul", "task": "run",
             "batch_size": 1, "jit": "auto", "size": "full", "tf32": None,
