@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import math
+
 import numpy as np
 import pytest
 
@@ -277,3 +279,43 @@ def test_tf32_unknown_is_never_taken_for_off():
         [cell], ["c"], [{"device": "H100", "kind": "float32", "tflops": 52.0}])
     assert summary["tf32_effective"] is None and summary["peak_kind"] is None
     assert summary["fraction_of_peak"] is None      # not 700 % of torch's float32 peak
+
+
+# --- the ratio test holds its level at the repeat counts runs use (issue 37 item 6) -------------
+
+def hsu_p_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """stats.welch_ratio's two-sided p for rows of log repeat medians, vectorised: Welch's
+    statistic with min(n_a, n_b) - 1 degrees of freedom."""
+    from scipy.stats import t
+
+    se = np.sqrt(a.var(axis=1, ddof=1) / a.shape[1] + b.var(axis=1, ddof=1) / b.shape[1])
+    return 2 * t.sf(np.abs(a.mean(axis=1) - b.mean(axis=1)) / se, min(a.shape[1], b.shape[1]) - 1)
+
+
+@pytest.mark.parametrize("n_a, n_b", [(3, 3), (3, 4), (3, 5), (4, 4), (5, 5), (6, 6), (3, 10)])
+def test_identical_cells_are_called_different_at_most_as_often_as_stated(n_a, n_b):
+    """Identical centres, spreads from equal to 10× apart, 40 000 simulated pairs each: the
+    rejection rate at alpha 0.05 stays within 5 % (plus 3 standard errors of the simulation).
+    Welch-Satterthwaite's degrees of freedom, used before, rejected 5.8 % at 3 against 3 and
+    8.3 % at 2 against 3 (spreads 10× apart, 200 000 pairs)."""
+    draws, alpha = 40_000, 0.05
+    rng = np.random.default_rng(n_a * 100 + n_b)
+    for spread_ratio in (1.0, 3.0, 10.0):
+        for wide_side in ("a", "b"):
+            sd_a, sd_b = (0.02 * spread_ratio, 0.02) if wide_side == "a" else (0.02, 0.02 * spread_ratio)
+            a = rng.normal(0.0, sd_a, (draws, n_a))
+            b = rng.normal(0.0, sd_b, (draws, n_b))
+            p = hsu_p_values(a, b)
+            for i in range(50):              # the simulation's p is the function's own
+                ratio = stats.welch_ratio(list(np.exp(a[i])), list(np.exp(b[i])))
+                assert ratio.p_value == pytest.approx(p[i], rel=1e-6, abs=1e-12)
+            rate = float(np.mean(p < alpha))
+            assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / draws), (spread_ratio, rate)
+
+
+def test_compare_refuses_a_verdict_below_three_repeats_a_side():
+    """With 2 repeats on a side no test both holds its level and can see a change (min(n) - 1
+    = 1 degree of freedom): compare says so instead of calling it the same."""
+    from runner.results import compare
+
+    assert compare.MIN_REPEATS == 3
