@@ -11,7 +11,7 @@ from .summaries import AXIS_KEYS
 from .types import CellSummary, Record
 
 CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workload", "task",
-               "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "median_ms", "mean_ms",
+               "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "geomean_ms", "median_ms", "mean_ms",
                "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms", "samples", "iqr_ms",
                "median_ci_low_ms", "median_ci_high_ms", "cv", "cv_repeats", "import_s", "setup_s",
                "compile_s", "wall_s",

@@ -15,7 +15,7 @@ from .formatting import best_text, cell_text, comparable_values, fmt, percent
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
                              effects_section, no_interval_note, ratio_text, tf32_section,
                              training_table, warnings_section)
-from .summaries import TF32_MARK, TF32_NOTE, fixed_costs, keras_view, pivot, tf32_rows
+from .summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, keras_view, pivot, tf32_rows
 from .types import CellSummary, Manifest
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
@@ -44,7 +44,9 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
         if speedups:
             entry = speedups.get((label, batch))
             cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
-            cells.append(ratio_text(entry["estimate"]) if entry and entry["speedup"] else "–")
+            cells.append(ratio_text(entry["estimate"])
+                         + (f" {TF32_MARK}" if entry["tf32_mixed"] else "")
+                         if entry and entry["speedup"] else "–")
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
     notes = [TF32_NOTE] if marked else []
@@ -78,6 +80,10 @@ def title_section(r: Report) -> list[str]:
                else "")]
 
 
+def method_section(r: Report) -> list[str]:
+    return ["", findings.method_sentence(r.summaries)] if r.summaries else []
+
+
 def findings_section(r: Report) -> list[str]:
     if r.analysis is None:
         return []
@@ -89,23 +95,25 @@ def keras_table_section(r: Report) -> list[str]:
     if not r.keras:
         return []
     rows, columns, titles = r.keras
-    return ["", "## The Keras 3 benchmark table (median ms/step, lower is better; best in "
-            "bold)", "", markdown_table(rows, "median_ms", keras_columns=True,
-                                         columns=columns, titles=titles), "",
+    return ["", "## The Keras 3 benchmark table (ms/step, geometric mean of the repeat medians, "
+            "lower is better; best in bold)", "", markdown_table(rows, TIME_KEY, keras_columns=True,
+                                                                  columns=columns, titles=titles), "",
             "Rows in the matrix's order (the study's Table 2); Keras 2's Stable Diffusion is "
             "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
             "row's speedup compares models, not frameworks.", ""]
 
 
-def median_section(r: Report) -> list[str]:
-    out = ["", "## Median time per step (ms, lower is better; best in bold)", "",
-           markdown_table(r.summaries, "median_ms", keras_columns=not r.keras), ""]
-    out += ["Each value is the median of the repeat medians: each repeat (a fresh process) is "
-            "summarised by the median of its timed steps, and the cell by the median of those, "
-            "so every repeat weighs the same; warm-up steps, the first of which includes "
-            "compilation, are excluded. Bold: the best of a row whose values differ as printed "
-            "(ties as printed are all bold). NA: the combination does not exist in that "
-            "environment.", ""]
+def time_section(r: Report) -> list[str]:
+    out = ["", "## Time per step (ms, geometric mean of the repeat medians; lower is better; "
+           "best in bold)", "", markdown_table(r.summaries, TIME_KEY, keras_columns=not r.keras),
+           ""]
+    out += ["Each value is the geometric mean of the repeat medians: each repeat (a fresh "
+            "process) is summarised by the median of its timed steps, and the cell by the "
+            "geometric mean of those, so every repeat weighs the same; it is the estimator of "
+            "every ratio and interval too, so a bold value and its ratios never disagree. "
+            "Warm-up steps, the first of which includes compilation, are excluded. Bold: the "
+            "best of a row whose values differ as printed (ties as printed are all bold). NA: "
+            "the combination does not exist in that environment.", ""]
     if keras_speedups(r.summaries):
         out += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
                 "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
@@ -185,11 +193,14 @@ def energy_section(r: Report) -> list[str]:
 
 def _cell_row(s: CellSummary) -> str:
     spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
+    block = s.get("calls_per_sample") or 1
+    spread += f" (blocks of {block} calls)" if block > 1 and s["median_ms"] is not None else ""
     cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
     loss, acc = _sanity(s)
     mark = f" {answers.MARK}" if s.get("answer_differs") else ""
     return (f"| `{s['cell_name']}`{mark} | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
-            f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
+            f"{fmt(s.get(TIME_KEY))} | {fmt(s['median_ms'])} | {_ci_text(s)} | "
+            f"{fmt(s.get('iqr_ms'))} | "
             f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
             f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
             f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
@@ -197,25 +208,30 @@ def _cell_row(s: CellSummary) -> str:
 
 def cells_section(r: Report) -> list[str]:
     out = ["## Cells", "",
-           "| Cell | Status | Repeats ok | Median ms | 95 % CI of median (across repeats) | "
-           "IQR ms | p10–p90 ms | "
+           "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI of median (across "
+           "repeats) | IQR ms | p10–p90 ms | "
            "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
            "Loss first → last | Accuracy |",
-           "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
+           "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     out += [_cell_row(s) for s in r.summaries]
-    return out + ["", "Median ms: the median of the repeat medians. 95 % CI of the median (across "
+    return out + ["", "Time ms: the geometric mean of the repeat medians, what every table, "
+                  "ratio, items/s and TFLOP/s use. Median ms: the median of the repeat medians "
+                  "(one aberrant process of three cannot move it). 95 % CI of the median (across "
                   "repeats): computed on the repeat medians, each repeat (a process) one "
                   "observation — "
                   "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
                   "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
                   "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "
-                  "(the typical process's step-to-step spread); CV of repeat medians: the spread "
-                  "between processes. TF32: whether the cell's float32 matmuls ran on TF32 tensor "
-                  "cores, as recorded (off on a CPU). % of peak: achieved "
-                  "TFLOP/s over the run's calibration peak for the same device and precision (TF32 "
-                  "counted apart from float32; none where a GPU cell's TF32 state is not "
-                  "recorded): dense matmuls at several sizes measured before the "
-                  "cells, the fastest kept — a measured peak, never a cell of the run and never a "
+                  "(the typical process's step-to-step spread; for a cell timed in blocks of k "
+                  "calls, one synchronisation per block, the spread between blocks, per step); "
+                  "CV of repeat medians: the spread between processes. TF32: whether the cell's "
+                  "float32 matmuls or convolutions (the paths its workload uses) ran on TF32 "
+                  "tensor cores, as recorded (off on a CPU). % of peak, for work bound by dense "
+                  "arithmetic only (none for elementwise): achieved TFLOP/s over the run's "
+                  "calibration peak for the same device and precision (TF32 counted apart from "
+                  "float32; none where a GPU cell's TF32 state is not recorded): dense matmuls "
+                  "timed before the cells, sustained, the size and environment chosen by one pass "
+                  "and the peak measured by another — never a cell of the run and never a "
                   "datasheet figure; – without `[run] calibrate = true`.", ""]
 
 
@@ -284,7 +300,8 @@ def plots_section(r: Report) -> list[str]:
 
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
-    title_section, findings_section, keras_table_section, median_section, effects_part,
+    title_section, method_section, findings_section, keras_table_section, time_section,
+    effects_part,
     answers_part, warnings_part, fixed_costs_section, training_section, memory_section,
     energy_section, cells_section, tf32_part, published_section, peak_section,
     problems_section, plots_section)

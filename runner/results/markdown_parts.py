@@ -46,7 +46,8 @@ def effect_table(table: EffectTable) -> list[str]:
     for effect in table.effects:
         row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),
                *((effect.environment,) if axis else ()))
-        text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "")
+        text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "") \
+            + (f" {TF32_MARK}" if effect.tf32_mixed else "")
         keyed.setdefault(row, {})[repr(effect.value)] = text
     heads = (["Workload (task) and settings"]
              + ([] if table.factor == "batch_size" else ["Batch size"])
@@ -66,6 +67,10 @@ def effect_table(table: EffectTable) -> list[str]:
         means.append(f"{ratio_text(overall)} over {rows} row{'s' if rows > 1 else ''}"
                      if overall.ratio is not None else "–")
     lines.append("| **Geometric mean** | " + " | ".join([""] * (len(heads) - 1) + means) + " |")
+    if any(e.tf32_mixed for e in table.effects):
+        lines += ["", f"{TF32_MARK} This ratio compares float32 cells that ran their matmuls or "
+                  "convolutions differently (TF32 tensor cores in one, full float32 or not "
+                  "recorded in the other): other arithmetic, left out of the geometric mean."]
     return lines + no_interval_note([e.estimate for e in table.effects])
 
 

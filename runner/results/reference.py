@@ -7,6 +7,7 @@ import functools
 import tomllib
 from pathlib import Path
 from typing import Any
+from .summaries import TIME_KEY
 from .types import CellSummary
 
 TABLE2 = Path(__file__).with_name("reference") / "keras3_benchmarks_table2.toml"
@@ -43,15 +44,15 @@ def beside(summaries: list[CellSummary]) -> list[dict[str, Any]]:
         columns: dict[str, dict[str, Any]] = {}
         for column in COLUMNS:
             mine = [s for s in cells if column_of(s) == column]
-            ok = [s for s in mine if s["status"] == "ok" and s.get("median_ms")]
-            best = min(ok, key=lambda s: s.get("median_ms") or 0.0) if ok else None
+            ok = [s for s in mine if s["status"] == "ok" and s.get(TIME_KEY)]
+            best = min(ok, key=lambda s: s.get(TIME_KEY) or 0.0) if ok else None
             full_gpu = best is not None and best.get("size") == "full" and best.get("on_gpu")
             columns[column] = {
                 "published_ms": row.get(column),
-                "measured_ms": best["median_ms"] if best else None,
+                "measured_ms": best[TIME_KEY] if best else None,
                 "status": best["status"] if best else (mine[0]["status"] if mine else None),
                 "size": best.get("size") if best else None,
-                "ratio": best["median_ms"] / row[column]
+                "ratio": best[TIME_KEY] / row[column]
                 if best is not None and full_gpu and row.get(column) else None,
             }
         out.append({"workload": row["workload"], "task": row["task"],

@@ -6,12 +6,15 @@ allocator, clocks, placement and compilation. Steps of one process share that st
 not independent samples of the cell, and a repeat that happened to take more samples (a shorter
 block, a longer timed window) must not count for more. Choices, and why:
 
-- The headline is the **median of the repeat medians**: each repeat is summarised by its own
-  median step time (step times are skewed: a slow step after a collection, a scheduler hiccup),
-  and the cell by the median of those, so every repeat weighs the same whatever its sample count
-  (200/50/50 samples at 1.00/1.10/1.10 ms give 1.10, where the pooled median gave 1.00), and one
-  aberrant process of three cannot move it. With one repeat it is that repeat's median; with two,
-  the mean of the two.
+- Each repeat is summarised by its own median step time (step times are skewed: a slow step
+  after a collection, a scheduler hiccup), so every repeat weighs the same whatever its sample
+  count (200/50/50 samples at 1.00/1.10/1.10 ms give 1.10, where the pooled median gave 1.00).
+- **One estimator for every comparison**: the cell's time is the **geometric mean of its repeat
+  medians** (`geomean_ms`), the centre of the log-scale ratios and their intervals, so the
+  tables, their bold, the fastest counts and the ratios all rank by the same number (a table
+  ranking by the median of the repeat medians could bold a cell that its ratio calls slower).
+  `median_ms`, the median of the repeat medians, stays a description of one cell (one aberrant
+  process of three cannot move it).
 - The **95 % confidence interval of the median is computed across repeats**, on the repeat
   medians, so it sees the process-to-process spread that an interval on pooled samples ignores
   (simulated with 2 % spread between processes and 100 steps per repeat, the pooled interval
@@ -377,6 +380,9 @@ def across_repeats(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     medians = [m for e in each if (m := e["median_ms"]) is not None]
     out: dict[str, Any] = {
         "median_ms": _median_of(medians),
+        # The estimator every comparison uses (tables, bold, fastest, ratios): one per run.
+        "geomean_ms": math.exp(statistics.fmean(math.log(m) for m in medians))
+        if medians and min(medians) > 0 else None,
         "mean_ms": statistics.fmean(m for e in each if (m := e["mean_ms"]) is not None)
         if each else None,
         "p10_ms": _median_of([e["p10_ms"] for e in each]),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from . import conditions, derived, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
@@ -18,6 +18,9 @@ from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 from .types import CellSummary, Record
 
 AXIS_KEYS = catalog.setting_axes()     # the axes a cell varies besides task and batch size
+# A cell's time in every comparison (tables, bold, fastest, best Keras 3, throughput, the
+# published figures): the geometric mean of its repeat medians, the ratios' own estimator.
+TIME_KEY: Final = "geomean_ms"
 # Worst first: the status shown for a cell whose repeats disagree.
 STATUS_ORDER = ("crashed", "timeout", "oom", "no_gpu", "failed", "not_applicable", "ok")
 
@@ -132,6 +135,13 @@ def warning_groups(summary: dict[str, Any], records: list[Record],
 
 
 
+def _block_size(ok: list[Record]) -> int | None:
+    """The calls each timed sample of the cell's repeats holds (one block size per cell); None
+    without ok repeats or where they differ."""
+    sizes = {r.get("calls_per_sample") or 1 for r in ok}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
 def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
     """The figures of a cell's ok repeats besides its timing: the medians of where the time went,
     memory peaks, energy, the model's loss and accuracy, what ran, and its answer."""
@@ -155,6 +165,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         loss_first=_median([r.get("loss_first") for r in ok]),
         loss_last=_median([r.get("loss_last") for r in ok]),
         accuracy=_median([r.get("accuracy") for r in ok]),
+        calls_per_sample=_block_size(ok),
         epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
         epoch_measured_s=_median([derived.measured_epoch_s(r) for r in ok]),
         device_name=device_name(ok[0]) if ok else None,
@@ -199,7 +210,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         summary.update(repeat_figures(ok, first))
         summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
                                          first["workload"])
-        summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
+        summary.update(stats.throughput({**summary, "median_ms": summary[TIME_KEY]}))
         out.append(cast(CellSummary, summary))
     seen: set[tuple[str, int, str]] = set()
     for cell in out:

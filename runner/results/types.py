@@ -124,6 +124,7 @@ class CellSummary(CellCoordinates, total=False):
     error: str | None
     # the repeat as the unit (stats.across_repeats)
     median_ms: float | None
+    geomean_ms: float | None
     mean_ms: float | None
     p10_ms: float | None
     p90_ms: float | None
@@ -148,6 +149,7 @@ class CellSummary(CellCoordinates, total=False):
     warmup_total_s: float | None
     wall_s: float | None
     train_s: float | None
+    calls_per_sample: int | None
     epoch_s: float | None
     epoch_measured_s: float | None
     items_per_step: float | None

@@ -200,7 +200,7 @@ def test_the_forest_plot_is_drawn_and_placed_with_the_effects(tmp_path):
     head = text.split("## Effects")[1].split("\n## ")[0]
     assert "![Effects (forest plot)](plots/effects.png)" in head
     assert "### jit: against jit = false" in head and "| **Geometric mean** |" in head
-    assert text.index("## Findings") < text.index("## Median time per step")
+    assert text.index("## Findings") < text.index("## Time per step")
     assert "effects.png" not in text.split("## Plots")[1]      # drawn once, with the effects
 
 
