@@ -31,10 +31,14 @@ from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
 
 MIN_FREE_ENV = "DL_BENCH_MIN_FREE_MB"
 MIN_FREE_MB = 200
-CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
-                      "environment, steps = auto with block samples; the fastest median TFLOP/s "
-                      "per device and precision is the peak (a measurement of this run, before its "
-                      "cells; never a cell of the run, never a datasheet figure)")
+CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes that fits the "
+                      "device (a step predicted over 1 s is not timed) in every environment, "
+                      "steps = auto with block samples, at least 3 s a size on a GPU, in two "
+                      "passes: the first (which also warms the device) picks each environment's "
+                      "size and the device's environment, the second measures the pick, so the "
+                      "peak is not the largest of several noisy medians; its spread is that "
+                      "window's p10–p90 (a measurement of this run, before its cells; never a "
+                      "cell of the run, never a datasheet figure)")
 
 
 class RunStopped(Exception):

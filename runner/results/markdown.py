@@ -268,9 +268,11 @@ def peak_section(r: Report) -> list[str]:
     calibration = r.manifest.get("calibration") or {}
     if not calibration.get("peaks"):
         return []
-    out = ["## Measured peak", "", "| Device | Precision | TFLOP/s | Environment | n |",
-           "|---|---|---:|---|---:|"]
-    out += [f"| {p['device']} | {p['kind']} | {fmt(p['tflops'], 4)} | {p['environment']} "
+    out = ["## Measured peak", "",
+           "| Device | Precision | TFLOP/s | p10–p90 TFLOP/s | Environment | n |",
+           "|---|---|---:|---:|---|---:|"]
+    out += [f"| {p['device']} | {p['kind']} | {fmt(p['tflops'], 4)} | "
+            f"{fmt(p.get('tflops_p10'), 4)}–{fmt(p.get('tflops_p90'), 4)} | {p['environment']} "
             f"| {p.get('n')} |" for p in calibration["peaks"]]
     return out + ["", f"How: {calibration.get('method')}.", ""]
 
