@@ -19,7 +19,8 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "tf32_effective", "peak_kind", "peak_tflops",
                "fraction_of_peak", "rss_initial_mb",
                "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
-               "gpu_energy_j", "energy_per_step_j", "energy_per_item_j", "energy_note",
+               "gpu_energy_j", "energy_per_step_j", "energy_per_item_j",
+               "energy_per_step_above_idle_j", "gpu_idle_power_w", "energy_note",
                "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
                "accuracy", "answer_check", "answer_reference", "answer_detail", "warnings",
                "error")

@@ -184,8 +184,16 @@ def energy_section(r: Report) -> list[str]:
     out = ["## Energy per step (J, NVML; lower is better)", "",
            markdown_table(summaries, "energy_per_step_j"), "",
            "The NVML total-energy counter's delta over the timed window divided by the "
-           "steps in it (per item: also by the batch); – where the window was too short "
-           "for the counter to resolve, never 0:", ""]
+           "steps in it (per item: also by the batch); – where the window was shorter than "
+           "20 of the counter's update intervals (measured at rest; 0.1 s assumed where it "
+           "was not), never 0.", ""]
+    if any(s.get("energy_per_step_above_idle_j") is not None for s in summaries):
+        out += ["Above idle: the same, less the device's power at rest (measured before each "
+                "repeat's warm-up) over the window — the energy the work itself added:", "",
+                markdown_table(summaries, "energy_per_step_above_idle_j"), "",
+                "Power at rest (W): " + ", ".join(
+                    f"`{s['cell_name']}` {fmt(s['gpu_idle_power_w'])}" for s in summaries
+                    if s.get("gpu_idle_power_w") is not None) + ".", ""]
     out += [f"- `{s['cell_name']}`: {s['energy_note']}" for s in summaries
             if s.get("energy_note")]
     return out + [""]

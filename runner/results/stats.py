@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ..worker.metadata import KEYS
+from ..worker.protocol import ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS
 from .formatting import fmt
 from .types import Record
 
@@ -289,24 +290,37 @@ def repeats_disagree(per_repeat: list[list[float]], alpha: float = REPEAT_ALPHA,
     return (p < alpha and wide), p
 
 
+def energy_window_needed(record: Mapping[str, Any]) -> float:
+    """The shortest window whose energy NVML's counter resolves: ENERGY_WINDOW_RESOLUTIONS of
+    its update interval as the worker measured it (a guess where it could not), never under
+    MIN_WINDOW_S. Not min_time: a window of min_time's 1 s read a counter that moves every
+    0.1 s to ±10 %."""
+    resolution = record.get("gpu_energy_resolution_s") or ENERGY_RESOLUTION_UNKNOWN_S
+    return max(MIN_WINDOW_S, ENERGY_WINDOW_RESOLUTIONS * resolution)
+
+
 def energy_of(record: Mapping[str, Any]) -> tuple[dict[str, float] | None, str | None]:
-    """A record's energy over its timed window, per step and per item, where NVML's counter
-    resolves it: (figures, None), or (None, why not). Never a zero that means "not measured"."""
+    """A record's energy over its timed window, per step and per item, and per step above the
+    device's idle power, where NVML's counter resolves it: (figures, None), or (None, why not).
+    Never a zero that means "not measured"."""
     energy = record.get("gpu_energy_j")
     if energy is None:
         return None, None
-    window = _window_s(record)
-    if window is None or window < MIN_WINDOW_S:
+    window, needed = _window_s(record), energy_window_needed(record)
+    if window is None or window < needed:
         return None, (f"timed window {fmt(window or 0)} s is shorter than NVML's energy counter "
-                      f"resolves (needs ≥ {MIN_WINDOW_S:.0f} s: steps = \"auto\" or more steps)")
+                      f"resolves (needs ≥ {fmt(needed)} s, {ENERGY_WINDOW_RESOLUTIONS} of its "
+                      "update interval: steps = \"auto\" or more steps)")
     if energy <= 0:
         return None, "NVML's energy counter did not advance over the timed window"
     steps = len(record.get("samples_ms") or []) * (record.get("calls_per_sample") or 1) \
         * (record.get("steps_per_call") or 1)
-    items = record.get("items_per_step")
+    items, idle = record.get("items_per_step"), record.get("gpu_idle_power_w")
     figures = {"gpu_energy_j": energy,
                "energy_per_step_j": energy / steps if steps else None,
-               "energy_per_item_j": energy / (steps * items) if steps and items else None}
+               "energy_per_item_j": energy / (steps * items) if steps and items else None,
+               "energy_per_step_above_idle_j": (energy - idle * window) / steps
+               if steps and idle is not None else None}
     return figures, None
 
 
@@ -342,10 +356,12 @@ def warnings_for(ok_records: Sequence[Mapping[str, Any]], summary: Mapping[str, 
     train = [r["train_s"] for r in ok_records if r.get("train_s") is not None]
     if train and min(train) < MIN_WINDOW_S:
         out.append(f"timed window {fmt(min(train))} s < {MIN_WINDOW_S:.0f} s")
-    energy_windows = [w for r in ok_records
-                      if r.get("gpu_energy_j") is not None and (w := _window_s(r)) is not None]
-    if energy_windows and min(energy_windows) < MIN_WINDOW_S:
-        out.append(f"energy window {fmt(min(energy_windows))} s < {MIN_WINDOW_S:.0f} s "
+    short = [(w, energy_window_needed(r)) for r in ok_records
+             if r.get("gpu_energy_j") is not None and (w := _window_s(r)) is not None
+             and w < energy_window_needed(r)]
+    if short:
+        window, needed = min(short)
+        out.append(f"energy window {fmt(window)} s < {fmt(needed)} s "
                    "(NVML energy counter too coarse)")
     outliers = [(r.get("repeat"), int(i)) for r in ok_records for i, _ in r.get("outliers") or []]
     if outliers:

@@ -69,7 +69,9 @@ def energy_summary(ok: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         elif note:
             notes.append(note)
     out: dict[str, Any] = {key: _median([m[key] for m in measured])
-           for key in ("gpu_energy_j", "energy_per_step_j", "energy_per_item_j")}
+           for key in ("gpu_energy_j", "energy_per_step_j", "energy_per_item_j",
+                       "energy_per_step_above_idle_j")}
+    out["gpu_idle_power_w"] = _median([r.get("gpu_idle_power_w") for r in ok])
     out["energy_note"] = None if measured else (notes[0] if notes else None)
     return out
 

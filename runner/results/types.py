@@ -82,6 +82,8 @@ class Record(CellCoordinates):
     gpu_util_mean: float | None
     gpu_power_mean_w: float | None
     gpu_energy_j: float | None
+    gpu_idle_power_w: float | None
+    gpu_energy_resolution_s: float | None
     gpu_sm_clock_mhz: float | None
     gpu_sm_clock_min_mhz: float | None
     gpu_mem_clock_mhz: float | None
@@ -162,6 +164,8 @@ class CellSummary(CellCoordinates, total=False):
     gpu_energy_j: float | None
     energy_per_step_j: float | None
     energy_per_item_j: float | None
+    energy_per_step_above_idle_j: float | None
+    gpu_idle_power_w: float | None
     energy_note: str | None
     gpu_power_mean_w: float | None
     cpu_util_mean: float | None

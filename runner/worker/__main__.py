@@ -23,7 +23,8 @@ from .bench import BLOCK_TARGET_S, StepClock, run_loop
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
 from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
-from .protocol import COMPILE_CACHE_ENV, RECORD_FIELDS, CellSpec, empty_result, write_json_atomic
+from .protocol import (COMPILE_CACHE_ENV, ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS,
+                       RECORD_FIELDS, CellSpec, empty_result, write_json_atomic)
 
 OOM_MARKERS = ("out of memory", "resource_exhausted", "resourceexhausted", "oom when allocating",
                "failed to allocate")
@@ -55,6 +56,7 @@ def prepare_process_environment(spec: CellSpec) -> None:
 
 def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     fw, workload, gpu = start_framework(spec, result)
+    spec = energy_window(spec, gpu, result)
     if spec.calibration_sizes:
         bench, clock, monitor = calibrate(spec, fw, workload, gpu, result)
     else:
@@ -85,8 +87,24 @@ def start_framework(spec: CellSpec, result: dict[str, Any]) -> tuple[Any, Any, A
         meta.update(gpu.metadata())
     meta.update(fw.metadata())
     result["metadata"] = clean(meta)
+    if gpu is not None:                 # at rest, before anything of the cell runs
+        result.update(gpu.idle())
     fw.reset_peak()
     return fw, workload, gpu
+
+
+def energy_window(spec: CellSpec, gpu: Any, result: dict[str, Any]) -> CellSpec:
+    """On a GPU with steps = "auto": a timed window long enough for the energy counter to
+    resolve (ENERGY_WINDOW_RESOLUTIONS of its measured update interval, more than min_time's
+    default second where the counter is coarse); recorded in extra.energy_min_window_s."""
+    if gpu is None or spec.steps != "auto":
+        return spec
+    resolution = result.get("gpu_energy_resolution_s") or ENERGY_RESOLUTION_UNKNOWN_S
+    needed = ENERGY_WINDOW_RESOLUTIONS * resolution
+    result["extra"]["energy_min_window_s"] = needed
+    if needed <= spec.min_time_s:
+        return spec
+    return dataclasses.replace(spec, min_time_s=needed, max_time_s=max(spec.max_time_s, needed))
 
 
 def record_window(result: dict[str, Any], bench: Any, clock: StepClock, monitor: Monitor) -> None:

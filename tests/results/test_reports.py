@@ -200,7 +200,7 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     short = record_like(cell_id="short", environment="torch", gpu_energy_j=0.0, train_s=0.2,
                         samples_ms=[2.0] * 100)
     long = record_like(cell_id="long", gpu_energy_j=300.0, train_s=1.5, calls_per_sample=2,
-                       samples_ms=[7.5] * 100, items_per_step=4)
+                       samples_ms=[7.5] * 100, items_per_step=4, gpu_energy_resolution_s=0.02)
     summaries = summarize.cell_summaries([short, long], ["short", "long"])
     by_id = {s["cell_id"]: s for s in summaries}
     assert by_id["short"]["gpu_energy_j"] is None and by_id["short"]["energy_per_step_j"] is None
@@ -210,6 +210,31 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     table = markdown.markdown_table(summaries, "energy_per_step_j")
     # a lone value has nothing to be best against: not bold
     assert "| 1.50 |" in table and "0.00" not in table and "**" not in table
+
+
+def test_the_energy_window_is_judged_by_the_counters_resolution_and_idle_is_shown():
+    """Before, any window of min_time's 1 s passed (the threshold was min_time itself), though
+    a counter that moves every 0.1 s reads a 1.5 s window to ±7 %; and no figure said how much
+    of a step's energy the device spends at rest (issue 37 item 10)."""
+    coarse = record_like(cell_id="coarse", gpu_energy_j=300.0, train_s=1.5,
+                         samples_ms=[7.5] * 200, gpu_energy_resolution_s=0.1)
+    unknown = record_like(cell_id="unknown", environment="torch", gpu_energy_j=300.0,
+                          train_s=1.5, samples_ms=[7.5] * 200)
+    fine = record_like(cell_id="fine", environment="numpy", gpu_energy_j=300.0, train_s=1.5,
+                       samples_ms=[7.5] * 200, gpu_energy_resolution_s=0.02,
+                       gpu_idle_power_w=60.0)
+    by_id = {s["cell_id"]: s for s in summarize.cell_summaries([coarse, unknown, fine])}
+    for cell_id in ("coarse", "unknown"):       # 20 × 0.1 s = 2 s needed (0.1 s assumed)
+        assert by_id[cell_id]["energy_per_step_j"] is None
+        assert "needs ≥ 2.00 s, 20 of its update interval" in by_id[cell_id]["energy_note"]
+        assert "energy window 1.50 s < 2.00 s" in " ".join(by_id[cell_id]["warnings"])
+    assert by_id["fine"]["energy_per_step_j"] == pytest.approx(1.5)
+    # 300 J less 60 W × 1.5 s at rest, over 200 steps
+    assert by_id["fine"]["energy_per_step_above_idle_j"] == pytest.approx((300 - 90) / 200)
+    assert by_id["fine"]["gpu_idle_power_w"] == 60.0
+    text = markdown.report_markdown({"name": "t"}, list(by_id.values()))
+    energy = text.split("## Energy per step")[1].split("\n## ")[0]
+    assert "Above idle:" in energy and "| 1.05 |" in energy and "`x` 60.0" in energy
 
 
 def test_each_environments_fixed_cost_per_process_is_shown():
