@@ -15,7 +15,7 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms", "samples", "iqr_ms",
                "median_ci_low_ms", "median_ci_high_ms", "cv", "cv_repeats", "import_s", "setup_s",
                "compile_s", "wall_s",
-               "train_s", "epoch_s", "epoch_measured_s", "items_per_s", "achieved_tflops", "device_name",
+               "train_s", "epoch_s", "epoch_measured_s", "study_step_ms", "items_per_s", "achieved_tflops", "device_name",
                "tf32_effective", "peak_kind", "peak_tflops",
                "fraction_of_peak", "rss_initial_mb",
                "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",

@@ -268,8 +268,11 @@ def published_section(r: Report) -> list[str]:
                    + " | ".join(cells) + " |")
     return out + ["", "Published: the Keras 3 benchmark study's Table 2 "
                   f"(source: {table['source']}). Hardware, versions and weights differ (random "
-                  "weights here): read ranks and ratios, not absolute values. The ratio here ÷ "
-                  "published is shown only for cells that ran at full size on a GPU.", ""]
+                  "weights here): read ranks and ratios, not absolute values. Here: the time per "
+                  "step of the tables, except Stable Diffusion predict, timed as the study timed "
+                  "it — (T(N+2 steps) − T(2 steps)) / N, without the text encoders and the VAE "
+                  "decode — after each repeat's window. The ratio here ÷ published is shown only "
+                  "for cells that ran at full size on a GPU.", ""]
 
 
 def peak_section(r: Report) -> list[str]:

@@ -170,6 +170,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         calls_per_sample=_block_size(ok),
         epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
         epoch_measured_s=_median([derived.measured_epoch_s(r) for r in ok]),
+        study_step_ms=_median([derived.study_step_ms(r) for r in ok]),
         device_name=device_name(ok[0]) if ok else None,
         on_gpu=bool(ok) and ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),

@@ -154,6 +154,7 @@ class CellSummary(CellCoordinates, total=False):
     calls_per_sample: int | None
     epoch_s: float | None
     epoch_measured_s: float | None
+    study_step_ms: float | None
     items_per_step: float | None
     flops_per_step: float | None
     rss_initial_mb: float | None

@@ -57,8 +57,9 @@ declare_workload(Workload(
     "bert", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
     {**_HUB_OPTIONS,
      "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
-    help="BERT text classifier, bert_base_en architecture (random weights); expected peaks, "
-         "float32, 512 tokens: fit b32 ~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py)",
+    help="BERT text classifier, bert_base_en_uncased architecture (109 482 240 parameters, "
+         "vocabulary 30 522; random weights); expected peaks, float32, 512 tokens: fit b32 "
+         "~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py)",
     family="hub",
     sizes={"full": {"sequence_length": 512}, "small": {"sequence_length": 128},
            "tiny": {"sequence_length": 32}},
