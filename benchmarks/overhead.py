@@ -1,11 +1,13 @@
-"""The runner's own cost: harness overhead and fixed cost per process, for NumPy, torch and JAX.
+"""The runner's own cost: harness overhead and fixed cost per process, for NumPy, torch, JAX and
+TensorFlow.
 
-    .venv/bin/python benchmarks/overhead.py [--apis numpy torch jax] [--n 512] [--rounds 3]
+    .venv/bin/python benchmarks/overhead.py [--apis numpy torch jax tensorflow] [--n 512] [--rounds 3]
 
 Harness overhead: the runner's median ms/step of the matmul cell (steps = "auto", block samples)
 ÷ a bare loop of the same product in the same environment, timed the same way: blocks of as many
 products as the runner's calibration chose (only the last one's output kept, as in the
-runner's loop: holding the previous output changes what the allocator does), one device
+runner's loop: holding the previous output changes what the allocator does; one n×n product,
+2-D operands, as the runner's matmul at batch 1), one device
 synchronisation per block, for as long as
 the runner's timed window, median over the blocks. Rounds run in ABBA order (runner then bare,
 bare then runner) and the overhead is the median of the rounds' ratios, shown with their
@@ -33,29 +35,40 @@ from runner.environments import venvs  # noqa: E402
 from runner.worker.overhead import ROUNDS as ROUNDS_IN_PROCESS  # noqa: E402
 from runner.worker.protocol import CellSpec  # noqa: E402
 
-IMAGES = {"numpy": "numpy", "torch": "torch", "jax": "jax"}
+IMAGES = {"numpy": "numpy", "torch": "torch", "jax": "jax", "tensorflow": "tensorflow"}
 SETUP = {
     "numpy": """
         import numpy as np
         rng = np.random.default_rng(0)
-        a = rng.standard_normal((1, {n}, {n}), dtype=np.float32)
-        b = rng.standard_normal((1, {n}, {n}), dtype=np.float32)
+        a = rng.standard_normal(({n}, {n}), dtype=np.float32)
+        b = rng.standard_normal(({n}, {n}), dtype=np.float32)
         product, sync = (lambda: np.matmul(a, b)), (lambda out: None)
     """,
     "torch": """
         import torch
         g = torch.Generator().manual_seed(0)
-        a = torch.randn(1, {n}, {n}, generator=g); b = torch.randn(1, {n}, {n}, generator=g)
+        a = torch.randn({n}, {n}, generator=g); b = torch.randn({n}, {n}, generator=g)
         product = lambda: torch.matmul(a, b)
         sync = (lambda out: torch.cuda.synchronize()) if torch.cuda.is_available() else (lambda out: None)
     """,
     "jax": """
         import jax, jax.numpy as jnp, numpy as np
         rng = np.random.default_rng(0)
-        a = jnp.asarray(rng.standard_normal((1, {n}, {n}), dtype=np.float32))
-        b = jnp.asarray(rng.standard_normal((1, {n}, {n}), dtype=np.float32))
+        a = jnp.asarray(rng.standard_normal(({n}, {n}), dtype=np.float32))
+        b = jnp.asarray(rng.standard_normal(({n}, {n}), dtype=np.float32))
         f = jax.jit(jnp.matmul)
         product, sync = (lambda: f(a, b)), (lambda out: out.block_until_ready())
+    """,
+    # The runner's TensorFlow matmul: jit "auto" is a tf.function (graph), as here.
+    "tensorflow": """
+        import numpy as np, tensorflow as tf
+        rng = np.random.default_rng(0)
+        a = tf.constant(rng.standard_normal(({n}, {n}), dtype=np.float32))
+        b = tf.constant(rng.standard_normal(({n}, {n}), dtype=np.float32))
+        f = tf.function(tf.matmul)
+        product = lambda: f(a, b)
+        gpu = bool(tf.config.list_physical_devices("GPU"))
+        sync = (lambda out: tf.test.experimental.sync_devices()) if gpu else (lambda out: None)
     """,
 }
 TIMED_LOOP = """

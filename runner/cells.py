@@ -22,7 +22,7 @@ from .errors import UsageError, user_text
 from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from .matrix import Cell
 from .plan import Entry, Plan
-from .results import records as record_mod, stats
+from .results import peaks, records as record_mod
 from .results.store import Store
 from .run_setup import Setup
 from .scheduling import Lane
@@ -31,10 +31,14 @@ from .version import runner_version
 from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
 
 MIN_FREE_ENV = settings.MIN_FREE_MB
-CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes in every "
-                      "environment, steps = auto with block samples; the fastest median TFLOP/s "
-                      "per device and precision is the peak (a measurement of this run, before its "
-                      "cells; never a cell of the run, never a datasheet figure)")
+CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes that fits the "
+                      "device (a step predicted over 1 s is not timed) in every environment, "
+                      "steps = auto with block samples, at least 3 s a size on a GPU, in two "
+                      "passes: the first (which also warms the device) picks each environment's "
+                      "size and the device's environment, the second measures the pick, so the "
+                      "peak is not the largest of several noisy medians; its spread is that "
+                      "window's p10–p90 (a measurement of this run, before its cells; never a "
+                      "cell of the run, never a datasheet figure)")
 
 
 class RunStopped(Exception):
@@ -162,7 +166,7 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
             stop_if_lost(executor)
     if records:
         console.print(calibration_summary(records, time.monotonic() - started), soft_wrap=True)
-    return {"method": CALIBRATION_METHOD, "peaks": stats.peaks_from(sub.records())}
+    return {"method": CALIBRATION_METHOD, "peaks": peaks.peaks_from(sub.records())}
 
 
 def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:

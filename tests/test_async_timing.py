@@ -30,8 +30,8 @@ REFERENCE = textwrap.dedent(f"""
     import jax, jax.numpy as jnp, numpy as np
 
     rng = np.random.default_rng(0)
-    a = jax.device_put(jnp.asarray(rng.standard_normal((1, {N}, {N}), dtype=np.float32)))
-    b = jax.device_put(jnp.asarray(rng.standard_normal((1, {N}, {N}), dtype=np.float32)))
+    a = jax.device_put(jnp.asarray(rng.standard_normal(({N}, {N}), dtype=np.float32)))
+    b = jax.device_put(jnp.asarray(rng.standard_normal(({N}, {N}), dtype=np.float32)))
     product = jax.jit(jnp.matmul)
     for _ in range(2):
         jax.block_until_ready(product(a, b))

@@ -19,7 +19,8 @@ import weakref
 
 import pytest
 
-from runner.worker.bench import Bench, StepClock, run_loop
+from runner.worker.bench import (Bench, StepClock, calibration_schedule, preroll_calls,
+                                 run_loop)
 
 KERNEL_S = 0.002
 SYNC_S = 0.002
@@ -250,5 +251,59 @@ def test_a_handed_over_block_size_is_used_and_never_calibrated_again():
     run_loop(later, handed)
     assert handed.calls_per_sample == calibrated.calls_per_sample
     assert handed.block_source == "handed_over" and "block_calibration" not in later.extra
-    assert handed.calls == 2 + len(handed.timed_s) * handed.calls_per_sample   # no trial calls
+    # No search, but its blocks again as the pre-roll (one pre-roll for every repeat).
+    preroll = preroll_calls(handed.calls_per_sample)
+    assert handed.calls == 2 + preroll + len(handed.timed_s) * handed.calls_per_sample
     assert len(handed.timed_s) == len(calibrated.timed_s)                      # equal weight
+
+
+# --- one pre-roll for every repeat (issue 37) ----------------------------------------------------
+
+class Counted:
+    """A synchronous step of `seconds` (sleep) that counts its calls and the calls made before
+    the timed window opened (GC goes off exactly there)."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.calls, self.before_window = seconds, 0, None
+
+    def step(self) -> None:
+        if self.before_window is None and not gc.isenabled():
+            self.before_window = self.calls
+        self.calls += 1
+        time.sleep(self.seconds)
+
+
+def untimed_calls(step_s: float, timed_calls: int | None, handed: int | None = None) -> tuple:
+    counted = Counted(step_s)
+    bench = Bench(items_per_step=1, step=counted.step)
+    clock = StepClock(warmup_calls=2, timed_calls=timed_calls, sync=lambda out: None,
+                      min_time_s=0.05, max_time_s=1.0, calls_per_sample=handed or 1,
+                      block_source="handed_over" if handed else "per_call")
+    run_loop(bench, clock)
+    return counted.before_window, clock.calls_per_sample, bench.extra.get("preroll_calls")
+
+
+@pytest.mark.parametrize("timed_calls", [None, 40])
+def test_every_repeat_makes_the_same_untimed_calls_before_its_window(timed_calls):
+    """The repeat that calibrates its block ran the calibration's blocks (1, 1, 2, 2, 4, 4, ...)
+    untimed; one handed that block started timing right after its warm-up. Now it runs the same
+    blocks as its pre-roll: the same calls before every repeat's window."""
+    first, block, preroll = untimed_calls(0.003, timed_calls)
+    assert block >= 2 and first == 2 + preroll == 2 + preroll_calls(block)
+    later, handed_block, handed_preroll = untimed_calls(0.003, timed_calls, handed=block)
+    assert handed_block == block and (later, handed_preroll) == (first, preroll)
+
+
+def test_a_capped_block_is_where_the_calibration_stops():
+    """A fixed step count caps the block (timed_calls / min_samples): the search stops at the cap
+    instead of searching beyond it and cutting back, so its calls are the pre-roll of that
+    block (before: blocks of 2 chosen after trials up to 16, 62 untimed calls against 6)."""
+    first, block, preroll = untimed_calls(0.0005, 20)
+    assert block == 2 and preroll == sum(calibration_schedule(2)) == 6 and first == 8
+
+
+def test_the_calibration_schedule():
+    assert calibration_schedule(1) == [1, 1]
+    assert calibration_schedule(8) == [1, 1, 2, 2, 4, 4, 8, 8]
+    assert calibration_schedule(10) == [1, 1, 2, 2, 4, 4, 8, 8, 10, 10]
+    assert preroll_calls(8) == 30

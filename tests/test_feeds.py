@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runner.environments import venvs
+from runner.worker.bench import calibration_schedule, preroll_calls
 
 pytestmark = pytest.mark.slow
 
@@ -125,7 +126,7 @@ KERAS_FIT = """
         "syncs": len(syncs), "unfinished": len(unfinished), "warmup": len(clock.warmup_s),
         "loss": [clock.first_out, clock.last_out],
         "effective": bench.effective, "calibration": bench.extra.get("block_calibration"),
-        "block_source": clock.block_source}))
+        "preroll_calls": bench.extra.get("preroll_calls"), "block_source": clock.block_source}))
 """
 
 
@@ -141,9 +142,13 @@ def test_keras_fit_keeps_async_dispatch_and_times_blocks(backend, tmp_path):
     assert out["effective"]["keras_async_batch_end"] is True
     assert out["calls_per_sample"] == 4 and out["samples"] == 8
     assert out["block_source"] == "handed_over" and out["calibration"] is None
-    # One synchronisation per warm-up call and one per block, none per call; each one waits
-    # for the whole newest training state (JAX: Keras keeps it in a tracked dict).
-    assert out["syncs"] == out["warmup"] + out["samples"] and out["unfinished"] == 0
+    # The handed block's pre-roll: the calibration's blocks (1, 1, 2, 2, 4, 4 calls), untimed.
+    assert out["preroll_calls"] == preroll_calls(4) == 14
+    # One synchronisation per warm-up call, per pre-roll block and per timed block, none per
+    # call; each one waits for the whole newest training state (JAX: Keras keeps it in a
+    # tracked dict).
+    assert out["syncs"] == out["warmup"] + len(calibration_schedule(4)) + out["samples"]
+    assert out["unfinished"] == 0
     first, last = out["loss"]
     assert isinstance(first, float) and isinstance(last, float) and last < first
 
@@ -159,6 +164,7 @@ def test_keras_fit_calibrates_its_block_in_fit(tmp_path):
     assert out["block_source"] == "calibrated"
     assert out["samples"] * out["calls_per_sample"] >= 40
     assert out["syncs"] == out["warmup"] + len(trials) + out["samples"]
+    assert out["preroll_calls"] == sum(c for c, _ in trials)
 
 
 KERAS2_BERT = """

@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from runner import matrix
@@ -153,6 +155,9 @@ def test_every_model_and_task(environment, results_of):
             assert r["extra"]["images_shape"][:3] == [batch, 96, 96], where
             # Items are images: batch per call, so batch / num_steps per denoising step.
             assert r["items_per_step"] * options["num_steps"] == pytest.approx(batch), where
+            # Also timed as the study did, after the window: (T(N+2) − T(2)) / N per round.
+            assert len(r["extra"]["study_step_ms"]) == sd.STUDY_ROUNDS, where
+            assert all(math.isfinite(t) for t in r["extra"]["study_step_ms"]), where
         if workload in ("bert", "sam"):
             feed = benches.KERAS2_FEED if environment == "keras2" else benches.KERAS3_FEED
             assert r["effective"]["feed"] == feed, where
@@ -262,7 +267,7 @@ def test_presets_only_from_local_folders(tmp_path):
     assert models.local_preset({}) is None
     assert models.local_preset({"preset": str(tmp_path)}) == str(tmp_path)
     with pytest.raises(ValueError, match="never downloads"):
-        models.local_preset({"preset": "bert_base_en"})
+        models.local_preset({"preset": "bert_base_en_uncased"})
     with pytest.raises(ValueError, match="not an existing local folder"):
         models.local_preset({"preset": "kaggle://keras/gemma/keras/gemma_7b_en/2"})
 
@@ -292,3 +297,58 @@ def test_stable_diffusion_predict_counts_images_not_denoising_steps():
     assert note is None
     assert figures["energy_per_item_j"] == pytest.approx(100.0 / (calls * batch))   # J per image
     assert figures["energy_per_step_j"] == pytest.approx(100.0 / (calls * num_steps))
+
+
+def test_berts_configuration_is_named_bert_base_en_uncased_everywhere():
+    """The full BERT configuration (vocabulary 30 522, 109 482 240 parameters) is keras-hub's
+    bert_base_en_uncased; bert_base_en is the cased model (28 996 tokens, 108 310 272): the
+    catalog's help, the modules, the matrices and docs/ named the wrong one (issue 37)."""
+    assert configs.PRESET_PARAMS["bert"] == ("bert_base_en_uncased", 109_482_240)
+    assert configs.BERT["full"]["vocabulary_size"] == 30_522
+    assert "bert_base_en_uncased architecture (109 482 240 parameters, vocabulary 30 522" in \
+        catalog.WORKLOADS["bert"].help
+    cased = re.compile(r"bert_base_en(?!_uncased)")
+    files = [*ROOT.joinpath("runner").rglob("*.py"), *ROOT.glob("*.toml"),
+             *ROOT.joinpath("examples").glob("*.toml"), *ROOT.joinpath("docs").rglob("*.md")]
+    # The cased name only where a line says it is the cased model (what the study loaded).
+    named = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in files
+             for line in p.read_text(encoding="utf-8").splitlines()
+             if cased.search(line) and "cased" not in cased.sub("", line)]
+    assert named == []
+
+
+def test_stable_diffusion_predict_is_also_timed_as_the_study_did():
+    """(T(N+2 steps) − T(2 steps)) / N (keras-benchmarks' predict.py): the fixed part of a call
+    (text encoders, VAE decode) drops out, where call time / N spreads it over the steps. A fake
+    generate: 60 ms fixed plus 10 ms a step, N = 4."""
+    import time as clock
+
+    made: list[int] = []
+
+    def generate_with(steps: int):
+        made.append(steps)
+        return lambda: clock.sleep(0.060 + 0.010 * steps) or np.zeros((2, 8, 8, 3))
+
+    bench = sd.predict_bench(generate_with, batch=2, num_steps=4, effective={}, facts={})
+    started = clock.perf_counter()
+    bench.step()
+    per_call_step_ms = (clock.perf_counter() - started) * 1000 / bench.steps_per_call
+    assert per_call_step_ms == pytest.approx(25.0, abs=6)           # (60 + 40) / 4
+    study = bench.evaluate()
+    assert made == [4, 2, 6] and len(study["study_step_ms"]) == sd.STUDY_ROUNDS
+    assert study["study_step_median_ms"] == pytest.approx(10.0, abs=3)
+    assert "(T(N+2 steps) − T(2 steps)) / N" in study["study_step_method"]
+
+
+def test_the_published_stable_diffusion_ratio_uses_the_studys_method():
+    from runner.results import reference
+
+    def cell(column_api: str, backend: str | None, study: float | None) -> dict:
+        return {"workload": "stable_diffusion", "task": "predict", "batch_size": 13,
+                "api": column_api, "backend": backend, "status": "ok", "size": "full",
+                "on_gpu": True, "geomean_ms": 900.0, "study_step_ms": study}
+
+    (row,) = reference.beside([cell("keras", "jax", 600.0), cell("keras", "torch", None)])
+    jax, torch = row["columns"]["keras3_jax"], row["columns"]["keras3_torch"]
+    assert jax["measured_ms"] == 600.0 and jax["ratio"] == pytest.approx(600.0 / 627.27)
+    assert torch["measured_ms"] is None and torch["ratio"] is None   # no study figure: no ratio

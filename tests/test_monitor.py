@@ -376,3 +376,34 @@ def test_the_window_reads_the_hosts_cpu_counters():
             pass
     load = mon.summary()["host_other_cpu"]
     assert load is not None and load["cpus"] >= 1 and 0.0 <= load["share"] <= 1.0
+
+
+class CountingEnergy(FakePynvml):
+    """An energy counter that moves every `period_s` by `watts` × period (in mJ), as NVML's."""
+
+    def __init__(self, watts: float, period_s: float):
+        super().__init__()
+        self.watts, self.period_s, self.started = watts, period_s, time.perf_counter()
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        ticks = int((time.perf_counter() - self.started) / self.period_s)
+        return 5_000_000 + int(ticks * self.period_s * self.watts * 1000)
+
+
+def test_the_idle_power_and_the_counters_resolution_are_measured_at_rest():
+    """Before the warm-up the worker watches the counter: its update interval decides the
+    energy window the host trusts, and its delta the power at rest (issue 37 item 10)."""
+    idle = Nvml(CountingEnergy(watts=62.0, period_s=0.05), handle="h0").idle(seconds=0.6)
+    assert idle["gpu_energy_resolution_s"] == pytest.approx(0.05, abs=0.01)
+    assert idle["gpu_idle_power_w"] == pytest.approx(62.0, rel=0.1)
+    assert Nvml(FakePynvml(energy_mj=[7] * 1000), handle="h0").idle(seconds=0.1) == {}
+
+
+def test_a_coarse_counter_lengthens_an_auto_window_on_a_gpu():
+    from runner.worker.__main__ import energy_window
+
+    result = {"gpu_energy_resolution_s": 0.1, "extra": {}}
+    longer = energy_window(window_spec("auto"), object(), result)
+    assert longer.min_time_s == pytest.approx(2.0) and result["extra"]["energy_min_window_s"] == 2.0
+    assert energy_window(window_spec("auto"), None, {"extra": {}}).min_time_s == 1.0   # a CPU
+    assert energy_window(window_spec(12), object(), result).steps == 12   # a fixed count stays

@@ -322,16 +322,36 @@ options = {{ behaviour = "ok", sleep_ms = 300 }}
 """
 
 
+def runs_a_worker(proc) -> bool:
+    """Whether a Ray task process has started its cell's worker (the supervisor and the worker
+    are its descendants): it has reported its node by then, and has seconds of steps ahead."""
+    import psutil
+
+    try:
+        return any("runner.worker" in " ".join(child.cmdline())
+                   for child in proc.children(recursive=True))
+    except psutil.Error:
+        return False
+
+
 def kill_tasks(cluster: LocalCluster, count: int, stop: list) -> list[int]:
-    """SIGKILL the Ray worker running the cell, `count` times (each retry is a new process)."""
+    """SIGKILL the Ray worker running the cell, `count` times (each retry is a new process),
+    each once it has started its cell's worker, as a real loss would find it. Deterministic:
+    no fixed grace (the task could end during one, and the killer then died on a vanished
+    process, never killing the retry); a process that is gone is skipped, not fatal."""
+    import psutil
+
     killed: list[int] = []
     deadline = time.monotonic() + 90
     while len(killed) < count and time.monotonic() < deadline and not stop:
         for proc in cluster.task_processes():
-            if proc.pid not in killed:
-                time.sleep(1.0)           # let it start its worker, as a real loss would find it
+            if proc.pid in killed or not runs_a_worker(proc):
+                continue
+            try:
                 proc.send_signal(signal.SIGKILL)
-                killed.append(proc.pid)
+            except (psutil.Error, ProcessLookupError):
+                continue
+            killed.append(proc.pid)
         time.sleep(0.05)
     return killed
 

@@ -19,6 +19,7 @@ import pytest
 
 from runner.errors import UsageError
 from runner.executors import local
+from runner.environments import Source
 from runner.executors.supervisor import CappedLog
 
 SUPERVISOR = local.SUPERVISOR
@@ -233,3 +234,19 @@ def test_the_local_executor_forks_no_python_code_before_exec():
     keywords = {k.arg for node in ast.walk(tree) if isinstance(node, ast.Call)
                 for k in node.keywords}
     assert "preexec_fn" not in keywords
+
+
+def test_the_inherited_variables_reach_the_records_metadata(monkeypatch, tmp_path):
+    """What DL_BENCH_INHERIT_ENV passes is recorded (metadata inherited_env, a comparability
+    key); the variables every worker inherits (HOME, PATH, ...) are not."""
+    assert local.inherited_values({**HOST, local.INHERIT_ENV: "XLA_FLAGS, OMP_*"}) == {
+        "OMP_NUM_THREADS": "4", "XLA_FLAGS": "--host"}
+    assert local.inherited_values(HOST) == {}
+    monkeypatch.setenv(local.INHERIT_ENV, "OMP_*")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    executor = local.LocalExecutor()
+    prepared = executor.prepare(Source.of(None, python=sys.executable), lambda line: None)
+    assert prepared.metadata["inherited_env"] == {"OMP_NUM_THREADS": "3"}
+    monkeypatch.delenv(local.INHERIT_ENV)
+    assert "inherited_env" not in local.LocalExecutor().prepare(
+        Source.of(None, python=sys.executable), lambda line: None).metadata

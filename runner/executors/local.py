@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 from collections.abc import Callable, Mapping
 
 from .. import settings
@@ -84,6 +85,15 @@ def sweep(worker_id: str) -> list[int]:
 def inherited_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """INHERITED_ENV plus what DL_BENCH_INHERIT_ENV adds (names, or prefixes ending in *)."""
     return INHERITED_ENV + tuple(settings.get(INHERIT_ENV, environ))
+
+
+def inherited_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The host variables DL_BENCH_INHERIT_ENV adds to every worker's, with their values (what
+    the record's inherited_env keeps: they decide comparability, as the matrix's env does)."""
+    environ = os.environ if environ is None else environ
+    added = inherited_names(environ)[len(INHERITED_ENV):]
+    return {k: v for k, v in sorted(environ.items())
+            if any(fnmatch.fnmatchcase(k, pattern) for pattern in added)}
 
 
 def worker_environment(matrix_env: dict[str, str], runner_env: dict[str, str],
@@ -164,6 +174,7 @@ class LocalExecutor(Executor):
         self.gpu = gpu                      # the host has a GPU: workers that want one get it
         self.env_root = env_root
         self.inherit = inherited_names()      # checked here: a bad setting stops the run early
+        self.inherited = inherited_values()   # ... and recorded (a comparability key)
         self.log_caps = log_caps()
         self._in_flight: InFlight[subprocess.Popen] = InFlight()   # workers (parallel lanes)
 
@@ -184,7 +195,8 @@ class LocalExecutor(Executor):
             except existing.InterpreterError as exc:
                 return Prepared(source.key, uses, error=str(exc))
             return Prepared(source.key, uses, python=interpreter.python,
-                            metadata={"executor": self.name, "env_source": "existing"})
+                            metadata={"executor": self.name, "env_source": "existing",
+                                      **self.inherited_metadata()})
         flavour = folder_flavour(self.flavour, source.image_folder)
         try:
             env = venvs.build(source.image_folder, flavour, self.env_root, on_line,
@@ -194,8 +206,12 @@ class LocalExecutor(Executor):
         return Prepared(source.key, uses, flavour, python=env.python,
                         metadata={"lock_sha256": env.lock_sha256, "env_path": str(env.path),
                                   "executor": self.name, "env_source": "lock",
-                                  "flavour": flavour},
+                                  "flavour": flavour, **self.inherited_metadata()},
                         warnings=self.check_installed(env))
+
+    def inherited_metadata(self) -> dict[str, Any]:
+        """inherited_env for the records, where DL_BENCH_INHERIT_ENV passes any variable."""
+        return {"inherited_env": self.inherited} if self.inherited else {}
 
     @staticmethod
     def check_installed(env: venvs.LocalEnv) -> list[str]:

@@ -4,7 +4,9 @@ The independent unit is the repeat (a fresh process): steps of one process share
 (allocator, clocks, placement), so pooling them as if independent makes any two runs look
 different. Per cell, each repeat is summarised by its median step time, and a change is called
 only when two tests agree (asv's rule):
-- statistical: Welch's t-test on the log repeat medians of A and B says they differ (p < alpha);
+- statistical: Welch's t statistic on the log repeat medians of A and B, with min(n_A, n_B) − 1
+  degrees of freedom (stats.welch_ratio: it holds its level with 3 repeats a side, where
+  Welch-Satterthwaite's did not), says they differ (p < alpha);
 - practical: the ratio B/A (of the geometric means of the repeat medians) is outside the
   threshold (--threshold; else, when both runs ran on machines with a machine profile, the
   profiles' threshold for the workload class, the larger of the two; else 5 %) *and* outside
@@ -14,11 +16,11 @@ only when two tests agree (asv's rule):
 Cells are paired by name (workload, task, environment, batch size, every non-default axis and
 option), not by id: an id also holds the runner's version and the worker's environment
 variables, which are exactly what must be shown as differing rather than hide the pairing.
-Cells whose comparability metadata differ (runner.worker.metadata.KEYS entries flagged True:
-GPU, driver, power limit, CUDA, framework version, lock hash, image digest, CPU model, the
-runner's version, the worker's environment variables, ...) are never merged into a verdict:
-they are "not comparable", naming the keys. So are cells with fewer than two repeats or too few
-samples on a side.
+Cells whose comparability metadata or timing settings differ (comparability.py: GPU, driver,
+power limit, CUDA, framework version, lock hash, image digest, CPU model, the runner's version,
+the worker's and the inherited environment variables, steps, warm-up, min and max time, ...)
+are never merged into a verdict: they are "not comparable", naming the keys. So are cells with
+fewer than three repeats or too few samples on a side.
 
 Per environment, the stack is compared as a whole first (pyperf refuses to mix incomparable
 runs): the lock hash or image digest and id, the installed distributions (each one that changed
@@ -35,7 +37,6 @@ Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 fo
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections import Counter
@@ -49,8 +50,8 @@ from rich.console import JustifyMethod
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line, user_text
 from ..machine_profile import compare_threshold
 from ..worker.protocol import write_text_atomic
-from .stats import COMPARABILITY_KEYS, metadata_values, repeat_medians, welch_ratio
-from . import stack_diff
+from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
+from .stats import repeat_medians, welch_ratio
 from .store import Store
 from .summaries import cell_summaries
 from .types import CellSummary, Manifest, Record
@@ -58,19 +59,9 @@ from .types import CellSummary, Manifest, Record
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
 MIN_SAMPLES = 5
-MIN_REPEATS = 2
+MIN_REPEATS = 3          # fewer: no test both holds its level and sees a change (stats)
 
 FASTER, SLOWER, SAME, NOT_COMPARABLE = "faster", "slower", "same", "not comparable"
-# What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
-STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
-              "driver_version", "gpu_name", "gpu_power_limit_w", "runner_version", "worker_env")
-# The comparability keys that make up the software stack itself: with --environments the two
-# stacks are what is compared, so these differ on purpose (shown in the stack table; every other
-# key — the machine, the GPU, the runner's version, the worker's variables — still must agree).
-SOFTWARE_KEYS = ("python_version", "python_implementation", "framework_version", "keras_version",
-                 "backend_version", "jaxlib_version", "tensorflow_version", "cuda_version",
-                 "cudnn_version", "image_id", "image_digest", "lock_sha256",
-                 "distributions_sha256")
 
 
 @dataclass
@@ -92,24 +83,6 @@ class CellComparison:
     threshold: float | None = None       # the practical threshold this cell was judged with
     differing_keys: list[str] = field(default_factory=list)
     stack_differs: bool = False          # its environment ran on different stacks in A and B
-
-
-@dataclass
-class StackComparison:
-    """One environment's stack in A against B."""
-
-    environment: str
-    differs: list[str] = field(default_factory=list)   # "lock_sha256 1a2b… → 3c4d…"
-    only_in: str | None = None                         # "A" or "B": measured on one side only
-
-    @property
-    def same(self) -> bool:
-        return not self.differs and self.only_in is None
-
-    def describe(self) -> str:
-        if self.only_in:
-            return f"only in run {self.only_in}"
-        return "same stack" if self.same else "differs: " + ", ".join(self.differs)
 
 
 @dataclass
@@ -165,39 +138,6 @@ def readable_records(store: Store, manifest: Manifest | None = None) -> list[Rec
     return records
 
 
-def differing_keys(records_a: list[Record], records_b: list[Record]) -> list[str]:
-    """Comparability keys whose values differ between the two sides."""
-    a, b = metadata_values(records_a), metadata_values(records_b)
-    return [key for key in COMPARABILITY_KEYS if a[key] != b[key]]
-
-
-def compare_stacks(records_a: list[Record],
-                   records_b: list[Record]) -> list[StackComparison]:
-    """Per environment measured in either run: the same stack, or what differs. A side's stack
-    is read from its ok records (from every measured record when none is ok)."""
-    def by_environment(records: list[Record]) -> dict[str, list[Record]]:
-        out: dict[str, list[Record]] = {}
-        for record in records:
-            if record.get("status") != "not_applicable":
-                out.setdefault(record["environment"], []).append(record)
-        return {env: [r for r in rs if r["status"] == "ok"] or rs for env, rs in out.items()}
-
-    sides = by_environment(records_a), by_environment(records_b)
-    stacks = []
-    for env in dict.fromkeys([*sides[0], *sides[1]]):
-        if env not in sides[0] or env not in sides[1]:
-            stacks.append(StackComparison(env, only_in="A" if env in sides[0] else "B"))
-            continue
-        a, b = (metadata_values(side[env], STACK_KEYS) for side in sides)
-        differs = [f"{key} {_shown(a[key])} → {_shown(b[key])}" for key in STACK_KEYS
-                   if a[key] != b[key]]
-        moved = stack_diff.changes(*(stack_diff.installed(side[env]).get(env, {})
-                                     for side in sides))
-        stacks.append(StackComparison(env, differs + ([f"distributions {stack_diff.text(moved)}"]
-                                                      if moved else [])))
-    return stacks
-
-
 def paired(records: list[Record], environment: str, label: str, run: Path) -> list[Record]:
     """--environments: the records of one environment, named `label` (environment and cell
     name), so that they pair with the other side's; UsageError when the run has none."""
@@ -211,19 +151,6 @@ def paired(records: list[Record], environment: str, label: str, run: Path) -> li
         raise UsageError(f"{run}: no record of environment {environment!r} (it has "
                          f"{', '.join(found) or 'none'})")
     return out
-
-
-def _shown(values: set[str]) -> str:
-    """The values one side had, readable: 550.54.15, or absent, or 12.4/12.6 for a mixed side."""
-    decoded = [json.loads(v) for v in values]
-    shown = ["absent" if v is None else _variables(v) if isinstance(v, dict)
-             else str(v) if len(str(v)) <= 24 else str(v)[:12] + "…" for v in decoded]  # hashes
-    return "/".join(sorted(shown))
-
-
-def _variables(env: Mapping[str, Any]) -> str:
-    """Environment variables, readable: {XLA_FLAGS=--xla_gpu_autotune_level=0} or {}."""
-    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(env.items())) + "}"
 
 
 def _samples(records: list[Record]) -> list[float]:
@@ -260,20 +187,22 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     if not ok_a or not ok_b:
         out.reason = f"status A {summary_a['status']}, B {summary_b['status']}"
         return out
-    out.differing_keys = [k for k in differing_keys(ok_a, ok_b) if k not in compared]
+    differ = {key: change for key, change in differences(ok_a, ok_b).items()
+              if key not in compared}
+    out.differing_keys = list(differ)
     medians_a, medians_b = repeat_medians(ok_a), repeat_medians(ok_b)
     out.ratio = welch_ratio(medians_b, medians_a).ratio
-    if out.differing_keys:
-        values_a, values_b = metadata_values(ok_a), metadata_values(ok_b)
-        out.reason = "metadata differ: " + ", ".join(
-            f"{key} {_shown(values_a[key])} → {_shown(values_b[key])}" for key in out.differing_keys)
+    if differ:
+        out.reason = "metadata or settings differ: " + ", ".join(
+            f"{key} {change}" for key, change in differ.items())
         return out
     if min(len(samples_a), len(samples_b)) < MIN_SAMPLES:
         out.reason = f"too few samples ({len(samples_a)} vs {len(samples_b)}, need {MIN_SAMPLES})"
         return out
     if min(len(medians_a), len(medians_b)) < MIN_REPEATS:
         out.reason = (f"too few repeats ({len(medians_a)} vs {len(medians_b)}, need "
-                      f"{MIN_REPEATS} per side: the run-to-run spread is unknown)")
+                      f"{MIN_REPEATS} per side: with fewer, no test both holds its level and "
+                      "sees a change)")
         return out
     flagged = [side for side, s in (("A", summary_a), ("B", summary_b)) if s.get("warnings")]
     if flagged:  # the verdict stands, but say that its inputs were already flagged

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import stack_diff, stats
-from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, model_family, option_preset, pivot,
-                        row_label)
+from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, TIME_KEY, model_family, option_preset,
+                        pivot, row_label, tf32_differ)
 from .types import CellSummary, Manifest
 
 ENVIRONMENT = "environment"
@@ -57,7 +57,8 @@ class Settings:
                    tuple(manifest.get("environments") or ()), stacks or {})
 
 
-def speedup(base: Mapping[str, Any], cell: Mapping[str, Any]) -> stats.Ratio:
+def speedup(base: Mapping[str, Any], cell: Mapping[str, Any],
+            confidence: float = stats.CONFIDENCE) -> stats.Ratio:
     """base ms ÷ cell ms (geometric means of repeat medians) with its interval; above 1: `cell`
     is faster. No ratio where either is not ok or the two run different models."""
     for side in (base, cell):
@@ -67,7 +68,7 @@ def speedup(base: Mapping[str, Any], cell: Mapping[str, Any]) -> stats.Ratio:
         return stats.Ratio(None, why="different models (Keras 2's Stable Diffusion is v1.4, "
                                      "Keras 3's is SD3)")
     return stats.welch_ratio(base.get("repeat_medians_ms") or [],
-                             cell.get("repeat_medians_ms") or [])
+                             cell.get("repeat_medians_ms") or [], confidence)
 
 
 @dataclass
@@ -81,12 +82,21 @@ class Effect:
     base: Mapping[str, Any]
     cell: Mapping[str, Any]
     estimate: stats.Ratio
+    # The two float32 cells ran their dense paths differently (TF32 in one, full float32 or not
+    # recorded in the other) while the factor is not tf32 itself: other arithmetic (†).
+    tf32_mixed: bool = False
 
     @property
     def differs(self) -> bool:
         """Either cell computed a different answer from its row: the ratio compares apples
         with pears."""
         return bool(self.base.get("answer_differs") or self.cell.get("answer_differs"))
+
+    @property
+    def in_means(self) -> bool:
+        """Whether the ratio joins the geometric means and the findings' counts: it has a value,
+        and both cells computed the same answer with the same arithmetic."""
+        return self.estimate.ratio is not None and not self.differs and not self.tf32_mixed
 
 
 @dataclass
@@ -105,9 +115,9 @@ class EffectTable:
         return [e for e in self.effects if _same(e.value, value)]
 
     def overall(self, value: Any) -> tuple[stats.Ratio, int]:
-        """The geometric mean of `value`'s ratios over the rows whose answers agree, and how
-        many rows it spans."""
-        used = [e.estimate for e in self.of(value) if e.estimate.ratio is not None and not e.differs]
+        """The geometric mean of `value`'s ratios over the rows whose answers and arithmetic
+        agree (Effect.in_means), and how many rows it spans."""
+        used = [e.estimate for e in self.of(value) if e.in_means]
         return stats.geometric_mean_ratio(used), len(used)
 
     @property
@@ -189,7 +199,7 @@ def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[Effect
                     estimate = per_item(estimate, base, cell)
                 table.effects.append(Effect(value, row_label(base, without=factor),
                                             base["batch_size"], cell["environment"], base, cell,
-                                            estimate))
+                                            estimate, factor != "tf32" and tf32_differ(base, cell)))
     return [t for t in tables.values() if t.effects or t.without_baseline]
 
 
@@ -233,7 +243,8 @@ def environment_table(summaries: list[CellSummary], settings: Settings) -> Effec
             cell = grid.get((label, batch, env))
             if cell is None or cell["status"] == "not_applicable":
                 continue
-            table.effects.append(Effect(env, label, batch, env, base, cell, speedup(base, cell)))
+            table.effects.append(Effect(env, label, batch, env, base, cell, speedup(base, cell),
+                                        tf32_differ(base, cell)))
     table.values = [env for env in table.values if table.of(env)]   # shares no row: no column
     table.changes = version_changes(table, settings.stacks)
     return table if table.effects else None
@@ -271,14 +282,24 @@ def analyse(summaries: list[CellSummary], settings: Settings | None = None) -> A
                     environment_table(summaries, settings))
 
 
-def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], stats.Ratio | None] | None:
-    """The fastest of a row's ok cells that computed the same answer, and its speedup over the
-    runner-up (None with one cell): whether it is fastest beyond noise."""
-    eligible = sorted((c for c in cells if c["status"] == "ok" and c.get("median_ms") is not None
-                       and not c.get("answer_differs")), key=lambda c: c["median_ms"])
+def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool | None] | None:
+    """The fastest of a row's ok cells that computed the same answer (by TIME_KEY, the ratios'
+    own estimator), and whether it is fastest beyond noise (None with one cell): ahead of every
+    other such cell, each lead's interval at confidence 1 − 0.05 / (k − 1) above 1. Testing the
+    winner against the runner-up alone ignores that the winner was picked by the same noisy
+    numbers, and that a noisier cell further down may still be faster; against all of them,
+    Bonferroni-corrected, a cell is called fastest beyond noise when it is not at most 5 % of
+    the time (simulated in tests/results/test_effects.py)."""
+    eligible = sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
+                       and not c.get("answer_differs")), key=lambda c: c[TIME_KEY])
     if not eligible:
         return None
-    return eligible[0], (speedup(eligible[1], eligible[0]) if len(eligible) > 1 else None)
+    best, others = eligible[0], eligible[1:]
+    if not others:
+        return best, None
+    level = 1 - (1 - stats.CONFIDENCE) / len(others)
+    leads = [speedup(other, best, level) for other in others]
+    return best, all(lead.low is not None and lead.low > 1 for lead in leads)
 
 
 def keras_speedups(summaries: list[CellSummary]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -298,12 +319,15 @@ def keras_speedups(summaries: list[CellSummary]) -> dict[tuple[str, int], dict[s
             continue
         best = found[0]
         entry = {"best_env": best["environment"], "best_backend": best.get("backend"),
-                 "best_ms": best["median_ms"], "keras2_env": None, "keras2_ms": None,
-                 "speedup": None, "estimate": None}
+                 "best_ms": best[TIME_KEY], "keras2_env": None, "keras2_ms": None,
+                 "speedup": None, "estimate": None, "tf32_mixed": False}
         keras2 = fastest([s for s in cells if s["api"] == KERAS2_API])
         if keras2:
-            entry.update(keras2_env=keras2[0]["environment"], keras2_ms=keras2[0]["median_ms"])
+            entry.update(keras2_env=keras2[0]["environment"], keras2_ms=keras2[0][TIME_KEY])
             estimate = speedup(keras2[0], best)
             entry.update(estimate=estimate, speedup=estimate.ratio)
+        # Its Keras cells ran their dense paths differently: "best" compares other arithmetic.
+        entry["tf32_mixed"] = any(tf32_differ(a, b) for a in cells for b in cells
+                                  if {a["api"], b["api"]} <= {KERAS3_API, KERAS2_API})
         out[row] = entry
     return out

@@ -11,15 +11,16 @@ from .summaries import AXIS_KEYS
 from .types import CellSummary, Record
 
 CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workload", "task",
-               "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "median_ms", "mean_ms",
+               "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "geomean_ms", "median_ms", "mean_ms",
                "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms", "samples", "iqr_ms",
                "median_ci_low_ms", "median_ci_high_ms", "cv", "cv_repeats", "import_s", "setup_s",
                "compile_s", "wall_s",
-               "train_s", "epoch_s", "items_per_s", "achieved_tflops", "device_name",
+               "train_s", "epoch_s", "epoch_measured_s", "study_step_ms", "items_per_s", "achieved_tflops", "device_name",
                "tf32_effective", "peak_kind", "peak_tflops",
                "fraction_of_peak", "rss_initial_mb",
                "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
-               "gpu_energy_j", "energy_per_step_j", "energy_per_item_j", "energy_note",
+               "gpu_energy_j", "energy_per_step_j", "energy_per_item_j",
+               "energy_per_step_above_idle_j", "gpu_idle_power_w", "energy_note",
                "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
                "accuracy", "answer_check", "answer_reference", "answer_detail", "warnings",
                "error")

@@ -13,7 +13,7 @@ from typing import Any
 from . import answers, stats
 from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
 from .formatting import fmt
-from .summaries import pivot
+from .summaries import TF32_MARK, pivot, tf32_rows
 from .types import CellSummary
 
 ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
@@ -53,7 +53,7 @@ def table_sentences(table: EffectTable) -> list[str]:
     with how many rows are beyond noise each way and the range."""
     out = []
     for value in table.values:
-        effects = [e for e in table.of(value) if e.estimate.ratio is not None and not e.differs]
+        effects = [e for e in table.of(value) if e.in_means]
         if not effects:
             continue
         subject = _subject(table, value)
@@ -80,23 +80,57 @@ def _ratio(effect) -> float:
 
 def fastest_sentences(summaries: list[CellSummary], what: str = "") -> list[str]:
     """'jax is fastest in 7 of 10 rows (beyond noise in 5)': per environment, the rows where it
-    is the fastest of the cells that agree, and in how many its lead over the runner-up has an
-    interval above 1."""
+    is the fastest of the cells that agree, and in how many it is ahead of every other cell of
+    the row beyond noise (effects.fastest). Rows whose float32 cells ran different arithmetic
+    (TF32 in some, †) are left out: their ranking compares other work."""
     environments, rows, grid = pivot(summaries)
+    marked = tf32_rows(summaries)
     wins: Counter[str] = Counter()
     clear: Counter[str] = Counter()
     contested = 0
     for label, batch in rows:
+        if (label, batch) in marked:
+            continue
         cells = [grid[(label, batch, e)] for e in environments if (label, batch, e) in grid]
         found = fastest(cells)
         if found is None or found[1] is None:
             continue
         contested += 1
         wins[found[0]["environment"]] += 1
-        clear[found[0]["environment"]] += found[1].distinguishable
+        clear[found[0]["environment"]] += bool(found[1])
     return [f"{env} is fastest in {count} of {contested} rows{what} with two or more "
-            f"environments (ahead of the runner-up beyond noise in {clear[env]})."
+            f"environments (ahead of every other beyond noise in {clear[env]})."
             for env, count in wins.most_common(FASTEST_SHOWN)]
+
+
+def tf32_sentences(summaries: list[CellSummary], analysis: Analysis) -> list[str]:
+    """Say once which rows and ratios compare TF32 with full float32 arithmetic."""
+    rows = tf32_rows(summaries)
+    ratios = sum(1 for t in analysis.tables for e in t.effects if e.tf32_mixed)
+    if not rows and not ratios:
+        return []
+    return [f"{len(rows)} float32 row(s) and {ratios} ratio(s) compare cells that ran their "
+            "matmuls or convolutions differently (TF32 tensor cores in some, full float32 or "
+            f"not recorded in others): marked {TF32_MARK}, left out of the geometric means and "
+            "the fastest counts (`tf32 = true` or `false` in the matrix equalises)."]
+
+
+def method_sentence(summaries: list[CellSummary]) -> str:
+    """How the numbers were made, in one line: the estimator, the intervals, the winners, the
+    timed window."""
+    blocked = any((s.get("calls_per_sample") or 1) > 1 for s in summaries)
+    return ("Method: each repeat is a fresh process whose timed steps are summarised by their "
+            "median; a cell's time is the geometric mean of its repeat medians, the one "
+            "estimator the tables, their bold, the fastest counts and every ratio use. "
+            "Intervals are 95 % t intervals on the logarithms of the repeat medians (Welch's "
+            "statistic with min(n) − 1 degrees of freedom, which holds its level at a few "
+            "repeats). A cell is fastest beyond noise only when it is ahead of every other cell "
+            "of its row, each lead at 95 % with a Bonferroni correction for the cells it is "
+            "compared with (never the runner-up alone, which the same noise picked). Python's "
+            "garbage collector is off inside every timed window; warm-up steps, the block "
+            "calibration and its pre-roll (the same untimed calls in every repeat) are outside "
+            "it" + ("; blocked cells' step-to-step spread is between blocks of calls, each "
+                    "timed with one device synchronisation." if blocked else "."))
 
 
 def answer_sentences(summaries: list[CellSummary]) -> list[str]:
@@ -144,5 +178,6 @@ def sentences(summaries: list[CellSummary], analysis: Analysis,
     if keras_rows:
         out += fastest_sentences(keras_rows, " of the Keras table")
     out += fastest_sentences(summaries)
+    out += tf32_sentences(summaries, analysis)
     out += repeat_sentences(analysis)
     return out

@@ -15,7 +15,7 @@ from .formatting import best_text, cell_text, comparable_values, fmt, percent
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
                              effects_section, no_interval_note, ratio_text, tf32_section,
                              training_table, warnings_section)
-from .summaries import TF32_MARK, TF32_NOTE, fixed_costs, keras_view, pivot, tf32_rows
+from .summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, keras_view, pivot, tf32_rows
 from .types import CellSummary, Manifest
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
@@ -44,7 +44,9 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
         if speedups:
             entry = speedups.get((label, batch))
             cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
-            cells.append(ratio_text(entry["estimate"]) if entry and entry["speedup"] else "–")
+            cells.append(ratio_text(entry["estimate"])
+                         + (f" {TF32_MARK}" if entry["tf32_mixed"] else "")
+                         if entry and entry["speedup"] else "–")
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
     notes = [TF32_NOTE] if marked else []
@@ -78,6 +80,10 @@ def title_section(r: Report) -> list[str]:
                else "")]
 
 
+def method_section(r: Report) -> list[str]:
+    return ["", findings.method_sentence(r.summaries)] if r.summaries else []
+
+
 def findings_section(r: Report) -> list[str]:
     if r.analysis is None:
         return []
@@ -89,23 +95,25 @@ def keras_table_section(r: Report) -> list[str]:
     if not r.keras:
         return []
     rows, columns, titles = r.keras
-    return ["", "## The Keras 3 benchmark table (median ms/step, lower is better; best in "
-            "bold)", "", markdown_table(rows, "median_ms", keras_columns=True,
-                                         columns=columns, titles=titles), "",
+    return ["", "## The Keras 3 benchmark table (ms/step, geometric mean of the repeat medians, "
+            "lower is better; best in bold)", "", markdown_table(rows, TIME_KEY, keras_columns=True,
+                                                                  columns=columns, titles=titles), "",
             "Rows in the matrix's order (the study's Table 2); Keras 2's Stable Diffusion is "
             "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
             "row's speedup compares models, not frameworks.", ""]
 
 
-def median_section(r: Report) -> list[str]:
-    out = ["", "## Median time per step (ms, lower is better; best in bold)", "",
-           markdown_table(r.summaries, "median_ms", keras_columns=not r.keras), ""]
-    out += ["Each value is the median of the repeat medians: each repeat (a fresh process) is "
-            "summarised by the median of its timed steps, and the cell by the median of those, "
-            "so every repeat weighs the same; warm-up steps, the first of which includes "
-            "compilation, are excluded. Bold: the best of a row whose values differ as printed "
-            "(ties as printed are all bold). NA: the combination does not exist in that "
-            "environment.", ""]
+def time_section(r: Report) -> list[str]:
+    out = ["", "## Time per step (ms, geometric mean of the repeat medians; lower is better; "
+           "best in bold)", "", markdown_table(r.summaries, TIME_KEY, keras_columns=not r.keras),
+           ""]
+    out += ["Each value is the geometric mean of the repeat medians: each repeat (a fresh "
+            "process) is summarised by the median of its timed steps, and the cell by the "
+            "geometric mean of those, so every repeat weighs the same; it is the estimator of "
+            "every ratio and interval too, so a bold value and its ratios never disagree. "
+            "Warm-up steps, the first of which includes compilation, are excluded. Bold: the "
+            "best of a row whose values differ as printed (ties as printed are all bold). NA: "
+            "the combination does not exist in that environment.", ""]
     if keras_speedups(r.summaries):
         out += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
                 "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
@@ -146,8 +154,11 @@ def training_section(r: Report) -> list[str]:
     if not training:
         return []
     return ["## Training", "", training, "",
-            "Epoch s: one epoch as the workload reports it; train s: the timed loop; "
-            "medians over repeats, peaks the largest repeat.", ""]
+            "Epoch s, measured: the timed window's whole epochs, each with its epoch-end work "
+            "(iterator, reshuffle, callbacks), their time divided by their count (– where the "
+            "window held no whole epoch); step × steps: the steady-state median step times the "
+            "steps of one epoch (an estimate without the epoch's own work); train s: the timed "
+            "loop; medians over repeats, peaks the largest repeat.", ""]
 
 
 def memory_section(r: Report) -> list[str]:
@@ -173,8 +184,16 @@ def energy_section(r: Report) -> list[str]:
     out = ["## Energy per step (J, NVML; lower is better)", "",
            markdown_table(summaries, "energy_per_step_j"), "",
            "The NVML total-energy counter's delta over the timed window divided by the "
-           "steps in it (per item: also by the batch); – where the window was too short "
-           "for the counter to resolve, never 0:", ""]
+           "steps in it (per item: also by the batch); – where the window was shorter than "
+           "20 of the counter's update intervals (measured at rest; 0.1 s assumed where it "
+           "was not), never 0.", ""]
+    if any(s.get("energy_per_step_above_idle_j") is not None for s in summaries):
+        out += ["Above idle: the same, less the device's power at rest (measured before each "
+                "repeat's warm-up) over the window — the energy the work itself added:", "",
+                markdown_table(summaries, "energy_per_step_above_idle_j"), "",
+                "Power at rest (W): " + ", ".join(
+                    f"`{s['cell_name']}` {fmt(s['gpu_idle_power_w'])}" for s in summaries
+                    if s.get("gpu_idle_power_w") is not None) + ".", ""]
     out += [f"- `{s['cell_name']}`: {s['energy_note']}" for s in summaries
             if s.get("energy_note")]
     return out + [""]
@@ -182,11 +201,14 @@ def energy_section(r: Report) -> list[str]:
 
 def _cell_row(s: CellSummary) -> str:
     spread = f"{fmt(s['p10_ms'])}–{fmt(s['p90_ms'])}" if s["median_ms"] is not None else "–"
+    block = s.get("calls_per_sample") or 1
+    spread += f" (blocks of {block} calls)" if block > 1 and s["median_ms"] is not None else ""
     cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
     loss, acc = _sanity(s)
     mark = f" {answers.MARK}" if s.get("answer_differs") else ""
     return (f"| `{s['cell_name']}`{mark} | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
-            f"{fmt(s['median_ms'])} | {_ci_text(s)} | {fmt(s.get('iqr_ms'))} | "
+            f"{fmt(s.get(TIME_KEY))} | {fmt(s['median_ms'])} | {_ci_text(s)} | "
+            f"{fmt(s.get('iqr_ms'))} | "
             f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
             f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
             f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
@@ -194,25 +216,30 @@ def _cell_row(s: CellSummary) -> str:
 
 def cells_section(r: Report) -> list[str]:
     out = ["## Cells", "",
-           "| Cell | Status | Repeats ok | Median ms | 95 % CI of median (across repeats) | "
-           "IQR ms | p10–p90 ms | "
+           "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI of median (across "
+           "repeats) | IQR ms | p10–p90 ms | "
            "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
            "Loss first → last | Accuracy |",
-           "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
+           "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     out += [_cell_row(s) for s in r.summaries]
-    return out + ["", "Median ms: the median of the repeat medians. 95 % CI of the median (across "
+    return out + ["", "Time ms: the geometric mean of the repeat medians, what every table, "
+                  "ratio, items/s and TFLOP/s use. Median ms: the median of the repeat medians "
+                  "(one aberrant process of three cannot move it). 95 % CI of the median (across "
                   "repeats): computed on the repeat medians, each repeat (a process) one "
                   "observation — "
                   "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
                   "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
                   "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "
-                  "(the typical process's step-to-step spread); CV of repeat medians: the spread "
-                  "between processes. TF32: whether the cell's float32 matmuls ran on TF32 tensor "
-                  "cores, as recorded (off on a CPU). % of peak: achieved "
-                  "TFLOP/s over the run's calibration peak for the same device and precision (TF32 "
-                  "counted apart from float32; none where a GPU cell's TF32 state is not "
-                  "recorded): dense matmuls at several sizes measured before the "
-                  "cells, the fastest kept — a measured peak, never a cell of the run and never a "
+                  "(the typical process's step-to-step spread; for a cell timed in blocks of k "
+                  "calls, one synchronisation per block, the spread between blocks, per step); "
+                  "CV of repeat medians: the spread between processes. TF32: whether the cell's "
+                  "float32 matmuls or convolutions (the paths its workload uses) ran on TF32 "
+                  "tensor cores, as recorded (off on a CPU). % of peak, for work bound by dense "
+                  "arithmetic only (none for elementwise): achieved TFLOP/s over the run's "
+                  "calibration peak for the same device and precision (TF32 counted apart from "
+                  "float32; none where a GPU cell's TF32 state is not recorded): dense matmuls "
+                  "timed before the cells, sustained, the size and environment chosen by one pass "
+                  "and the peak measured by another — never a cell of the run and never a "
                   "datasheet figure; – without `[run] calibrate = true`.", ""]
 
 
@@ -241,17 +268,22 @@ def published_section(r: Report) -> list[str]:
                    + " | ".join(cells) + " |")
     return out + ["", "Published: the Keras 3 benchmark study's Table 2 "
                   f"(source: {table['source']}). Hardware, versions and weights differ (random "
-                  "weights here): read ranks and ratios, not absolute values. The ratio here ÷ "
-                  "published is shown only for cells that ran at full size on a GPU.", ""]
+                  "weights here): read ranks and ratios, not absolute values. Here: the time per "
+                  "step of the tables, except Stable Diffusion predict, timed as the study timed "
+                  "it — (T(N+2 steps) − T(2 steps)) / N, without the text encoders and the VAE "
+                  "decode — after each repeat's window. The ratio here ÷ published is shown only "
+                  "for cells that ran at full size on a GPU.", ""]
 
 
 def peak_section(r: Report) -> list[str]:
     calibration = r.manifest.get("calibration") or {}
     if not calibration.get("peaks"):
         return []
-    out = ["## Measured peak", "", "| Device | Precision | TFLOP/s | Environment | n |",
-           "|---|---|---:|---|---:|"]
-    out += [f"| {p['device']} | {p['kind']} | {fmt(p['tflops'], 4)} | {p['environment']} "
+    out = ["## Measured peak", "",
+           "| Device | Precision | TFLOP/s | p10–p90 TFLOP/s | Environment | n |",
+           "|---|---|---:|---:|---|---:|"]
+    out += [f"| {p['device']} | {p['kind']} | {fmt(p['tflops'], 4)} | "
+            f"{fmt(p.get('tflops_p10'), 4)}–{fmt(p.get('tflops_p90'), 4)} | {p['environment']} "
             f"| {p.get('n')} |" for p in calibration["peaks"]]
     return out + ["", f"How: {calibration.get('method')}.", ""]
 
@@ -281,7 +313,8 @@ def plots_section(r: Report) -> list[str]:
 
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
-    title_section, findings_section, keras_table_section, median_section, effects_part,
+    title_section, method_section, findings_section, keras_table_section, time_section,
+    effects_part,
     answers_part, warnings_part, fixed_costs_section, training_section, memory_section,
     energy_section, cells_section, tf32_part, published_section, peak_section,
     problems_section, plots_section)

@@ -46,7 +46,8 @@ def effect_table(table: EffectTable) -> list[str]:
     for effect in table.effects:
         row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),
                *((effect.environment,) if axis else ()))
-        text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "")
+        text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "") \
+            + (f" {TF32_MARK}" if effect.tf32_mixed else "")
         keyed.setdefault(row, {})[repr(effect.value)] = text
     heads = (["Workload (task) and settings"]
              + ([] if table.factor == "batch_size" else ["Batch size"])
@@ -66,6 +67,10 @@ def effect_table(table: EffectTable) -> list[str]:
         means.append(f"{ratio_text(overall)} over {rows} row{'s' if rows > 1 else ''}"
                      if overall.ratio is not None else "–")
     lines.append("| **Geometric mean** | " + " | ".join([""] * (len(heads) - 1) + means) + " |")
+    if any(e.tf32_mixed for e in table.effects):
+        lines += ["", f"{TF32_MARK} This ratio compares float32 cells that ran their matmuls or "
+                  "convolutions differently (TF32 tensor cores in one, full float32 or not "
+                  "recorded in the other): other arithmetic, left out of the geometric mean."]
     return lines + no_interval_note([e.estimate for e in table.effects])
 
 
@@ -158,19 +163,21 @@ def training_table(summaries: list[CellSummary]) -> str | None:
     fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
                              environments.index(s["environment"])))
     marked = tf32_rows(summaries)
-    lines = ["| Workload (task) | Batch size | Environment | Epoch s | Train s (timed) | Accuracy | "
-             "Loss first → last | RSS initial / peak MB | VRAM initial / peak MB |",
-             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    lines = ["| Workload (task) | Batch size | Environment | Epoch s, measured | Epoch s, step × "
+             "steps | Train s (timed) | Accuracy | Loss first → last | RSS initial / peak MB | "
+             "VRAM initial / peak MB |",
+             "|---|---:|---|---:|---:|---:|---:|---|---:|---:|"]
     for s in fits:
         label = s["label"] + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked else "")
         label += f" {answers.MARK}" if s.get("answer_differs") else ""
         if s["status"] != "ok":
             lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | {s['status']} "
-                         "| | | | | |")
+                         "| | | | | | |")
             continue
         loss, acc = _sanity(s)
         lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | "
-                     f"{fmt(s.get('epoch_s'))} | {fmt(s.get('train_s'))} | {acc} | {loss} | "
+                     f"{fmt(s.get('epoch_measured_s'))} | {fmt(s.get('epoch_s'))} | "
+                     f"{fmt(s.get('train_s'))} | {acc} | {loss} | "
                      f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
                      f"{_pair(s.get('vram_initial_mb'), s.get('vram_peak_mb'))} |")
     return "\n".join(lines) + (f"\n\n{TF32_NOTE}" if marked else "")
@@ -190,21 +197,30 @@ def _tf32_text(s: Mapping[str, Any]) -> str:
     return words.get(s.get("tf32_effective"), "not recorded")
 
 
+def _paths_text(s: Mapping[str, Any]) -> str:
+    """'conv on, matmul off': each dense path of the cell's workload, as recorded."""
+    words: dict[Any, str] = {True: "on", False: "off"}
+    return ", ".join(f"{path} {words.get(state, 'not recorded')}"
+                     for path, state in (s.get("tf32_paths") or {}).items())
+
+
 def tf32_section(summaries: list[CellSummary]) -> list[str]:
-    """Which GPU cells ran their float32 matmuls on TF32 tensor cores, which did not, and which
-    do not say (empty for a run without GPU cells: a CPU has no TF32)."""
+    """Which GPU cells ran their dense float32 work on TF32 tensor cores, on which paths, which
+    did not, and which do not say (empty for a run without GPU cells: a CPU has no TF32)."""
     gpu = [s for s in summaries if s["status"] == "ok" and s.get("on_gpu")]
     if not gpu:
         return []
     lines = ["## TF32", "",
              "Whether each GPU cell's float32 matmuls and convolutions ran on TF32 tensor cores "
              "(10-bit mantissa, a different peak from float32), as its worker recorded it from the "
-             "framework (`effective.tf32`):", ""]
+             "framework (`effective.tf32_detail`), on the paths its workload uses (the CNN, SAM "
+             "and Stable Diffusion: convolutions and matmuls; torch runs cuDNN convolutions on "
+             "TF32 by default and matmuls in float32):", ""]
     for state, title in ((True, "TF32 on"), (False, "TF32 off"), (None, "not recorded")):
         cells = [s for s in gpu if s.get("tf32_effective") is state]
         if cells:
             lines.append(f"- {title}: " + ", ".join(
-                f"`{s['cell_name']}`" + (f" ({s['tf32_detail']})" if s.get("tf32_detail") else "")
+                f"`{s['cell_name']}`" + (f" ({_paths_text(s)})" if _paths_text(s) else "")
                 for s in cells))
     return lines + [""]
 

@@ -7,6 +7,7 @@ import functools
 import tomllib
 from pathlib import Path
 from typing import Any
+from .summaries import TIME_KEY
 from .types import CellSummary
 
 TABLE2 = Path(__file__).with_name("reference") / "keras3_benchmarks_table2.toml"
@@ -30,29 +31,40 @@ def column_of(summary: CellSummary) -> str | None:
     return None
 
 
+# Rows the study timed its own way: Stable Diffusion predict as (T(N+2 steps) − T(2 steps)) / N
+# (derived.study_step_ms), compared with that figure of the run, never with call time / N.
+STUDY_TIMED = {("stable_diffusion", "predict")}
+
+
+def measured(summary: CellSummary, study_timed: bool) -> float | None:
+    """The run's figure for a published one: timed by the study's own method where it had one."""
+    return summary.get("study_step_ms") if study_timed else summary.get(TIME_KEY)
+
+
 def beside(summaries: list[CellSummary]) -> list[dict[str, Any]]:
     """One entry per study row the run has cells for: per column the published ms/step, the
-    measured median, and their ratio where the cell is comparable in kind (ran ok on a GPU at
-    the full size; a tiny smoke cell or a CPU run gets no ratio)."""
+    measured figure (the study's method where it timed a row its own way: STUDY_TIMED), and
+    their ratio where the cell is comparable in kind (ran ok on a GPU at the full size, and the
+    figure exists; a tiny smoke cell or a CPU run gets no ratio)."""
     out = []
     for row in published()["rows"]:
         cells = [s for s in summaries if (s["workload"], s["task"], s["batch_size"]) ==
                  (row["workload"], row["task"], row["batch_size"]) and column_of(s)]
         if not cells:
             continue
+        study = (row["workload"], row["task"]) in STUDY_TIMED
         columns: dict[str, dict[str, Any]] = {}
         for column in COLUMNS:
             mine = [s for s in cells if column_of(s) == column]
-            ok = [s for s in mine if s["status"] == "ok" and s.get("median_ms")]
-            best = min(ok, key=lambda s: s.get("median_ms") or 0.0) if ok else None
+            ok = [s for s in mine if s["status"] == "ok" and measured(s, study)]
+            best = min(ok, key=lambda s: measured(s, study) or 0.0) if ok else None
+            figure = measured(best, study) if best is not None else None
             full_gpu = best is not None and best.get("size") == "full" and best.get("on_gpu")
             columns[column] = {
-                "published_ms": row.get(column),
-                "measured_ms": best["median_ms"] if best else None,
+                "published_ms": row.get(column), "measured_ms": figure,
                 "status": best["status"] if best else (mine[0]["status"] if mine else None),
                 "size": best.get("size") if best else None,
-                "ratio": best["median_ms"] / row[column]
-                if best is not None and full_gpu and row.get(column) else None,
+                "ratio": figure / row[column] if figure and full_gpu and row.get(column) else None,
             }
         out.append({"workload": row["workload"], "task": row["task"],
                     "batch_size": row["batch_size"], "columns": columns})

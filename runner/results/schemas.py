@@ -70,6 +70,7 @@ RECORD_TYPES: dict[str, Any] = {
         "import_s", "setup_s", "compile_s", "train_s", "worker_s", "items_per_step",
         "rss_initial_mb", "rss_peak_mb", "vram_initial_mb", "vram_peak_mb",
         "nvml_memory_peak_mb", "gpu_util_mean", "gpu_power_mean_w", "gpu_energy_j",
+        "gpu_idle_power_w", "gpu_energy_resolution_s",
         "gpu_sm_clock_mhz", "cpu_util_mean", "flops_per_step", "loss_first", "loss_last",
         "accuracy", "wall_s", "median_ms", "mean_ms", "p10_ms", "p90_ms", "min_ms", "max_ms",
         "stdev_ms", "items_per_s", "achieved_tflops")},

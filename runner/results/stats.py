@@ -6,12 +6,15 @@ allocator, clocks, placement and compilation. Steps of one process share that st
 not independent samples of the cell, and a repeat that happened to take more samples (a shorter
 block, a longer timed window) must not count for more. Choices, and why:
 
-- The headline is the **median of the repeat medians**: each repeat is summarised by its own
-  median step time (step times are skewed: a slow step after a collection, a scheduler hiccup),
-  and the cell by the median of those, so every repeat weighs the same whatever its sample count
-  (200/50/50 samples at 1.00/1.10/1.10 ms give 1.10, where the pooled median gave 1.00), and one
-  aberrant process of three cannot move it. With one repeat it is that repeat's median; with two,
-  the mean of the two.
+- Each repeat is summarised by its own median step time (step times are skewed: a slow step
+  after a collection, a scheduler hiccup), so every repeat weighs the same whatever its sample
+  count (200/50/50 samples at 1.00/1.10/1.10 ms give 1.10, where the pooled median gave 1.00).
+- **One estimator for every comparison**: the cell's time is the **geometric mean of its repeat
+  medians** (`geomean_ms`), the centre of the log-scale ratios and their intervals, so the
+  tables, their bold, the fastest counts and the ratios all rank by the same number (a table
+  ranking by the median of the repeat medians could bold a cell that its ratio calls slower).
+  `median_ms`, the median of the repeat medians, stays a description of one cell (one aberrant
+  process of three cannot move it).
 - The **95 % confidence interval of the median is computed across repeats**, on the repeat
   medians, so it sees the process-to-process spread that an interval on pooled samples ignores
   (simulated with 2 % spread between processes and 100 steps per repeat, the pooled interval
@@ -28,10 +31,11 @@ block, a longer timed window) must not count for more. Choices, and why:
   over every sample; `cv_repeats` (stdev / mean of the repeat medians) is the spread between
   processes. pyperf warns at a CV of 10 %, the bar here is 5 %.
 - **Ratios between two cells** (`compare` of two runs, the effects of a run) are ratios of the
-  geometric means of the repeat medians, with a **Welch t interval on the logarithms** (the two
-  cells' repeats are independent processes; their spreads need not be equal; t with
-  Welch-Satterthwaite degrees of freedom because with a handful of repeats the spreads themselves
-  are uncertain). A bootstrap would need many more repeats than a run has: with 3 per side it
+  geometric means of the repeat medians, with a **t interval on the logarithms from Welch's
+  statistic** (the two cells' repeats are independent processes; their spreads need not be
+  equal) **with min(n_a, n_b) − 1 degrees of freedom** (Hsu's conservative choice: with a
+  handful of repeats Welch-Satterthwaite's degrees of freedom let identical cells with unequal
+  spreads be called different more often than stated; this one holds its level). A bootstrap would need many more repeats than a run has: with 3 per side it
   can draw only 10 distinct resamples of each, and its interval is too narrow (simulated in
   tests/results/test_effects.py, the Welch interval covers the true ratio at its stated rate).
   Like the interval of one cell, it needs 3 repeats on each side.
@@ -53,8 +57,9 @@ from typing import Any
 import numpy as np
 
 from ..worker.metadata import KEYS
+from ..worker.protocol import ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS
 from .formatting import fmt
-from .types import CellSummary, Record
+from .types import Record
 
 CONFIDENCE = 0.95
 CV_LIMIT = 0.05              # warn above this coefficient of variation (the typical repeat's)
@@ -179,9 +184,14 @@ def _log_spread(logs: list[float]) -> tuple[float, float]:
 def welch_ratio(numerator: list[float], denominator: list[float],
                 confidence: float = CONFIDENCE, min_repeats: int = MIN_CI_REPEATS) -> Ratio:
     """Ratio of the geometric means of two sets of repeat medians (numerator ÷ denominator),
-    with the Welch t interval on the logarithms and the two-sided p of Welch's t-test; the
-    interval (and p) only with `min_repeats` repeats on each side. No noise at all on either
-    side: the interval is the ratio itself and p is 1 for equal sides, else 0."""
+    with a t interval on the logarithms and the two-sided p of its test; the interval (and p)
+    only with `min_repeats` repeats on each side. Welch's statistic (each side's own spread)
+    with min(n_a, n_b) − 1 degrees of freedom (Hsu's conservative choice) rather than
+    Welch-Satterthwaite's: at the repeat counts runs use, Welch's degrees of freedom reject
+    identical cells whose spreads differ more often than stated (3 against 3: 5.8 %, 2
+    against 3: 8.3 %, simulated), min(n) − 1 never does, whatever the ratio of the spreads
+    (tests/results/test_stats.py). No noise at all on either side: the interval is the ratio
+    itself and p is 1 for equal sides, else 0."""
     top = [m for m in numerator if m is not None and m > 0]
     bottom = [m for m in denominator if m is not None and m > 0]
     if not top or not bottom:
@@ -196,7 +206,7 @@ def welch_ratio(numerator: list[float], denominator: list[float],
     variance = var_t + var_b
     if variance == 0:
         return Ratio(ratio, ratio, ratio, 1.0 if ratio == 1 else 0.0, 0.0, math.inf)
-    df = variance ** 2 / (var_t ** 2 / (len(top) - 1) + var_b ** 2 / (len(bottom) - 1))
+    df = min(len(top), len(bottom)) - 1
     return _t_interval(mean_t - mean_b, math.sqrt(variance), df, confidence)
 
 
@@ -280,24 +290,37 @@ def repeats_disagree(per_repeat: list[list[float]], alpha: float = REPEAT_ALPHA,
     return (p < alpha and wide), p
 
 
+def energy_window_needed(record: Mapping[str, Any]) -> float:
+    """The shortest window whose energy NVML's counter resolves: ENERGY_WINDOW_RESOLUTIONS of
+    its update interval as the worker measured it (a guess where it could not), never under
+    MIN_WINDOW_S. Not min_time: a window of min_time's 1 s read a counter that moves every
+    0.1 s to ±10 %."""
+    resolution = record.get("gpu_energy_resolution_s") or ENERGY_RESOLUTION_UNKNOWN_S
+    return max(MIN_WINDOW_S, ENERGY_WINDOW_RESOLUTIONS * resolution)
+
+
 def energy_of(record: Mapping[str, Any]) -> tuple[dict[str, float] | None, str | None]:
-    """A record's energy over its timed window, per step and per item, where NVML's counter
-    resolves it: (figures, None), or (None, why not). Never a zero that means "not measured"."""
+    """A record's energy over its timed window, per step and per item, and per step above the
+    device's idle power, where NVML's counter resolves it: (figures, None), or (None, why not).
+    Never a zero that means "not measured"."""
     energy = record.get("gpu_energy_j")
     if energy is None:
         return None, None
-    window = _window_s(record)
-    if window is None or window < MIN_WINDOW_S:
+    window, needed = _window_s(record), energy_window_needed(record)
+    if window is None or window < needed:
         return None, (f"timed window {fmt(window or 0)} s is shorter than NVML's energy counter "
-                      f"resolves (needs ≥ {MIN_WINDOW_S:.0f} s: steps = \"auto\" or more steps)")
+                      f"resolves (needs ≥ {fmt(needed)} s, {ENERGY_WINDOW_RESOLUTIONS} of its "
+                      "update interval: steps = \"auto\" or more steps)")
     if energy <= 0:
         return None, "NVML's energy counter did not advance over the timed window"
     steps = len(record.get("samples_ms") or []) * (record.get("calls_per_sample") or 1) \
         * (record.get("steps_per_call") or 1)
-    items = record.get("items_per_step")
+    items, idle = record.get("items_per_step"), record.get("gpu_idle_power_w")
     figures = {"gpu_energy_j": energy,
                "energy_per_step_j": energy / steps if steps else None,
-               "energy_per_item_j": energy / (steps * items) if steps and items else None}
+               "energy_per_item_j": energy / (steps * items) if steps and items else None,
+               "energy_per_step_above_idle_j": (energy - idle * window) / steps
+               if steps and idle is not None else None}
     return figures, None
 
 
@@ -339,10 +362,12 @@ def warnings_for(ok_records: Sequence[Mapping[str, Any]], summary: Mapping[str, 
     train = [r["train_s"] for r in ok_records if r.get("train_s") is not None]
     if train and min(train) < MIN_WINDOW_S:
         out.append(f"timed window {fmt(min(train))} s < {MIN_WINDOW_S:.0f} s")
-    energy_windows = [w for r in ok_records
-                      if r.get("gpu_energy_j") is not None and (w := _window_s(r)) is not None]
-    if energy_windows and min(energy_windows) < MIN_WINDOW_S:
-        out.append(f"energy window {fmt(min(energy_windows))} s < {MIN_WINDOW_S:.0f} s "
+    short = [(w, energy_window_needed(r)) for r in ok_records
+             if r.get("gpu_energy_j") is not None and (w := _window_s(r)) is not None
+             and w < energy_window_needed(r)]
+    if short:
+        window, needed = min(short)
+        out.append(f"energy window {fmt(window)} s < {fmt(needed)} s "
                    "(NVML energy counter too coarse)")
     outliers = [(r.get("repeat"), int(i)) for r in ok_records for i, _ in r.get("outliers") or []]
     if outliers:
@@ -379,6 +404,9 @@ def across_repeats(records: Sequence[Mapping[str, Any]],
     medians = [m for e in each if (m := e["median_ms"]) is not None]
     out: dict[str, Any] = {
         "median_ms": _median_of(medians),
+        # The estimator every comparison uses (tables, bold, fastest, ratios): one per run.
+        "geomean_ms": math.exp(statistics.fmean(math.log(m) for m in medians))
+        if medians and min(medians) > 0 else None,
         "mean_ms": statistics.fmean(m for e in each if (m := e["mean_ms"]) is not None)
         if each else None,
         "p10_ms": _median_of([e["p10_ms"] for e in each]),
@@ -398,74 +426,3 @@ def across_repeats(records: Sequence[Mapping[str, Any]],
     out["cv"] = _median_of([cv(s) for s in per_repeat])
     out["warnings"] = warnings_for(ok, out, cv_limit) if ok else []
     return out
-
-
-# Compute efficiency. The peak is measured, never taken from a datasheet: the fastest matmul cell
-# of the same run on the same device at the same compute precision (each environment's matmul
-# uses the best library it has, so the fastest of them is the device's achievable peak).
-PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "bfloat16",
-                  "mixed_float16": "float16"}
-
-
-def ran_on_gpu(record: Mapping[str, Any]) -> bool:
-    """Whether a record computed on a GPU (its framework's device, not merely a GPU present)."""
-    meta = record.get("metadata") or {}
-    device = (record.get("effective") or {}).get("device")  # "cpu", "cuda:0", "/CPU:0", ...
-    on_cpu = device is not None and "cpu" in str(device).lower()
-    return bool(meta.get("gpu_name")) and not on_cpu
-
-
-def device_name(record: Mapping[str, Any]) -> str | None:
-    """The device a record computed on: the GPU model when it ran on the GPU, else the CPU's."""
-    meta = record.get("metadata") or {}
-    return meta["gpu_name"] if ran_on_gpu(record) else meta.get("cpu_model")
-
-
-def tf32_state(record: Mapping[str, Any]) -> bool | None:
-    """Whether the record's float32 matmuls ran on TF32 tensor cores, as its worker recorded
-    (`effective["tf32"]`, decided from what the framework does on that device); False on a CPU
-    (no TF32 there); None where a GPU record does not say: unknown, never assumed off."""
-    if not ran_on_gpu(record):
-        return False
-    value = (record.get("effective") or {}).get("tf32")
-    return None if value is None else bool(value)
-
-
-def peak_kind(precision: Any, tf32: bool | None) -> str | None:
-    """What a peak is measured for: bfloat16, float16, float32, or tf32 (float32 inputs run on
-    TF32 tensor cores: a different peak). A float32 record whose TF32 state is unknown has no
-    peak kind (None): it is neither compared with a float32 nor with a TF32 peak."""
-    kind = PEAK_PRECISION.get(precision)
-    if kind != "float32":
-        return kind
-    if tf32 is None:
-        return None
-    return "tf32" if tf32 else "float32"
-
-
-def peaks_from(records: list[Record]) -> list[dict[str, Any]]:
-    """The fastest calibration per device and peak kind: [{device, kind, tflops, ...}]."""
-    best: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for r in records:
-        if r.get("status") != "ok" or not r.get("achieved_tflops"):
-            continue
-        key = (device_name(r), peak_kind(r.get("precision"), tf32_state(r)))
-        if key[1] is None:
-            continue            # float32 with TF32 unknown: no peak of either kind
-        if key not in best or r["achieved_tflops"] > best[key]["tflops"]:
-            best[key] = {"device": key[0], "kind": key[1], "tflops": r["achieved_tflops"],
-                         "environment": r["environment"], "n": (r.get("options") or {}).get("n"),
-                         "sizes": (r.get("extra") or {}).get("calibration")}
-    return list(best.values())
-
-
-def add_fraction_of_peak(summaries: list[CellSummary],
-                         peaks: list[dict[str, Any]] | None = None) -> None:
-    """Set peak_tflops and fraction_of_peak on each summary from the run's calibration (the
-    manifest's peaks; None without one: never from the cells themselves)."""
-    table = {(p["device"], p["kind"]): p["tflops"] for p in peaks or []}
-    for s in summaries:
-        peak = table.get((s.get("device_name"), s.get("peak_kind")))
-        s["peak_tflops"] = peak
-        s["fraction_of_peak"] = (s["achieved_tflops"] / peak
-                                 if peak and s.get("achieved_tflops") and s["status"] == "ok" else None)

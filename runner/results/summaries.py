@@ -7,15 +7,20 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
-from . import conditions, stats
+from . import conditions, derived, stats
+from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
+                    tf32_state)
 from ..machine_profile import cv_for, spread_for
 from ..worker import catalog
 from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 from .types import CellSummary, Record
 
 AXIS_KEYS = catalog.setting_axes()     # the axes a cell varies besides task and batch size
+# A cell's time in every comparison (tables, bold, fastest, best Keras 3, throughput, the
+# published figures): the geometric mean of its repeat medians, the ratios' own estimator.
+TIME_KEY: Final = "geomean_ms"
 # Worst first: the status shown for a cell whose repeats disagree.
 STATUS_ORDER = ("crashed", "timeout", "oom", "no_gpu", "failed", "not_applicable", "ok")
 
@@ -73,37 +78,59 @@ def energy_summary(ok: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         elif note:
             notes.append(note)
     out: dict[str, Any] = {key: _median([m[key] for m in measured])
-           for key in ("gpu_energy_j", "energy_per_step_j", "energy_per_item_j")}
+           for key in ("gpu_energy_j", "energy_per_step_j", "energy_per_item_j",
+                       "energy_per_step_above_idle_j")}
+    out["gpu_idle_power_w"] = _median([r.get("gpu_idle_power_w") for r in ok])
     out["energy_note"] = None if measured else (notes[0] if notes else None)
     return out
 
 
 def tf32_summary(ok: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """tf32_effective: whether the cell's float32 matmuls ran on TF32 (stats.tf32_state; None
-    when unknown or when its repeats disagree; the `tf32` key is the matrix's request), and the
-    worker's detail of how that was decided."""
-    states = {stats.tf32_state(r) for r in ok}
+    """tf32_effective: whether the cell's dense float32 work ran on TF32 on a path its workload
+    uses (peaks.tf32_state; None when unknown or when its repeats disagree; the `tf32` key is
+    the matrix's request); tf32_paths: each of those paths' state (None where the repeats
+    disagree); and the worker's detail of how that was decided."""
+    states = {tf32_state(r) for r in ok}
+    paths = {tuple(sorted(tf32_paths(r).items())) for r in ok}
     detail = next(((r.get("effective") or {}).get("tf32_detail") for r in ok
                    if (r.get("effective") or {}).get("tf32_detail") is not None), None)
-    return {"tf32_effective": states.pop() if len(states) == 1 else None, "tf32_detail": detail}
+    return {"tf32_effective": states.pop() if len(states) == 1 else None,
+            "tf32_paths": dict(paths.pop()) if len(paths) == 1 else None, "tf32_detail": detail}
+
+
+def tf32_key(summary: Mapping[str, Any]) -> Any:
+    """What decides whether two float32 cells ran the same arithmetic: each dense path's TF32
+    state (a torch CNN's TF32 convolutions and float32 matmuls against JAX's TF32 for both are
+    different arithmetic); the cell's state where the paths are not known."""
+    paths = summary.get("tf32_paths")
+    return tuple(sorted(paths.items())) if paths is not None else summary.get("tf32_effective")
+
+
+def tf32_differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Two ok float32 cells whose dense paths did not run the same way (TF32 in one, full
+    float32 or not recorded in the other): their ratio compares different arithmetic."""
+    return all(s.get("precision") == "float32" and s.get("status") == "ok" for s in (a, b)) \
+        and tf32_key(a) != tf32_key(b)
 
 
 def tf32_rows(summaries: list[CellSummary]) -> set[tuple[str, int]]:
-    """(label, batch size) of the float32 rows whose measured cells did not all run float32
-    matmuls the same way: TF32 on in some, off or not recorded in others. Every table marks
-    them: their environments compare different arithmetic."""
-    states: dict[tuple[str, int], set[bool | None]] = defaultdict(set)
+    """(label, batch size) of the float32 rows whose measured cells did not all run their dense
+    paths the same way: TF32 on in some, off or not recorded in others. Every table marks
+    them, and the effects, findings and fastest counts leave them out: their environments
+    compare different arithmetic."""
+    states: dict[tuple[str, int], set[Any]] = defaultdict(set)
     for s in summaries:
         if s["status"] == "ok" and s.get("precision") == "float32":
-            states[(s["label"], s["batch_size"])].add(s.get("tf32_effective"))
+            states[(s["label"], s["batch_size"])].add(tf32_key(s))
     return {row for row, seen in states.items() if len(seen) > 1}
 
 
 TF32_MARK = "†"
-TF32_NOTE = (f"{TF32_MARK} The environments of this row did not all run float32 matmuls the same "
-             "way: TF32 tensor cores in some, full float32 (or not recorded) in others, so the "
-             "row compares different arithmetic (the TF32 section names the cells; `tf32 = "
-             "true` or `false` in the matrix equalises).")
+TF32_NOTE = (f"{TF32_MARK} The environments of this row did not all run their float32 matmuls "
+             "and convolutions the same way: TF32 tensor cores in some, full float32 (or not "
+             "recorded) in others, so the row compares different arithmetic; it is left out of "
+             "the effects' geometric means and the fastest counts (the TF32 section names the "
+             "cells; `tf32 = true` or `false` in the matrix equalises).")
 
 
 def warning_groups(summary: dict[str, Any], records: list[Record],
@@ -117,6 +144,13 @@ def warning_groups(summary: dict[str, Any], records: list[Record],
     summary["warning_groups"] = groups
     summary["warnings"] = [text for texts in groups.values() for text in texts]
 
+
+
+def _block_size(ok: list[Record]) -> int | None:
+    """The calls each timed sample of the cell's repeats holds (one block size per cell); None
+    without ok repeats or where they differ."""
+    sizes = {r.get("calls_per_sample") or 1 for r in ok}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
@@ -142,9 +176,12 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         loss_first=_median([r.get("loss_first") for r in ok]),
         loss_last=_median([r.get("loss_last") for r in ok]),
         accuracy=_median([r.get("accuracy") for r in ok]),
+        calls_per_sample=_block_size(ok),
         epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
-        device_name=stats.device_name(ok[0]) if ok else None,
-        on_gpu=bool(ok) and stats.ran_on_gpu(ok[0]),
+        epoch_measured_s=_median([derived.measured_epoch_s(r) for r in ok]),
+        study_step_ms=_median([derived.study_step_ms(r) for r in ok]),
+        device_name=device_name(ok[0]) if ok else None,
+        on_gpu=bool(ok) and ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
         **tf32_summary(ok),
         allocator=allocator_settings(ok[0]) if ok else None,
@@ -184,8 +221,9 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         warning_groups(summary, reps, profile)
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(repeat_figures(ok, first))
-        summary["peak_kind"] = stats.peak_kind(first.get("precision"), summary["tf32_effective"])
-        summary.update(stats.throughput({**summary, "median_ms": summary["median_ms"]}))
+        summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
+                                         first["workload"])
+        summary.update(stats.throughput({**summary, "median_ms": summary[TIME_KEY]}))
         out.append(cast(CellSummary, summary))
     seen: set[tuple[str, int, str]] = set()
     for cell in out:
@@ -194,7 +232,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
             # Two cells on one table slot would hide one of them: give it a row of its own.
             cell["label"] += f" #{cell['cell_id']}"
         seen.add((cell["label"], cell["batch_size"], cell["environment"]))
-    stats.add_fraction_of_peak(out, peaks)
+    add_fraction_of_peak(out, peaks)
     return out
 
 

@@ -1,4 +1,5 @@
-"""The terminal table printed at the end of a run: median ms/step, rows × environments."""
+"""The terminal table printed at the end of a run: ms/step (the geometric mean of the repeat
+medians), rows × environments."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from typing import Any
 
 from .conditions import to_act_on
 from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values
-from .summaries import TF32_MARK, keras_view, pivot, tf32_rows
+from .summaries import TF32_MARK, TIME_KEY, keras_view, pivot, tf32_rows
 from .types import CellSummary
 
 
 def terminal_table(summaries: list[CellSummary], title: str,
                    columns: list[str] | None = None, titles: dict[str, str] | None = None):
-    """A rich table of median ms/step, rows × environments (in `columns` order, headed by
+    """A rich table of ms/step (geometric mean of the repeat medians), rows × environments (in `columns` order, headed by
     `titles` where given; labels escaped: `[precision=...]` is not markup)."""
     from rich import box
     from rich.markup import escape
@@ -33,10 +34,10 @@ def terminal_table(summaries: list[CellSummary], title: str,
         table.add_column(header((titles or {}).get(env, env)), justify="right", no_wrap=True)
     for label, batch in rows:
         best = best_text(comparable_values((grid.get((label, batch, e)) for e in environments),
-                                           "median_ms"))
+                                           TIME_KEY))
         cells = []
         for env in environments:
-            text = cell_text(grid.get((label, batch, env)), "median_ms", best)
+            text = cell_text(grid.get((label, batch, env)), TIME_KEY, best)
             if text.startswith("**"):
                 text = f"[bold green]{text.strip('*')}[/]"
             elif text.endswith(DIFFERENT_MARK):
@@ -52,7 +53,8 @@ def terminal_table(summaries: list[CellSummary], title: str,
     flagged = sum(1 for s in summaries if to_act_on(s))
     routine = sum(1 for s in summaries if s.get("warnings")) - flagged
     differing = sum(1 for s in summaries if s.get("answer_differs"))
-    table.caption = ("median of the repeat medians, ms/step; best in green (ties as printed all "
+    table.caption = ("geometric mean of the repeat medians, ms/step (the ratios' estimator); "
+                     "best in green (ties as printed all "
                      "green); NA = not applicable"
                      + (f"; [yellow]![/] {flagged} cell(s) to look at (report.md)"
                         if flagged else "")

@@ -84,6 +84,8 @@ class Record(CellCoordinates):
     gpu_util_mean: float | None
     gpu_power_mean_w: float | None
     gpu_energy_j: float | None
+    gpu_idle_power_w: float | None
+    gpu_energy_resolution_s: float | None
     gpu_sm_clock_mhz: float | None
     gpu_sm_clock_min_mhz: float | None
     gpu_mem_clock_mhz: float | None
@@ -126,6 +128,7 @@ class CellSummary(CellCoordinates, total=False):
     error: str | None
     # the repeat as the unit (stats.across_repeats)
     median_ms: float | None
+    geomean_ms: float | None
     mean_ms: float | None
     p10_ms: float | None
     p90_ms: float | None
@@ -150,7 +153,10 @@ class CellSummary(CellCoordinates, total=False):
     warmup_total_s: float | None
     wall_s: float | None
     train_s: float | None
+    calls_per_sample: int | None
     epoch_s: float | None
+    epoch_measured_s: float | None
+    study_step_ms: float | None
     items_per_step: float | None
     flops_per_step: float | None
     rss_initial_mb: float | None
@@ -161,6 +167,8 @@ class CellSummary(CellCoordinates, total=False):
     gpu_energy_j: float | None
     energy_per_step_j: float | None
     energy_per_item_j: float | None
+    energy_per_step_above_idle_j: float | None
+    gpu_idle_power_w: float | None
     energy_note: str | None
     gpu_power_mean_w: float | None
     cpu_util_mean: float | None
@@ -172,6 +180,7 @@ class CellSummary(CellCoordinates, total=False):
     on_gpu: bool
     jit_compile: Any
     tf32_effective: bool | None
+    tf32_paths: dict[str, bool | None] | None
     tf32_detail: dict[str, Any] | None
     allocator: dict[str, Any] | None
     # throughput against the run's measured peak

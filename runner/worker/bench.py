@@ -88,9 +88,16 @@ class StepClock:
     # gave it (the cell's first repeat calibrated it): then nothing calibrates it again.
     block_source: str = "per_call"
     # Called once, between the last warm-up call and the first timed one: returns the calls per
-    # sample (the step-based loop's block calibration); its time is not a step's.
+    # sample (the step-based loop's block calibration, or a handed block's pre-roll); its time
+    # is not a step's.
     calibrate: Callable[[], int] | None = None
     epoch_calls: int | None = None
+    # Where a loop does its epoch-end work (the next epoch's order, iterator, callbacks): False,
+    # inside the first call of the next epoch (the native loops draw the new order there); True,
+    # after an epoch's last call and before the clock's next read (Keras fit: on_epoch_end and
+    # the next epoch's iterator, before the next on_train_batch_begin), so in the sample that
+    # holds the epoch's last call. epoch_boundaries lists the samples holding that work.
+    epoch_work_after_last_call: bool = False
     # Keep the first and the last call's output (for a loss). Off, the loop holds no output
     # between samples, as a bare loop: a held output keeps one more buffer alive, which changes
     # what the allocator does on every step (measured: torch's 512² CPU matmul 5 % slower).
@@ -131,6 +138,13 @@ class StepClock:
     def start(self) -> None:
         self._last = time.perf_counter()
 
+    def restart(self) -> float:
+        """Start again now (a framework-owned loop whose own set-up is no call: Keras fit's, before
+        its first batch); the seconds since the clock last read, filed nowhere."""
+        now = time.perf_counter()
+        elapsed, self._last = now - self._last, now
+        return elapsed
+
     def tick(self, out: Any = None, calls: int = 1) -> None:
         """File the interval since the last tick, which covered `calls` calls."""
         self.sync(out)
@@ -157,7 +171,8 @@ class StepClock:
         telemetry, turn GC off, then restart the clock (none of this is a step)."""
         if self.calibrate is not None:
             self.calls_per_sample = self.calibrate()
-            self.block_source = "calibrated"
+            if self.block_source != "handed_over":    # a handed block's pre-roll keeps it
+                self.block_source = "calibrated"
         self.on_timed_start()
         self._timed_open = True
         self._gc_was_enabled = gc.isenabled()
@@ -182,7 +197,10 @@ class StepClock:
         return "disabled" if self.disable_gc else "enabled"
 
     def _starts_epoch(self, first: int, end: int) -> bool:
-        """Whether calls [first, end) hold the first call of an epoch after the first one."""
+        """Whether the sample of calls [first, end) holds epoch-end work: the first call of an
+        epoch after the first one, or (epoch_work_after_last_call) the last call of an epoch."""
+        if self.epoch_work_after_last_call:
+            first, end = first + 1, end + 1          # a boundary m with first < m ≤ end
         epoch = max(1, -(-first // self.epoch_calls))          # ceil, at least the second epoch
         return epoch * self.epoch_calls < end
 
@@ -194,47 +212,91 @@ class StepClock:
         return [[i, t] for i, t in enumerate(self.timed_s) if t > OUTLIER_FACTOR * median]
 
 
+def calibration_schedule(calls: int) -> list[int]:
+    """The block sizes a calibration that ends at `calls` tried, in order, each twice: the powers
+    of two below it, then itself (blocks of 8: 1, 1, 2, 2, 4, 4, 8, 8; of 10: ..., 8, 8, 10, 10)."""
+    sizes, size = [], 1
+    while size < calls:
+        sizes.append(size)
+        size *= 2
+    return [size for size in sizes + [calls] for _ in range(2)]
+
+
+def preroll_calls(calls: int) -> int:
+    """Untimed calls between the warm-up and the timed window of every repeat of a cell whose
+    block is `calls` calls: those its calibration made (calibration_schedule)."""
+    return sum(calibration_schedule(calls))
+
+
+def _trial(step: Callable[[], Any], sync: Callable[[Any], None], calls: int) -> float:
+    """`calls` consecutive calls and one synchronisation at the end: their seconds."""
+    started = time.perf_counter()
+    for _ in range(calls - 1):
+        step()
+    sync(step())
+    return time.perf_counter() - started
+
+
 def calibrate_block(step: Callable[[], Any], sync: Callable[[Any], None],
-                    target_s: float = BLOCK_TARGET_S) -> tuple[int, list[tuple[int, float]]]:
+                    target_s: float = BLOCK_TARGET_S,
+                    max_calls: int = MAX_CALLS_PER_SAMPLE) -> tuple[int, list[tuple[int, float]]]:
     """timeit's autorange: the smallest power of two of calls whose synchronised run lasts at
-    least target_s; returns it and the (calls, seconds) trials (untimed extra warm-up). Each size
-    is tried twice and the faster counts, so one stall (a preempted thread) cannot end the
-    search at a block too short for the step."""
+    least target_s, or `max_calls` (a fixed step count's cap: the search never tries more, so
+    its calls are calibration_schedule(result) whatever stopped it); returns it and the
+    (calls, seconds) trials (untimed extra warm-up). Each size is tried twice and the faster
+    counts, so one stall (a preempted thread) cannot end the search at a block too short."""
     calls, trials = 1, []
+    max_calls = max(1, min(max_calls, MAX_CALLS_PER_SAMPLE))
     while True:
         elapsed = float("inf")
         for _ in range(2):
-            started = time.perf_counter()
-            for _ in range(calls - 1):
-                step()
-            sync(step())
-            took = time.perf_counter() - started
+            took = _trial(step, sync, calls)
             trials.append((calls, took))
             elapsed = min(elapsed, took)
-        if elapsed >= target_s or calls >= MAX_CALLS_PER_SAMPLE:
+        if elapsed >= target_s or calls >= max_calls:
             return calls, trials
-        calls *= 2
+        calls = min(calls * 2, max_calls)
+
+
+def preroll(step: Callable[[], Any], sync: Callable[[Any], None],
+            calls: int) -> list[tuple[int, float]]:
+    """What a repeat handed its block size runs before its timed window: the calls, blocks and
+    synchronisations the cell's calibrating repeat ran there (calibration_schedule), so every
+    repeat starts its window after the same untimed work (one pre-roll for every repeat)."""
+    return [(size, _trial(step, sync, size)) for size in calibration_schedule(calls)]
+
+
+def block_cap(clock: StepClock) -> int:
+    """The largest block a calibration may choose: a fixed step count still yields min_samples
+    samples where it can (statistics need samples; a few steps are then synchronised one by
+    one)."""
+    if clock.timed_calls is None:
+        return MAX_CALLS_PER_SAMPLE
+    return min(MAX_CALLS_PER_SAMPLE, max(1, clock.timed_calls // clock.min_samples))
 
 
 def run_loop(bench: Bench, clock: StepClock) -> None:
     """Drive a bench through warm-up and timed calls. A step-based bench whose step leaves work
     on the device is timed in calibrated blocks (one synchronisation per block); one whose step
-    already returns to the host is timed call by call."""
+    already returns to the host is timed call by call. Between warm-up and window, every repeat
+    of a blocked cell makes the same untimed calls: the calibration's, or (a block handed over)
+    the same blocks again as its pre-roll."""
     if bench.drive is not None:
         clock.start()
         bench.drive(clock)
         return
     step = bench.step
     handed_over = clock.block_source == "handed_over"
-    if not bench.returns_to_host and clock.calibrate is None and not handed_over:
+    if not bench.returns_to_host and clock.calibrate is None:
         def calibrate() -> int:
-            calls, trials = calibrate_block(step, clock.sync)
-            bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]
+            if handed_over:
+                trials = preroll(step, clock.sync, clock.calls_per_sample)
+                calls = clock.calls_per_sample
+            else:
+                calls, trials = calibrate_block(step, clock.sync, max_calls=block_cap(clock))
+                bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]
+            bench.extra["preroll_calls"] = sum(c for c, _ in trials)
             clock.calls += sum(c for c, _ in trials)          # they consumed batches too
-            if clock.timed_calls is not None:
-                # A fixed step count still yields min_samples samples where it can: statistics
-                # need samples (a few steps are then synchronised one by one).
-                calls = min(calls, max(1, clock.timed_calls // clock.min_samples))
             return calls
         clock.calibrate = calibrate
     clock.start()

@@ -64,6 +64,8 @@ KEYS: dict[str, tuple[str, bool]] = {
                         "code (host)", True),
     "worker_env": ("environment variables the matrix sets for the cell's worker: its "
                    "environment's env and [run] preallocate's switches (host)", True),
+    "inherited_env": ("host variables DL_BENCH_INHERIT_ENV passed to the worker, with their "
+                      "values (host; absent when it names none)", True),
     # Where the cell ran (host): the machine and the GPU its lane or Ray task was pinned to.
     "node_name": ("host name of the machine that ran the cell (a Ray node's own) (host)", False),
     "node_ip": ("the Ray node's IP address (host)", False),

@@ -65,6 +65,10 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+# How long the device is watched at rest before the warm-up (Nvml.idle).
+IDLE_S = 1.0
+
+
 class Nvml:
     """A thin handle on one NVML device; `open()` returns None when there is no GPU."""
 
@@ -126,6 +130,28 @@ class Nvml:
 
     def energy_mj(self) -> int | None:
         return self._try("nvmlDeviceGetTotalEnergyConsumption")
+
+    def idle(self, seconds: float = IDLE_S, poll_s: float = 0.002) -> dict[str, float]:
+        """The device at rest, before the cell's warm-up: the energy counter polled every
+        `poll_s` for `seconds`. Its update interval (the median time between changes: what a
+        window's energy can be resolved to) and the power its delta gives between the first and
+        the last change (the idle power a window's energy is read against). Empty where the
+        counter does not change twice."""
+        changes: list[tuple[float, int]] = []
+        last = self.energy_mj()
+        started = time.perf_counter()
+        while last is not None and time.perf_counter() - started < seconds:
+            time.sleep(poll_s)
+            value, now = self.energy_mj(), time.perf_counter()
+            if value is not None and value != last:
+                changes.append((now, value))
+                last = value
+        if len(changes) < 2:
+            return {}
+        (t0, e0), (t1, e1) = changes[0], changes[-1]
+        gaps = sorted(b[0] - a[0] for a, b in zip(changes, changes[1:], strict=False))
+        return {"gpu_idle_power_w": (e1 - e0) / 1000 / (t1 - t0),
+                "gpu_energy_resolution_s": gaps[len(gaps) // 2]}
 
     def compute_processes(self) -> list[tuple[int, float | None]] | None:
         """(pid, MB of device memory) of every compute process on the device, as NVML lists

@@ -19,6 +19,13 @@ from . import catalog
 
 SCHEMA_VERSION = 1
 
+# The timed window's energy is read from NVML's counter: it is trusted (and, on a GPU with
+# steps = "auto", the window is made long enough) from this many of the counter's update
+# intervals, its quantisation then under 1/20 = 5 % (an interval at each end); where the
+# interval was not measured, ENERGY_RESOLUTION_UNKNOWN_S is assumed.
+ENERGY_WINDOW_RESOLUTIONS = 20
+ENERGY_RESOLUTION_UNKNOWN_S = 0.1
+
 # Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
 # worker, `runner.results.records.status_from_outcome` on the host.
 # Set by an executor that handed the worker a GPU (a container's device request, or a local
@@ -145,6 +152,11 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "gpu_util_mean": ("worker", "NVML GPU utilisation over the timed window, %"),
     "gpu_power_mean_w": ("worker", "NVML power over the timed window, W"),
     "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
+    "gpu_idle_power_w": ("worker", "the device's power at rest before the warm-up, from the "
+                         "energy counter's delta over a second, W (energy above idle: host)"),
+    "gpu_energy_resolution_s": ("worker", "the NVML energy counter's update interval, measured "
+                                "at rest, s: the timed window's energy is trusted from "
+                                "ENERGY_WINDOW_RESOLUTIONS of them"),
     "gpu_sm_clock_mhz": ("worker", "mean SM clock over the timed window, MHz"),
     "gpu_sm_clock_min_mhz": ("worker", "lowest SM clock sampled in the timed window, MHz"),
     "gpu_mem_clock_mhz": ("worker", "mean memory clock over the timed window, MHz"),

@@ -126,7 +126,7 @@ def test_markdown_warnings_and_training_sections(summaries):
     assert "repeats disagree" in warnings and "energy window" in warnings
     assert "cnn-fit-keras-jax" not in warnings  # a clean cell is not listed
     training = text.split("## Training")[1].split("\n## ")[0]
-    assert "| cnn (fit) | 128 | keras2 | 7.50 | 1.59 | 0.950 | 2.30 → 0.420 | 802 / 1,503 | 100 / 930 |" \
+    assert "| cnn (fit) | 128 | keras2 | – | 7.50 | 1.59 | 0.950 | 2.30 → 0.420 | 802 / 1,503 | 100 / 930 |" \
         in training
     assert "matmul" not in training
 
@@ -201,7 +201,7 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     short = record_like(cell_id="short", environment="torch", gpu_energy_j=0.0, train_s=0.2,
                         samples_ms=[2.0] * 100)
     long = record_like(cell_id="long", gpu_energy_j=300.0, train_s=1.5, calls_per_sample=2,
-                       samples_ms=[7.5] * 100, items_per_step=4)
+                       samples_ms=[7.5] * 100, items_per_step=4, gpu_energy_resolution_s=0.02)
     summaries = summarize.cell_summaries([short, long], ["short", "long"])
     by_id = {s["cell_id"]: s for s in summaries}
     assert by_id["short"]["gpu_energy_j"] is None and by_id["short"]["energy_per_step_j"] is None
@@ -211,6 +211,31 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     table = markdown.markdown_table(summaries, "energy_per_step_j")
     # a lone value has nothing to be best against: not bold
     assert "| 1.50 |" in table and "0.00" not in table and "**" not in table
+
+
+def test_the_energy_window_is_judged_by_the_counters_resolution_and_idle_is_shown():
+    """Before, any window of min_time's 1 s passed (the threshold was min_time itself), though
+    a counter that moves every 0.1 s reads a 1.5 s window to ±7 %; and no figure said how much
+    of a step's energy the device spends at rest (issue 37 item 10)."""
+    coarse = record_like(cell_id="coarse", gpu_energy_j=300.0, train_s=1.5,
+                         samples_ms=[7.5] * 200, gpu_energy_resolution_s=0.1)
+    unknown = record_like(cell_id="unknown", environment="torch", gpu_energy_j=300.0,
+                          train_s=1.5, samples_ms=[7.5] * 200)
+    fine = record_like(cell_id="fine", environment="numpy", gpu_energy_j=300.0, train_s=1.5,
+                       samples_ms=[7.5] * 200, gpu_energy_resolution_s=0.02,
+                       gpu_idle_power_w=60.0)
+    by_id = {s["cell_id"]: s for s in summarize.cell_summaries([coarse, unknown, fine])}
+    for cell_id in ("coarse", "unknown"):       # 20 × 0.1 s = 2 s needed (0.1 s assumed)
+        assert by_id[cell_id]["energy_per_step_j"] is None
+        assert "needs ≥ 2.00 s, 20 of its update interval" in by_id[cell_id]["energy_note"]
+        assert "energy window 1.50 s < 2.00 s" in " ".join(by_id[cell_id]["warnings"])
+    assert by_id["fine"]["energy_per_step_j"] == pytest.approx(1.5)
+    # 300 J less 60 W × 1.5 s at rest, over 200 steps
+    assert by_id["fine"]["energy_per_step_above_idle_j"] == pytest.approx((300 - 90) / 200)
+    assert by_id["fine"]["gpu_idle_power_w"] == 60.0
+    text = markdown.report_markdown({"name": "t"}, list(by_id.values()))
+    energy = text.split("## Energy per step")[1].split("\n## ")[0]
+    assert "Above idle:" in energy and "| 1.05 |" in energy and "`x` 60.0" in energy
 
 
 def test_each_environments_fixed_cost_per_process_is_shown():
@@ -246,7 +271,7 @@ def test_the_published_table_stands_beside_the_run_with_ratios_only_where_compar
     (row,) = reference.beside(summaries)
     assert row["columns"]["keras3_jax"]["ratio"] == pytest.approx(2.0)        # full, on a GPU
     assert row["columns"]["keras3_torch"]["ratio"] is None                    # tiny, on a CPU
-    assert row["columns"]["keras3_torch"]["measured_ms"] == 9.0
+    assert row["columns"]["keras3_torch"]["measured_ms"] == pytest.approx(9.0)
     assert row["columns"]["keras2"]["published_ms"] is None                   # NA in the study
     text = markdown.report_markdown({"name": "t"}, summaries)
     assert "## Beside the published figures (NVIDIA A100 40GB, ms/step)" in text
@@ -340,12 +365,15 @@ def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
                     data="device", options={}, metadata=gpu, samples_ms=[2.0] * 5,
                     loss_first=2.3, loss_last=0.4,
                     effective={"device": "cuda:0", "tf32": True,
-                               "tf32_detail": "jax_default_matmul_precision=None on sm_90"}),
+                               "tf32_detail": {"matmul": True, "conv": True,
+                                               "compute_capability": "9.0"}}),
         record_like(cell_id="torch", cell_name="cnn-fit-keras-torch-b128",
                     environment="keras-torch", api="keras", backend="torch", workload="cnn",
                     task="fit", batch_size=128, data="device", options={}, metadata=gpu,
                     samples_ms=[8.8] * 5,
-                    loss_first=2.3, loss_last=0.4, effective={"device": "cuda:0", "tf32": False}),
+                    loss_first=2.3, loss_last=0.4,
+                    effective={"device": "cuda:0", "tf32": False,
+                               "tf32_detail": {"matmul": False, "conv": True}}),
         record_like(cell_id="mm-jax", environment="keras-jax", metadata=gpu, samples_ms=[3.0] * 5,
                     effective={"device": "cuda:0", "tf32": True}),
         record_like(cell_id="mm-torch", environment="keras-torch", metadata=gpu,
@@ -354,23 +382,24 @@ def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
     summaries = summarize.cell_summaries(records, [r["cell_id"] for r in records])
     assert summarize.tf32_rows(summaries) == {("cnn (fit)", 128)}
     text = markdown.report_markdown({"name": "t"}, summaries)
-    time_table = text.split("## Median time per step")[1].split("\n## ")[0]
+    time_table = text.split("## Time per step")[1].split("\n## ")[0]
     assert "| cnn (fit) † | 128 |" in time_table and "| matmul (run) | 1 |" in time_table
     assert summarize.TF32_NOTE in time_table
     memory = text.split("## Peak memory")[1].split("\n## ")[0]
     assert "| cnn (fit) † | 128 |" in memory
     assert "| cnn (fit) † | 128 | keras-jax |" in text.split("## Training")[1]
     section = text.split("## TF32")[1].split("\n## ")[0]
-    assert ("- TF32 on: `cnn-fit-keras-jax-b128` (jax_default_matmul_precision=None on sm_90), "
-            "`x`, `x`") in section
-    assert "- TF32 off: `cnn-fit-keras-torch-b128`" in section
+    # torch's cuDNN convolutions run TF32 by default: the torch CNN is TF32 too, on one path.
+    assert ("- TF32 on: `cnn-fit-keras-jax-b128` (conv on, matmul on), "
+            "`cnn-fit-keras-torch-b128` (conv on, matmul off), `x` (matmul on), "
+            "`x` (matmul on)") in section
     console = Console(width=200, record=True)
     console.print(terminal.terminal_table(summaries, "t"))
     printed = console.export_text()
     assert "cnn (fit) †" in printed and "TF32 differs" in printed
     assert "matmul (run) †" not in printed
     rows = {r["cell_id"]: r for r in csv.DictReader(io.StringIO(files.summary_csv(summaries)))}
-    assert rows["jax"]["tf32_effective"] == "True" and rows["torch"]["peak_kind"] == "float32"
+    assert rows["jax"]["tf32_effective"] == "True" and rows["torch"]["peak_kind"] == "tf32"
 
 
 def test_a_cpu_run_has_no_tf32_marks_or_section():

@@ -16,7 +16,9 @@ loss from `on_train_batch_end`, marked `async_safe` (Keras 3 has already made th
 values in its own batch-end thread, as a plain fit does) and `_supports_tf_logs` (Keras 2 hands
 it the tensors, which are read after fit). One fit runs the warm-up, the block calibration (as
 bench.calibrate_block: the smallest power of two of calls lasting BLOCK_TARGET_S, each size
-tried twice) and the timed blocks, through fit's own data pipeline and epochs.
+tried twice) or, with a block handed over, the same blocks as its pre-roll (so every repeat
+makes the same untimed calls before its window), and the timed blocks, through fit's own data
+pipeline and epochs.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from collections import OrderedDict
 from typing import Any
 from collections.abc import Callable
 
-from ..bench import BLOCK_TARGET_S, MAX_CALLS_PER_SAMPLE, StepClock
+from ..bench import BLOCK_TARGET_S, MAX_CALLS_PER_SAMPLE, StepClock, block_cap
 
 TIMING = ("one train-function call (steps_per_execution steps) inside model.fit, whose loop, data "
           "pipeline and batch-end dispatch run as in a plain fit (the clock's callback reads the "
           "clock in on_train_batch_begin at block ends only; its batch-end hook is async-safe); "
-          "divided by steps_per_execution")
+          "divided by steps_per_execution. compile_s is the first call; fit's own set-up before "
+          "it is extra.fit_setup_s")
 CALLBACK = ("BlockClock: on_train_batch_begin reads the clock at block ends (device synchronised "
             "there); on_train_batch_end (async_safe, tensors as they are) keeps the running loss")
 # Calls a calibration can use at most: two trials of each power of two up to the cap.
@@ -160,15 +163,28 @@ class BlockClockHooks:
         self.trials: list[list[float]] = []
         self.trial_calls = 1
         self.trial_end = 0
+        self.cap = MAX_CALLS_PER_SAMPLE   # the largest block tried (a handed block: that block)
         self.mark = 0.0
         self.timed_from = 0
+        if clock is not None:
+            # The hooks open the timed window themselves (start_timed), after the calibration
+            # or pre-roll: not the warm-up's last tick, which would open it twice (telemetry
+            # started twice, GC left off after the window).
+            clock.defer_timed_start = True
+            # fit's epoch-end work runs after an epoch's last call, before the next batch begins.
+            clock.epoch_work_after_last_call = True
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self.calls and self.clock is not None:
-            self.after(self.calls)
+        if self.clock is not None:
+            if self.calls:
+                self.after(self.calls)
+            else:
+                # fit's own set-up (data adapter, callbacks, train function wrapper) is no call:
+                # compile_s is the first call, as a native loop's (its set-up kept apart).
+                self.calibration["fit_setup_s"] = self.clock.restart()
         self.calls += 1
         self.losses.begin(self.calls, self.epoch, batch)
 
@@ -195,9 +211,10 @@ class BlockClockHooks:
                     self.model.stop_training = True
 
     def start_calibration(self, done: int) -> None:
-        if self.given:
-            self.start_timed(done, int(self.given))
-            return
+        """After the warm-up: the block calibration, or, with a block handed over, the same
+        blocks as its pre-roll (bench.calibration_schedule), so that every repeat makes the
+        same untimed calls before its window."""
+        self.cap = int(self.given) if self.given else block_cap(self.clock)
         self.phase, self.trial_calls = "calibrate", 1
         self.trial_end, self.mark = done + 1, time.perf_counter()
 
@@ -212,19 +229,20 @@ class BlockClockHooks:
         if len(pair) < 2:
             self.trial_end = done + self.trial_calls
             return
-        if min(pair) >= BLOCK_TARGET_S or self.trial_calls >= MAX_CALLS_PER_SAMPLE:
-            self.calibration["trials"] = self.trials
-            clock.block_source = "calibrated"
-            self.start_timed(done, self.capped(self.trial_calls))
+        long_enough = not self.given and min(pair) >= BLOCK_TARGET_S
+        if long_enough or self.trial_calls >= self.cap:
+            self.calibration["preroll_calls"] = sum(c for c, _ in self.trials)
+            if not self.given:
+                self.calibration["trials"] = self.trials
+                clock.block_source = "calibrated"
+            self.start_timed(done, self.trial_calls)
             return
-        self.trial_calls *= 2
+        self.trial_calls = min(2 * self.trial_calls, self.cap)
         self.trial_end = done + self.trial_calls
 
     def capped(self, calls: int) -> int:
-        """A fixed step count still yields min_samples samples where it can (as run_loop)."""
-        if self.clock.timed_calls is not None:
-            calls = min(calls, max(1, self.clock.timed_calls // self.clock.min_samples))
-        return calls
+        """A fixed step count still yields min_samples samples where it can (bench.block_cap)."""
+        return min(calls, block_cap(self.clock))
 
     def start_timed(self, done: int, calls: int) -> None:
         self.clock.calls_per_sample = calls

@@ -19,7 +19,7 @@ from .axes import (DATA_MODES, DEVICES, JIT_WORDS, PRECISIONS, SIZES, TASKS,
                    TORCH_COMPILE_MODES)
 from .base import (API_PACKAGES, APIS, AXES, AXIS_DEFAULTS, AXIS_KINDS, FAMILIES, KERAS_BACKENDS,
                    RULES, WORKLOADS, Axis, Option, Where, Workload, declare_axis,
-                   declare_workload, default_sizes, is_hub, not_applicable_reason, rule,
+                   declare_workload, default_sizes, dense_paths, is_hub, not_applicable_reason, rule,
                    setting_axes)
 
 del _rules, _workloads      # imported for their declarations
@@ -27,5 +27,5 @@ del _rules, _workloads      # imported for their declarations
 __all__ = ["API_PACKAGES", "APIS", "AXES", "AXIS_DEFAULTS", "AXIS_KINDS", "DATA_MODES", "DEVICES",
            "FAMILIES", "JIT_WORDS", "KERAS_BACKENDS", "PRECISIONS", "RULES", "SIZES", "TASKS",
            "TORCH_COMPILE_MODES", "WORKLOADS", "Axis", "Option", "Where", "Workload",
-           "declare_axis", "declare_workload", "default_sizes", "is_hub",
+           "declare_axis", "declare_workload", "default_sizes", "dense_paths", "is_hub",
            "not_applicable_reason", "rule", "setting_axes"]

@@ -93,6 +93,10 @@ class Workload:
     def runs_as(self, api: str, task: str) -> str | None:
         """A user workload's "model" or "step" for this API and task (None: not defined)."""
         return self.api_tasks.get(api, {}).get(task)
+    # The dense-arithmetic paths its FLOPs run on ("matmul", "conv"): which TF32 switches change
+    # its arithmetic, and whether a measured peak (dense matmuls) means anything for it. () for
+    # work bound by memory or the host (elementwise, diagnostics): no TF32 and no % of peak.
+    dense_paths: tuple[str, ...] = ("matmul",)
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -110,6 +114,12 @@ def is_hub(workload: str) -> bool:
     """A keras-hub model (the Keras 3 benchmark table's rows)."""
     known = WORKLOADS.get(workload)
     return known is not None and known.family == "hub"
+
+
+def dense_paths(workload: str) -> tuple[str, ...]:
+    """The dense paths a workload's FLOPs run on (an unknown one: the matmul path)."""
+    known = WORKLOADS.get(workload)
+    return known.dense_paths if known is not None else ("matmul",)
 
 
 def default_sizes(workload: str, size: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ declare_workload(Workload(
     {"n": Option(int, "elements (default by size: full 2**24, small 2**20, tiny 2**14)", True)},
     help="SELU over a large array: eager op-by-op versus compiled", family="ops",
     sizes={"full": {"n": 2**24}, "small": {"n": 2**20}, "tiny": {"n": 2**14}},
+    dense_paths=(),                        # memory-bound: no TF32, no % of a matmul peak
 ))
 declare_workload(Workload(
     "selftest", ("run",), ("numpy",), False, ("float32",),
@@ -35,7 +36,7 @@ declare_workload(Workload(
                            "behind"),
      "flood_mb": Option(float, "flood: megabytes printed before the first step", True)},
     help="diagnostic: checks the runner itself (statuses, timeouts, resume) in seconds",
-    family="diagnostic",
+    family="diagnostic", dense_paths=(),
 ))
 declare_workload(Workload(
     "cnn", ("fit",), ("keras", "tf-keras", "torch", "jax", "tensorflow"), True, PRECISIONS,
@@ -44,6 +45,7 @@ declare_workload(Workload(
     uses_data_axis=True,
     help="4 Conv2D + 2 Dense layers (~563 k parameters) on 28×28×1 synthetic data",
     sizes={"full": {"samples": 60_000}, "small": {"samples": 8_192}, "tiny": {"samples": 1_024}},
+    dense_paths=("conv", "matmul"),        # ~97 % of its FLOPs in the convolutions
 ))
 
 # keras-hub models (the Keras 3 benchmark table). Keras 3 runs keras-hub 0.32; Keras 2 ("tf-keras"
@@ -55,8 +57,9 @@ declare_workload(Workload(
     "bert", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
     {**_HUB_OPTIONS,
      "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
-    help="BERT text classifier, bert_base_en architecture (random weights); expected peaks, "
-         "float32, 512 tokens: fit b32 ~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py)",
+    help="BERT text classifier, bert_base_en_uncased architecture (109 482 240 parameters, "
+         "vocabulary 30 522; random weights); expected peaks, float32, 512 tokens: fit b32 "
+         "~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py)",
     family="hub",
     sizes={"full": {"sequence_length": 512}, "small": {"sequence_length": 128},
            "tiny": {"sequence_length": 32}},
@@ -67,7 +70,7 @@ declare_workload(Workload(
          "image encoder alone against random embedding targets, as the study did; expected "
          "peaks, float32, 1024×1024: fit b1 ~50 GB before the GPU compiler's rematerialisation "
          "(the study ran it on 40 GB), predict b4 ~4 GB (benchmarks/peak_memory.py)",
-    family="hub",
+    family="hub", dense_paths=("conv", "matmul"),    # patch embedding and neck convolutions
 ))
 declare_workload(Workload(
     "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
@@ -86,6 +89,7 @@ declare_workload(Workload(
     sizes={"full": {"num_steps": 25, "image_size": 512},
            "small": {"num_steps": 10, "image_size": 256},
            "tiny": {"num_steps": 2, "image_size": 64}},
+    dense_paths=("conv", "matmul"),        # the VAE's convolutions, the MMDiT's matmuls
 ))
 for _name, _help in (
     ("gemma", "Gemma causal LM, gemma_7b_en architecture; fit with LoRA; expected peaks, "

@@ -1,4 +1,4 @@
-"""keras-hub BERT text classifier (bert_base_en architecture, 2 classes) on Keras 3; the bench
+"""keras-hub BERT text classifier (bert_base_en_uncased architecture, 2 classes) on Keras 3; the bench
 is apis/kerashub/bert.py."""
 
 from __future__ import annotations

@@ -142,6 +142,8 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
         extra["epoch_s"] = cc.epoch_estimate(clock, per_call, data)
         if calibration.get("trials"):
             extra["block_calibration"] = calibration["trials"]
+        extra["preroll_calls"] = calibration.get("preroll_calls")
+        extra["fit_setup_s"] = calibration.get("fit_setup_s")
 
     return Bench(
         drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,

@@ -1,4 +1,4 @@
-"""BERT text classifier (bert_base_en architecture, 2 classes), written once for both Keras
+"""BERT text classifier (bert_base_en_uncased architecture, 2 classes), written once for both Keras
 generations: keras_api/bert.py injects keras-hub's classes (Keras 3), tf_keras_api/bert.py
 keras-nlp 0.8's (Keras 2); the configuration, inputs and steps are the same.
 

@@ -1,4 +1,4 @@
-"""keras-nlp 0.8 BERT classifier (bert_base_en architecture, 2 classes) on Keras 2, the Keras 2
+"""keras-nlp 0.8 BERT classifier (bert_base_en_uncased architecture, 2 classes) on Keras 2, the Keras 2
 column of the keras-hub table; the bench is apis/kerashub/bert.py."""
 
 from __future__ import annotations

@@ -69,10 +69,12 @@ def predict(spec, fw, side: int, facts: dict):
     facts.update(num_steps=num_steps, guidance_scale=7.5, prompt_length=TEXT_LENGTH,
                  params=sum(p.count_params() for p in (sd._text_encoder, unet, sd._decoder)))
 
-    def generate():
-        # text_to_image without the tokenizer (its vocabulary is a download): encode, generate.
-        encoded = sd.text_encoder.predict_on_batch([tokens, positions])
-        return sd.generate_image(encoded, batch_size=batch, num_steps=num_steps, seed=spec.seed)
+    def generate_with(steps: int):
+        def generate():
+            # text_to_image without the tokenizer (its vocabulary is a download): encode, generate.
+            encoded = sd.text_encoder.predict_on_batch([tokens, positions])
+            return sd.generate_image(encoded, batch_size=batch, num_steps=steps, seed=spec.seed)
+        return generate
 
-    return recipe.predict_bench(generate, batch=batch, num_steps=num_steps, facts=facts,
+    return recipe.predict_bench(generate_with, batch=batch, num_steps=num_steps, facts=facts,
                                 effective={"jit_compile": fw.jit_compile(), "image_size": side})

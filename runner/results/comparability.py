@@ -1,0 +1,109 @@
+"""Whether two sides' numbers may be compared, and what differs when they may not (`compare`'s
+model, apart from its verdict and its renderings).
+
+A cell's figures depend on more than its coordinates: the stack it ran on (the comparability
+metadata: runner.worker.metadata.KEYS entries flagged True, such as the GPU, driver, framework
+version, lock hash, image digest, the runner's version, the variables the matrix set for the
+worker, and the host variables DL_BENCH_INHERIT_ENV passed to it), and the settings of its timed
+window (SETTING_KEYS: how many steps were timed or for how long, and how many warm-up steps came
+before). Two cells that differ in any of these are not compared; the keys are named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import stack_diff
+from .stats import COMPARABILITY_KEYS, metadata_values
+from .types import Record
+
+# Record fields (the run's settings, copied from the cell spec) that change what the timed
+# window holds: a cell timed over 10 steps after 2 warm-up steps is not the one timed for 60 s.
+SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s")
+# What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
+STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
+              "driver_version", "gpu_name", "gpu_power_limit_w", "runner_version", "worker_env",
+              "inherited_env")
+# The comparability keys that make up the software stack itself: with --environments the two
+# stacks are what is compared, so these differ on purpose (shown in the stack table; every other
+# key — the machine, the GPU, the runner's version, the worker's variables — still must agree).
+SOFTWARE_KEYS = ("python_version", "python_implementation", "framework_version", "keras_version",
+                 "backend_version", "jaxlib_version", "tensorflow_version", "cuda_version",
+                 "cudnn_version", "image_id", "image_digest", "lock_sha256",
+                 "distributions_sha256")
+
+
+def setting_values(records: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Every value each setting key took in these records (absent counts as None)."""
+    return {key: {json.dumps(r.get(key), sort_keys=True) for r in records}
+            for key in SETTING_KEYS}
+
+
+def differences(records_a: Sequence[Mapping[str, Any]],
+                records_b: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """key → 'A's value → B's value' for every comparability key or setting that differs."""
+    sides = [{**metadata_values(records), **setting_values(records)}
+             for records in (records_a, records_b)]
+    return {key: f"{shown(sides[0][key])} → {shown(sides[1][key])}"
+            for key in (*COMPARABILITY_KEYS, *SETTING_KEYS) if sides[0][key] != sides[1][key]}
+
+
+@dataclass
+class StackComparison:
+    """One environment's stack in A against B."""
+
+    environment: str
+    differs: list[str] = field(default_factory=list)   # "lock_sha256 1a2b… → 3c4d…"
+    only_in: str | None = None                         # "A" or "B": measured on one side only
+
+    @property
+    def same(self) -> bool:
+        return not self.differs and self.only_in is None
+
+    def describe(self) -> str:
+        if self.only_in:
+            return f"only in run {self.only_in}"
+        return "same stack" if self.same else "differs: " + ", ".join(self.differs)
+
+
+def compare_stacks(records_a: list[Record],
+                   records_b: list[Record]) -> list[StackComparison]:
+    """Per environment measured in either run: the same stack, or what differs. A side's stack
+    is read from its ok records (from every measured record when none is ok)."""
+    def by_environment(records: list[Record]) -> dict[str, list[Record]]:
+        out: dict[str, list[Record]] = {}
+        for record in records:
+            if record.get("status") != "not_applicable":
+                out.setdefault(record["environment"], []).append(record)
+        return {env: [r for r in rs if r["status"] == "ok"] or rs for env, rs in out.items()}
+
+    sides = by_environment(records_a), by_environment(records_b)
+    stacks = []
+    for env in dict.fromkeys([*sides[0], *sides[1]]):
+        if env not in sides[0] or env not in sides[1]:
+            stacks.append(StackComparison(env, only_in="A" if env in sides[0] else "B"))
+            continue
+        a, b = (metadata_values(side[env], STACK_KEYS) for side in sides)
+        differs = [f"{key} {shown(a[key])} → {shown(b[key])}" for key in STACK_KEYS
+                   if a[key] != b[key]]
+        moved = stack_diff.changes(*(stack_diff.installed(side[env]).get(env, {})
+                                     for side in sides))
+        stacks.append(StackComparison(env, differs + ([f"distributions {stack_diff.text(moved)}"]
+                                                      if moved else [])))
+    return stacks
+
+
+def shown(values: set[str]) -> str:
+    """The values one side had, readable: 550.54.15, or absent, or 12.4/12.6 for a mixed side."""
+    decoded = [json.loads(v) for v in values]
+    texts = ["absent" if v is None else _variables(v) if isinstance(v, dict)
+             else str(v) if len(str(v)) <= 24 else str(v)[:12] + "…" for v in decoded]  # hashes
+    return "/".join(sorted(texts))
+
+
+def _variables(env: Mapping[str, Any]) -> str:
+    """Environment variables, readable: {XLA_FLAGS=--xla_gpu_autotune_level=0} or {}."""
+    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(env.items())) + "}"
