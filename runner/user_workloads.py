@@ -222,7 +222,8 @@ def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
                                      f"{file}: default {v!r}")
                  for key, v in defaults.items()},
         uses_data_axis=True, help=f"user workload from {file}", family="user",
-        origin=file, api_tasks=found)
+        # Either dense path may carry its FLOPs: TF32 is judged by both switches.
+        dense_paths=("matmul", "conv"), origin=file, api_tasks=found)
     return UserWorkload(name, file, path, sha, tuple(sorted(sources)), tuple(sorted(names)),
                         dict(defaults), workload)
 

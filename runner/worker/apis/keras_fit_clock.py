@@ -23,6 +23,7 @@ pipeline and epochs.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -77,6 +78,32 @@ def dispatch_facts(keras: Any) -> dict[str, Any]:
     if hasattr(with_clock, "_batch_hooks_support_tf_logs"):    # Keras 2
         facts["keras2_batch_logs_converted"] = not with_clock._batch_hooks_support_tf_logs
     return facts
+
+
+def fit_drive(keras: Any, model: Any, fit_args: dict[str, Any], *, per_call: int,
+              steps_per_epoch: int, extra: dict[str, Any],
+              after: Callable[[StepClock], None] | None = None) -> Callable[[StepClock], None]:
+    """A Bench's drive for a compiled Keras model: one model.fit (`fit_args`: its data) runs the
+    warm-up, the block calibration and the timed blocks under BlockClock, then says in `extra`
+    how the block was chosen and what came before the window; `after(clock)` adds what the
+    workload derives from the filled clock."""
+    calibration: dict[str, Any] = {}
+
+    def drive(clock: StepClock) -> None:
+        handed = clock.calls_per_sample if clock.block_source == "handed_over" else None
+        callback = block_clock(keras, clock, per_call=per_call, given=handed,
+                               calibration=calibration)
+        epochs = math.ceil(calls_bound(clock) * per_call / steps_per_epoch) + 1
+        model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[callback])
+        clock.first_out, clock.last_out = callback.losses.first(), callback.losses.last_timed()
+        if after is not None:
+            after(clock)
+        if calibration.get("trials"):
+            extra["block_calibration"] = calibration["trials"]
+        extra["preroll_calls"] = calibration.get("preroll_calls")
+        extra["fit_setup_s"] = calibration.get("fit_setup_s")
+
+    return drive
 
 
 def calls_bound(clock: StepClock) -> int:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from .. import user_code
-from ..bench import Bench, StepClock
+from ..bench import Bench
 from . import answers, keras_fit_clock
 from .kerashub.inputs import seeded_weights
 
@@ -331,19 +331,9 @@ def fit_bench(spec: Any, fw: Any, model: Any, x: Any, y: Any) -> Bench:
     per_call = spec.steps_per_execution
     args, feed = fit_args(spec, fw, x, y)
     steps_per_epoch = rows(x) // spec.batch_size
-    calibration: dict[str, Any] = {}
     extra: dict[str, Any] = {"steps_per_epoch": steps_per_epoch}
-
-    def drive(clock: StepClock) -> None:
-        handed = clock.calls_per_sample if clock.block_source == "handed_over" else None
-        callback = keras_fit_clock.block_clock(fw.keras, clock, per_call=per_call, given=handed,
-                                               calibration=calibration)
-        epochs = math.ceil(keras_fit_clock.calls_bound(clock) * per_call / steps_per_epoch) + 1
-        model.fit(**args, epochs=epochs, verbose=0, callbacks=[callback])
-        clock.first_out, clock.last_out = callback.losses.first(), callback.losses.last_timed()
-        if calibration.get("trials"):
-            extra["block_calibration"] = calibration["trials"]
-
+    drive = keras_fit_clock.fit_drive(fw.keras, model, args, per_call=per_call,
+                                      steps_per_epoch=steps_per_epoch, extra=extra)
     backend = spec.backend or "tensorflow"
     return Bench(drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
                  calls_per_epoch=steps_per_epoch // per_call, loss=float,

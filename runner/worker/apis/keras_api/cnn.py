@@ -11,12 +11,10 @@ dispatching batch-end callbacks asynchronously, as a plain `fit` does. `fit` sto
 
 from __future__ import annotations
 
-import math
-from typing import Any
 
 import numpy as np
 
-from ...bench import Bench, StepClock
+from ...bench import Bench
 from .. import cnn_common as cc
 from .. import keras_fit_clock
 
@@ -128,22 +126,11 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
         effective["torch_compile_mode"] = "default"
 
     sync_state = keras_fit_clock.state_sync(fw, model, backend)
-    calibration: dict[str, Any] = {}
     effective.update(keras_fit_clock.dispatch_facts(keras))
-
-    def drive(clock: StepClock) -> None:
-        handed = clock.calls_per_sample if clock.block_source == "handed_over" else None
-        callback = keras_fit_clock.block_clock(keras, clock, per_call=per_call, given=handed,
-                                               calibration=calibration)
-        bound = keras_fit_clock.calls_bound(clock)
-        epochs = math.ceil(bound * per_call / data.steps_per_epoch) + 1
-        model.fit(**fit_args, epochs=epochs, verbose=0, callbacks=[callback])
-        clock.first_out, clock.last_out = callback.losses.first(), callback.losses.last_timed()
-        extra["epoch_s"] = cc.epoch_estimate(clock, per_call, data)
-        if calibration.get("trials"):
-            extra["block_calibration"] = calibration["trials"]
-        extra["preroll_calls"] = calibration.get("preroll_calls")
-        extra["fit_setup_s"] = calibration.get("fit_setup_s")
+    drive = keras_fit_clock.fit_drive(
+        keras, model, fit_args, per_call=per_call, steps_per_epoch=data.steps_per_epoch,
+        extra=extra, after=lambda clock: extra.update(
+            epoch_s=cc.epoch_estimate(clock, per_call, data)))
 
     return Bench(
         drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
