@@ -50,9 +50,11 @@ declare_workload(Workload(
 # api, image keras2-tf215) runs the same configurations with keras-nlp / keras-cv 0.8, which have
 # no Gemma or Mistral. Full sizes are the study's settings (BERT sequence length 512; Gemma and
 # Mistral fit at sequence length 128 with LoRA rank 4, generate to length 50; SD denoising steps
-# per predict call); tiny keeps the shapes small for CPU smoke runs.
+# per predict call); tiny keeps the shapes small for CPU smoke runs. The "hf" api (images/hf-torch)
+# runs the same five models with Hugging Face's code on native PyTorch (transformers, diffusers,
+# peft), built from the same configurations: the "Keras over native" columns.
 declare_workload(Workload(
-    "bert", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+    "bert", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS,
     {**_HUB_OPTIONS,
      "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
     help="BERT text classifier, bert_base_en architecture (random weights); expected peaks, "
@@ -62,7 +64,7 @@ declare_workload(Workload(
            "tiny": {"sequence_length": 32}},
 ))
 declare_workload(Workload(
-    "sam", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS, dict(_HUB_OPTIONS),
+    "sam", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS, dict(_HUB_OPTIONS),
     help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains the "
          "image encoder alone against random embedding targets, as the study did; expected "
          "peaks, float32, 1024×1024: fit b1 ~50 GB before the GPU compiler's rematerialisation "
@@ -70,7 +72,7 @@ declare_workload(Workload(
     family="hub",
 ))
 declare_workload(Workload(
-    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS,
     {**_HUB_OPTIONS,
      "num_steps": Option(int, "predict: denoising steps per generate call (time is per "
                               "denoising step)", True),
@@ -94,7 +96,7 @@ for _name, _help in (
                 "bfloat16: fit b8 ~24 GB, generate b32 ~16 GB (benchmarks/peak_memory.py)"),
 ):
     declare_workload(Workload(
-        _name, ("fit", "generate"), ("keras",), True, PRECISIONS,
+        _name, ("fit", "generate"), ("keras", "hf"), True, PRECISIONS,
         {**_HUB_OPTIONS,
          "sequence_length": Option(int, "fit: tokens per sample (default 128)", True),
          "max_length": Option(int, "generate: total sequence length (default 50)", True),
