@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import answers, findings, reference
+from . import answers, decoding, findings, native, reference
 from .effects import Analysis, keras_speedups
 from .formatting import best_text, cell_text, comparable_values, fmt, percent
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
@@ -32,11 +32,15 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
     speedups = keras_speedups(summaries) if keras_columns else {}
+    view = (summaries, environments, titles) if keras_columns and titles else None
+    natives, costs = native.native_titles(view), native.best_columns(view)
     marked = tf32_rows(summaries)
     extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
+    extra_head += "".join(f" Best Keras 3 ÷ {title} |" for title in natives)
     heads = [(titles or {}).get(e, e) for e in environments]
     lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
-             "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")]
+             "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")
+             + "---:|" * len(natives)]
     for label, batch in rows:
         values = comparable_values((grid.get((label, batch, e)) for e in environments), key)
         best = best_text(values, lower_is_better) if bold_best else None
@@ -45,6 +49,8 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
             entry = speedups.get((label, batch))
             cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
             cells.append(ratio_text(entry["estimate"]) if entry and entry["speedup"] else "–")
+        cells += [native.cost_text(costs[(label, batch)][title])
+                  if title in costs.get((label, batch), {}) else "–" for title in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
     notes = [TF32_NOTE] if marked else []
@@ -82,6 +88,7 @@ def findings_section(r: Report) -> list[str]:
     if r.analysis is None:
         return []
     said = findings.sentences(r.summaries, r.analysis, r.keras[0] if r.keras else None)
+    said += native.sentences(r.keras)
     return ["", "## Findings", "", *[f"- {sentence}" for sentence in said]] if said else []
 
 
@@ -94,7 +101,11 @@ def keras_table_section(r: Report) -> list[str]:
                                          columns=columns, titles=titles), "",
             "Rows in the matrix's order (the study's Table 2); Keras 2's Stable Diffusion is "
             "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
-            "row's speedup compares models, not frameworks.", ""]
+            "row's speedup compares models, not frameworks."
+            + (" HF PyTorch: the same models on Hugging Face's code (transformers, diffusers, "
+               "peft) on native PyTorch, eager and torch.compile'd; best Keras 3 ÷ HF: how many "
+               "times longer the fastest Keras 3 backend takes (Keras over native, see "
+               "Effects)." if native.native_titles(r.keras) else ""), ""]
 
 
 def median_section(r: Report) -> list[str]:
@@ -114,7 +125,15 @@ def median_section(r: Report) -> list[str]:
 
 
 def effects_part(r: Report) -> list[str]:
-    return effects_section(r.analysis, r.plots) if r.analysis is not None else []
+    out = effects_section(r.analysis, r.plots) if r.analysis is not None else []
+    costs = native.markdown_lines(r.keras)
+    if costs and not out:
+        out = ["## Effects", ""]
+    return out + costs
+
+
+def first_token_part(r: Report) -> list[str]:
+    return decoding.markdown_lines(r.summaries, r.keras)
 
 
 def answers_part(r: Report) -> list[str]:
@@ -282,7 +301,8 @@ def plots_section(r: Report) -> list[str]:
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, findings_section, keras_table_section, median_section, effects_part,
-    answers_part, warnings_part, fixed_costs_section, training_section, memory_section,
+    answers_part, warnings_part, fixed_costs_section, training_section, first_token_part,
+    memory_section,
     energy_section, cells_section, tf32_part, published_section, peak_section,
     problems_section, plots_section)
 

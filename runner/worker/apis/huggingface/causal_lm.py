@@ -123,8 +123,11 @@ def generation_config(model, tokens: int, compiled: bool, mode: Any) -> Any:
                                     eos_token_id=None, pad_token_id=model.config.pad_token_id,
                                     bos_token_id=model.config.bos_token_id, use_cache=True)
     if compiled:
-        settings.update(cache_implementation="static", compile_config=CompileConfig(
-            mode="default" if mode is True else str(mode)))
+        compile_config = CompileConfig(mode="default" if mode is True else str(mode))
+        # transformers compiles on accelerators only unless told (its flag for CPU tests): jit =
+        # true means compiled on every device, as on the torch api.
+        compile_config._compile_all_devices = True
+        settings.update(cache_implementation="static", compile_config=compile_config)
     return GenerationConfig(**settings)
 
 
