@@ -91,10 +91,10 @@ def cost_text(estimate: stats.Ratio) -> str:
     return f"{fmt(estimate.ratio)}× ({fmt(estimate.low)}–{fmt(estimate.high)})"
 
 
-def cost_words(estimate: stats.Ratio) -> str:
-    """'takes 2.10× the time (95 % CI 1.90–2.32)', with "— not distinguishable from noise"
-    when the interval covers 1."""
-    text = f"takes {fmt(estimate.ratio)}× the time"
+def cost_words(estimate: stats.Ratio, native: str) -> str:
+    """'takes 2.10× the time of HF PyTorch (eager) (95 % CI 1.90–2.32)', with "— not
+    distinguishable from noise" when the interval covers 1."""
+    text = f"takes {fmt(estimate.ratio)}× the time of {native}"
     if not estimate.has_interval:
         return f"{text} (no interval: {estimate.why})"
     text += f" (95 % CI {fmt(estimate.low)}–{fmt(estimate.high)})"
@@ -166,5 +166,5 @@ def sentences(view: KerasView | None) -> list[str]:
                 f"{r.label}, batch {r.batch_size}" for r in ratios if r.keras == keras
                 and r.native == native and r.estimate.ratio is not None and not r.differs)
             who = "The best Keras 3 backend" if keras == BEST else keras
-            out.append(f"Keras over native: {who} {cost_words(mean)} of {native} ({where}).")
+            out.append(f"Keras over native: {who} {cost_words(mean, native)}, {where}.")
     return out

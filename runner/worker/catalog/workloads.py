@@ -58,7 +58,8 @@ declare_workload(Workload(
     {**_HUB_OPTIONS,
      "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
     help="BERT text classifier, bert_base_en architecture (random weights); expected peaks, "
-         "float32, 512 tokens: fit b32 ~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py)",
+         "float32, 512 tokens: fit b32 ~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py; "
+         "hf: ~27 GB and ~5 GB, benchmarks/peak_memory_hf.py)",
     family="hub",
     sizes={"full": {"sequence_length": 512}, "small": {"sequence_length": 128},
            "tiny": {"sequence_length": 32}},
@@ -68,7 +69,8 @@ declare_workload(Workload(
     help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains the "
          "image encoder alone against random embedding targets, as the study did; expected "
          "peaks, float32, 1024×1024: fit b1 ~50 GB before the GPU compiler's rematerialisation "
-         "(the study ran it on 40 GB), predict b4 ~4 GB (benchmarks/peak_memory.py)",
+         "(the study ran it on 40 GB), predict b4 ~4 GB (benchmarks/peak_memory.py; hf: ~29 GB "
+         "and ~12 GB, benchmarks/peak_memory_hf.py)",
     family="hub",
 ))
 declare_workload(Workload(
@@ -83,7 +85,8 @@ declare_workload(Workload(
     help="StableDiffusion3 medium (Keras 2: keras-cv Stable Diffusion v1.4); fit trains the VAE "
          "image encoder as the study did; expected peaks at the study's batch sizes, float32, "
          "512×512: fit b8 ~34 GB, predict b13 ~19 GB (XLA's buffer plan, "
-         "benchmarks/peak_memory.py): both fit a 40 GB A100",
+         "benchmarks/peak_memory.py): both fit a 40 GB A100 (hf: ~26 GB and ~22 GB, "
+         "benchmarks/peak_memory_hf.py)",
     family="hub",
     sizes={"full": {"num_steps": 25, "image_size": 512},
            "small": {"num_steps": 10, "image_size": 256},
@@ -91,9 +94,11 @@ declare_workload(Workload(
 ))
 for _name, _help in (
     ("gemma", "Gemma causal LM, gemma_7b_en architecture; fit with LoRA; expected peaks, "
-              "bfloat16: fit b8 ~29 GB, generate b32 ~22 GB (benchmarks/peak_memory.py)"),
+              "bfloat16: fit b8 ~29 GB, generate b32 ~22 GB (benchmarks/peak_memory.py; hf: "
+              "~26 GB and ~19 GB, benchmarks/peak_memory_hf.py)"),
     ("mistral", "Mistral causal LM, mistral_7b_en architecture; fit with LoRA; expected peaks, "
-                "bfloat16: fit b8 ~24 GB, generate b32 ~16 GB (benchmarks/peak_memory.py)"),
+                "bfloat16: fit b8 ~24 GB, generate b32 ~16 GB (benchmarks/peak_memory.py; hf: "
+                "~20 GB and ~15 GB, benchmarks/peak_memory_hf.py)"),
 ):
     declare_workload(Workload(
         _name, ("fit", "generate"), ("keras", "hf"), True, PRECISIONS,
