@@ -29,17 +29,14 @@ measures and prints; it asserts nothing.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from peak_memory import A100_40, A100_80, GB, ROWS  # noqa: E402  (the same rows)
+from peak_memory import ROWS, arguments, print_plans  # noqa: E402  (the same rows and lines)
 
 LM_SEQUENCE, LM_MAX_LENGTH, LORA_RANK, BERT_SEQUENCE = 128, 50, 4, 512
 
@@ -235,21 +232,8 @@ def lora(model, rank: int, dtype) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
-    parser.add_argument("--image-size", type=int, default=512, help="Stable Diffusion's side")
-    parser.add_argument("--size", default="full", choices=("full", "small", "tiny"))
-    args = parser.parse_args()
-    print(f"{'row':<18} {'batch':>5} {'dtype':>8} {'peak GB':>8}  fits 40 GB / 80 GB   parts (GB)")
-    for name in args.rows:
-        started = time.perf_counter()
-        plan = row_plan(name, args.size, args.image_size)
-        _, _, batch, policy = ROWS[name]
-        peak = plan["total"]
-        parts = {k: round(v / GB, 2) for k, v in plan.items() if k != "total" and v}
-        fits = f"{'yes' if peak <= A100_40 else 'no':>3} / {'yes' if peak <= A100_80 else 'no':<3}"
-        print(f"{name:<18} {batch:>5} {policy:>8} {peak / GB:>8.1f}  {fits:<19} "
-              f"{json.dumps(parts)} ({time.perf_counter() - started:.0f} s to plan)", flush=True)
+    args = arguments(__doc__)
+    print_plans(args.rows, lambda name: row_plan(name, args.size, args.image_size), "total")
 
 
 if __name__ == "__main__":

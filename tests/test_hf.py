@@ -211,3 +211,63 @@ def test_the_same_answer_as_keras_where_the_weights_are_the_same(offline, keras_
                            ("stable_diffusion", "predict"), ("bert", "fit")):
         cell = next(c for c in cells if c["cell_id"] == f"{workload}-{task}-hf-torch")
         assert cell["answer"] is None and cell["answer_note"], cell["cell_id"]
+
+
+@pytest.mark.slow
+def test_a_run_shows_the_hf_columns_the_ratio_and_the_first_token(write_matrix, run_cli,
+                                                                   results_dir):
+    """`python -m runner MATRIX` on Keras and HF cells: the terminal's Keras table has the HF
+    PyTorch column and the best Keras 3 ÷ HF ratio, generate rows their time to first token,
+    and report.md the Keras-over-native section."""
+    path = write_matrix("""
+        [run]
+        name = "native"
+        repeats = 1
+        warmup_steps = 1
+        steps = 2
+        executor = "local"
+        calibrate = false
+
+        [environments.keras-torch]
+        image = "torch"
+        api = "keras"
+        backend = "torch"
+
+        [environments.hf-torch]
+        image = "hf-torch"
+        api = "hf"
+
+        [[benchmarks]]
+        workload = "bert"
+        task = "predict"
+        batch_size = 8
+        size = "tiny"
+        environments = ["keras-torch", "hf-torch"]
+
+        [[benchmarks]]
+        workload = "gemma"
+        task = "generate"
+        batch_size = 2
+        precision = "bfloat16"
+        size = "tiny"
+        options = { max_length = 14 }
+        environments = ["keras-torch", "hf-torch"]
+        """, with_environments=False)
+    code, out, err = run_cli(path)
+    assert code == 0, err[-3000:]
+    assert "Keras 3 benchmark table" in out and "HF PyTorch" in out and "÷" in out
+    assert "Generate: time to first token" in out
+    (run,) = (results_dir / "native").iterdir()
+    report = (run / "report.md").read_text(encoding="utf-8")
+    table = report.split("## The Keras 3 benchmark table")[1].split("\n## ")[0]
+    assert "| Keras 3 (PyTorch) (eager) | HF PyTorch (eager) | Best Keras 3 ÷ HF PyTorch " \
+           "(eager) |" in table
+    assert "### Keras over native (Hugging Face PyTorch)" in report
+    assert "- Keras over native: The best Keras 3 backend takes" in report
+    section = report.split("## Generate: time to first token")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| gemma (generate)")]
+    assert [line.split(" | ")[2] for line in rows] == ["Keras 3 (PyTorch) (eager)",
+                                                       "HF PyTorch (eager)"]
+    assert all(line.split(" | ")[4] != "–" for line in rows)       # a time to first token
+    header = (run / "summary.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert "ttft_ms" in header
