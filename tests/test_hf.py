@@ -4,7 +4,7 @@ native PyTorch, in the real hf-torch environment on the CPU at tiny sizes.
 Every model × task runs through the real worker (all in ONE process, framework import paid once,
 as tests/test_kerashub.py does) with the network unreachable: a socket guard refuses and logs
 every connection and name lookup, the proxies point at a closed port, HF_HOME is an empty folder,
-and HF_HUB_OFFLINE is left unset here (the hf api sets it itself). The run proves nothing was
+and HF_HUB_OFFLINE is 0 here (the hf api sets it to 1 itself). The run proves nothing was
 fetched: the guard logged nothing and HF_HOME stayed empty. Then the same-answer check: BERT,
 Gemma and Mistral carry the keras-hub cells' seeded weights and compare with Keras on torch;
 SAM and Stable Diffusion 3 say why they do not.
@@ -125,7 +125,7 @@ def offline(tmp_path_factory):
     env.update(PYTHONPATH=str(guard), DL_BENCH_TEST_NETWORK_LOG=str(log), HF_HOME=str(home),
                HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9",
                http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
-               NO_PROXY="", no_proxy="")
+               NO_PROXY="", no_proxy="", HF_HUB_OFFLINE="0")    # the worker overrides it
     return run_batch("hf-torch", "hf", None, HF_CELLS, folder, env), log, home
 
 
@@ -271,3 +271,47 @@ def test_a_run_shows_the_hf_columns_the_ratio_and_the_first_token(write_matrix, 
     assert all(line.split(" | ")[4] != "–" for line in rows)       # a time to first token
     header = (run / "summary.csv").read_text(encoding="utf-8").splitlines()[0]
     assert "ttft_ms" in header
+
+
+@pytest.mark.slow
+def test_the_full_size_models_have_the_keras_cells_parameter_counts():
+    """Built on the meta device (no memory): BERT, SAM, Gemma and Mistral at full size have
+    exactly the keras-hub presets' parameter counts; Stable Diffusion 3's parts are SD3 medium's
+    (CLIP-L and CLIP-G with their projections, the VAE and the transformer of diffusers), whose
+    transformer is 24 × 1536² parameters smaller than keras-hub's MMDiT (measured: 2 028 328 000
+    against 2 084 951 104; every other part is the same size)."""
+    from runner.worker.apis.kerashub import configs
+
+    script = textwrap.dedent("""
+        import json, torch
+        from transformers import AutoModelForCausalLM, BertModel, SamModel
+        from runner.worker.apis.hf_api import bert, gemma, mistral, sam, stable_diffusion as sd
+        from runner.worker.apis.kerashub import configs
+
+        def n(model):
+            return sum(p.numel() for p in model.parameters())
+
+        with torch.device("meta"):
+            c = configs.config(configs.SD3, "full")
+            counts = {
+                "bert": n(BertModel(bert.hf_config(configs.config(configs.BERT, "full")))),
+                "sam": n(SamModel(sam.hf_config(configs.config(configs.SAM, "full")))),
+                "gemma": n(AutoModelForCausalLM.from_config(
+                    gemma.hf_config(configs.config(configs.GEMMA, "full")))),
+                "mistral": n(AutoModelForCausalLM.from_config(
+                    mistral.hf_config(configs.config(configs.MISTRAL, "full")))),
+                "stable_diffusion": [n(sd.transformer(c, 512)), n(sd.vae(c, 512)),
+                                     n(sd.clip(c["clip_l"])), n(sd.clip(c["clip_g"]))]}
+        print(json.dumps(counts))
+    """)
+    done = subprocess.run([str(venvs.build("hf-torch").python), "-c", script], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    for workload in ("bert", "sam", "gemma", "mistral"):
+        assert counts[workload] == configs.PRESET_PARAMS[workload][1], workload
+    transformer, vae, clip_l, clip_g = counts["stable_diffusion"]
+    assert (transformer, vae, clip_l, clip_g) == (2_028_328_000, 83_819_683, 123_650_304,
+                                                  694_659_840)
+    assert sum(counts["stable_diffusion"]) + 24 * 1536 ** 2 == \
+        configs.PRESET_PARAMS["stable_diffusion"][1]

@@ -14,12 +14,12 @@ import os
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-# Before transformers, diffusers or huggingface_hub is imported (each reads them at import time).
+# Before transformers, diffusers or huggingface_hub is imported (each reads them at import time);
+# set, not defaulted: no environment variable of the matrix turns downloads back on.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_HUB_DISABLE_TELEMETRY": "1", "DIFFUSERS_NO_ADVISORY_WARNINGS": "1",
            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
-for _key, _value in OFFLINE.items():
-    os.environ.setdefault(_key, _value)
+os.environ.update(OFFLINE)
 
 from ..torch_api import Framework as Torch  # noqa: E402
 
