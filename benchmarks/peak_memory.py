@@ -254,25 +254,40 @@ def jax_nn_log_softmax(x):
     return jax.nn.log_softmax(x, axis=-1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str) -> argparse.Namespace:
+    """The command line both planners take (this one and peak_memory_hf.py)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--image-size", type=int, default=512, help="Stable Diffusion's side")
     parser.add_argument("--size", default="full", choices=("full", "small", "tiny"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def print_plans(rows: list[str], plan_of, peak_key: str = "peak") -> None:
+    """One line per row: its peak, whether it fits a 40 / 80 GB A100, its parts in GB."""
     print(f"{'row':<18} {'batch':>5} {'dtype':>8} {'peak GB':>8}  fits 40 GB / 80 GB   parts (GB)")
-    for name in args.rows:
+    for name in rows:
         started = time.perf_counter()
-        plan = row_plan(name, args.size, args.image_size)
+        plan = plan_of(name)
         _, _, batch, policy = ROWS[name]
-        if policy == "bfloat16":
-            plan = {k: v if k == "trained_params" else v / 2 for k, v in plan.items()}
-        peak = plan["peak"]
+        peak = plan[peak_key]
         parts = {k: round(v / GB, 2) if isinstance(v, (int, float)) and k != "trained_params"
-                 else v for k, v in plan.items() if k != "peak"}
+                 else v for k, v in plan.items() if k != peak_key}
         fits = f"{'yes' if peak <= A100_40 else 'no':>3} / {'yes' if peak <= A100_80 else 'no':<3}"
         print(f"{name:<18} {batch:>5} {policy:>8} {peak / GB:>8.1f}  {fits:<19} "
               f"{json.dumps(parts)} ({time.perf_counter() - started:.0f} s to plan)", flush=True)
+
+
+def main() -> None:
+    args = arguments(__doc__)
+
+    def plan_of(name: str) -> dict[str, float]:
+        plan = row_plan(name, args.size, args.image_size)
+        if ROWS[name][3] == "bfloat16":
+            plan = {k: v if k == "trained_params" else v / 2 for k, v in plan.items()}
+        return plan
+
+    print_plans(args.rows, plan_of)
 
 
 if __name__ == "__main__":

@@ -154,7 +154,7 @@ def show_preparation(matrix: Matrix, setup: Setup, plan: Plan, calibrations: lis
 
 def plan_table(matrix: Matrix, plan: Plan) -> Table:
     """The cells to run (or done), each name whole on its line where the terminal allows."""
-    table = _listing(f"Plan: {matrix.path} (profile {matrix.profile})", plan)
+    table = _listing(f"Plan: {matrix.path} (profile {matrix.profile})", plan.cells)
     for column in ("id", "repeats", "steps"):
         table.add_column(column, justify="left" if column == "id" else "right", no_wrap=True)
     table.add_column("state", overflow="fold")
@@ -176,20 +176,20 @@ def not_applicable_table(plan: Plan) -> Table | None:
     """The cells planned as not applicable, and why (the reason has the width left)."""
     if not plan.not_applicable:
         return None
-    table = _listing("Not applicable (NA in the report)", plan)
+    table = _listing("Not applicable (NA in the report)", plan.not_applicable)
     table.add_column("why", overflow="fold", style="yellow")
     for cell in plan.not_applicable:
         table.add_row(user_text(cell.name), user_text(cell.not_applicable or ""))
     return table
 
 
-def _listing(title: str, plan: Plan) -> Table:
-    """A table of cells: no outer border, the names whole (up to 56 characters: the other
+def _listing(title: str, cells: list[Cell]) -> Table:
+    """A table of `cells`: no outer border, the names whole (up to 60 characters: the other
     columns fold first; longer names fold too)."""
     table = Table(title=user_text(title), title_justify="left", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False)
-    longest = max((len(c.name) for c in [*plan.cells, *plan.not_applicable]), default=4)
-    table.add_column("cell", overflow="fold", no_wrap=longest <= 56)
+    longest = max((len(c.name) for c in cells), default=4)
+    table.add_column("cell", overflow="fold", no_wrap=longest <= 60)
     return table
 
 

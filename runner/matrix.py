@@ -14,6 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from collections.abc import Sequence
 
 from . import schema
 from .errors import UsageError
@@ -285,7 +286,8 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 options=options, env=worker_env(run, env),
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
                 repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
-                not_applicable=catalog.not_applicable_reason(
+                not_applicable=profile_reason(index, bench.profiles, matrix.profile)
+                or catalog.not_applicable_reason(
                     spec.workload(bench.workload), env.api, env.backend, coords, task),
                 min_time_s=run.min_time, max_time_s=run.max_time,
                 keep_compile_caches=run.keep_compile_caches,
@@ -298,6 +300,13 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             cells[cell.id] = cell
             origin[cell.id] = index
     return list(cells.values())
+
+
+def profile_reason(index: int, profiles: Sequence[str] | None, profile: str) -> str | None:
+    """Why a benchmark's cells do not run under this profile (its `profiles` leave it out)."""
+    if profiles is None or profile in profiles:
+        return None
+    return f"benchmarks[{index}] runs under the {' and '.join(profiles)} profile only"
 
 
 # The frameworks' own switches for on-demand device memory ([run] preallocate = false).

@@ -137,6 +137,11 @@ def test_every_model_and_task(environment, results_of):
             else:
                 assert r["extra"]["generated_length"] == options["max_length"], where
                 assert r["extra"]["tokens_per_s"] > 0, where
+                # Time to first token (apis/first_token.py): one-new-token calls, and N, the
+                # decoding loop's steps from the shortest prompt to max_length.
+                assert len(r["extra"]["prefill_ms"]) >= 3, where
+                assert all(t > 0 for t in r["extra"]["prefill_ms"]), where
+                assert 2 <= r["extra"]["generated_tokens"] < options["max_length"], where
         if workload == "stable_diffusion":
             # The model is built for options.image_size (not the config's default side).
             assert r["effective"]["image_size"] == r["extra"]["image_size"] == 96, where
@@ -235,7 +240,9 @@ def test_matrix_rows():
     for cell in cells:
         seen.setdefault((cell.workload, cell.task), set()).add(cell.batch_size)
         assert cell.axes["size"] == "full"
-        assert cell.environment in ENVIRONMENTS
+        assert cell.environment in ENVIRONMENTS or cell.environment == "hf-torch"
+        # hf-torch: the same rows on Hugging Face's code, eager and torch.compile'd
+        assert cell.axes["jit"] == "auto" or (cell.environment, cell.axes["jit"]) == ("hf-torch", True)
         if cell.workload in ("gemma", "mistral"):
             assert cell.axes["precision"] == "bfloat16"
             assert (cell.not_applicable is not None) == (cell.environment == "keras2")
@@ -247,7 +254,12 @@ def test_matrix_rows():
             assert cell.options["sequence_length"] == 128 and cell.options["lora_rank"] == 4
             assert cell.options["max_length"] == 50
     assert seen == expected
-    assert {c.environment for c in cells} == set(ENVIRONMENTS)
+    assert {c.environment for c in cells} == set(ENVIRONMENTS) | {"hf-torch"}
+    for workload, task in expected:      # one eager and one compiled hf cell per row
+        hf = [c for c in cells if c.environment == "hf-torch" and (c.workload, c.task) ==
+              (workload, task)]
+        batches = len(expected[(workload, task)])
+        assert sorted(str(c.axes["jit"]) for c in hf) == sorted(["True", "auto"] * batches)
     # The study's order: SAM, Stable Diffusion, BERT, Gemma, Mistral; fit before predict.
     rows = list(dict.fromkeys((c.workload, c.task, c.batch_size) for c in cells))
     assert rows == [("sam", "fit", 1), ("sam", "predict", 4), ("stable_diffusion", "fit", 8),
@@ -261,6 +273,12 @@ def test_matrix_rows():
     tiny = [c for c in smoke.cells if c.workload in configs.PRESET_PARAMS]
     assert tiny and all(c.axes["size"] == "tiny" for c in tiny)
     assert len(tiny) == len(cells)
+    # The smoke profile keeps its budget: the compiled hf cells are planned not applicable.
+    compiled = [c for c in tiny if c.axes["jit"] is True]
+    assert compiled and all(c.environment == "hf-torch" and "full profile only" in
+                            (c.not_applicable or "") for c in compiled)
+    assert all(c.not_applicable is None for c in tiny if c.environment == "hf-torch"
+               and c.axes["jit"] == "auto")
 
 
 def test_presets_only_from_local_folders(tmp_path):

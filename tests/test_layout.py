@@ -13,7 +13,8 @@ import pytest
 
 RUNNER = Path(__file__).resolve().parents[1] / "runner"
 RENDERERS = {"terminal", "markdown", "html", "files", "plots", "compare"}
-FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax"}
+FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax",
+              "transformers", "diffusers", "peft", "accelerate", "huggingface_hub"}
 
 
 def module_name(path: Path) -> str:

@@ -40,6 +40,25 @@ def test_smoke_profile_overrides_run_keys_and_axes(write_matrix):
     assert m.resolved["run"]["profile"] == "smoke"
 
 
+def test_a_benchmark_for_some_profiles_is_planned_not_applicable_under_the_others(write_matrix,
+                                                                                  run_cli):
+    text = BENCH + """
+[[benchmarks]]
+workload = "elementwise"
+environments = ["numpy"]
+profiles = ["full"]
+"""
+    full = matrix_mod.load(write_matrix(text), profile="full")
+    smoke = matrix_mod.load(write_matrix(text), profile="smoke")
+    assert [c.not_applicable for c in full.cells if c.workload == "elementwise"] == [None]
+    (skipped,) = [c for c in smoke.cells if c.workload == "elementwise"]
+    assert skipped.not_applicable == "benchmarks[1] runs under the full profile only"
+    assert not any("profile" in (c.not_applicable or "") for c in smoke.cells
+                   if c.workload == "matmul")
+    code, _, err = run_cli(write_matrix(text.replace('["full"]', '["ful"]')), "--dry-run")
+    assert code == 2 and err.count("\n") == 1 and "benchmarks[1].profiles" in err
+
+
 def test_auto_profile_follows_the_gpu(write_matrix):
     path = write_matrix(BENCH)
     no_gpu = matrix_mod.load(path, gpu_found=False)

@@ -128,14 +128,18 @@ def do_show(engine, args, console) -> int:
     points = series(engine, name)
     table = Table(title=f"{name}: {points[0].label}, batch {points[0].batch_size}",
                   title_justify="left")
-    for column in ("run", "started", "median ms", "95 % interval", "repeats", "stack"):
+    generate = any(point.ttft_ms is not None for point in points)
+    for column in ("run", "started", "median ms", "95 % interval",
+                   *(("first token ms", "decode ms/token") if generate else ()),
+                   "repeats", "stack"):
         table.add_column(column, overflow="fold", no_wrap=column in ("median ms",))
     for point in points:
         median = _fmt(point.median_ms) if point.status == "ok" else point.status
         interval = (f"{_fmt(point.ci_low_ms)}–{_fmt(point.ci_high_ms)}"
                     if point.ci_low_ms is not None else "–")
         stack = "first" if point.change is None else user_text(point.change.text())
-        table.add_row(user_text(point.run_id), point.started_at or "–", median, interval,
+        first = (_fmt(point.ttft_ms), _fmt(point.decode_ms_per_token)) if generate else ()
+        table.add_row(user_text(point.run_id), point.started_at or "–", median, interval, *first,
                       str(len(point.repeat_medians_ms)), stack)
     console.print(table)
     return EXIT_OK

@@ -101,6 +101,9 @@ class Point:
     batch_size: int | None
     stack: dict[str, Any] = field(default_factory=dict)
     change: StackDiff | None = None       # against the previous point's stack
+    # generate cells: time to first token and decode latency per token (results/decoding.py)
+    ttft_ms: float | None = None
+    decode_ms_per_token: float | None = None
 
 
 def series(engine: Engine, cell_name: str) -> list[Point]:
@@ -119,6 +122,7 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
                             row.ci_low_ms, row.ci_high_ms, list(row.repeat_medians_ms or []),
                             row.environment, row.environment_name, row.label, row.batch_size))
         code[id(points[-1])] = user_code_digest(row.summary)
+        points[-1].ttft_ms, points[-1].decode_ms_per_token = first_token(row.summary)
     stacks = environment_stacks(engine, [p.environment_pk for p in points if p.environment_pk])
     runs: dict[int | None, dict[str, Any]] = {row["id"]: row for row in (dict(x._mapping) for x in _all(
         engine, select(r).where(r.c.id.in_([p.run_pk for p in points]))))}
@@ -131,6 +135,16 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
             point.change = diff_stacks(previous.stack, point.stack)
         previous = point
     return points
+
+
+def first_token(summary: Any) -> tuple[float | None, float | None]:
+    """A generate cell's time to first token and decode ms per token, from its stored summary."""
+    if not isinstance(summary, dict):
+        return None, None
+    values = [summary.get(k) for k in ("ttft_ms", "decode_ms_per_token")]
+    ttft, decode = (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+                    for v in values)
+    return ttft, decode
 
 
 def user_code_digest(summary: Any) -> str | None:

@@ -9,13 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import answers, findings, reference
+from . import answers, decoding, findings, native, reference
 from .effects import Analysis, keras_speedups
 from .formatting import best_text, cell_text, comparable_values, fmt, percent
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
                              effects_section, no_interval_note, ratio_text, tf32_section,
                              training_table, warnings_section)
-from .summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, keras_view, pivot, tf32_rows
+from .keras_table import keras_view
+from .summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
 from .types import CellSummary, Manifest
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
@@ -32,11 +33,15 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
     speedups = keras_speedups(summaries) if keras_columns else {}
+    view = (summaries, environments, titles) if keras_columns and titles else None
+    natives, costs = native.native_titles(view), native.best_columns(view)
     marked = tf32_rows(summaries)
     extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
+    extra_head += "".join(f" Best Keras 3 ÷ {title} |" for title in natives)
     heads = [(titles or {}).get(e, e) for e in environments]
     lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
-             "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")]
+             "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")
+             + "---:|" * len(natives)]
     for label, batch in rows:
         values = comparable_values((grid.get((label, batch, e)) for e in environments), key)
         best = best_text(values, lower_is_better) if bold_best else None
@@ -47,6 +52,8 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
             cells.append(ratio_text(entry["estimate"])
                          + (f" {TF32_MARK}" if entry["tf32_mixed"] else "")
                          if entry and entry["speedup"] else "–")
+        cells += [native.cost_text(costs[(label, batch)][title])
+                  if title in costs.get((label, batch), {}) else "–" for title in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
     notes = [TF32_NOTE] if marked else []
@@ -88,6 +95,7 @@ def findings_section(r: Report) -> list[str]:
     if r.analysis is None:
         return []
     said = findings.sentences(r.summaries, r.analysis, r.keras[0] if r.keras else None)
+    said += native.sentences(r.keras)
     return ["", "## Findings", "", *[f"- {sentence}" for sentence in said]] if said else []
 
 
@@ -100,7 +108,11 @@ def keras_table_section(r: Report) -> list[str]:
                                                                   columns=columns, titles=titles), "",
             "Rows in the matrix's order (the study's Table 2); Keras 2's Stable Diffusion is "
             "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
-            "row's speedup compares models, not frameworks.", ""]
+            "row's speedup compares models, not frameworks."
+            + (" HF PyTorch: the same models on Hugging Face's code (transformers, diffusers, "
+               "peft) on native PyTorch, eager and torch.compile'd; best Keras 3 ÷ HF: how many "
+               "times longer the fastest Keras 3 backend takes (Keras over native, see "
+               "Effects)." if native.native_titles(r.keras) else ""), ""]
 
 
 def time_section(r: Report) -> list[str]:
@@ -122,7 +134,15 @@ def time_section(r: Report) -> list[str]:
 
 
 def effects_part(r: Report) -> list[str]:
-    return effects_section(r.analysis, r.plots) if r.analysis is not None else []
+    out = effects_section(r.analysis, r.plots) if r.analysis is not None else []
+    costs = native.markdown_lines(r.keras)
+    if costs and not out:
+        out = ["## Effects", ""]
+    return out + costs
+
+
+def first_token_part(r: Report) -> list[str]:
+    return decoding.markdown_lines(r.summaries, r.keras)
 
 
 def answers_part(r: Report) -> list[str]:
@@ -315,7 +335,8 @@ def plots_section(r: Report) -> list[str]:
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
     effects_part,
-    answers_part, warnings_part, fixed_costs_section, training_section, memory_section,
+    answers_part, warnings_part, fixed_costs_section, training_section, first_token_part,
+    memory_section,
     energy_section, cells_section, tf32_part, published_section, peak_section,
     problems_section, plots_section)
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
-from . import conditions, derived, stats
+from . import conditions, decoding, derived, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
                     tf32_state)
 from ..machine_profile import cv_for, spread_for
@@ -180,6 +180,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
         epoch_measured_s=_median([derived.measured_epoch_s(r) for r in ok]),
         study_step_ms=_median([derived.study_step_ms(r) for r in ok]),
+        **decoding.first_token_figures(ok),
         device_name=device_name(ok[0]) if ok else None,
         on_gpu=bool(ok) and ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
@@ -286,43 +287,3 @@ def fixed_costs(summaries: list[CellSummary]) -> list[dict[str, Any]]:
                     "fixed_s": _median(fixed),
                     "timed_s": _median([s["train_s"] for s in cells])})
     return out
-
-
-KERAS_BACKEND_ORDER = ("tensorflow", "jax", "torch")
-BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
-
-
-def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[str],
-                                                         dict[str, str]] | None:
-    """The Keras 3 benchmark study's layout: its rows (the keras-hub models) with columns
-    Keras 2 | Keras 3 TensorFlow | JAX | PyTorch, each named as the study names it (PyTorch
-    "eager" unless its cells compiled). (summaries, column order, titles), or None when the run
-    has no such rows."""
-    rows = [s for s in summaries if catalog.is_hub(s["workload"])
-            and s["api"] in (KERAS3_API, KERAS2_API)]
-    if not rows:
-        return None
-
-    def rank(env: str) -> tuple[int, int]:
-        first = next(s for s in rows if s["environment"] == env)
-        if first["api"] == KERAS2_API:
-            return (0, 0)
-        backend = first.get("backend")
-        return (1, KERAS_BACKEND_ORDER.index(backend) if backend in KERAS_BACKEND_ORDER else 9)
-
-    columns = sorted(dict.fromkeys(s["environment"] for s in rows), key=rank)
-    titles: dict[str, str] = {}
-    for env in columns:
-        cells = [s for s in rows if s["environment"] == env]
-        if cells[0]["api"] == KERAS2_API:
-            title = "Keras 2 (TensorFlow)"
-        else:
-            backend = cells[0].get("backend")
-            title = f"Keras 3 ({BACKEND_TITLES.get(backend or '', backend)})"
-            if backend == "torch":
-                compiled = [s.get("jit_compile") for s in cells if s["status"] == "ok"]
-                title += " (compiled)" if compiled and all(compiled) else " (eager)"
-        if title in titles.values():
-            title += f" [{env}]"
-        titles[env] = title
-    return rows, columns, titles

@@ -6,16 +6,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import decoding, native
 from .conditions import to_act_on
-from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values
-from .summaries import TF32_MARK, TIME_KEY, keras_view, pivot, tf32_rows
+from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values, fmt
+from .keras_table import keras_view
+from .summaries import TF32_MARK, TIME_KEY, pivot, tf32_rows
 from .types import CellSummary
 
 
 def terminal_table(summaries: list[CellSummary], title: str,
                    columns: list[str] | None = None, titles: dict[str, str] | None = None):
-    """A rich table of ms/step (geometric mean of the repeat medians), rows × environments (in `columns` order, headed by
-    `titles` where given; labels escaped: `[precision=...]` is not markup)."""
+    """A rich table of ms/step (the geometric mean of the repeat medians), rows × environments
+    (in `columns` order, headed by `titles` where given; labels escaped: `[precision=...]` is
+    not markup). The Keras table (`titles` given) ends with the Keras-over-native columns where
+    it has native ones."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -23,6 +27,8 @@ def terminal_table(summaries: list[CellSummary], title: str,
 
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
+    view = (summaries, environments, titles) if titles else None
+    natives, costs = native.native_titles(view), native.best_columns(view)
     # No outer border and one space between columns; an environment's name breaks after its
     # hyphens in the header, a number never breaks: eight environments fit 100 columns.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
@@ -32,6 +38,8 @@ def terminal_table(summaries: list[CellSummary], title: str,
     table.add_column("Batch", justify="right", no_wrap=True)
     for env in environments:
         table.add_column(header((titles or {}).get(env, env)), justify="right", no_wrap=True)
+    for name in natives:
+        table.add_column(header(f"best Keras 3 ÷ {name}"), justify="right", no_wrap=True)
     for label, batch in rows:
         best = best_text(comparable_values((grid.get((label, batch, e)) for e in environments),
                                            TIME_KEY))
@@ -48,25 +56,30 @@ def terminal_table(summaries: list[CellSummary], title: str,
             if cell is not None and to_act_on(cell):
                 text += " [yellow]![/]"
             cells.append(text)
+        cells += [native.cost_text(costs[(label, batch)][name])
+                  if name in costs.get((label, batch), {}) else "–" for name in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(escape(label) + mark, str(batch), *cells)
-    flagged = sum(1 for s in summaries if to_act_on(s))
-    routine = sum(1 for s in summaries if s.get("warnings")) - flagged
-    differing = sum(1 for s in summaries if s.get("answer_differs"))
-    table.caption = ("geometric mean of the repeat medians, ms/step (the ratios' estimator); "
-                     "best in green (ties as printed all "
-                     "green); NA = not applicable"
-                     + (f"; [yellow]![/] {flagged} cell(s) to look at (report.md)"
-                        if flagged else "")
-                     + (f"; {routine} {'more ' if flagged else ''}with warnings of the "
-                        "machine's noise (one line per kind in report.md)" if routine else "")
-                     + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
-                        if marked else "")
-                     + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
-                        "answer from their row, never best (report.md)" if differing else ""))
+    table.caption = caption(summaries, marked)
     # As wide as its legend where the terminal allows: the legend wraps only at its edge.
     table.min_width = len(Text.from_markup(table.caption).plain)
     return table
+
+
+def caption(summaries: list[CellSummary], marked: set[tuple[str, int]]) -> str:
+    """The table's legend: what a number is, and what its marks say (rich markup)."""
+    flagged = sum(1 for s in summaries if to_act_on(s))
+    routine = sum(1 for s in summaries if s.get("warnings")) - flagged
+    differing = sum(1 for s in summaries if s.get("answer_differs"))
+    return ("geometric mean of the repeat medians, ms/step (the ratios' estimator); "
+            "best in green (ties as printed all green); NA = not applicable"
+            + (f"; [yellow]![/] {flagged} cell(s) to look at (report.md)" if flagged else "")
+            + (f"; {routine} {'more ' if flagged else ''}with warnings of the machine's noise "
+               "(one line per kind in report.md)" if routine else "")
+            + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
+               if marked else "")
+            + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
+               "answer from their row, never best (report.md)" if differing else ""))
 
 
 def header(name: str) -> str:
@@ -85,5 +98,31 @@ def tables(summaries: list[CellSummary], title: str) -> list[Any]:
     if keras:
         rows, columns, titles = keras
         out.append(terminal_table(rows, f"Keras 3 benchmark table — {title}", columns, titles))
+    first = first_token_table(summaries, keras)
+    if first is not None:
+        out.append(first)
     out.append(terminal_table(summaries, title))
     return out
+
+
+def first_token_table(summaries: list[CellSummary], keras: Any):
+    """The generate cells' time to first token and decode latency per token (ms), or None."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    cells = [s for s in summaries if s["status"] == "ok" and s.get("ttft_ms") is not None]
+    if not cells:
+        return None
+    titles = decoding.keras_titles(keras)
+    table = Table(title="Generate: time to first token", title_justify="left",
+                  caption="ms; decode per token = (ms per call − first token) ÷ (tokens − 1)")
+    for name in ("Workload (task)", "Batch", "Environment", "ms per call", "first token",
+                 "decode per token", "tokens/s"):
+        table.add_column(name, justify="left" if name in ("Workload (task)", "Environment")
+                         else "right")
+    for s in cells:
+        table.add_row(escape(s["label"]), str(s["batch_size"]),
+                      escape(titles.get(s["cell_id"], s["environment"])), fmt(s.get("median_ms")),
+                      fmt(s.get("ttft_ms")), fmt(s.get("decode_ms_per_token")),
+                      fmt(s.get("tokens_per_s")))
+    return table

@@ -157,6 +157,10 @@ class CellSummary(CellCoordinates, total=False):
     epoch_s: float | None
     epoch_measured_s: float | None
     study_step_ms: float | None
+    # generate cells: time to first token and per-token decode latency (results/decoding.py)
+    ttft_ms: float | None
+    decode_ms_per_token: float | None
+    tokens_per_s: float | None
     items_per_step: float | None
     flops_per_step: float | None
     rss_initial_mb: float | None

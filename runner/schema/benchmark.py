@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (Field, PositiveFloat, PositiveInt, ValidationInfo, create_model,
                       field_validator, model_validator)
@@ -70,6 +70,10 @@ class _Benchmark(Strict):
     # Compare what each cell computed (its answer) with the other environments of its row; false
     # where the APIs are known to compute differently (the report says the check was off).
     check_answers: bool = True
+    # The profiles this benchmark runs under (None: every one). Under another its cells are
+    # planned not_applicable, with the reason: shown and counted, never silently dropped (the
+    # canonical matrix keeps torch.compile'd Hugging Face cells out of the smoke profile).
+    profiles: list[Literal["full", "smoke"]] | None = Field(None, min_length=1)
     # Two of the catalog's axes the validator below completes from the workload (BenchmarkSpec
     # adds every axis as a field; these two are declared here so the validator can name them).
     task: Any = None

@@ -29,6 +29,11 @@ KEYS: dict[str, tuple[str, bool]] = {
     "optax_version": ("Optax version", False),
     "tensorflow_version": ("TensorFlow version underneath Keras", True),
     "torch_num_threads": ("torch intra-op threads", False),
+    # The hf api (Hugging Face's model code on native torch): the libraries the model code is.
+    "transformers_version": ("transformers version (hf api)", True),
+    "diffusers_version": ("diffusers version (hf api)", True),
+    "peft_version": ("peft version (hf api)", True),
+    "accelerate_version": ("accelerate version (hf api)", True),
     "cuda_version": ("CUDA version the framework was built with / loaded", True),
     "cudnn_version": ("cuDNN version the framework reports", True),
     "gpu_name": ("GPU model", True),

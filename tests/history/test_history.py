@@ -221,3 +221,21 @@ def test_postgresql_without_its_driver_is_one_line_naming_the_extra(capsys, monk
     assert cli.main(["history", "list", "--db", "postgresql://bench@127.0.0.1:1/bench"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "dl-bench-runner[postgres]" in err, err
+
+
+def test_show_gives_a_generate_cells_time_to_first_token(history, tmp_path):
+    """The history keeps a generate cell's time to first token and decode latency (its stored
+    summary) and `show` prints them beside the median."""
+    import json
+
+    folder = write_run(tmp_path, "tokens", 1)
+    for path in sorted((folder / "cells").glob("e1ewjax000-r*.json")):
+        record = json.loads(path.read_text())
+        record["extra"] = {**(record.get("extra") or {}), "prefill_ms": [0.5, 0.25, 0.75],
+                           "generated_tokens": 11}
+        path.write_text(json.dumps(record))
+    history("import", folder)
+    code, out, _ = history("show", "e1ewjax000")
+    assert code == 0 and "first token ms" in out and "decode ms/token" in out
+    line = next(line for line in out.splitlines() if "tokens/" in line)
+    assert " 0.5 " in line

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner import cli
-from runner.results import (effects, files, formatting, html, markdown, plots,
+from runner.results import (effects, files, formatting, html, keras_table, markdown, plots,
                             summaries as summarize, terminal)
 from runner.results.store import Store
 
@@ -290,7 +290,7 @@ def test_the_keras_table_has_the_studys_layout_and_no_speedup_across_models():
                 workload=workload, task=task, batch_size=batch, options={},
                 effective={"jit_compile": False}, samples_ms=[100.0 + 10 * i] * 5))
     summaries = summarize.cell_summaries(records, [r["cell_id"] for r in records])
-    rows, columns, titles = summarize.keras_view(summaries)
+    rows, columns, titles = keras_table.keras_view(summaries)
     assert columns == ["keras2", "keras-tensorflow", "keras-jax", "keras-torch"]
     assert [titles[c] for c in columns] == ["Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)",
                                             "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]

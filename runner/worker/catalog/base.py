@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable
 
-APIS = ("keras", "tf-keras", "torch", "jax", "tensorflow", "numpy")
+APIS = ("keras", "tf-keras", "torch", "jax", "tensorflow", "numpy", "hf")
 KERAS_BACKENDS = ("tensorflow", "jax", "torch")
 # The environment keys that name an API's package under runner.worker.apis.
 API_PACKAGES = {api: api.replace("-", "_") + "_api" for api in APIS}

@@ -68,7 +68,7 @@ def numpy_tf32(c: Where) -> str | None:
 def torch_compile_modes(c: Where) -> str | None:
     jit = c.axes["jit"]
     if isinstance(jit, str) and jit in TORCH_COMPILE_MODES and not (
-            c.api == "torch" or c.keras_on("torch")):
+            c.api in ("torch", "hf") or c.keras_on("torch")):
         return f"torch.compile mode {jit!r} applies to torch only"
     return None
 

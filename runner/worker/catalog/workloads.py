@@ -52,28 +52,32 @@ declare_workload(Workload(
 # api, image keras2-tf215) runs the same configurations with keras-nlp / keras-cv 0.8, which have
 # no Gemma or Mistral. Full sizes are the study's settings (BERT sequence length 512; Gemma and
 # Mistral fit at sequence length 128 with LoRA rank 4, generate to length 50; SD denoising steps
-# per predict call); tiny keeps the shapes small for CPU smoke runs.
+# per predict call); tiny keeps the shapes small for CPU smoke runs. The "hf" api (images/hf-torch)
+# runs the same five models with Hugging Face's code on native PyTorch (transformers, diffusers,
+# peft), built from the same configurations: the "Keras over native" columns.
 declare_workload(Workload(
-    "bert", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+    "bert", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS,
     {**_HUB_OPTIONS,
      "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
     help="BERT text classifier, bert_base_en_uncased architecture (109 482 240 parameters, "
          "vocabulary 30 522; random weights); expected peaks, float32, 512 tokens: fit b32 "
-         "~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py)",
+         "~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py; hf: ~27 GB and ~5 GB, "
+         "benchmarks/peak_memory_hf.py)",
     family="hub",
     sizes={"full": {"sequence_length": 512}, "small": {"sequence_length": 128},
            "tiny": {"sequence_length": 32}},
 ))
 declare_workload(Workload(
-    "sam", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS, dict(_HUB_OPTIONS),
+    "sam", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS, dict(_HUB_OPTIONS),
     help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains the "
          "image encoder alone against random embedding targets, as the study did; expected "
          "peaks, float32, 1024×1024: fit b1 ~50 GB before the GPU compiler's rematerialisation "
-         "(the study ran it on 40 GB), predict b4 ~4 GB (benchmarks/peak_memory.py)",
+         "(the study ran it on 40 GB), predict b4 ~4 GB (benchmarks/peak_memory.py; hf: ~29 GB "
+         "and ~12 GB, benchmarks/peak_memory_hf.py)",
     family="hub", dense_paths=("conv", "matmul"),    # patch embedding and neck convolutions
 ))
 declare_workload(Workload(
-    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras"), True, PRECISIONS,
+    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS,
     {**_HUB_OPTIONS,
      "num_steps": Option(int, "predict: denoising steps per generate call (time is per "
                               "denoising step)", True),
@@ -84,7 +88,8 @@ declare_workload(Workload(
     help="StableDiffusion3 medium (Keras 2: keras-cv Stable Diffusion v1.4); fit trains the VAE "
          "image encoder as the study did; expected peaks at the study's batch sizes, float32, "
          "512×512: fit b8 ~34 GB, predict b13 ~19 GB (XLA's buffer plan, "
-         "benchmarks/peak_memory.py): both fit a 40 GB A100",
+         "benchmarks/peak_memory.py): both fit a 40 GB A100 (hf: ~26 GB and ~22 GB, "
+         "benchmarks/peak_memory_hf.py)",
     family="hub",
     sizes={"full": {"num_steps": 25, "image_size": 512},
            "small": {"num_steps": 10, "image_size": 256},
@@ -93,12 +98,14 @@ declare_workload(Workload(
 ))
 for _name, _help in (
     ("gemma", "Gemma causal LM, gemma_7b_en architecture; fit with LoRA; expected peaks, "
-              "bfloat16: fit b8 ~29 GB, generate b32 ~22 GB (benchmarks/peak_memory.py)"),
+              "bfloat16: fit b8 ~29 GB, generate b32 ~22 GB (benchmarks/peak_memory.py; hf: "
+              "~26 GB and ~19 GB, benchmarks/peak_memory_hf.py)"),
     ("mistral", "Mistral causal LM, mistral_7b_en architecture; fit with LoRA; expected peaks, "
-                "bfloat16: fit b8 ~24 GB, generate b32 ~16 GB (benchmarks/peak_memory.py)"),
+                "bfloat16: fit b8 ~24 GB, generate b32 ~16 GB (benchmarks/peak_memory.py; hf: "
+                "~20 GB and ~15 GB, benchmarks/peak_memory_hf.py)"),
 ):
     declare_workload(Workload(
-        _name, ("fit", "generate"), ("keras",), True, PRECISIONS,
+        _name, ("fit", "generate"), ("keras", "hf"), True, PRECISIONS,
         {**_HUB_OPTIONS,
          "sequence_length": Option(int, "fit: tokens per sample (default 128)", True),
          "max_length": Option(int, "generate: total sequence length (default 50)", True),

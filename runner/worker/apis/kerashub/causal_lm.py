@@ -5,7 +5,8 @@ fit: LoRA (rank options.lora_rank, 4 by default) on random token ids, sequence l
 size, next-token cross-entropy through train_on_batch; the study ran it in bfloat16 (the matrix
 sets precision). generate: a SentencePiece tokenizer trained in memory tokenises a few prompts,
 then model.generate runs keras-hub's real sampling loop on the token ids (preprocessor=None) to
-options.max_length, 50 by default (time per call, tokens/s in extra).
+options.max_length, 50 by default (time per call, tokens/s in extra); after the timed calls, the
+time to first token (apis/first_token.py: prefill_ms and generated_tokens in extra).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...bench import Bench
-from .. import answers
+from .. import answers, first_token
 from .benches import fit_bench, jit_in_effect
 from .configs import config
 from .inputs import PROMPTS, causal_lm_inputs, seed_weights, sentencepiece_proto
@@ -96,12 +97,34 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
     def evaluate() -> dict[str, Any]:
         # Tokens per second over the timed calls (the first call, which compiles, is excluded).
         timed = durations[spec.warmup_steps:] or durations
-        return {"tokens_per_s": new_tokens * len(timed) / sum(timed)}
+        return {"tokens_per_s": new_tokens * len(timed) / sum(timed),
+                **prefill(keras, model, inputs, len(timed))}
 
     return Bench(items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
                  effective={"jit_compile": jit_in_effect(model)}, extra=facts, step=step,
                  evaluate=evaluate, answer=lambda: generate_answer(keras, model, inputs, step,
                                                                    facts["sampler"]))
+
+
+def prefill(keras, model, inputs: dict[str, np.ndarray], timed_calls: int) -> dict[str, Any]:
+    """Time to first token (apis/first_token.py): generate on the same token ids with every
+    position but the last marked as prompt, so that the call makes one new token per sequence.
+    keras-hub's prefill runs over the whole padded sequence (max_length positions) whatever the
+    prompts' lengths, and so does this call: it is the prefill of the timed calls, the same shapes
+    (no new compilation), followed by one step of the decoding loop. N, the loop's steps in a
+    timed call, runs from the shortest prompt's end to max_length."""
+    mask = np.ones_like(inputs["padding_mask"])
+    mask[:, -1] = 0
+    one_token = {"token_ids": inputs["token_ids"], "padding_mask": mask.astype(
+        inputs["padding_mask"].dtype)}
+
+    def call():
+        out = model.generate(dict(one_token), stop_token_ids=None)
+        return np.asarray(keras.ops.convert_to_numpy(out["token_ids"]))
+
+    rows = inputs["padding_mask"].astype(bool).sum(axis=1)
+    return first_token.prefill_facts(call, timed_calls,
+                                     inputs["token_ids"].shape[1] - int(rows.min()))
 
 
 def generate_answer(keras, model, inputs: dict[str, np.ndarray], step,

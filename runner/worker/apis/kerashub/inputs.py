@@ -78,15 +78,23 @@ def seeded_weights(model, seed: int) -> dict[str, int]:
             continue
         shape = value.shape
         del value, flat
-        fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else int(np.prod(shape))
         path = getattr(variable, "path", None) or variable.name      # Keras 2: the name
-        rng = np.random.default_rng([seed, 3, zlib.crc32(path.encode())])
-        drawn = rng.standard_normal(shape, dtype=np.float32)
-        drawn *= np.float32(1 / np.sqrt(fan_in))
+        drawn = seeded_draw(seed, path, shape)
         variable.assign(drawn)
         del drawn
         counts["redrawn"] += 1
     return counts
+
+
+def seeded_draw(seed: int, path: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The values seeded_weights gives the weight at `path` (its Keras variable path) of this
+    shape: normal, scaled by 1/√fan-in. The hf api draws the same numbers for the same weights
+    (apis/huggingface/weights.py), so that its answers compare with the Keras cells'."""
+    fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else int(np.prod(shape))
+    rng = np.random.default_rng([seed, 3, zlib.crc32(path.encode())])
+    drawn = rng.standard_normal(shape, dtype=np.float32)
+    drawn *= np.float32(1 / np.sqrt(fan_in))
+    return drawn
 
 
 def seed_weights(model, spec, facts: dict[str, Any], preset: str | None) -> None:

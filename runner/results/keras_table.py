@@ -1,0 +1,80 @@
+"""The Keras 3 benchmark study's table as a view of the cell summaries: its rows (the keras-hub
+models), its columns in the study's order (Keras 2 | Keras 3 TensorFlow | JAX | PyTorch) named as
+the study names them, then the native columns (Hugging Face's code on PyTorch, eager and
+compiled). Plain data: the renderers lay it out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from ..worker import catalog
+from .summaries import KERAS2_API, KERAS3_API, row_label
+from .types import CellSummary
+
+KERAS_BACKEND_ORDER = ("tensorflow", "jax", "torch")
+BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+NATIVE_API = "hf"       # Hugging Face's model code on native PyTorch: the Keras table's native columns
+
+
+def native_kind(summary: Mapping[str, Any]) -> str:
+    """An hf cell's column: "eager", "compiled", or "compiled, MODE" (a torch.compile mode)."""
+    jit = summary.get("jit")
+    if jit in (False, "auto", None):
+        return "eager"
+    return "compiled" if jit is True else f"compiled, {jit}"
+
+
+def native_cells(summaries: list[CellSummary]) -> list[CellSummary]:
+    """The hf api's keras-hub cells as columns of the Keras table, one per environment and jit
+    value ("HF PyTorch (eager)", "(compiled)"): copies whose row label leaves the jit value out,
+    so that a compiled cell sits in the row of the Keras cells it is compared with."""
+    return [cast(CellSummary, {**s, "label": row_label(s, without="jit"),
+                               "environment": f"{s['environment']} (jit={s.get('jit')})"})
+            for s in summaries if s["api"] == NATIVE_API and catalog.is_hub(s["workload"])]
+
+
+def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[str],
+                                                         dict[str, str]] | None:
+    """The Keras 3 benchmark study's layout: its rows (the keras-hub models) with columns
+    Keras 2 | Keras 3 TensorFlow | JAX | PyTorch, each named as the study names it (PyTorch
+    "eager" unless its cells compiled), then the native columns, HF PyTorch eager and compiled
+    (native_cells). (summaries, column order, titles), or None when the run has no such rows."""
+    rows = [s for s in summaries if catalog.is_hub(s["workload"])
+            and s["api"] in (KERAS3_API, KERAS2_API)]
+    if not rows:
+        return None
+    rows += native_cells(summaries)
+
+    def rank(env: str) -> tuple[int, int]:
+        first = next(s for s in rows if s["environment"] == env)
+        if first["api"] == KERAS2_API:
+            return (0, 0)
+        if first["api"] == NATIVE_API:
+            return (2, native_kind(first) != "eager")
+        backend = first.get("backend")
+        return (1, KERAS_BACKEND_ORDER.index(backend) if backend in KERAS_BACKEND_ORDER else 9)
+
+    columns = sorted(dict.fromkeys(s["environment"] for s in rows), key=rank)
+    titles: dict[str, str] = {}
+    for env in columns:
+        titles[env] = column_title([s for s in rows if s["environment"] == env], titles)
+    return rows, columns, titles
+
+
+def column_title(cells: list[CellSummary], taken: dict[str, str]) -> str:
+    """A Keras table column's title, with its environment where two would read the same."""
+    first = cells[0]
+    if first["api"] == KERAS2_API:
+        title = "Keras 2 (TensorFlow)"
+    elif first["api"] == NATIVE_API:
+        title = f"HF PyTorch ({native_kind(first)})"
+    else:
+        backend = first.get("backend")
+        title = f"Keras 3 ({BACKEND_TITLES.get(backend or '', backend)})"
+        if backend == "torch":
+            compiled = [s.get("jit_compile") for s in cells if s["status"] == "ok"]
+            title += " (compiled)" if compiled and all(compiled) else " (eager)"
+    if title in taken.values():
+        title += f" [{first['environment']}]"
+    return title

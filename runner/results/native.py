@@ -1,0 +1,171 @@
+"""What Keras costs over native: per row of the Keras table, each Keras 3 backend's time and the
+best Keras 3's divided by the time of Hugging Face's model code on native PyTorch (the hf api),
+eager and compiled, with the effects' interval (effects.speedup: geometric means of repeat
+medians, Welch t interval on their logarithms). Above 1, Keras takes that many times longer;
+below 1, it is faster. The rows' geometric mean per column spans the rows whose cells computed the
+same answer (as every effect's mean). The Keras table is keras_table.keras_view: the hf cells are
+its native columns (keras_table.native_cells), compiled ones moved into their Keras rows.
+
+Its parts of report.md (the effects section's table, the findings' sentences, the Keras table's
+two ratio columns) and of the terminal's Keras table are written from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import stats
+from .effects import fastest, speedup
+from .formatting import fmt
+from .keras_table import NATIVE_API
+from .summaries import KERAS3_API, pivot
+from .types import CellSummary
+
+BEST = "best Keras 3"
+KerasView = tuple[list[CellSummary], list[str], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class NativeRatio:
+    """Keras time ÷ native time on one row: `keras` a Keras 3 column (its title) or BEST."""
+
+    label: str
+    batch_size: int
+    keras: str
+    native: str                     # the native column's title, "HF PyTorch (eager)"
+    keras_cell: Mapping[str, Any]
+    native_cell: Mapping[str, Any]
+    estimate: stats.Ratio
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.keras_cell.get("answer_differs") or self.native_cell.get("answer_differs"))
+
+
+def keras_over_native(view: KerasView | None) -> list[NativeRatio]:
+    """Every row's Keras 3 columns and its best Keras 3 against each native column of the row."""
+    if view is None:
+        return []
+    rows, columns, titles = view
+    _, keys, grid = pivot(rows)
+    api = {s["environment"]: s["api"] for s in rows}
+    natives = [c for c in columns if api[c] == NATIVE_API]
+    keras3 = [c for c in columns if api[c] == KERAS3_API]
+    out = []
+    for label, batch in keys:
+        present = {c: grid[(label, batch, c)] for c in natives + keras3
+                   if (label, batch, c) in grid and grid[(label, batch, c)]["status"] != "not_applicable"}
+        found = fastest([present[c] for c in keras3 if c in present])
+        for native in (c for c in natives if c in present):
+            base = present[native]
+            pairs: list[tuple[str, Mapping[str, Any]]] = [(titles[c], present[c])
+                                                          for c in keras3 if c in present]
+            if found is not None:
+                pairs.append((BEST, found[0]))
+            out += [NativeRatio(label, batch, title, titles[native], cell, base,
+                                speedup(cell, base)) for title, cell in pairs]
+    return out
+
+
+def columns_of(ratios: Sequence[NativeRatio]) -> tuple[list[str], list[str]]:
+    """(Keras columns, native columns) in the order met."""
+    return (list(dict.fromkeys(r.keras for r in ratios)),
+            list(dict.fromkeys(r.native for r in ratios)))
+
+
+def overall(ratios: Sequence[NativeRatio], keras: str, native: str) -> tuple[stats.Ratio, int]:
+    """The geometric mean of a column's ratios over the rows whose answers agree, and how many
+    rows it spans."""
+    used = [r.estimate for r in ratios if r.keras == keras and r.native == native
+            and r.estimate.ratio is not None and not r.differs]
+    return stats.geometric_mean_ratio(used), len(used)
+
+
+def cost_text(estimate: stats.Ratio) -> str:
+    """'2.10× (1.90–2.32)', '1.30× (no interval)' or '– (why)'."""
+    if estimate.ratio is None:
+        return f"– ({estimate.why})"
+    if not estimate.has_interval:
+        return f"{fmt(estimate.ratio)}× (no interval)"
+    return f"{fmt(estimate.ratio)}× ({fmt(estimate.low)}–{fmt(estimate.high)})"
+
+
+def cost_words(estimate: stats.Ratio, native: str) -> str:
+    """'takes 2.10× the time of HF PyTorch (eager) (95 % CI 1.90–2.32)', with "— not
+    distinguishable from noise" when the interval covers 1."""
+    text = f"takes {fmt(estimate.ratio)}× the time of {native}"
+    if not estimate.has_interval:
+        return f"{text} (no interval: {estimate.why})"
+    text += f" (95 % CI {fmt(estimate.low)}–{fmt(estimate.high)})"
+    return text if estimate.distinguishable else text + " — not distinguishable from noise"
+
+
+def best_columns(view: KerasView | None) -> dict[tuple[str, int], dict[str, stats.Ratio]]:
+    """Per Keras table row: best Keras 3 ÷ each native column (the Keras table's ratio columns)."""
+    out: dict[tuple[str, int], dict[str, stats.Ratio]] = {}
+    for r in keras_over_native(view):
+        if r.keras == BEST:
+            out.setdefault((r.label, r.batch_size), {})[r.native] = r.estimate
+    return out
+
+
+def native_titles(view: KerasView | None) -> list[str]:
+    if view is None:
+        return []
+    rows, columns, titles = view
+    api = {s["environment"]: s["api"] for s in rows}
+    return [titles.get(c, c) for c in columns if api.get(c) == NATIVE_API]
+
+
+def markdown_lines(view: KerasView | None) -> list[str]:
+    """The effects section's "Keras over native" part: per native column a table of rows × Keras
+    columns, then the geometric mean of each column."""
+    ratios = keras_over_native(view)
+    if not ratios:
+        return []
+    keras_columns, natives = columns_of(ratios)
+    out = ["### Keras over native (Hugging Face PyTorch)", "",
+           "Each Keras 3 column's time ÷ the native column's time on the same row (geometric "
+           "means of repeat medians; above 1 Keras takes longer, below 1 it is faster), with its "
+           "95 % interval as every effect's; best Keras 3: the row's fastest Keras 3 cell. The "
+           "native cells run Hugging Face's model code (transformers, diffusers, peft) on "
+           "PyTorch, built from the same configurations with the same inputs.", ""]
+    for native in natives:
+        mine = [r for r in ratios if r.native == native]
+        out += [f"#### Against {native}", "",
+                "| Workload (task) | Batch size | " + " | ".join(keras_columns) + " |",
+                "|---|---:|" + "---:|" * len(keras_columns)]
+        keyed: dict[tuple[str, int], dict[str, str]] = {}
+        for r in mine:
+            keyed.setdefault((r.label, r.batch_size), {})[r.keras] = \
+                cost_text(r.estimate) + (" ≠" if r.differs else "")
+        out += [f"| {label} | {batch} | " + " | ".join(cells.get(k, "") for k in keras_columns)
+                + " |" for (label, batch), cells in keyed.items()]
+        means = []
+        for keras in keras_columns:
+            mean, rows = overall(mine, keras, native)
+            means.append(f"{cost_text(mean)} over {rows} row{'s' if rows != 1 else ''}"
+                         if mean.ratio is not None else "–")
+        out += ["| **Geometric mean** | | " + " | ".join(means) + " |", ""]
+    return out
+
+
+def sentences(view: KerasView | None) -> list[str]:
+    """The findings: per native column, the best Keras 3's cost over it (its geometric mean, or
+    the row itself when there is one), then each Keras 3 backend's."""
+    ratios = keras_over_native(view)
+    keras_columns, natives = columns_of(ratios)
+    out = []
+    for native in natives:
+        for keras in [BEST] + [k for k in keras_columns if k != BEST]:
+            mean, rows = overall(ratios, keras, native)
+            if mean.ratio is None:
+                continue
+            where = f"geometric mean over {rows} rows" if rows > 1 else next(
+                f"{r.label}, batch {r.batch_size}" for r in ratios if r.keras == keras
+                and r.native == native and r.estimate.ratio is not None and not r.differs)
+            who = "The best Keras 3 backend" if keras == BEST else keras
+            out.append(f"Keras over native: {who} {cost_words(mean, native)}, {where}.")
+    return out

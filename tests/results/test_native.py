@@ -1,0 +1,173 @@
+"""Keras over native (runner/results/native.py) and the generate cells' time to first token
+(runner/results/decoding.py), from records made as a run stores them: the Keras table's HF
+PyTorch columns, its ratio columns, the effects section's tables and the findings' sentences,
+the first-token figures in the summaries, summary.csv, report.md and the terminal."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from runner.results import decoding, effects, files, keras_table, native, terminal
+from runner.results import summaries as summarize
+from runner.results.markdown import report_markdown
+
+# environment -> (api, backend)
+ENVIRONMENTS = {"keras-jax": ("keras", "jax"), "keras-torch": ("keras", "torch"),
+                "hf-torch": ("hf", None)}
+
+
+def records(env: str, workload: str, task: str, medians: list[float], jit=None,
+            batch: int = 8, extra: dict | None = None) -> list[dict]:
+    """One record per repeat median, as the store keeps them (median_ms added by the host)."""
+    api, backend = ENVIRONMENTS[env]
+    axes = {**summarize.AXIS_DEFAULTS, **({"jit": jit} if jit is not None else {})}
+    base = {"cell_id": f"{env}-{workload}-{task}-{jit}", "cell_name": f"{workload}-{task}-{env}",
+            "environment": env, "api": api, "backend": backend, "image": env,
+            "workload": workload, "task": task, "batch_size": batch, "items_per_step": batch,
+            **axes, "options": summarize.option_preset({"workload": workload, "size": "full"}),
+            "status": "ok", "metadata": {}, "effective": {"jit_compile": jit is True}}
+    return [{**base, "repeat": i + 1, "samples_ms": [m * 0.99, m, m * 1.01], "median_ms": m,
+             "extra": dict(extra or {})} for i, m in enumerate(medians)]
+
+
+def run_of(rows: dict[tuple[str, str], dict[str, list[float]]]) -> list:
+    """Summaries of a run: per (workload, task), per environment (or 'hf-torch+jit'), medians."""
+    out = []
+    for (workload, task), cells in rows.items():
+        for env, medians in cells.items():
+            name, _, jit = env.partition("+")
+            out += records(name, workload, task, medians, jit=True if jit else None)
+    return summarize.cell_summaries(out)
+
+
+@pytest.fixture
+def bert_run():
+    return run_of({("bert", "predict"): {"keras-jax": [20.0, 20.4, 19.8],
+                                         "keras-torch": [40.0, 41.0, 39.5],
+                                         "hf-torch": [10.0, 10.1, 9.9],
+                                         "hf-torch+jit": [8.0, 8.1, 7.9]},
+                   ("bert", "fit"): {"keras-jax": [50.0, 51.0, 49.0],
+                                     "keras-torch": [90.0, 92.0, 88.0],
+                                     "hf-torch": [60.0, 61.0, 59.0]}})
+
+
+def test_the_keras_table_gains_hf_eager_and_compiled_columns_in_the_keras_rows(bert_run):
+    view = keras_table.keras_view(bert_run)
+    assert view is not None
+    rows, columns, titles = view
+    assert [titles[c] for c in columns] == ["Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)",
+                                           "HF PyTorch (eager)", "HF PyTorch (compiled)"]
+    # The compiled cell sits in the Keras row (its jit left out of the label), not a row of its own.
+    assert {s["label"] for s in rows} == {"bert (predict)", "bert (fit)"}
+    assert {s["label"] for s in bert_run} >= {"bert (predict) [jit=True]"}
+
+
+def test_keras_over_native_per_backend_and_best_with_intervals(bert_run):
+    ratios = native.keras_over_native(keras_table.keras_view(bert_run))
+    by = {(r.label, r.keras, r.native): r.estimate for r in ratios}
+    jax_eager = by[("bert (predict)", "Keras 3 (JAX)", "HF PyTorch (eager)")]
+    assert jax_eager.ratio == pytest.approx(2.0, rel=0.02) and jax_eager.distinguishable
+    assert jax_eager.low < 2.0 < jax_eager.high
+    best = by[("bert (predict)", native.BEST, "HF PyTorch (compiled)")]
+    assert best.ratio == pytest.approx(20.07 / 8.0, rel=0.02)     # JAX is the best Keras 3
+    # A row without a compiled HF cell has no ratio against that column.
+    assert ("bert (fit)", native.BEST, "HF PyTorch (compiled)") not in by
+    assert by[("bert (fit)", native.BEST, "HF PyTorch (eager)")].ratio == pytest.approx(
+        50.0 / 60.0, rel=0.02)
+    mean, rows = native.overall(ratios, native.BEST, "HF PyTorch (eager)")
+    assert rows == 2 and mean.ratio == pytest.approx((2.0 * 50 / 60) ** 0.5, rel=0.02)
+    assert mean.has_interval
+
+
+def test_a_cell_with_a_different_answer_stays_out_of_the_mean(bert_run):
+    for s in bert_run:
+        if s["environment"] == "keras-jax" and s["task"] == "fit":
+            s["answer_differs"] = True
+    ratios = native.keras_over_native(keras_table.keras_view(bert_run))
+    _, rows = native.overall(ratios, "Keras 3 (JAX)", "HF PyTorch (eager)")
+    assert rows == 1
+
+
+def test_the_report_shows_the_ratios_in_the_keras_table_the_effects_and_the_findings(bert_run):
+    manifest = {"name": "t", "run_id": "t/1", "host": {}, "environments": {}}
+    text = report_markdown(manifest, bert_run, analysis=effects.analyse(bert_run))
+    table = text.split("## The Keras 3 benchmark table")[1].split("\n## ")[0]
+    assert "| HF PyTorch (eager) | HF PyTorch (compiled) |" in table
+    assert "Best Keras 3 ÷ HF PyTorch (eager) | Best Keras 3 ÷ HF PyTorch (compiled) |" in table
+    # The headline is the geometric mean of the repeat medians (20.07 for 20.0, 20.4, 19.8).
+    assert "| bert (predict) | 8 | 20.1 | 40.2 | 10.0 | **8.00** |" in table
+    section = text.split("### Keras over native (Hugging Face PyTorch)")[1]
+    assert "#### Against HF PyTorch (eager)" in section and "#### Against HF PyTorch (compiled)" \
+        in section
+    assert "| **Geometric mean** |" in section
+    findings = text.split("## Findings")[1].split("\n## ")[0]
+    assert "- Keras over native: The best Keras 3 backend takes 1.29× the time of HF PyTorch " \
+           "(eager) (95 % CI 1.26–1.33), geometric mean over 2 rows." in findings
+    assert "Keras 3 (PyTorch) (eager) takes 5.02× the time of HF PyTorch (compiled) (95 % CI " \
+           "4.75–5.31), bert (predict), batch 8." in findings
+
+
+def test_the_terminal_keras_table_has_the_ratio_columns(bert_run):
+    from rich.console import Console
+
+    keras_table = terminal.tables(bert_run, "t")[0]
+    console = Console(file=io.StringIO(), width=400)
+    console.print(keras_table)
+    text = console.file.getvalue()
+    assert "HF PyTorch (compiled)" in text and "best Keras 3 ÷ HF PyTorch (eager)" in text
+    assert "2.51×" in text                  # best Keras 3 (JAX, 20.07) ÷ HF compiled (8.00)
+
+
+def test_no_native_columns_without_hf_cells():
+    run = run_of({("bert", "predict"): {"keras-jax": [20.0], "keras-torch": [40.0]}})
+    view = keras_table.keras_view(run)
+    assert native.keras_over_native(view) == [] and native.sentences(view) == []
+    text = report_markdown({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
+    assert "÷ HF" not in text and "Keras over native" not in text
+
+
+# --- time to first token ----------------------------------------------------------------------
+
+def test_first_token_and_decode_latency_per_repeat_and_per_cell():
+    reps = records("hf-torch", "gemma", "generate", [400.0, 420.0, 410.0],
+                   extra={"prefill_ms": [22.0, 20.0, 21.0], "generated_tokens": 40,
+                          "tokens_per_s": 1000.0})
+    assert decoding.repeat_first_token(reps[0]) == (21.0, pytest.approx((400 - 21) / 39))
+    (cell,) = summarize.cell_summaries(reps)
+    assert cell["ttft_ms"] == 21.0
+    assert cell["decode_ms_per_token"] == pytest.approx((410 - 21) / 39)
+    assert cell["tokens_per_s"] == 1000.0
+    header, row = files.summary_csv([cell]).splitlines()
+    assert "ttft_ms,decode_ms_per_token,tokens_per_s" in header
+    assert ",21.0," in row
+
+
+@pytest.mark.parametrize("extra", [{}, {"prefill_ms": "fast"}, {"prefill_ms": [float("nan")]},
+                                   {"prefill_ms": [5.0], "generated_tokens": 1},
+                                   {"prefill_ms": [5.0], "generated_tokens": "40"}])
+def test_missing_or_hostile_first_token_figures_are_unknown_never_made_up(extra):
+    (cell,) = summarize.cell_summaries(records("hf-torch", "gemma", "generate", [400.0],
+                                               extra=extra))
+    assert cell["decode_ms_per_token"] is None
+    if not isinstance(extra.get("prefill_ms"), list) or extra["prefill_ms"] != [5.0]:
+        assert cell["ttft_ms"] is None
+
+
+def test_the_report_and_the_terminal_show_time_to_first_token():
+    reps = records("keras-jax", "gemma", "generate", [900.0],
+                   extra={"prefill_ms": [300.0], "generated_tokens": 42})
+    reps += records("hf-torch", "gemma", "generate", [400.0],
+                    extra={"prefill_ms": [20.0], "generated_tokens": 40})
+    cells = summarize.cell_summaries(reps)
+    text = report_markdown({"name": "t", "host": {}}, cells)
+    section = text.split("## Generate: time to first token")[1].split("\n## ")[0]
+    assert "| gemma (generate) | 8 | Keras 3 (JAX) | 900 | 300 | 14.6 | – |" in section
+    assert "| gemma (generate) | 8 | HF PyTorch (eager) | 400 | 20.0 | 9.74 | – |" in section
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=300)
+    for table in terminal.tables(cells, "t"):
+        console.print(table)
+    assert "Generate: time to first token" in console.file.getvalue()
