@@ -123,7 +123,10 @@ addEventListener("load", () => {
     Math.round(box.width), Math.round(box.height), Math.round(box.top + scrollY)].join(",");
 });
 </script></body>"""), encoding="utf-8")
-    dom = chromium("--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    # The layout is measured at the width the screenshot is taken at (a narrower default
+    # window reflows the page: the plot would sit elsewhere).
+    dom = chromium("--window-size=1400,900", "--virtual-time-budget=5000", "--dump-dom",
+                   probe.as_uri())
     assert "<h2>Findings</h2>" in dom and "<h2>Effects</h2>" in dom
     complete, natural_w, natural_h, width, height, top = re.search(
         r'data-forest="([^"]+)"', dom).group(1).split(",")

@@ -402,8 +402,11 @@ def test_the_line_after_an_interruption_resumes_with_the_same_options(sig, tmp_p
     matrix.write_text(SMOKE)
     argv = [HOST_PYTHON, "-m", "runner", str(matrix), "--results-dir", str(tmp_path / "r"),
             "--profile", "smoke", "--only", "sleep_ms=30"]
+    # A shell's background job (CI's, a nohup'd suite) ignores SIGINT and its children inherit
+    # that; the runner, like Python, keeps a signal it was started ignoring: give it Ctrl-C.
     runner = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+                              stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert runner.stdout is not None
     for line in runner.stdout:
         if line.startswith("✓ selftest"):           # one cell is finished, the next runs
@@ -576,6 +579,9 @@ def test_a_second_ctrl_c_never_skips_the_reports(tmp_path, capsys, monkeypatch):
     """The first Ctrl-C as the cells end, a second while the reports are written: every
     finished record is in the reports, and the run ends 130."""
     real_cells, real_reports = pipeline.run_cells, pipeline.write_reports
+    # Ctrl-C as an interactive Python has it, also when the suite runs as a background job
+    # (which ignores SIGINT: then os.kill below would do nothing).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def cells_then_ctrl_c(*args, **kwargs):
         real_cells(*args, **kwargs)
@@ -589,7 +595,10 @@ def test_a_second_ctrl_c_never_skips_the_reports(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(pipeline, "run_cells", cells_then_ctrl_c)
     monkeypatch.setattr(pipeline, "write_reports", ctrl_c_again)
     (tmp_path / "m.toml").write_text(MATRIX)
-    code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    try:
+        code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert code == 130, out + err
     (run,) = (tmp_path / "r" / "hostile").iterdir()
     assert len(records(run)) == 4

@@ -277,7 +277,7 @@ def test_compare_says_when_the_users_code_changed(tmp_path, run_cli, results_dir
     assert code == 0, out + err
     (written,) = second.glob("compare-*.md")
     assert "| w (run) | 1 | numpy | same |" in written.read_text()
-    assert "not comparable | metadata differ: workload_sha256" in written.read_text()
+    assert "not comparable | metadata or settings differ: workload_sha256" in written.read_text()
     monkeypatch.setenv("COLUMNS", "250")
     code, out, err = run_main("history", "show", "w-run-numpy-b1",
                               "--db", f"sqlite:///{results_dir / 'history.sqlite'}")

@@ -22,6 +22,7 @@ check_answers = false on this row) and no weight map is written for diffusers' S
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -127,20 +128,25 @@ def predict(spec, fw, pipe, precision, cfg: dict, facts: dict[str, Any]):
                                                                            torch.int64)
     pipe.transformer = fw.compile(pipe.transformer)
 
-    def generate() -> np.ndarray:
-        with torch.inference_mode(), precision.autocast():
-            context, pooled = encode(pipe, ids)
-            negative, negative_pooled = encode(pipe, torch.zeros_like(ids))
-            out = pipe(prompt_embeds=context, pooled_prompt_embeds=pooled,
-                       negative_prompt_embeds=negative, negative_pooled_prompt_embeds=negative_pooled,
-                       num_inference_steps=num_steps, guidance_scale=guidance, height=side,
-                       width=side, output_type="np",
-                       generator=torch.Generator(fw.torch_device).manual_seed(spec.seed))
-        return out.images
+    def generate_with(steps: int) -> Callable[[], np.ndarray]:
+        """One text-to-image call of `steps` denoising steps (the study's timing runs 2 and
+        num_steps + 2 after the window)."""
+        def generate() -> np.ndarray:
+            with torch.inference_mode(), precision.autocast():
+                context, pooled = encode(pipe, ids)
+                negative, negative_pooled = encode(pipe, torch.zeros_like(ids))
+                out = pipe(prompt_embeds=context, pooled_prompt_embeds=pooled,
+                           negative_prompt_embeds=negative,
+                           negative_pooled_prompt_embeds=negative_pooled,
+                           num_inference_steps=steps, guidance_scale=guidance, height=side,
+                           width=side, output_type="np",
+                           generator=torch.Generator(fw.torch_device).manual_seed(spec.seed))
+            return out.images
+        return generate
 
     facts.update(num_steps=num_steps, guidance_scale=guidance, prompt_length=length,
                  context_tokens=2 * length)
-    bench = recipe.predict_bench(generate, batch=batch, num_steps=num_steps, facts=facts,
+    bench = recipe.predict_bench(generate_with, batch=batch, num_steps=num_steps, facts=facts,
                                  effective={**precision.effective, "image_size": side,
                                             "jit_compile": benches.compiled(fw)})
     bench.answer = None
