@@ -1,8 +1,9 @@
 """The catalog (runner/worker/catalog/) is the one declaration of every axis and every workload:
 every (workload, API) it declares has a module and every module is declared; every consumer of
 an axis reads its declaration; and a toy axis or a toy workload added to a copy of the runner
-touches only the catalog (and, for the workload, its per-API module), then is validated, planned,
-run by the real worker and shown in summary.csv."""
+touches only the catalog (and, for the axis, its typed field in the cell spec and the record; for
+the workload, its per-API module), then is validated, planned, run by the real worker and shown
+in summary.csv."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import typing
 from pathlib import Path
 
 
@@ -73,9 +75,7 @@ def test_every_consumer_reads_the_axis_declarations():
     assert names[:2] == ("task", "batch_size") and settings == names[2:]
     assert schema.AXES == names                                         # validated
     assert set(names) <= set(schema.BenchmarkSpec.model_fields)         # a benchmark's key
-    spec_fields = [f.name for f in dataclasses.fields(CellSpec)]
-    start = spec_fields.index("task")
-    assert tuple(spec_fields[start:start + len(names)]) == names        # carried to the worker
+    assert spec_axis_drift() == {}                                      # carried to the worker
     assert set(names) <= set(RECORD_FIELDS) and set(names) <= set(schemas.RECORD_TYPES)
     assert summaries.AXIS_KEYS == settings                              # reported
     start = files.CSV_COLUMNS.index("task")
@@ -85,6 +85,34 @@ def test_every_consumer_reads_the_axis_declarations():
         assert catalog.AXIS_DEFAULTS[name] == axis.default
         assert schema.check_axis(name, axis.values[0] if axis.values else 1 if axis.kind ==
                                  "positive_int" else True)
+
+
+def spec_axis_drift(spec: type = CellSpec, axes: dict | None = None) -> dict[str, object]:
+    """How CellSpec's axis fields (those from "task" on, as many as the catalog has axes)
+    differ from the catalog's axes: names in order, and each field's type against the axis's
+    declared type (empty when they agree)."""
+    axes = catalog.AXES if axes is None else axes
+    hints = typing.get_type_hints(spec)
+    names = [f.name for f in dataclasses.fields(spec)]
+    start = names.index("task")
+    declared = names[start:start + len(axes)]
+    drift: dict[str, object] = {}
+    if declared != list(axes):
+        drift["names"] = (declared, list(axes))
+    for name, axis in axes.items():
+        if name in hints and hints[name] != axis.type:
+            drift[name] = (hints[name], axis.type)
+    return drift
+
+
+def test_the_cell_spec_declares_every_axis_with_its_type():
+    assert spec_axis_drift() == {}
+    # ... and says so when the catalog gains an axis the spec does not declare, or the types
+    # differ (a copy of the catalog's axes, so the real one is untouched)
+    toy = catalog.Axis("toy", "choice", str, "plain", ("plain", "fancy"))
+    assert spec_axis_drift(axes={**catalog.AXES, "toy": toy})["names"][1][-1] == "toy"
+    retyped = dataclasses.replace(catalog.AXES["jit"], type=bool)
+    assert spec_axis_drift(axes={**catalog.AXES, "jit": retyped}) == {"jit": (bool | str, bool)}
 
 
 def test_a_cell_carries_every_setting_axis(tmp_path):
@@ -140,6 +168,13 @@ def append(path: Path, text: str) -> None:
     path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
 
 
+def insert_after(path: Path, anchor: str, text: str) -> None:
+    """`text` after the one line `anchor` of a module of the copy."""
+    source = path.read_text(encoding="utf-8")
+    assert source.count(anchor) == 1, (path, anchor)
+    path.write_text(source.replace(anchor, anchor + text), encoding="utf-8")
+
+
 def changed_files(copy: Path) -> set[str]:
     """The files of the copy's runner/ that differ from (or are not in) this checkout's."""
     out = set()
@@ -185,8 +220,13 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     catalog_dir = copy / "runner" / "worker" / "catalog"
     append(catalog_dir / "axes.py", TOY_AXIS)
     append(catalog_dir / "rules.py", TOY_RULE)
+    # its typed fields: the worker's spec and the record's coordinates
+    insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n")
+    insert_after(copy / "runner" / "results" / "types.py", "    device: Any\n",
+                 "    toy: str | None\n")
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",
-                                   "runner/worker/catalog/rules.py"}
+                                   "runner/worker/catalog/rules.py",
+                                   "runner/worker/protocol.py", "runner/results/types.py"}
     bench = '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
 
     wrong = run_matrix(copy, bench + 'toy = "fancey"\n')

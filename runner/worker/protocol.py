@@ -11,11 +11,10 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, field, fields, make_dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 from collections.abc import Iterator
 
-from . import catalog
 
 SCHEMA_VERSION = 1
 
@@ -46,55 +45,64 @@ COMPILE_CACHE_ENV = "DL_BENCH_COMPILE_CACHE"
 STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable")
 
 
-# What the executor hands the worker (spec.json), field by field: the cell's coordinates, then
-# one field per axis of the catalog (task, batch_size, precision, jit, ...), then the run's
-# settings. The axes' fields come from runner.worker.catalog, their one declaration.
-_COORDINATES: list[tuple[str, Any]] = [
-    ("run_id", str), ("cell_id", str), ("cell_name", str), ("repeat", int),
-    ("environment", str), ("api", str), ("backend", "str | None"),
-    ("image", "str | None"),            # None: an existing interpreter (python = ...)
-    ("workload", str),
-]
-_SETTINGS: list[tuple[str, Any] | tuple[str, Any, Any]] = [
-    ("options", "dict[str, Any]"),
-    ("steps", "int | str"),             # timed steps, or "auto": until min_time_s (see bench.py)
-    ("warmup_steps", int), ("seed", int), ("result_path", str),
-    ("min_time_s", float, 1.0),         # steps = "auto": the timed window lasts at least this long
-    ("max_time_s", float, 60.0),        # ... and at most this long (once one sample is in)
+@dataclass(frozen=True, kw_only=True)
+class CellSpec:
+    """What the executor hands the worker (spec.json), field by field: the cell's coordinates,
+    then one field per axis of the catalog (tests/test_catalog.py fails when the catalog has an
+    axis this class does not declare, in the catalog's order and with its type), then the run's
+    settings. The field order is the order of spec.json and of a record's fields."""
+
+    # --- which cell
+    run_id: str
+    cell_id: str
+    cell_name: str
+    repeat: int
+    environment: str
+    api: str
+    backend: str | None
+    image: str | None                   # None: an existing interpreter (python = ...)
+    workload: str
+    # --- one field per axis of runner.worker.catalog (catalog/axes.py), with its type
+    task: str
+    batch_size: int
+    precision: str
+    jit: bool | str
+    size: str
+    tf32: bool | None
+    steps_per_execution: int
+    data: str
+    device: str
+    # --- the settings
+    options: dict[str, Any]
+    steps: int | str                    # timed steps, or "auto": until min_time_s (see bench.py)
+    warmup_steps: int
+    seed: int
+    result_path: str
+    # steps = "auto": the timed window lasts at least min_time_s, and at most max_time_s (once
+    # one sample is in).
+    min_time_s: float = 1.0
+    max_time_s: float = 60.0
     # A calibration (matmul only): time each of these sizes, keep the fastest in TFLOP/s.
-    ("calibration_sizes", "list[int]", field(default_factory=list)),
+    calibration_sizes: list[int] = field(default_factory=list)
     # One block size per cell (pyperf hands its calibrated loop count to every worker): the
     # calls per sample the cell's first ok repeat calibrated, handed by the host to its later
     # repeats. Given, the worker's clock uses it and does not calibrate; None: calibrate.
-    ("calls_per_sample", "int | None", None),
+    calls_per_sample: int | None = None
     # After the cell's timed window, pair the worker's clock with a bare loop of the same step
     # (runner.worker.overhead): the harness's own cost, in the record's extra.harness_overhead.
-    ("harness_overhead", bool, False),
+    harness_overhead: bool = False
     # A workload from the user's own file: {name, file, module, folder, sha256, defaults}; the
     # worker imports its staged copy (runner/worker/user_code.py). None: a built-in workload.
-    ("user_workload", "dict[str, Any] | None", None),
-]
+    user_workload: dict[str, Any] | None = None
 
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> CellSpec:
+        """The spec of a spec.json (keys it does not declare are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
 
-def _spec_from_dict(cls: type, raw: dict[str, Any]) -> Any:
-    known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in raw.items() if k in known})
-
-
-def _spec_to_dict(self: Any) -> dict[str, Any]:
-    return asdict(self)
-
-
-# Built from the catalog's axes, so a type checker cannot see its fields: to it a CellSpec is
-# Any (the fields are checked at run time, by the dataclass and by tests/test_catalog.py).
-CellSpec: Any = make_dataclass(
-    "CellSpec",
-    _COORDINATES + [(name, axis.type) for name, axis in catalog.AXES.items()] + _SETTINGS,
-    namespace={"__doc__": "What the executor hands the worker (spec.json).",
-               "__module__": __name__,
-               "from_dict": classmethod(_spec_from_dict), "to_dict": _spec_to_dict})
-if TYPE_CHECKING:
-    CellSpec = Any      # noqa: F811 - what annotations see (see above)
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 # The result record, schema 1. One entry per field: (who fills it, what it means).
