@@ -57,15 +57,15 @@ def stop_if_lost(executor: Executor, cell: str = "", record: Mapping[str, Any] |
 
 def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
               calls_per_sample: int | None = None) -> CellSpec:
+    """One attempt's spec: the cell's coordinates and axes, its settings as the cell carries
+    them (whatever protocol.py declares), and what this attempt adds."""
     return CellSpec(
         run_id=run_id, cell_id=cell.id, cell_name=cell.name, repeat=repeat,
         environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
-        min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
-        calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
-        harness_overhead=cell.harness_overhead,
-        user_workload=user_workload_entry(cell), **cell.axes)
+        calls_per_sample=calls_per_sample, user_workload=user_workload_entry(cell),
+        **cell.axes, **cell.settings)
 
 
 def user_workload_entry(cell: Cell) -> dict[str, Any] | None:

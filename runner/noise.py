@@ -39,7 +39,7 @@ from .results.store import RESULTS_DIR, Store
 from .results.summaries import cell_summaries
 from .run_setup import Setup, choose_setup
 from .version import runner_version
-from .worker import catalog
+from .worker import catalog, protocol
 from .worker.protocol import write_json_atomic
 
 DEFAULT_RUNS = 3
@@ -194,11 +194,11 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
                         python=env.python, workload="matmul", task="run", batch_size=1,
                         axes=axes, options={"n": n}, env=worker_env(run_settings, env),
                         steps="auto", warmup_steps=run_settings.warmup_steps, repeats=1,
-                        timeout=run_settings.timeout, min_time_s=run_settings.min_time,
-                        max_time_s=run_settings.max_time,
+                        timeout=run_settings.timeout,
+                        settings=protocol.settings_from(run_settings, harness_overhead=True),
                         keep_compile_caches=run_settings.keep_compile_caches,
                         settle_s=run_settings.settle,
-                        settle_temp_c=run_settings.settle_temperature, harness_overhead=True))
+                        settle_temp_c=run_settings.settle_temperature))
     return out
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from runner import matrix, schema
 from runner.results import files, schemas, summaries
 from runner.worker import catalog
+from runner.worker import protocol
 from runner.worker.protocol import RECORD_FIELDS, CellSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,16 +187,17 @@ def changed_files(copy: Path) -> set[str]:
     return out
 
 
-def run_matrix(copy: Path, text: str) -> subprocess.CompletedProcess:
+def run_matrix(copy: Path, text: str, run_keys: str = "") -> subprocess.CompletedProcess:
     """The copy's runner on a matrix whose environments are this interpreter as NumPy and as
-    torch (only planned: torch never runs here)."""
-    (copy / "toy.toml").write_text(textwrap.dedent(f"""
+    torch (only planned: torch never runs here); `run_keys`: more lines of [run]."""
+    (copy / "toy.toml").write_text(textwrap.dedent("""
         [run]
         name = "toy"
         repeats = 1
         warmup_steps = 1
         steps = 2
         settle = 0
+        """) + run_keys + textwrap.dedent(f"""
         [environments.numpy]
         python = "{sys.executable}"
         api = "numpy"
@@ -261,3 +263,46 @@ def test_a_toy_workload_touches_only_its_catalog_entry_and_its_module(tmp_path):
     assert {r["error"] for r in records if r["environment"] == "torch"} \
         >= {"toy has no torch implementation"}
     assert [r["workload"] for r in rows] == ["toy"] * 4
+
+
+# --- a toy setting, declared once in the cell spec --------------------------------------------
+
+def test_every_setting_of_the_spec_names_a_run_key_that_exists():
+    declared = protocol.settings_fields()
+    assert {"min_time_s", "max_time_s", "calibration_sizes", "harness_overhead"} <= set(declared)
+    for name, spec_field in declared.items():
+        run_key = spec_field.metadata[protocol.SETTING]["run_key"]
+        assert run_key is None or run_key in schema.RunSettings.model_fields, name
+    run = schema.RunSettings(min_time=2.0, max_time=9.0)
+    assert protocol.settings_from(run, harness_overhead=True) == {
+        "min_time_s": 2.0, "max_time_s": 9.0, "calibration_sizes": [], "harness_overhead": True}
+    # a coordinate setting changes the id only where it differs from its default
+    assert protocol.coordinate_settings(protocol.settings_from(run)) == {}
+    assert protocol.coordinate_settings(protocol.settings_from(calibration_sizes=[8])) == {
+        "calibration_sizes": [8]}
+
+
+TOY_SETTINGS = '''\
+    toy_knob: int = setting(3, run_key="toy_knob")
+    toy_words: str = setting("as declared")
+'''
+
+
+def test_a_toy_setting_declared_in_the_spec_reaches_the_worker(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    insert_after(copy / "runner" / "worker" / "protocol.py",
+                 "    harness_overhead: bool = setting(False, coordinate=True)\n", TOY_SETTINGS)
+    assert changed_files(copy) == {"runner/worker/protocol.py"}
+    # one with a [run] key: the matrix's table declares the key too (validated, documented)
+    insert_after(copy / "runner" / "schema" / "tables.py", "    lock_clocks: Any = False\n",
+                 "    toy_knob: int = 3\n")
+    done = run_matrix(copy, '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
+                      'environments = ["numpy"]\n', run_keys="toy_knob = 5\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = (copy / "results" / "toy").iterdir()
+    (spec_file,) = (run / "work").glob("*/spec.json")
+    spec = json.loads(spec_file.read_text())
+    assert (spec["toy_knob"], spec["toy_words"]) == (5, "as declared")     # what the worker read
+    records, _ = results_of(copy)
+    assert [(r["toy_knob"], r["toy_words"], r["status"]) for r in records] == [
+        (5, "as declared", "ok")]
