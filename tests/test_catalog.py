@@ -224,7 +224,7 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     append(catalog_dir / "rules.py", TOY_RULE)
     # its typed fields: the worker's spec and the record's coordinates
     insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n")
-    insert_after(copy / "runner" / "results" / "types.py", "    device: Any\n",
+    insert_after(copy / "runner" / "results" / "types.py", "    device: str | None\n",
                  "    toy: str | None\n")
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",
                                    "runner/worker/catalog/rules.py",

@@ -49,7 +49,7 @@ class Step:
     resolved: bool = False
     lock_sha256: str | None = None
     error: str | None = None
-    records: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     verdict: str | None = None             # good | bad | unresolvable | failed
     ratio: float | None = None
     median_ms: float | None = None

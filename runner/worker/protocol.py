@@ -12,11 +12,11 @@ import math
 import os
 import tempfile
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Final, Literal, get_args
 from collections.abc import Callable, Iterator
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 # The timed window's energy is read from NVML's counter: it is trusted (and, on a GPU with
 # steps = "auto", the window is made long enough) from this many of the counter's update
@@ -42,7 +42,8 @@ COMPILE_CACHE_ENV = "DL_BENCH_COMPILE_CACHE"
 # no_gpu: the host has a GPU and the cell asked for it (device = "auto" or "gpu"), but the
 # framework in the environment cannot see it (a CPU build, CUDA libraries it cannot load): the
 # cell fails rather than measuring the CPU silently.
-STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable")
+Status = Literal["ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 
 # The spec's settings a cell carries from the matrix to its worker (Cell.settings): each a field
