@@ -307,7 +307,7 @@ def main(argv: list[str]) -> None:
     job = parse(argv)
     try:
         returncode = supervise(job)
-    except Exception:  # noqa: BLE001 - said in the cell's log, where the runner looks
+    except Exception:  # said in the cell's log, where the runner looks
         with open(job.log, "a", encoding="utf-8") as log:
             log.write(f"[runner: the worker's supervisor failed]\n{traceback.format_exc()}")
         returncode = 1
