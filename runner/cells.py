@@ -24,6 +24,7 @@ from .matrix import Cell
 from .plan import Entry, Plan
 from .results import peaks, records as record_mod
 from .results.store import Store
+from .results.types import Record
 from .run_setup import Setup
 from .scheduling import Lane
 from .user_workloads import STAGED
@@ -57,15 +58,15 @@ def stop_if_lost(executor: Executor, cell: str = "", record: Mapping[str, Any] |
 
 def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
               calls_per_sample: int | None = None) -> CellSpec:
+    """One attempt's spec: the cell's coordinates and axes, its settings as the cell carries
+    them (whatever protocol.py declares), and what this attempt adds."""
     return CellSpec(
         run_id=run_id, cell_id=cell.id, cell_name=cell.name, repeat=repeat,
         environment=cell.environment, api=cell.api, backend=cell.backend, image=cell.image,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
-        min_time_s=cell.min_time_s, max_time_s=cell.max_time_s,
-        calibration_sizes=list(cell.calibration_sizes), calls_per_sample=calls_per_sample,
-        harness_overhead=cell.harness_overhead,
-        user_workload=user_workload_entry(cell), **cell.axes)
+        calls_per_sample=calls_per_sample, user_workload=user_workload_entry(cell),
+        **cell.axes, **cell.settings)
 
 
 def user_workload_entry(cell: Cell) -> dict[str, Any] | None:
@@ -122,7 +123,7 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
     lanes = scheduling.Lanes(setup.lanes()[0], console)
     blocks = BlockSizes(store.records(), plan.to_run)
 
-    def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> dict[str, Any]:
+    def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> Record:
         source = setup.source_of(entry.cell)
         executor = setup.executor_for(source)
         record = run_entry(executor, entry, prepared[source.key], store, seed,
@@ -180,7 +181,7 @@ def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> N
 def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
               seed: int, lane: Lane = scheduling.CPU_LANE, stop: threading.Event | None = None,
               on_status: Callable[[str], None] = lambda text: None,
-              calls_per_sample: int | None = None) -> dict[str, Any]:
+              calls_per_sample: int | None = None) -> Record:
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
     (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
     calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes)."""
@@ -245,7 +246,7 @@ def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -
 
 
 def adopt_orphan(entry: Entry, store: Store, seed: int,
-                 host_metadata: dict[str, Any]) -> dict[str, Any] | None:
+                 host_metadata: dict[str, Any]) -> Record | None:
     """On resume: a worker that finished while the runner died before storing its record left
     a complete result.json; store it instead of measuring again (nothing finished is lost)."""
     path = store.orphaned_result(entry.key)

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         return interrupted_exit_code(exc)
     except OSError as exc:      # the machine said no: a full disk, a folder that cannot be written
         return fail(os_error_line(exc), EXIT_USAGE)
-    except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in a file
+    except Exception as exc:  # a bug: one line here, the traceback in a file
         log = write_traceback(exc)
         where = f"; the traceback is in {log}" if log else ""
         return fail(f"internal error ({type(exc).__name__}: {exc}){where} — please report it",

@@ -211,7 +211,7 @@ def unlock_all() -> list[str]:
             continue
         try:
             nvml.nv.nvmlDeviceResetGpuLockedClocks(nvml.handle)
-        except Exception:  # noqa: BLE001 - every other GPU is still reset
+        except Exception:  # every other GPU is still reset
             failed.append(device_id)
         _LOCKED.pop(device_id, None)
     return failed

@@ -20,7 +20,7 @@ from . import schema
 from .errors import UsageError
 from .user_workloads import UserWorkload
 from .version import runner_version
-from .worker import catalog
+from .worker import catalog, protocol
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = REPO_ROOT / "images"
@@ -49,13 +49,13 @@ class Cell:
     # A derived stack: the pins and packages changing the image folder's requirements.
     pins: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
-    min_time_s: float = 1.0         # steps = "auto": the timed window's bounds
-    max_time_s: float = 60.0
-    calibration_sizes: tuple[int, ...] = ()   # a calibration matmul over these sizes
+    # The settings its worker reads: one value per `setting` field of the cell spec
+    # (runner/worker/protocol.py declares them, with their defaults and [run] keys), copied into
+    # the spec as they are; those the declaration marks as coordinates change the cell's id.
+    settings: dict[str, Any] = field(default_factory=protocol.settings_from)
     keep_compile_caches: bool = False         # [run] keep_compile_caches (not a coordinate)
     settle_s: float = 0.0                     # [run] settle: the wait for a quiet GPU (idem)
     settle_temp_c: float = 60.0               # [run] settle_temperature
-    harness_overhead: bool = False            # pair the worker's clock with a bare loop after
     # The report compares this cell's answer with its row's ([[benchmarks]] check_answers);
     # not a coordinate: the cell computes the same either way.
     check_answers: bool = True
@@ -69,10 +69,7 @@ class Cell:
             else {"python": self.python}
         if self.pins or self.packages:
             where.update(pins=list(self.pins), packages=list(self.packages))
-        calibration: dict[str, Any] = {"calibration_sizes": list(self.calibration_sizes)} \
-            if self.calibration_sizes else {}
-        if self.harness_overhead:
-            calibration["harness_overhead"] = True
+        calibration = protocol.coordinate_settings(self.settings)
         if self.user_workload is not None:
             calibration["workload_sha256"] = self.user_workload.sha256
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
@@ -289,7 +286,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 not_applicable=profile_reason(index, bench.profiles, matrix.profile)
                 or catalog.not_applicable_reason(
                     spec.workload(bench.workload), env.api, env.backend, coords, task),
-                min_time_s=run.min_time, max_time_s=run.max_time,
+                settings=protocol.settings_from(run),
                 keep_compile_caches=run.keep_compile_caches,
                 settle_s=run.settle, settle_temp_c=run.settle_temperature,
                 check_answers=bench.check_answers, user_workload=user,
@@ -342,8 +339,8 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
                             axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
                             repeats=1, timeout=run.timeout,
-                            min_time_s=run.min_time, max_time_s=run.max_time,
-                            calibration_sizes=CALIBRATION_SIZES[size],
+                            settings=protocol.settings_from(
+                                run, calibration_sizes=list(CALIBRATION_SIZES[size])),
                             keep_compile_caches=run.keep_compile_caches,
                             settle_s=run.settle, settle_temp_c=run.settle_temperature))
     return out

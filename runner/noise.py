@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from .results.types import CellSummary
-import argparse
 import dataclasses
 import time
 from pathlib import Path
@@ -39,20 +38,23 @@ from .results.store import RESULTS_DIR, Store
 from .results.summaries import cell_summaries
 from .run_setup import Setup, choose_setup
 from .version import runner_version
-from .worker import catalog
+from .worker import catalog, protocol
 from .worker.protocol import write_json_atomic
 
 DEFAULT_RUNS = 3
 OVERHEAD_N = {"gpu": 4096, "cpu": 512}   # the overhead's matmul side: ~1 ms on a GPU or a CPU
 
 
-def main(args: argparse.Namespace, console: Console) -> int:
-    """The command: the GPU's state, the overhead, the A/A runs, the profile written."""
-    if args.runs < 2:
-        raise UsageError(f"--runs {args.runs}: an A/A run needs at least 2 runs")
-    results_dir = args.results_dir or RESULTS_DIR
-    opts = pipeline.Options(matrix_path=args.matrix, only=list(args.only or []),
-                            profile=args.profile, executor=args.executor,
+def measure(console: Console, matrix_path: Path, *, runs: int = DEFAULT_RUNS,
+            only: Sequence[str] = (), profile: str | None = None, executor: str | None = None,
+            results_dir: Path | None = None) -> int:
+    """doctor --measure: the GPU's state, the overhead, the A/A runs (`runs` of them, of the
+    cells `only` names), the profile written under `results_dir`."""
+    if runs < 2:
+        raise UsageError(f"--runs {runs}: an A/A run needs at least 2 runs")
+    results_dir = results_dir or RESULTS_DIR
+    opts = pipeline.Options(matrix_path=matrix_path, only=list(only),
+                            profile=profile, executor=executor,
                             results_dir=results_dir, history=False)
     state = pipeline.RunState(opts, console)
     host, gpu = machine_profile.this_machine()
@@ -75,15 +77,15 @@ def main(args: argparse.Namespace, console: Console) -> int:
             states = gpu_states(setup)
             show_states(states, matrix, console)
             overhead = measure_overhead(matrix, setup, opts, folder, log, console)
-            aa = measure_aa(matrix, cells, setup, opts, args.runs, folder, log, console)
-    profile = {"schema": machine_profile.SCHEMA, "key": machine_profile.profile_key(host, gpu),
-               "host": host, "gpu_name": gpu,
-               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "runner_version": runner_version(), "matrix": str(matrix.path),
-               "matrix_profile": matrix.profile, "executor": setup.executor.name,
-               "clocks_locked": (setup.clocks or {}).get("setting"), "gpus": states,
-               "overhead": overhead, "aa": aa, "log": str(log_path)}
-    write_json_atomic(path, profile)
+            aa = measure_aa(matrix, cells, setup, opts, runs, folder, log, console)
+    measured = {"schema": machine_profile.SCHEMA, "key": machine_profile.profile_key(host, gpu),
+                "host": host, "gpu_name": gpu,
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "runner_version": runner_version(), "matrix": str(matrix.path),
+                "matrix_profile": matrix.profile, "executor": setup.executor.name,
+                "clocks_locked": (setup.clocks or {}).get("setting"), "gpus": states,
+                "overhead": overhead, "aa": aa, "log": str(log_path)}
+    write_json_atomic(path, measured)
     show_aa(aa, console)
     console.print(f"machine profile: {user_text(str(path))} (runs on this machine read it; "
                   f"log: {user_text(str(log_path))})", soft_wrap=True)
@@ -194,11 +196,11 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
                         python=env.python, workload="matmul", task="run", batch_size=1,
                         axes=axes, options={"n": n}, env=worker_env(run_settings, env),
                         steps="auto", warmup_steps=run_settings.warmup_steps, repeats=1,
-                        timeout=run_settings.timeout, min_time_s=run_settings.min_time,
-                        max_time_s=run_settings.max_time,
+                        timeout=run_settings.timeout,
+                        settings=protocol.settings_from(run_settings, harness_overhead=True),
                         keep_compile_caches=run_settings.keep_compile_caches,
                         settle_s=run_settings.settle,
-                        settle_temp_c=run_settings.settle_temperature, harness_overhead=True))
+                        settle_temp_c=run_settings.settle_temperature))
     return out
 
 

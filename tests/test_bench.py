@@ -307,3 +307,9 @@ def test_the_calibration_schedule():
     assert calibration_schedule(8) == [1, 1, 2, 2, 4, 4, 8, 8]
     assert calibration_schedule(10) == [1, 1, 2, 2, 4, 4, 8, 8, 10, 10]
     assert preroll_calls(8) == 30
+
+
+def test_a_bench_with_neither_a_step_nor_a_drive_says_so():
+    clock = StepClock(warmup_calls=1, timed_calls=2, sync=lambda out: None)
+    with pytest.raises(TypeError, match="neither a step nor a drive"):
+        run_loop(Bench(items_per_step=1), clock)

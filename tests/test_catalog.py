@@ -1,8 +1,9 @@
 """The catalog (runner/worker/catalog/) is the one declaration of every axis and every workload:
 every (workload, API) it declares has a module and every module is declared; every consumer of
 an axis reads its declaration; and a toy axis or a toy workload added to a copy of the runner
-touches only the catalog (and, for the workload, its per-API module), then is validated, planned,
-run by the real worker and shown in summary.csv."""
+touches only the catalog (and, for the axis, its typed field in the cell spec and the record; for
+the workload, its per-API module), then is validated, planned, run by the real worker and shown
+in summary.csv."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import typing
 from pathlib import Path
 
 
 from runner import matrix, schema
 from runner.results import files, schemas, summaries
 from runner.worker import catalog
+from runner.worker import protocol
 from runner.worker.protocol import RECORD_FIELDS, CellSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,9 +76,7 @@ def test_every_consumer_reads_the_axis_declarations():
     assert names[:2] == ("task", "batch_size") and settings == names[2:]
     assert schema.AXES == names                                         # validated
     assert set(names) <= set(schema.BenchmarkSpec.model_fields)         # a benchmark's key
-    spec_fields = [f.name for f in dataclasses.fields(CellSpec)]
-    start = spec_fields.index("task")
-    assert tuple(spec_fields[start:start + len(names)]) == names        # carried to the worker
+    assert spec_axis_drift() == {}                                      # carried to the worker
     assert set(names) <= set(RECORD_FIELDS) and set(names) <= set(schemas.RECORD_TYPES)
     assert summaries.AXIS_KEYS == settings                              # reported
     start = files.CSV_COLUMNS.index("task")
@@ -85,6 +86,34 @@ def test_every_consumer_reads_the_axis_declarations():
         assert catalog.AXIS_DEFAULTS[name] == axis.default
         assert schema.check_axis(name, axis.values[0] if axis.values else 1 if axis.kind ==
                                  "positive_int" else True)
+
+
+def spec_axis_drift(spec: type = CellSpec, axes: dict | None = None) -> dict[str, object]:
+    """How CellSpec's axis fields (those from "task" on, as many as the catalog has axes)
+    differ from the catalog's axes: names in order, and each field's type against the axis's
+    declared type (empty when they agree)."""
+    axes = catalog.AXES if axes is None else axes
+    hints = typing.get_type_hints(spec)
+    names = [f.name for f in dataclasses.fields(spec)]
+    start = names.index("task")
+    declared = names[start:start + len(axes)]
+    drift: dict[str, object] = {}
+    if declared != list(axes):
+        drift["names"] = (declared, list(axes))
+    for name, axis in axes.items():
+        if name in hints and hints[name] != axis.type:
+            drift[name] = (hints[name], axis.type)
+    return drift
+
+
+def test_the_cell_spec_declares_every_axis_with_its_type():
+    assert spec_axis_drift() == {}
+    # ... and says so when the catalog gains an axis the spec does not declare, or the types
+    # differ (a copy of the catalog's axes, so the real one is untouched)
+    toy = catalog.Axis("toy", "choice", str, "plain", ("plain", "fancy"))
+    assert spec_axis_drift(axes={**catalog.AXES, "toy": toy})["names"][1][-1] == "toy"
+    retyped = dataclasses.replace(catalog.AXES["jit"], type=bool)
+    assert spec_axis_drift(axes={**catalog.AXES, "jit": retyped}) == {"jit": (bool | str, bool)}
 
 
 def test_a_cell_carries_every_setting_axis(tmp_path):
@@ -140,6 +169,13 @@ def append(path: Path, text: str) -> None:
     path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
 
 
+def insert_after(path: Path, anchor: str, text: str) -> None:
+    """`text` after the one line `anchor` of a module of the copy."""
+    source = path.read_text(encoding="utf-8")
+    assert source.count(anchor) == 1, (path, anchor)
+    path.write_text(source.replace(anchor, anchor + text), encoding="utf-8")
+
+
 def changed_files(copy: Path) -> set[str]:
     """The files of the copy's runner/ that differ from (or are not in) this checkout's."""
     out = set()
@@ -151,16 +187,17 @@ def changed_files(copy: Path) -> set[str]:
     return out
 
 
-def run_matrix(copy: Path, text: str) -> subprocess.CompletedProcess:
+def run_matrix(copy: Path, text: str, run_keys: str = "") -> subprocess.CompletedProcess:
     """The copy's runner on a matrix whose environments are this interpreter as NumPy and as
-    torch (only planned: torch never runs here)."""
-    (copy / "toy.toml").write_text(textwrap.dedent(f"""
+    torch (only planned: torch never runs here); `run_keys`: more lines of [run]."""
+    (copy / "toy.toml").write_text(textwrap.dedent("""
         [run]
         name = "toy"
         repeats = 1
         warmup_steps = 1
         steps = 2
         settle = 0
+        """) + run_keys + textwrap.dedent(f"""
         [environments.numpy]
         python = "{sys.executable}"
         api = "numpy"
@@ -185,8 +222,13 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     catalog_dir = copy / "runner" / "worker" / "catalog"
     append(catalog_dir / "axes.py", TOY_AXIS)
     append(catalog_dir / "rules.py", TOY_RULE)
+    # its typed fields: the worker's spec and the record's coordinates
+    insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n")
+    insert_after(copy / "runner" / "results" / "types.py", "    device: str | None\n",
+                 "    toy: str | None\n")
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",
-                                   "runner/worker/catalog/rules.py"}
+                                   "runner/worker/catalog/rules.py",
+                                   "runner/worker/protocol.py", "runner/results/types.py"}
     bench = '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
 
     wrong = run_matrix(copy, bench + 'toy = "fancey"\n')
@@ -221,3 +263,46 @@ def test_a_toy_workload_touches_only_its_catalog_entry_and_its_module(tmp_path):
     assert {r["error"] for r in records if r["environment"] == "torch"} \
         >= {"toy has no torch implementation"}
     assert [r["workload"] for r in rows] == ["toy"] * 4
+
+
+# --- a toy setting, declared once in the cell spec --------------------------------------------
+
+def test_every_setting_of_the_spec_names_a_run_key_that_exists():
+    declared = protocol.settings_fields()
+    assert {"min_time_s", "max_time_s", "calibration_sizes", "harness_overhead"} <= set(declared)
+    for name, spec_field in declared.items():
+        run_key = spec_field.metadata[protocol.SETTING]["run_key"]
+        assert run_key is None or run_key in schema.RunSettings.model_fields, name
+    run = schema.RunSettings(min_time=2.0, max_time=9.0)
+    assert protocol.settings_from(run, harness_overhead=True) == {
+        "min_time_s": 2.0, "max_time_s": 9.0, "calibration_sizes": [], "harness_overhead": True}
+    # a coordinate setting changes the id only where it differs from its default
+    assert protocol.coordinate_settings(protocol.settings_from(run)) == {}
+    assert protocol.coordinate_settings(protocol.settings_from(calibration_sizes=[8])) == {
+        "calibration_sizes": [8]}
+
+
+TOY_SETTINGS = '''\
+    toy_knob: int = setting(3, run_key="toy_knob")
+    toy_words: str = setting("as declared")
+'''
+
+
+def test_a_toy_setting_declared_in_the_spec_reaches_the_worker(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    insert_after(copy / "runner" / "worker" / "protocol.py",
+                 "    harness_overhead: bool = setting(False, coordinate=True)\n", TOY_SETTINGS)
+    assert changed_files(copy) == {"runner/worker/protocol.py"}
+    # one with a [run] key: the matrix's table declares the key too (validated, documented)
+    insert_after(copy / "runner" / "schema" / "tables.py", "    lock_clocks: Any = False\n",
+                 "    toy_knob: int = 3\n")
+    done = run_matrix(copy, '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
+                      'environments = ["numpy"]\n', run_keys="toy_knob = 5\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = (copy / "results" / "toy").iterdir()
+    (spec_file,) = (run / "work").glob("*/spec.json")
+    spec = json.loads(spec_file.read_text())
+    assert (spec["toy_knob"], spec["toy_words"]) == (5, "as declared")     # what the worker read
+    records, _ = results_of(copy)
+    assert [(r["toy_knob"], r["toy_words"], r["status"]) for r in records] == [
+        (5, "as declared", "ok")]

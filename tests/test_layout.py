@@ -1,8 +1,9 @@
 """The shape of the house: no import cycle anywhere in runner/, renderers fed by the summaries and
 never by each other, the host never importing a framework, the worker never importing the host;
 executors never importing results/ or scheduling, and no module outside executors/ telling
-executors apart by name (they read the capability flags of executors/base.py); modules and
-functions small. Each rule is shown to catch a planted violation."""
+executors apart by name (they read the capability flags of executors/base.py); argparse
+stopping at the command layer (runner/cli.py, runner/commands/); modules and functions small.
+Each rule is shown to catch a planted violation."""
 
 from __future__ import annotations
 
@@ -243,3 +244,45 @@ def test_the_size_rule_catches_a_planted_long_function_and_module():
     assert too_long("m", f"def f():\n{body}", host=True) == {"m:f"}
     assert too_long("m", "x = 1\n" * (MAX_MODULE_LINES + 1), host=True) == {"m"}
     assert too_long("m", "x = 1\n" * (MAX_MODULE_LINES + 1), host=False) == set()
+
+
+# --- argparse stops at the command layer -------------------------------------------------------
+
+COMMAND_LAYER = ("runner/cli.py", "runner/commands/")
+
+
+def namespace_parameters(source: str) -> list[str]:
+    """Functions taking an argparse Namespace: a parameter annotated with one, or one named
+    `args` whose attributes the function reads (`args.x`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+        for param in params:
+            annotated = param.annotation is not None and "Namespace" in ast.unparse(param.annotation)
+            read = param.arg == "args" and any(
+                isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                and n.value.id == "args" for n in ast.walk(node))
+            if annotated or read:
+                found.append(f"{node.name}({param.arg})")
+    return found
+
+
+def test_library_functions_take_typed_arguments_not_namespaces():
+    offenders = {}
+    for path in sorted(RUNNER.rglob("*.py")):
+        relative = path.relative_to(RUNNER.parent).as_posix()
+        if not relative.startswith(COMMAND_LAYER):
+            found = namespace_parameters(path.read_text(encoding="utf-8"))
+            if found:
+                offenders[relative] = found
+    assert offenders == {}
+
+
+def test_the_namespace_rule_catches_a_planted_one():
+    planted = ("import argparse\n"
+               "def main(args: argparse.Namespace, console): return args.runs\n"
+               "def run_bisect(engine, args, console): return args.cell\n"
+               "def fine(job): args = job; return args.cell\n")
+    assert namespace_parameters(planted) == ["main(args)", "run_bisect(args)"]

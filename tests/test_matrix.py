@@ -123,7 +123,8 @@ def test_calibrate_measures_one_peak_per_environment_and_precision(write_matrix)
         environments = ["numpy"]
     """), profile="full")
     assert not [c for c in m.cells if c.workload == "matmul"]     # never cells of the run
-    got = {(c.environment, c.axes["precision"], c.calibration_sizes) for c in m.calibration}
+    got = {(c.environment, c.axes["precision"], tuple(c.settings["calibration_sizes"]))
+           for c in m.calibration}
     # NumPy has no bfloat16, so its bfloat16 calibration is left out rather than listed as NA.
     sizes = (4096, 8192, 16384)
     assert got == {("numpy", "float32", sizes), ("keras-jax", "float32", sizes),
@@ -139,7 +140,7 @@ def test_calibrate_measures_one_peak_per_environment_and_precision(write_matrix)
         workload = "elementwise"
         environments = ["numpy"]
     """), profile="smoke")
-    assert {c.calibration_sizes for c in smoke.calibration} == {(128, 256)}
+    assert {tuple(c.settings["calibration_sizes"]) for c in smoke.calibration} == {(128, 256)}
 
 
 def test_preallocate_false_sets_the_frameworks_switches_unless_the_environment_does(write_matrix):

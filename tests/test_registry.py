@@ -92,7 +92,7 @@ def forget_registry(client, address: str) -> None:
             if name.startswith(f"{address}/"):
                 try:
                     client.images.remove(name)
-                except Exception:  # noqa: BLE001 - gone already
+                except Exception:  # gone already
                     pass
 
 

@@ -31,8 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from ..history.bisect import run_bisect
+    from ..history.bisect import Bisect
     from .history import opened_history
 
     with opened_history(args.db) as engine:
-        return run_bisect(engine, args, console)
+        return Bisect(engine, args.run_good, args.run_bad, args.cell, args.repeats, args.work_dir,
+                      args.find_links, console, args.good_cell).run()

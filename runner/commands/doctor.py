@@ -54,8 +54,9 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
         if matrix is None:
             raise UsageError("doctor --measure: name the matrix whose environments to measure")
-        args.matrix = matrix
-        return noise.main(args, console)
+        return noise.measure(console, matrix, runs=args.runs, only=args.only,
+                             profile=args.profile, executor=args.executor,
+                             results_dir=args.results_dir)
     if args.only or args.profile or args.results_dir or args.runs != 3:
         raise UsageError("doctor: --only, --profile, --results-dir and --runs go with "
                          "--measure")

@@ -197,7 +197,7 @@ def record_seed(env: LocalEnv, into: LocalEnv | None = None) -> set[str]:
     try:
         seed = sorted(installed.list_installed(env.python))
         (into or env).path.joinpath(SEED_FILE).write_text(json.dumps(seed), encoding="utf-8")
-    except Exception:  # noqa: BLE001 - without it the check falls back to pip/setuptools/wheel
+    except Exception:  # without it the check falls back to pip/setuptools/wheel
         return set()
     return set(seed)
 

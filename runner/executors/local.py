@@ -218,7 +218,7 @@ class LocalExecutor(Executor):
         """A lock-built environment that no longer holds exactly its lock (changed by hand)."""
         try:
             found = installed.list_installed(env.python)
-        except Exception as exc:  # noqa: BLE001 - reported, never fatal
+        except Exception as exc:  # reported, never fatal
             return [f"could not list what {env.path} holds: {exc}"]
         diff = installed.differences(installed.lock_pins(env.lock), found, venvs.seed_of(env))
         if not diff:

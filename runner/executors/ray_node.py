@@ -52,7 +52,7 @@ def run_on_node(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield {"placement": placement}
     try:
         yield run_here(request, placement)
-    except Exception as exc:  # noqa: BLE001 - a bug on the node becomes the cell's error text
+    except Exception as exc:  # a bug on the node becomes the cell's error text
         import traceback
 
         yield {"error": f"on {where(placement)}: {type(exc).__name__}: {exc}",
@@ -85,7 +85,7 @@ def prepare_on_node(request: dict[str, Any]) -> dict[str, Any]:
     try:
         _, executor = node_executor(request["node_executor"])
         prepared = prepare_here(executor, Source(**request["source"]), request["locks"])
-    except Exception as exc:  # noqa: BLE001 - reported per node by the driver
+    except Exception as exc:  # reported per node by the driver
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"error": prepared.error, "warnings": prepared.warnings}
 
@@ -176,7 +176,7 @@ def run_interruptibly(executor: Any, prepared: Prepared, attempt: Attempt) -> Ou
     def target() -> None:
         try:
             done["outcome"] = executor.run(prepared, attempt)
-        except BaseException as exc:  # noqa: BLE001 - handed to the task's thread
+        except BaseException as exc:  # handed to the task's thread
             done["error"] = exc
 
     thread = threading.Thread(target=target, name="cell", daemon=True)

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 
 PR_SET_PDEATHSIG = 1                 # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
@@ -250,17 +251,28 @@ def exit_as(returncode: int | None) -> None:
     sys.exit(128 + sig)
 
 
-def supervise(args: argparse.Namespace) -> int | None:
-    die_with_parent(args.parent)
+@dataclass(frozen=True)
+class Supervision:
+    """What the supervisor is asked (its command line, parsed by `parse`)."""
+
+    parent: int                 # the runner's pid: the supervisor dies with it
+    log: str                    # the cell's log, capped to its first `head` and last `tail` bytes
+    head: int
+    tail: int
+    command: list[str]          # the worker's command line
+
+
+def supervise(job: Supervision) -> int | None:
+    die_with_parent(job.parent)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     for sig in STOP_SIGNALS:
         signal.signal(sig, request_stop)
     wake_fd = wake_on_signals()
-    log = CappedLog(args.log, args.head, args.tail)
+    log = CappedLog(job.log, job.head, job.tail)
     read_fd, write_fd = os.pipe()
     try:
         try:
-            worker = subprocess.Popen(args.command, stdin=subprocess.DEVNULL, stdout=write_fd,
+            worker = subprocess.Popen(job.command, stdin=subprocess.DEVNULL, stdout=write_fd,
                                       stderr=write_fd, preexec_fn=make_worker_die_with_us())
         except OSError as exc:
             log.write(f"[runner: could not start the worker: {exc}]\n".encode())
@@ -280,22 +292,23 @@ def supervise(args: argparse.Namespace) -> int | None:
         log.close()
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
+def parse(argv: list[str]) -> Supervision:
     parser = argparse.ArgumentParser(prog="supervisor")
     parser.add_argument("--parent", type=int, required=True, help="the runner's pid")
     parser.add_argument("--log", required=True)
     parser.add_argument("--head", type=int, required=True)
     parser.add_argument("--tail", type=int, required=True)
     parser.add_argument("command", nargs="+")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    return Supervision(args.parent, args.log, args.head, args.tail, args.command)
 
 
 def main(argv: list[str]) -> None:
-    args = parse(argv)
+    job = parse(argv)
     try:
-        returncode = supervise(args)
-    except Exception:  # noqa: BLE001 - said in the cell's log, where the runner looks
-        with open(args.log, "a", encoding="utf-8") as log:
+        returncode = supervise(job)
+    except Exception:  # said in the cell's log, where the runner looks
+        with open(job.log, "a", encoding="utf-8") as log:
             log.write(f"[runner: the worker's supervisor failed]\n{traceback.format_exc()}")
         returncode = 1
     exit_as(returncode)

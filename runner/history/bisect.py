@@ -49,16 +49,23 @@ class Step:
     resolved: bool = False
     lock_sha256: str | None = None
     error: str | None = None
-    records: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     verdict: str | None = None             # good | bad | unresolvable | failed
     ratio: float | None = None
     median_ms: float | None = None
 
 
 class Bisect:
-    def __init__(self, engine, good_dir: Path, bad_dir: Path, cell: str, repeats: int | None,
-                 work: Path | None, find_links: list[str], console, good_cell: str | None = None):
-        self.engine, self.console, self.find_links = engine, console, find_links
+    """`bisect` (run()): which changed distribution between the good and the bad run moved
+    `cell`; `repeats` per measured stack (None: the bad run's, at least 3)."""
+
+    def __init__(self, engine, good_dir: Path, bad_dir: Path, cell: str,
+                 repeats: int | None, work: Path | None, find_links: Sequence[Path],
+                 console: Console, good_cell: str | None = None):
+        if repeats is not None and repeats < 2:
+            raise UsageError("--repeats must be ≥ 2 (compare needs two repeats per side)")
+        self.engine, self.console = engine, console
+        self.find_links = [str(p) for p in find_links]
         self.good_dir, self.bad_dir = good_dir, bad_dir
         # A cell id may differ between the runs (it hashes where the environment came from): the
         # id or name finds it in the bad run, its name (or --good-cell's) in the good one.
@@ -341,10 +348,3 @@ class Bisect:
         self.console.print(f"[red]{user_text(message)}[/]", soft_wrap=True)
         return EXIT_FAILED_CELLS
 
-
-def run_bisect(engine, args, console) -> int:
-    if args.repeats is not None and args.repeats < 2:
-        raise UsageError("--repeats must be ≥ 2 (compare needs two repeats per side)")
-    bisect = Bisect(engine, args.run_good, args.run_bad, args.cell, args.repeats, args.work_dir,
-                    [str(p) for p in args.find_links], console, args.good_cell)
-    return bisect.run()

@@ -123,7 +123,7 @@ def stack_of(records: list[Record]) -> tuple[dict[str, Any], dict[str, str]]:
             value = (record.get("metadata") or {}).get(key)
             if key not in meta and value is not None:
                 meta[key] = str(value)
-    dists: dict[str, Any] = next((r["distributions"] for r in ordered if r.get("distributions")), {}) or {}
+    dists: dict[str, Any] = next((d for r in ordered if (d := r.get("distributions"))), {})
     return meta, {canonical(name): str(version) for name, version in dists.items()}
 
 

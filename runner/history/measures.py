@@ -5,7 +5,7 @@ of two sets of repeats. Nothing here computes a statistic of its own."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from ..results import compare, stats
 from ..results.summaries import cell_summaries
@@ -42,14 +42,19 @@ def repeat_median(record: Mapping[str, Any]) -> float | None:
     return stats.summarize(record.get("samples_ms") or [])["median_ms"]
 
 
-def compare_repeats(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[str, Any]],
+def compare_repeats(records_a: Sequence[Record], records_b: Sequence[Record],
                     threshold: float = compare.DEFAULT_THRESHOLD,
                     alpha: float = compare.DEFAULT_ALPHA) -> compare.CellComparison:
     """`compare`'s verdict on one cell measured twice (A the reference), the stacks' own
     metadata set aside: faster, slower, same or not comparable, with the ratio B/A and p."""
-    def plain(records: Sequence[Mapping[str, Any]]) -> list[Record]:
-        return [cast(Record, {**r, "metadata": {k: v for k, v in (r.get("metadata") or {}).items()
-                                                if k not in STACK_METADATA}}) for r in records]
+    def plain(records: Sequence[Record]) -> list[Record]:
+        out = []
+        for record in records:
+            stripped = record.copy()
+            stripped["metadata"] = {k: v for k, v in (record.get("metadata") or {}).items()
+                                    if k not in STACK_METADATA}
+            out.append(stripped)
+        return out
 
     a, b = plain(records_a), plain(records_b)
     summary_a, summary_b = (cell_summaries(side)[0] if side else None for side in (a, b))

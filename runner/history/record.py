@@ -30,7 +30,7 @@ def record_finished_run(run_dir: Path, url: str, console) -> None:
             engine.dispose()
         console.print(f"history: {done.action} {user_text(done.run_id)} in "
                       f"{user_text(db.shown(url))}", soft_wrap=True)
-    except Exception as exc:  # noqa: BLE001 — the run is finished: never fail it here
+    except Exception as exc:  # the run is finished: never fail it here
         text = str(exc).strip().splitlines()
         console.print(f"[yellow]! history: not recorded ({type(exc).__name__}: "
                       f"{user_text(text[0] if text else '')})[/]", soft_wrap=True)

@@ -42,7 +42,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from collections.abc import Callable, Mapping
 
 from rich.console import JustifyMethod
@@ -145,7 +145,9 @@ def paired(records: list[Record], environment: str, label: str, run: Path) -> li
     for record in records:
         if record["environment"] == environment:
             name = str(record["cell_name"]).replace(f"-{environment}-", f"-{label}-", 1)
-            out.append(cast(Record, {**record, "environment": label, "cell_name": name}))
+            renamed = record.copy()
+            renamed["environment"], renamed["cell_name"] = label, name
+            out.append(renamed)
     if not out:
         found = sorted({r["environment"] for r in records})
         raise UsageError(f"{run}: no record of environment {environment!r} (it has "

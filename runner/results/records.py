@@ -8,7 +8,8 @@ from typing import Any
 
 from . import schemas, stats
 from ..executors.base import Outcome
-from ..worker.protocol import RECORD_FIELDS, WORKER_FIELDS, CellSpec, empty_result
+from ..worker.protocol import WORKER_FIELDS, CellSpec, Status, empty_result
+from .types import Record
 
 
 def read_worker_result(path: Path) -> dict[str, Any] | None:
@@ -39,7 +40,8 @@ def _worker_view(worker: dict[str, Any]) -> dict[str, Any]:
     return {**placeholders, **{k: v for k, v in worker.items() if k in WORKER_FIELDS}}
 
 
-def status_from_outcome(outcome: Outcome, worker: dict[str, Any] | None) -> tuple[str, str | None]:
+def status_from_outcome(outcome: Outcome,
+                        worker: dict[str, Any] | None) -> tuple[Status, str | None]:
     """The one place a process outcome becomes a status: (status, error text)."""
     tail = outcome.log_tail.strip()
     if outcome.timed_out:
@@ -68,21 +70,21 @@ def status_from_outcome(outcome: Outcome, worker: dict[str, Any] | None) -> tupl
 
 
 def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
-             host_metadata: dict[str, Any], log: str) -> dict[str, Any]:
+             host_metadata: dict[str, Any], log: str) -> Record:
     """The stored record: worker fields (or nulls), status, host summaries and metadata."""
-    record = empty_result(spec)
     status, error = status_from_outcome(outcome, worker)
-    if worker is not None and worker_problem(worker) is None:
-        record.update(worker_fields(worker, spec))
+    valid = worker is not None and worker_problem(worker) is None
+    record = schemas.record_of({**empty_result(spec),
+                                **(worker_fields(worker, spec) if worker and valid else {})})
     record["status"], record["error"] = status, error
     if not schemas.positive_samples(record["samples_ms"]):
         record["samples_ms"] = []   # zeros or nothing: no measurement to summarise
-    record["metadata"] = {**(record.get("metadata") or {}), **host_metadata}
-    record.update(returncode=outcome.returncode, wall_s=outcome.wall_s, log=log,
-                  host_gpu=outcome.host_gpu)
-    record.update(stats.summarize(record.get("samples_ms") or []))
+    record["metadata"] = {**(record["metadata"] or {}), **host_metadata}
+    record["returncode"], record["wall_s"] = outcome.returncode, outcome.wall_s
+    record["log"], record["host_gpu"] = log, outcome.host_gpu
+    record.update(stats.summarize(record["samples_ms"] or []))
     record.update(stats.throughput(record))
-    return {k: record.get(k) for k in RECORD_FIELDS}
+    return record
 
 
 def worker_fields(worker: dict[str, Any], spec: CellSpec) -> dict[str, Any]:
@@ -94,9 +96,9 @@ def worker_fields(worker: dict[str, Any], spec: CellSpec) -> dict[str, Any]:
     return fields
 
 
-def not_applicable_record(spec: CellSpec, reason: str) -> dict[str, Any]:
-    record = empty_result(spec)
-    record.update(status="not_applicable", error=reason)
+def not_applicable_record(spec: CellSpec, reason: str) -> Record:
+    record = schemas.record_of(empty_result(spec))
+    record["status"], record["error"] = "not_applicable", reason
     record.update(stats.summarize([]))
     record.update(stats.throughput(record))
-    return {k: record.get(k) for k in RECORD_FIELDS}
+    return record

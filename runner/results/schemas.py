@@ -1,80 +1,29 @@
 """What the runner reads back from a run folder, validated as data in the matrix schema's style
 (pydantic, strict, one line per problem): cell records and the run manifest. Run folders travel
 between machines (`reproduce`, `compare`), so nothing in them is trusted because of where it
-lies. The record's fields are defined once, in runner.worker.protocol.RECORD_FIELDS; this module
-says only which type the host relies on for the fields it computes with (any other field is
-taken as it is).
+lies. The record's fields are defined once, in runner.worker.protocol.RECORD_FIELDS, and each
+field's type (bounds included) once, in `Record` (results/types.py): the model below is built
+from its annotations, and adds only the checks a type cannot say (names that must be safe to
+show, the figures of `extra`, an ok record's samples).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal, cast
+import typing
+from typing import Any, Literal, cast
+from collections.abc import Mapping
 
-from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError, create_model,
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_model,
                       field_validator, model_validator)
 
-from ..schema import MAX_TIMEOUT_S, RUN_NAME_PATTERN, format_error
-from ..worker import catalog
-from ..worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
-from .types import Record
+from ..schema import RUN_NAME_PATTERN, format_error
+from ..worker.protocol import RECORD_FIELDS
+from .types import MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Record
 
-# Bounds of every number the statistics read: a finite number beyond them (1.7e308 ms) makes a
-# sum, a square or a ratio of the reports overflow, so such a record is set aside like any other
-# malformed one. A step lasts at most a cell's longest timeout and, to count as measured, at
-# least a nanosecond; any other figure is at most 1e30 in size (FLOPs per step of the largest
-# model and batch are far below; every product and square of two such figures stays finite).
-MAX_SAMPLE_MS = MAX_TIMEOUT_S * 1000.0
-MIN_SAMPLE_MS = 1e-6
-MAX_FIGURE = 1e30
-MAX_COUNT = 10**12              # steps per call, calls per sample
-_Sample = Annotated[float, Field(ge=0.0, le=MAX_SAMPLE_MS)]
-_Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
-_Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
-# Host-relied types of record fields (every name is a RECORD_FIELDS key: tests/test_hostile.py).
-_Number = _Figure | None
-_Text = str | None
-RECORD_TYPES: dict[str, Any] = {
-    "schema": Literal[SCHEMA_VERSION],
-    "status": Literal[STATUSES],
-    "error": _Text,
-    "run_id": _Text,
-    "cell_id": str,
-    "cell_name": str,
-    "repeat": PositiveInt,
-    "environment": str,
-    "api": _Text,
-    "backend": _Text,
-    "image": _Text,
-    "workload": str,
-    "task": str,
-    "batch_size": PositiveInt,
-    # The other axes with the type their declaration gives (runner.worker.catalog).
-    **{name: catalog.AXES[name].type | None for name in catalog.setting_axes()},
-    "options": dict[str, Any],
-    "user_workload": dict[str, Any] | None,
-    "samples_ms": list[_Sample],
-    "warmup_s": list[_Figure] | None,
-    "steps_per_call": _Count | None,
-    "calls_per_sample": _Count | None,
-    "outliers": list[Annotated[list[_Figure], Field(min_length=2, max_length=2)]] | None,  # [i, ms]
-    "metadata": dict[str, Any] | None,
-    "extra": dict[str, Any] | None,
-    "effective": dict[str, Any] | None,
-    "answer": dict[str, Any] | None,
-    "distributions": dict[str, Any] | None,
-    "returncode": int | None,
-    "log": _Text,
-    **{name: _Number for name in (
-        "import_s", "setup_s", "compile_s", "train_s", "worker_s", "items_per_step",
-        "rss_initial_mb", "rss_peak_mb", "vram_initial_mb", "vram_peak_mb",
-        "nvml_memory_peak_mb", "gpu_util_mean", "gpu_power_mean_w", "gpu_energy_j",
-        "gpu_idle_power_w", "gpu_energy_resolution_s",
-        "gpu_sm_clock_mhz", "cpu_util_mean", "flops_per_step", "loss_first", "loss_last",
-        "accuracy", "wall_s", "median_ms", "mean_ms", "p10_ms", "p90_ms", "min_ms", "max_ms",
-        "stdev_ms", "items_per_s", "achieved_tflops")},
-}
+# Every record field's type, bounds included: Record's annotations (Any: taken as it is).
+RECORD_TYPES: dict[str, Any] = typing.get_type_hints(Record, include_extras=True)
 # A record is found by these; everything else may be null (unknown).
 REQUIRED = ("schema", "status", "cell_id", "cell_name", "repeat", "environment", "workload",
             "task", "batch_size")
@@ -178,6 +127,13 @@ def complete_record(data: dict[str, Any]) -> Record:
     """A valid record with every field present (an absent one is null: unknown): the typed
     Record (results/types.py) every reader gets."""
     return cast(Record, {**dict.fromkeys(RECORD_FIELDS), **data})
+
+
+def record_of(fields: Mapping[str, Any]) -> Record:
+    """A record being built (records.py): exactly the fields of RECORD_FIELDS, in their order,
+    None where `fields` has none. Its values are the spec's and the worker's, whose result was
+    validated first (records.worker_problem); the host then sets its own fields, typed."""
+    return cast(Record, {k: fields.get(k) for k in RECORD_FIELDS})
 
 
 # --- manifest ---------------------------------------------------------------------------------

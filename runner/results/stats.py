@@ -59,7 +59,7 @@ import numpy as np
 from ..worker.metadata import KEYS
 from ..worker.protocol import ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS
 from .formatting import fmt
-from .types import Record
+from .types import Record, StepSummary, Throughput
 
 CONFIDENCE = 0.95
 CV_LIMIT = 0.05              # warn above this coefficient of variation (the typical repeat's)
@@ -67,36 +67,35 @@ MIN_WINDOW_S = 1.0           # warn when the timed window (or the energy window)
 REPEAT_ALPHA = 0.01          # Kruskal-Wallis level for "repeats disagree"
 REPEAT_SPREAD = 0.05         # ... and the repeat medians must differ by more than this
 
-SUMMARY_KEYS = ("median_ms", "mean_ms", "p10_ms", "p90_ms", "min_ms", "max_ms", "stdev_ms")
 
-
-def summarize(samples_ms: list[float]) -> dict[str, float | None]:
+def summarize(samples_ms: list[float]) -> StepSummary:
     """median, mean, p10, p90, min, max and sample stdev of per-step times (ms)."""
     if not samples_ms:
-        return dict.fromkeys(SUMMARY_KEYS)
+        return StepSummary(median_ms=None, mean_ms=None, p10_ms=None, p90_ms=None, min_ms=None,
+                           max_ms=None, stdev_ms=None)
     values = np.asarray(samples_ms, dtype=float)
     p10, median, p90 = np.percentile(values, [10, 50, 90])
-    return {
-        "median_ms": float(median),
-        "mean_ms": float(values.mean()),
-        "p10_ms": float(p10),
-        "p90_ms": float(p90),
-        "min_ms": float(values.min()),
-        "max_ms": float(values.max()),
-        "stdev_ms": float(values.std(ddof=1)) if len(values) > 1 else None,
-    }
+    return StepSummary(
+        median_ms=float(median),
+        mean_ms=float(values.mean()),
+        p10_ms=float(p10),
+        p90_ms=float(p90),
+        min_ms=float(values.min()),
+        max_ms=float(values.max()),
+        stdev_ms=float(values.std(ddof=1)) if len(values) > 1 else None,
+    )
 
 
-def throughput(record: Mapping[str, Any]) -> dict[str, float | None]:
+def throughput(record: Mapping[str, Any]) -> Throughput:
     """items/s and achieved TFLOP/s at the median step time."""
     median = record.get("median_ms")
     items, flops = record.get("items_per_step"), record.get("flops_per_step")
     if not median:
-        return {"items_per_s": None, "achieved_tflops": None}
-    return {
-        "items_per_s": items * 1000.0 / median if items else None,
-        "achieved_tflops": flops / (median / 1000.0) / 1e12 if flops else None,
-    }
+        return Throughput(items_per_s=None, achieved_tflops=None)
+    return Throughput(
+        items_per_s=items * 1000.0 / median if items else None,
+        achieved_tflops=flops / (median / 1000.0) / 1e12 if flops else None,
+    )
 
 
 MIN_CI_REPEATS = 3          # fewer repeats: no interval ("–, too few repeats")

@@ -224,7 +224,7 @@ class Store:
         folder.mkdir(parents=True)
         return folder
 
-    def write_record(self, key: str, record: dict[str, Any]) -> None:
+    def write_record(self, key: str, record: Record) -> None:
         path = self.record_path(key)
         if path.exists() or path.is_symlink():
             raise FileExistsError(f"{path} exists: a finished result is never overwritten")

@@ -3,23 +3,46 @@ cell's summary, a run's manifest.
 
 They are TypedDicts: the JSON on disk is exactly these dicts (nothing is converted on the way in
 or out, so every file stays byte-identical), and to mypy a mistyped key is an error instead of a
-silent None in a table. One place still defines each: the record's fields are RECORD_FIELDS
-(runner/worker/protocol.py) and the matrix axes come from the catalog; tests/results/test_types.py
-checks these types against them, and against what cell_summaries and build_manifest build, both
-ways, so a field added in one place and not the other fails a test.
+silent None in a table. A record's type is also its validation: results/schemas.py builds the
+model that checks a record read from a run folder from `Record`'s annotations, bounds included
+(the Annotated figures below). One place still defines each field: the record's fields are
+RECORD_FIELDS (runner/worker/protocol.py) and the axes' types come from the catalog;
+tests/results/test_types.py checks these types against them, and against what cell_summaries
+and build_manifest build, both ways, so a field added in one place and not the other fails a
+test.
 
-Values are typed where the renderers rely on them; `Any` where a field holds a nested document
-(options, metadata, extra) or a value whose type depends on the axis or the worker.
+Values are typed where the host relies on them; `Any` where a field holds a nested document
+or a value the host takes as it is (those are not validated either).
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
+from pydantic import Field
+
+from ..schema.values import MAX_TIMEOUT_S
+from ..worker.protocol import Status
+
+# Bounds of every number the statistics read: a finite number beyond them (1.7e308 ms) makes a
+# sum, a square or a ratio of the reports overflow, so such a record is set aside like any other
+# malformed one. A step lasts at most a cell's longest timeout and, to count as measured, at
+# least a nanosecond; any other figure is at most 1e30 in size (FLOPs per step of the largest
+# model and batch are far below; every product and square of two such figures stays finite).
+MAX_SAMPLE_MS = MAX_TIMEOUT_S * 1000.0
+MIN_SAMPLE_MS = 1e-6
+MAX_FIGURE = 1e30
+MAX_COUNT = 10**12              # steps per call, calls per sample
+Sample = Annotated[float, Field(ge=0.0, le=MAX_SAMPLE_MS)]
+Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
+Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Positive = Annotated[int, Field(gt=0)]
+Document = dict[str, Any]
 
 
 class CellCoordinates(TypedDict):
-    """Which cell: what a record and a summary of it both carry."""
+    """Which cell: what a record and a summary of it both carry. The axes (task to device)
+    have their catalog declaration's type, or None (tests/results/test_types.py)."""
 
     cell_id: str
     cell_name: str
@@ -29,94 +52,104 @@ class CellCoordinates(TypedDict):
     image: str | None
     workload: str
     task: str
-    batch_size: int
-    precision: Any
-    jit: Any
-    size: Any
-    tf32: Any
-    steps_per_execution: Any
-    data: Any
-    device: Any
-    options: dict[str, Any]
+    batch_size: Positive
+    precision: str | None
+    jit: bool | str | None
+    size: str | None
+    tf32: bool | None
+    steps_per_execution: int | None
+    data: str | None
+    device: str | None
+    options: Document
     # A user workload's spec entry (name, file, sha256, option defaults, ...); None: built-in.
-    user_workload: dict[str, Any] | None
+    user_workload: Document | None
 
 
-class Record(CellCoordinates):
+class StepSummary(TypedDict):
+    """A repeat's per-step times summarised (results/stats.py summarize), ms."""
+
+    median_ms: Figure | None
+    mean_ms: Figure | None
+    p10_ms: Figure | None
+    p90_ms: Figure | None
+    min_ms: Figure | None
+    max_ms: Figure | None
+    stdev_ms: Figure | None
+
+
+class Throughput(TypedDict):
+    """items/s and TFLOP/s at the median step time (results/stats.py throughput)."""
+
+    items_per_s: Figure | None
+    achieved_tflops: Figure | None
+
+
+class Record(CellCoordinates, StepSummary, Throughput):
     """One cell × repeat as stored (cells/<cell>-r<repeat>.json, results.jsonl): every field of
     RECORD_FIELDS, None where unknown (Store.read_records completes a record read back)."""
 
-    schema: int
-    status: str
+    schema: Literal[1]
+    status: Status
     error: str | None
     run_id: str | None
-    repeat: int
+    repeat: Positive
     steps: Any
     warmup_steps: Any
     seed: Any
     min_time_s: Any
     max_time_s: Any
     calibration_sizes: Any
-    calls_per_sample: int | None
+    calls_per_sample: Count | None
     harness_overhead: Any
-    samples_ms: list[float]
-    steps_per_call: int | None
+    samples_ms: list[Sample]
+    steps_per_call: Count | None
     block_source: str | None
     timing: Any
-    outliers: Any
+    outliers: list[Annotated[list[Figure], Field(min_length=2, max_length=2)]] | None  # [i, ms]
     epoch_boundary_samples: Any
-    import_s: float | None
-    setup_s: float | None
-    compile_s: float | None
+    import_s: Figure | None
+    setup_s: Figure | None
+    compile_s: Figure | None
     compile_cache: Any
     compilations: Any
-    warmup_s: list[float] | None
-    train_s: float | None
-    worker_s: float | None
-    items_per_step: float | None
-    rss_initial_mb: float | None
-    rss_peak_mb: float | None
-    vram_initial_mb: float | None
-    vram_peak_mb: float | None
+    warmup_s: list[Figure] | None
+    train_s: Figure | None
+    worker_s: Figure | None
+    items_per_step: Figure | None
+    rss_initial_mb: Figure | None
+    rss_peak_mb: Figure | None
+    vram_initial_mb: Figure | None
+    vram_peak_mb: Figure | None
     vram_source: str | None
-    nvml_memory_peak_mb: float | None
-    allocator: dict[str, Any] | None
-    gpu_util_mean: float | None
-    gpu_power_mean_w: float | None
-    gpu_energy_j: float | None
-    gpu_idle_power_w: float | None
-    gpu_energy_resolution_s: float | None
-    gpu_sm_clock_mhz: float | None
-    gpu_sm_clock_min_mhz: float | None
-    gpu_mem_clock_mhz: float | None
-    gpu_mem_clock_min_mhz: float | None
+    nvml_memory_peak_mb: Figure | None
+    allocator: Document | None
+    gpu_util_mean: Figure | None
+    gpu_power_mean_w: Figure | None
+    gpu_energy_j: Figure | None
+    gpu_idle_power_w: Figure | None
+    gpu_energy_resolution_s: Figure | None
+    gpu_sm_clock_mhz: Figure | None
+    gpu_sm_clock_min_mhz: Figure | None
+    gpu_mem_clock_mhz: Figure | None
+    gpu_mem_clock_min_mhz: Figure | None
     gpu_other_processes: Any
     gpu_clock_events: Any
     host_gpu: Any
-    cpu_util_mean: float | None
+    cpu_util_mean: Figure | None
     host_other_cpu: Any
     settle: Any
-    flops_per_step: float | None
-    loss_first: float | None
-    loss_last: float | None
-    accuracy: float | None
-    answer: Any
-    extra: Any
-    effective: Any
-    metadata: Any
-    distributions: Any
+    flops_per_step: Figure | None
+    loss_first: Figure | None
+    loss_last: Figure | None
+    accuracy: Figure | None
+    answer: Document | None
+    extra: Document | None
+    effective: Document | None
+    metadata: Document | None
+    distributions: Document | None
     returncode: int | None
-    wall_s: float | None
+    wall_s: Figure | None
     log: str | None
-    median_ms: float | None
-    mean_ms: float | None
-    p10_ms: float | None
-    p90_ms: float | None
-    min_ms: float | None
-    max_ms: float | None
-    stdev_ms: float | None
-    items_per_s: float | None
-    achieved_tflops: float | None
 
 
 class CellSummary(CellCoordinates, total=False):

@@ -36,7 +36,7 @@ def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
         from .plots import write_plots
 
         plots = write_plots(store.root, summaries, analysis)
-    except Exception as exc:  # noqa: BLE001 - a plot must never cost the tables
+    except Exception as exc:  # a plot must never cost the tables
         _warn(f"plots not written ({type(exc).__name__}: {exc})")
     text = markdown.report_markdown(manifest, summaries, plots, analysis)
     store.write_text("report.md", text)
@@ -45,6 +45,6 @@ def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
 
         title = f"Benchmark report: {manifest.get('name')}"
         store.write_text("report.html", html.render(text, store.root, title=title))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # idem: the Markdown report is written
         _warn(f"report.html not written ({type(exc).__name__}: {exc})")
     return summaries

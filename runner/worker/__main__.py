@@ -173,7 +173,7 @@ def answer_of(bench: Any, result: dict[str, Any]) -> dict[str, Any] | None:
     taken costs the answer, not the measurement: the reason goes to extra."""
     try:
         answer = dict(bench.answer()) if bench.answer is not None else {}
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # the answer's failure, never the measurement's
         result["extra"]["answer_error"] = f"{type(exc).__name__}: {exc}"[:500]
         return None
     if bench.first_loss_in_answer and result.get("loss_first") is not None:

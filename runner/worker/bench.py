@@ -69,7 +69,7 @@ class StepClock:
     warmup_calls: int
     timed_calls: int | None
     sync: Callable[[Any], None]
-    on_timed_start: Callable[[], None] = lambda: None
+    on_timed_start: Callable[[], object] = lambda: None
     # Called once, the moment the last timed sample is filed and before anything else runs (the
     # telemetry's end read: its window is then the timed samples' window, not what follows).
     on_timed_end: Callable[[], None] = lambda: None
@@ -199,10 +199,13 @@ class StepClock:
     def _starts_epoch(self, first: int, end: int) -> bool:
         """Whether the sample of calls [first, end) holds epoch-end work: the first call of an
         epoch after the first one, or (epoch_work_after_last_call) the last call of an epoch."""
+        per_epoch = self.epoch_calls
+        if not per_epoch:
+            return False
         if self.epoch_work_after_last_call:
             first, end = first + 1, end + 1          # a boundary m with first < m ≤ end
-        epoch = max(1, -(-first // self.epoch_calls))          # ceil, at least the second epoch
-        return epoch * self.epoch_calls < end
+        epoch = max(1, -(-first // per_epoch))                 # ceil, at least the second epoch
+        return epoch * per_epoch < end
 
     def outliers(self) -> list[list[float]]:
         """[index, seconds] of every timed sample above OUTLIER_FACTOR × the median."""
@@ -286,6 +289,8 @@ def run_loop(bench: Bench, clock: StepClock) -> None:
         bench.drive(clock)
         return
     step = bench.step
+    if step is None:
+        raise TypeError("the workload's Bench has neither a step nor a drive: nothing to time")
     handed_over = clock.block_source == "handed_over"
     if not bench.returns_to_host and clock.calibrate is None:
         def calibrate() -> int:

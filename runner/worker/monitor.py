@@ -294,7 +294,8 @@ class Monitor:
         if self.compilations is not None:
             self._compiled = [self.compilations()]
         if self.gpu is not None:
-            self._thread = threading.Thread(target=self._run, name="gpu-monitor", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(self.gpu,), name="gpu-monitor",
+                                            daemon=True)
             self._thread.start()
             self._energy0 = self.gpu.energy_mj()
         self._host0 = host_cpu_times()
@@ -303,9 +304,9 @@ class Monitor:
         self._counting = True
         return self
 
-    def _run(self) -> None:
+    def _run(self, gpu: Nvml) -> None:
         while not self._stop.wait(self.interval_s):
-            self.samples.append(self.gpu.sample())
+            self.samples.append(gpu.sample())
 
     def stop_counters(self) -> None:
         """End the window: read the clock, CPU time and energy counter now (once)."""
@@ -324,7 +325,7 @@ class Monitor:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_counters()
-        if self._thread is not None:
+        if self._thread is not None and self.gpu is not None:
             self._stop.set()
             self._thread.join()
             self.samples.append(self.gpu.sample())   # a window shorter than one interval
@@ -333,8 +334,8 @@ class Monitor:
         # The window length lets the host judge the energy delta (NVML's counter is coarse).
         out: dict[str, Any] = {"cpu_util_mean": self.cpu_util, "telemetry_window_s": self.window_s,
                                "host_other_cpu": self.host_other_cpu}
-        if len(self._compiled) == 2 and None not in self._compiled:
-            before, after = self._compiled
+        before, after = self._compiled if len(self._compiled) == 2 else (None, None)
+        if before is not None and after is not None:
             out["compilations"] = {"before_timed": before, "timed": after - before,
                                    "counted": self.compilations_counted}
         if self.gpu is None:

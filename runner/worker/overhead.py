@@ -25,7 +25,8 @@ ROUND_S = 0.25
 def bare_ms(step: Callable[[], Any], sync: Callable[[Any], None], block: int,
             seconds: float) -> float:
     """Median ms per call of a bare loop: blocks of `block` calls, one sync per block."""
-    times, started = [], time.perf_counter()
+    times: list[float] = []
+    started = time.perf_counter()
     while time.perf_counter() - started < seconds or not times:
         began = time.perf_counter()
         for _ in range(block - 1):

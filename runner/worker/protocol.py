@@ -11,13 +11,12 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, field, fields, make_dataclass
-from typing import TYPE_CHECKING, Any
-from collections.abc import Iterator
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from typing import Any, Final, Literal, get_args
+from collections.abc import Callable, Iterator
 
-from . import catalog
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 # The timed window's energy is read from NVML's counter: it is trusted (and, on a GPU with
 # steps = "auto", the window is made long enough) from this many of the counter's update
@@ -43,58 +42,122 @@ COMPILE_CACHE_ENV = "DL_BENCH_COMPILE_CACHE"
 # no_gpu: the host has a GPU and the cell asked for it (device = "auto" or "gpu"), but the
 # framework in the environment cannot see it (a CPU build, CUDA libraries it cannot load): the
 # cell fails rather than measuring the CPU silently.
-STATUSES = ("ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable")
+Status = Literal["ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 
-# What the executor hands the worker (spec.json), field by field: the cell's coordinates, then
-# one field per axis of the catalog (task, batch_size, precision, jit, ...), then the run's
-# settings. The axes' fields come from runner.worker.catalog, their one declaration.
-_COORDINATES: list[tuple[str, Any]] = [
-    ("run_id", str), ("cell_id", str), ("cell_name", str), ("repeat", int),
-    ("environment", str), ("api", str), ("backend", "str | None"),
-    ("image", "str | None"),            # None: an existing interpreter (python = ...)
-    ("workload", str),
-]
-_SETTINGS: list[tuple[str, Any] | tuple[str, Any, Any]] = [
-    ("options", "dict[str, Any]"),
-    ("steps", "int | str"),             # timed steps, or "auto": until min_time_s (see bench.py)
-    ("warmup_steps", int), ("seed", int), ("result_path", str),
-    ("min_time_s", float, 1.0),         # steps = "auto": the timed window lasts at least this long
-    ("max_time_s", float, 60.0),        # ... and at most this long (once one sample is in)
+# The spec's settings a cell carries from the matrix to its worker (Cell.settings): each a field
+# of CellSpec declared with `setting`, which says its default, the [run] key that sets it (if
+# one does) and whether it changes what the cell computes (a coordinate: part of the cell id,
+# when it differs from its default, so that cells without it keep their ids). Nothing else names
+# them: runner/matrix.py fills Cell.settings from the matrix (`settings_from`) and
+# runner/cells.py copies them into the spec.
+SETTING = "dl_bench_setting"
+
+
+def setting(default: Any = MISSING, *, factory: Callable[[], Any] | None = None,
+            run_key: str | None = None, coordinate: bool = False) -> Any:
+    meta = {SETTING: {"run_key": run_key, "coordinate": coordinate}}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellSpec:
+    """What the executor hands the worker (spec.json), field by field: the cell's coordinates,
+    then one field per axis of the catalog (tests/test_catalog.py fails when the catalog has an
+    axis this class does not declare, in the catalog's order and with its type), then the run's
+    settings. The field order is the order of spec.json and of a record's fields."""
+
+    # --- which cell
+    run_id: str
+    cell_id: str
+    cell_name: str
+    repeat: int
+    environment: str
+    api: str
+    backend: str | None
+    image: str | None                   # None: an existing interpreter (python = ...)
+    workload: str
+    # --- one field per axis of runner.worker.catalog (catalog/axes.py), with its type
+    task: str
+    batch_size: int
+    precision: str
+    jit: bool | str
+    size: str
+    tf32: bool | None
+    steps_per_execution: int
+    data: str
+    device: str
+    # --- the settings
+    options: dict[str, Any]
+    steps: int | str                    # timed steps, or "auto": until min_time_s (see bench.py)
+    warmup_steps: int
+    seed: int
+    result_path: str
+    # steps = "auto": the timed window lasts at least min_time_s, and at most max_time_s (once
+    # one sample is in).
+    min_time_s: float = setting(1.0, run_key="min_time")
+    max_time_s: float = setting(60.0, run_key="max_time")
     # A calibration (matmul only): time each of these sizes, keep the fastest in TFLOP/s.
-    ("calibration_sizes", "list[int]", field(default_factory=list)),
+    calibration_sizes: list[int] = setting(factory=list, coordinate=True)
     # One block size per cell (pyperf hands its calibrated loop count to every worker): the
     # calls per sample the cell's first ok repeat calibrated, handed by the host to its later
     # repeats. Given, the worker's clock uses it and does not calibrate; None: calibrate.
-    ("calls_per_sample", "int | None", None),
+    calls_per_sample: int | None = None
     # After the cell's timed window, pair the worker's clock with a bare loop of the same step
     # (runner.worker.overhead): the harness's own cost, in the record's extra.harness_overhead.
-    ("harness_overhead", bool, False),
+    harness_overhead: bool = setting(False, coordinate=True)
     # A workload from the user's own file: {name, file, module, folder, sha256, defaults}; the
     # worker imports its staged copy (runner/worker/user_code.py). None: a built-in workload.
-    ("user_workload", "dict[str, Any] | None", None),
-]
+    user_workload: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> CellSpec:
+        """The spec of a spec.json (keys it does not declare are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
-def _spec_from_dict(cls: type, raw: dict[str, Any]) -> Any:
-    known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in raw.items() if k in known})
+def settings_fields() -> dict[str, Field[Any]]:
+    """The fields of CellSpec declared with `setting`, in their order."""
+    return {f.name: f for f in fields(CellSpec) if SETTING in f.metadata}
 
 
-def _spec_to_dict(self: Any) -> dict[str, Any]:
-    return asdict(self)
+def _default(spec_field: Field[Any]) -> Any:
+    if spec_field.default_factory is not MISSING:
+        return spec_field.default_factory()
+    return spec_field.default
 
 
-# Built from the catalog's axes, so a type checker cannot see its fields: to it a CellSpec is
-# Any (the fields are checked at run time, by the dataclass and by tests/test_catalog.py).
-CellSpec: Any = make_dataclass(
-    "CellSpec",
-    _COORDINATES + [(name, axis.type) for name, axis in catalog.AXES.items()] + _SETTINGS,
-    namespace={"__doc__": "What the executor hands the worker (spec.json).",
-               "__module__": __name__,
-               "from_dict": classmethod(_spec_from_dict), "to_dict": _spec_to_dict})
-if TYPE_CHECKING:
-    CellSpec = Any      # noqa: F811 - what annotations see (see above)
+def settings_from(run: Any = None, **given: Any) -> dict[str, Any]:
+    """A cell's settings: each one `given`, else the value of the [run] key it names (an
+    attribute of `run`, the matrix's RunSettings), else its default."""
+    unknown = set(given) - set(settings_fields())
+    if unknown:
+        raise TypeError(f"not settings of CellSpec: {sorted(unknown)}")
+    out: dict[str, Any] = {}
+    for name, spec_field in settings_fields().items():
+        run_key = spec_field.metadata[SETTING]["run_key"]
+        if name in given:
+            out[name] = given[name]
+        elif run_key is not None and run is not None:
+            out[name] = getattr(run, run_key)
+        else:
+            out[name] = _default(spec_field)
+    return out
+
+
+def coordinate_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings among a cell's coordinates: those that change what it computes, where they
+    differ from their default (a cell that does not use one keeps the id it had without it)."""
+    return {name: settings[name] for name, spec_field in settings_fields().items()
+            if spec_field.metadata[SETTING]["coordinate"] and name in settings
+            and settings[name] != _default(spec_field)}
 
 
 # The result record, schema 1. One entry per field: (who fills it, what it means).

@@ -5,16 +5,18 @@ same-answer check build, a Manifest exactly what results/manifest.py writes."""
 from __future__ import annotations
 
 import ast
+import json
 import typing
 from pathlib import Path
 
 import pytest
 
-from runner.results import answers, manifest as manifest_mod
+from runner.results import answers, manifest as manifest_mod, schemas
 from runner.results.compare import open_run
 from runner.results.summaries import cell_summaries
 from runner.results.types import CellSummary, Manifest, ManifestCell, Record
-from runner.worker.protocol import RECORD_FIELDS
+from runner.worker import catalog
+from runner.worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -80,3 +82,35 @@ def test_a_manifest_has_exactly_what_the_manifest_module_writes():
         assert set(manifest) <= keys_of(Manifest), run
         for cell in manifest["cells"]:
             assert set(cell) <= keys_of(ManifestCell), run
+
+
+def test_the_record_types_the_axes_as_the_catalog_declares_them():
+    hints = typing.get_type_hints(Record)
+    for name, axis in catalog.AXES.items():
+        expected = axis.type if axis.per_workload else axis.type | None
+        assert hints[name] == expected, name
+    assert typing.get_args(hints["schema"]) == (SCHEMA_VERSION,)
+    assert typing.get_args(hints["status"]) == STATUSES
+
+
+def a_stored_record() -> dict:
+    (path,) = sorted((FIXTURES / "base" / "cells").glob("f1cnnkrtf0-r1.json"))
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert schemas.record_problem(record) is None
+    return record
+
+
+def test_every_typed_field_of_the_record_is_what_validates_it():
+    """One declaration: each field Record types (not Any) is checked with that type when a
+    record is read back, and a field it leaves Any is taken as it is."""
+    hints = typing.get_type_hints(Record)
+    wrong = [{"not": "this field's type"}]
+    for name in RECORD_FIELDS:
+        problem = schemas.record_problem({**a_stored_record(), name: wrong})
+        if hints[name] is typing.Any:
+            assert problem is None, name
+        else:
+            assert problem is not None and problem.startswith(name), (name, problem)
+    # bounds are part of the type: a figure beyond them is refused like a wrong type
+    assert schemas.record_problem({**a_stored_record(), "gpu_mem_clock_mhz": 1e300}) \
+        .startswith("gpu_mem_clock_mhz")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -48,6 +48,18 @@ PRECISION_DTYPES = {
     "mixed_float16": ("float32", "float16"),
     "mixed_bfloat16": ("float32", "bfloat16"),
 }
+
+
+class TrainingArrays(Protocol):
+    """What a training feed reads (keras_api/cnn.py training_data): a CnnData, or a user
+    workload's arrays (apis/user_common.py)."""
+
+    @property
+    def x_train(self) -> np.ndarray: ...
+    @property
+    def y_train(self) -> np.ndarray: ...
+    @property
+    def batch_size(self) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ def dispatch_facts(keras: Any) -> dict[str, Any]:
     holding BlockClock, and the same for no callback at all (a plain fit)."""
     facts: dict[str, Any] = {"fit_callbacks": CALLBACK}
     callback_list = getattr(keras.callbacks, "CallbackList", None)
+    if callback_list is None:
+        return facts
     probe = block_clock(keras, None, per_call=1, given=None, calibration={})
     try:
         with_clock = callback_list([probe])
@@ -177,6 +179,7 @@ class BlockClockHooks:
     """BlockClock's hooks, made a callback of the Keras in use by block_clock."""
 
     async_safe = True           # Keras 3: the batch-end hook below is safe in its thread pool
+    model: Any                  # set by Keras (the model being fitted)
 
     def __init__(self, clock: StepClock | None, per_call: int, given: int | None,
                  calibration: dict[str, Any]):
@@ -201,6 +204,14 @@ class BlockClockHooks:
             # fit's epoch-end work runs after an epoch's last call, before the next batch begins.
             clock.epoch_work_after_last_call = True
 
+    @property
+    def timed(self) -> StepClock:
+        """The clock the hooks tick (every BlockClock has one but dispatch_facts' probe, whose
+        hooks fit never calls)."""
+        if self.clock is None:
+            raise RuntimeError("a probe BlockClock has no clock to tick")
+        return self.clock
+
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
 
@@ -221,7 +232,7 @@ class BlockClockHooks:
 
     def after(self, done: int) -> None:
         """`done` calls have been dispatched, the next one not yet: the end of a block?"""
-        clock = self.clock
+        clock = self.timed
         if self.phase == "warmup":
             clock.tick(None)
             if done == clock.warmup_calls:
@@ -241,12 +252,12 @@ class BlockClockHooks:
         """After the warm-up: the block calibration, or, with a block handed over, the same
         blocks as its pre-roll (bench.calibration_schedule), so that every repeat makes the
         same untimed calls before its window."""
-        self.cap = int(self.given) if self.given else block_cap(self.clock)
+        self.cap = int(self.given) if self.given else block_cap(self.timed)
         self.phase, self.trial_calls = "calibrate", 1
         self.trial_end, self.mark = done + 1, time.perf_counter()
 
     def end_trial(self, done: int) -> None:
-        clock = self.clock
+        clock = self.timed
         clock.sync(None)
         now = time.perf_counter()
         self.trials.append([self.trial_calls, round(now - self.mark, 6)])
@@ -269,9 +280,9 @@ class BlockClockHooks:
 
     def capped(self, calls: int) -> int:
         """A fixed step count still yields min_samples samples where it can (bench.block_cap)."""
-        return min(calls, block_cap(self.clock))
+        return min(calls, block_cap(self.timed))
 
     def start_timed(self, done: int, calls: int) -> None:
-        self.clock.calls_per_sample = calls
-        self.clock.begin_timed()
+        self.timed.calls_per_sample = calls
+        self.timed.begin_timed()
         self.phase, self.timed_from = "timed", done

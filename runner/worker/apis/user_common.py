@@ -106,7 +106,7 @@ def step_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench
     if not callable(step):
         raise TypeError(f"{name}(spec) returned {type(step).__name__}: it returns a callable "
                         "that performs one step")
-    answer_hook = getattr(module, "answer", None)
+    answer_hook: Any = getattr(module, "answer", None)     # the user's: called only if given
 
     def answer() -> dict[str, Any]:
         out = step()

@@ -37,7 +37,8 @@ def build_model(keras, weights: list[np.ndarray]):
     return model
 
 
-def training_data(keras, backend: str, data: cc.CnnData, how: str, seed: int) -> tuple[dict, str]:
+def training_data(keras, backend: str, data: cc.TrainingArrays, how: str,
+                  seed: int) -> tuple[dict, str]:
     """fit() arguments for the data axis, and what they are. Pipelines shuffle themselves, so
     fit's own shuffle is off for them."""
     x, y, batch = data.x_train, data.y_train, data.batch_size
