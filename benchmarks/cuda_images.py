@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from runner.environments import LOCKS, images  # noqa: E402
 from runner.executors.docker import connect  # noqa: E402
-from runner.matrix import IMAGES_DIR  # noqa: E402
+from runner.paths import IMAGES_DIR  # noqa: E402
 
 # What each image must show: a CUDA build of its framework (and keras-hub importing on it).
 CHECK = r"""

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from .errors import EXIT_FAILED_CELLS, EXIT_OK, user_text
 from .environments import Flavour
-from .matrix import REPO_ROOT
+from .paths import REPO_ROOT
 
 # CUDA 12.x wheels run on drivers >= 525.60.13 through CUDA minor-version compatibility; CUDA 13
 # wheels (torch >= 2.11 on PyPI) need >= 580.

@@ -18,12 +18,10 @@ from collections.abc import Sequence
 
 from . import schema
 from .errors import UsageError
+from .paths import IMAGES_DIR
 from .user_workloads import UserWorkload
 from .version import runner_version
 from .worker import catalog, protocol
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-IMAGES_DIR = REPO_ROOT / "images"
 
 
 @dataclass(frozen=True)

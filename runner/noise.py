@@ -34,7 +34,8 @@ from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
 from .matrix import Cell, Matrix, worker_env
 from .plan import make_plan
 from .results.formatting import fmt
-from .results.store import RESULTS_DIR, Store
+from .paths import RESULTS_DIR
+from .results.store import Store
 from .results.summaries import cell_summaries
 from .run_setup import Setup, choose_setup
 from .version import runner_version

@@ -18,7 +18,8 @@ from .environments import Flavour, Source, folder_flavour, lock_of, stacks
 from .environments.venvs import sha256_file
 from .errors import UsageError, user_text
 from .results import compare, manifest as manifest_mod
-from .results.store import RESULTS_DIR, Store
+from .paths import RESULTS_DIR
+from .results.store import Store
 from .run_setup import Setup, choose_setup, resolve_stacks
 
 

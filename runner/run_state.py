@@ -16,7 +16,8 @@ from .environments import Source
 from .executors.base import Prepared
 from .matrix import Cell, Matrix
 from .plan import Plan
-from .results.store import RESULTS_DIR, Store
+from .paths import RESULTS_DIR
+from .results.store import Store
 from .results.types import CellSummary, Manifest
 from .run_setup import Setup
 

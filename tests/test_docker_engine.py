@@ -21,7 +21,7 @@ import pytest
 
 from runner import cli, environments
 from runner.environments import images
-from runner.matrix import REPO_ROOT
+from runner.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 

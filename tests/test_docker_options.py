@@ -14,7 +14,7 @@ from attempts import attempt_in
 
 from runner.environments import Source, images
 from runner.executors.base import Attempt, GpuRequest, Prepared
-from runner.matrix import IMAGES_DIR, REPO_ROOT
+from runner.paths import IMAGES_DIR, REPO_ROOT
 
 IMAGE_NAMES = sorted(p.parent.name for p in IMAGES_DIR.glob("*/requirements.lock"))
 DOCKERFILE = IMAGES_DIR / "Dockerfile"          # the one recipe of every image

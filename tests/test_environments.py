@@ -16,7 +16,7 @@ from runner.environments import (Flavour, Source, decide_flavour, existing, fold
                                  installed, lock_path, lock_python, venvs)
 from runner.errors import UsageError
 from runner.executors.local import probe_environment
-from runner.matrix import IMAGES_DIR
+from runner.paths import IMAGES_DIR
 from runner.worker import distributions
 
 

@@ -28,7 +28,7 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from runner import cli, pipeline
-from runner.matrix import REPO_ROOT
+from runner.paths import REPO_ROOT
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
 from test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
 

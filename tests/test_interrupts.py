@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from runner.executors.local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV, WORKER_ID_ENV
-from runner.matrix import REPO_ROOT
+from runner.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

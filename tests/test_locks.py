@@ -25,7 +25,7 @@ import pytest
 
 from runner.environments import indexes, installed, locking, venvs
 from runner.environments.images import pip_settings
-from runner.matrix import IMAGES_DIR
+from runner.paths import IMAGES_DIR
 
 LOCKS = sorted(IMAGES_DIR.glob("*/requirements*.lock"))
 PYPI = "https://pypi.org/simple"

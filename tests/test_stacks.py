@@ -14,7 +14,7 @@ import pytest
 
 from runner import cli
 from runner.environments import indexes, installed, locking, stacks, venvs
-from runner.matrix import IMAGES_DIR
+from runner.paths import IMAGES_DIR
 
 ENVIRONMENTS = """
 [run]

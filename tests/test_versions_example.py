@@ -14,7 +14,7 @@ from sqlalchemy import select
 from runner import cli
 from runner.environments import installed, stacks, venvs
 from runner.history import db, tables
-from runner.matrix import IMAGES_DIR, REPO_ROOT
+from runner.paths import IMAGES_DIR, REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "versions.toml"
 

@@ -45,7 +45,7 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, console: Console) -> int:
     from .. import doctor
-    from ..matrix import REPO_ROOT
+    from ..paths import REPO_ROOT
 
     default = REPO_ROOT / "matrix.toml"
     matrix = args.matrix or (default if default.is_file() else None)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import settings
-from ..matrix import IMAGES_DIR
+from ..paths import IMAGES_DIR
 from ..schema import is_image_reference
 
 FLAVOUR_ENV = settings.FLAVOUR        # cpu | cuda: overrides the decision below

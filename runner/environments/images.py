@@ -23,7 +23,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .. import settings
-from ..matrix import IMAGES_DIR
+from ..paths import IMAGES_DIR
 from . import LOCKS
 from .venvs import sha256_file
 

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from ..matrix import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..worker.distributions import canonical
 from .existing import run_bounded
 

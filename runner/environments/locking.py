@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..matrix import IMAGES_DIR
+from ..paths import IMAGES_DIR
 from . import LOCK_PYTHON, LOCKS, SOURCES, indexes, installed
 
 PLATFORM = "x86_64-manylinux_2_28"

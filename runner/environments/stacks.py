@@ -31,7 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .. import settings
-from ..matrix import IMAGES_DIR
+from ..paths import IMAGES_DIR
 from ..schema.values import requirement
 from . import LOCKS, Source, lock_path, source_path
 from .locking import EXCLUDES, LockError, Request, compile_lock, differences, header

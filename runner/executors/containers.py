@@ -23,7 +23,7 @@ from typing import Any
 
 from ..environments import images
 from ..environments.docker_engine import EngineProblem, EngineSettings, call
-from ..matrix import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..worker.user_code import STAGED_ENV
 from ..worker.protocol import COMPILE_CACHE_ENV
 from .base import gpu_hand_off

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from .. import settings
 from ..environments import (Flavour, Source, derived_uses, existing, folder_flavour, installed,
                             lock_of, lock_path, venvs)
-from ..matrix import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..worker.protocol import COMPILE_CACHE_ENV
 from ..worker.user_code import STAGED_ENV
 from .base import (Attempt, Executor, InFlight, Outcome, Prepared, given_gpu, gpu_hand_off,

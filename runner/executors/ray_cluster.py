@@ -18,7 +18,7 @@ from typing import Any
 from collections.abc import Iterator
 
 from .. import settings
-from ..matrix import IMAGES_DIR, REPO_ROOT
+from ..paths import IMAGES_DIR, REPO_ROOT
 from .base import ExecutorUnavailable
 
 ADDRESS_ENV = "RAY_ADDRESS"

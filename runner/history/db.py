@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from ..errors import UsageError
-from ..results.store import RESULTS_DIR
+from ..paths import RESULTS_DIR
 from .destination import URL_ENV, default_url, resolve
 
 __all__ = ["URL_ENV", "HistoryError", "default_url", "open_history", "resolve_url", "shown"]

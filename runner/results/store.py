@@ -21,11 +21,11 @@ from typing import Any, cast
 import tomli_w
 
 from ..errors import UsageError
+from ..paths import RESULTS_DIR
 from ..worker.protocol import write_json_atomic, write_text_atomic
 from . import schemas
 from .types import Manifest, Record
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 LOCK_FILE = ".lock"
 # Room kept free in a run folder for the run's life and given back when it stops, so that a run
 # stopped by a full disk can still finalise its manifest and reports.
