@@ -18,8 +18,9 @@ import typing
 from pathlib import Path
 
 
-from runner import matrix, schema
+from runner import schema
 from runner.results import files, schemas, summaries
+from runner.schema import matrix
 from runner.worker import catalog
 from runner.worker import protocol
 from runner.worker.protocol import RECORD_FIELDS, CellSpec

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from runner import matrix as matrix_mod
+from runner.schema import matrix as matrix_mod
 from runner.version import runner_version
 from runner.worker.metadata import KEYS
 

@@ -298,7 +298,7 @@ def test_doctor_reports_engine_and_one_line_fixes(engine, capsys):
     code = cli.main(["doctor"])
     out = capsys.readouterr().out
     assert "✓ Docker engine" in out
-    from runner import hostinfo
+    from runner.machine import hostinfo
 
     if not hostinfo.gpu_found():
         assert code == 0                    # the local CPU path can run the matrix
@@ -310,7 +310,7 @@ def test_doctor_reports_engine_and_one_line_fixes(engine, capsys):
 def test_toolkit_probe_without_nvidia_runtime_names_the_fix(engine, numpy_image):
     """On an engine without the NVIDIA runtime, a GPU request fails with 'could not select
     device driver', and doctor answers with the toolkit install line."""
-    from runner import doctor, hostinfo
+    from runner.machine import doctor, hostinfo
 
     if hostinfo.gpu_found():
         pytest.skip("a GPU machine: the failure path is not reachable here")

@@ -229,7 +229,7 @@ def test_host_gpu_sampling_finds_the_containers_gpu_from_its_device_request(cont
 
 
 def test_host_gpu_sampling_is_absent_without_nvml(containers):
-    from runner import hostinfo
+    from runner.machine import hostinfo
 
     if hostinfo.gpu_found():
         pytest.skip("a GPU machine (see the gpu test below)")
@@ -238,7 +238,7 @@ def test_host_gpu_sampling_is_absent_without_nvml(containers):
 
 @pytest.mark.gpu
 def test_host_gpu_sampling_on_a_gpu(containers, tmp_path):
-    from runner import hostinfo
+    from runner.machine import hostinfo
 
     if not hostinfo.gpu_found():
         pytest.skip("needs an NVIDIA GPU (NVML found none)")
@@ -251,7 +251,7 @@ def test_host_gpu_sampling_on_a_gpu(containers, tmp_path):
 
 
 def test_explicit_docker_executor_is_chosen_without_touching_an_engine(dockerx):
-    from runner.run_setup import choose_setup
+    from runner.run.setup import choose_setup
 
     executor = choose_setup(None, "docker").executor
     assert isinstance(executor, dockerx.DockerExecutor) and executor._client is None

@@ -24,10 +24,10 @@ import pytest
 
 from runner import environments
 from runner.environments import images
-from runner.errors import UsageError
 from runner.environments import docker_engine as engine_mod
-from runner.pipeline import Options
-from runner.resume import resume_command
+from runner.errors import UsageError
+from runner.run.pipeline import Options
+from runner.run.resume import resume_command
 
 from engine_proxy import EngineProxy
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from runner import cli, environments, hostinfo
-from runner.run_setup import choose_setup
+from runner import cli, environments
 from runner.environments import Source
+from runner.machine import hostinfo
+from runner.run.setup import choose_setup
 
 A100 = {"gpu_count": 1, "gpu_name": "NVIDIA A100-SXM4-40GB", "driver_version": "550.54.15"}
 NO_ENGINE = "unix:///nonexistent/docker.sock"
@@ -55,7 +56,7 @@ device = ["auto", "cpu"]
 
 
 def test_gpu_host_without_engine_runs_local_cuda_stacks(gpu_host, write_matrix):
-    from runner import matrix as matrix_mod
+    from runner.schema import matrix as matrix_mod
 
     matrix = matrix_mod.load(write_matrix(MATRIX, with_environments=False), gpu_found=True)
     setup = choose_setup(matrix, None)
@@ -182,7 +183,7 @@ def test_doctor_checks_existing_interpreters(gpu_host, capsys, write_matrix, tmp
 
 
 def test_cuda_needs_are_read_from_the_locks():
-    from runner.doctor import cuda_majors
+    from runner.machine.doctor import cuda_majors
     from runner.environments import lock_path
 
     assert cuda_majors(lock_path("torch", "cuda")) == {12}

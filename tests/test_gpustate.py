@@ -1,5 +1,5 @@
-"""The GPU's state, the wait for a quiet GPU and locked clocks (runner/gpustate.py), on faked
-NVML hosts: NVML is a fake module object (test_monitor.FakePynvml, nvidia-ml-py's constants)
+"""The GPU's state, the wait for a quiet GPU and locked clocks (runner/machine/gpustate.py), on
+faked NVML hosts: NVML is a fake module object (test_monitor.FakePynvml, nvidia-ml-py's constants)
 handed to `Nvml`, and gpustate.open_gpu — the one seam — returns it. Checked: another process
 present, a hot GPU, a busy one, a quiet one; locked and unlocked clocks, a refusal, and the reset
 on every way out. Not verified on a real GPU here (no GPU in this session)."""
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from runner import gpustate
 from runner.errors import UsageError
+from runner.machine import gpustate
 from runner.worker.monitor import Nvml
 from test_monitor import FakePynvml
 

@@ -192,7 +192,7 @@ def test_doctor_prints_markup_in_an_interpreter_path_as_text(tmp_path, capsys, m
 
 def test_an_internal_error_is_one_line_and_a_log_with_the_traceback(monkeypatch, write_matrix,
                                                                     capsys):
-    from runner import pipeline
+    from runner.run import pipeline
 
     def broken(steps, state):
         raise ZeroDivisionError("a bug")
@@ -210,7 +210,7 @@ def test_an_internal_error_is_one_line_and_a_log_with_the_traceback(monkeypatch,
 
 
 def test_ctrl_c_is_130_and_one_line(monkeypatch, write_matrix, capsys):
-    from runner import pipeline
+    from runner.run import pipeline
 
     def interrupted(steps, state):
         raise KeyboardInterrupt

@@ -27,8 +27,9 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from runner import cli, pipeline
+from runner import cli
 from runner.paths import REPO_ROOT
+from runner.run import pipeline
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
 from test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner import matrix
 from runner.environments import venvs
+from runner.schema import matrix
 from runner.worker import catalog
 from runner.worker.apis.kerashub import benches, configs, models
 from runner.worker.apis.kerashub import stable_diffusion as sd

@@ -1,4 +1,4 @@
-"""Machine profiles (runner/machine_profile.py): found by host and GPU, copied into a run's
+"""Machine profiles (runner/machine/profile.py): found by host and GPU, copied into a run's
 manifest, and the threshold `compare` takes from them when both runs ran on profiled machines."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import machine_profile
 from runner.executors.kinds import executor_class
+from runner.machine import profile as machine_profile
 from runner.results import compare
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
@@ -104,7 +104,7 @@ def test_class_thresholds_apply_per_workload(tmp_path):
 
 
 def test_the_aa_runs_keep_the_step_cv_of_each_class_and_runs_read_it(tmp_path, monkeypatch):
-    from runner import noise
+    from runner.machine import noise
 
     def run(cv: float, median: float) -> dict:
         return {"matmul-run-numpy-b1": {"status": "ok", "median_ms": median, "workload": "matmul",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner import matrix as matrix_mod
+from runner.schema import matrix as matrix_mod
 from runner.worker import catalog
 
 BENCH = """

@@ -22,7 +22,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from runner import cli, environments, gpustate, hostinfo
+from runner import cli, environments
+from runner.machine import gpustate, hostinfo
 from runner.worker.monitor import Nvml
 from test_gpustate import TDP, FakeGpu
 
@@ -93,7 +94,7 @@ def test_a_run_beside_a_cpu_hog_says_something_else_was_running(tmp_path, run_cl
 def test_the_aa_measure_runs_here_prints_a_threshold_and_runs_use_it(tmp_path, run_cli,
                                                                       results_dir, monkeypatch,
                                                                       capsys):
-    from runner import machine_profile
+    from runner.machine import profile as machine_profile
 
     monkeypatch.setattr(machine_profile, "this_machine", lambda: ("test-vm", None))
     matrix = write(tmp_path, extra="", text=MATRIX + '\n[[benchmarks]]\nworkload = "elementwise"\n'
@@ -216,8 +217,9 @@ def test_measure_reports_the_gpus_state_and_what_can_move_a_measurement(tmp_path
 
     from rich.console import Console
 
-    from runner import matrix as matrix_mod, noise
-    from runner.run_setup import choose_setup
+    from runner.schema import matrix as matrix_mod
+    from runner.machine import noise
+    from runner.run.setup import choose_setup
 
     fake = fake_gpu_host(temps=(66,), power_limit_mw=300_000, process_lists=[[(1, 2**30)]])
     fake.nvmlDeviceGetPersistenceMode = lambda handle: 0

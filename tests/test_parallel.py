@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from runner import environments, hostinfo, scheduling
-from runner.hostinfo import Gpu
+from runner import environments
+from runner.machine import hostinfo
+from runner.machine.hostinfo import Gpu
+from runner.run import scheduling
 
 REPO = Path(__file__).resolve().parent.parent
 GPUS = [{"index": i, "uuid": f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd",
@@ -201,7 +203,8 @@ def test_a_bad_parallel_setting_is_one_line(value, write_matrix, run_cli):
 
 FAKE_AND_RUN = f"""
 import sys
-from runner import cli, hostinfo
+from runner import cli
+from runner.machine import hostinfo
 hostinfo.gpu_facts = lambda: {THREE_GPUS!r}
 sys.exit(cli.main(sys.argv[1:]))
 """

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runner import matrix as matrix_mod
-from runner.plan import make_plan
+from runner.run.plan import make_plan
+from runner.schema import matrix as matrix_mod
 
 BENCH = """
 [run]
@@ -61,7 +61,7 @@ def test_the_first_line_names_the_profile_and_its_reason_verbatim(write_matrix, 
 
 
 def test_block_sizes_come_from_the_first_ok_repeat_and_a_failed_one_passes_the_turn(write_matrix):
-    from runner.cells import BlockSizes
+    from runner.run.cells import BlockSizes
 
     cell = cells(write_matrix)[0]
     plan = make_plan([cell])

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import environments, hostinfo
+from runner import environments
+from runner.machine import hostinfo
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")

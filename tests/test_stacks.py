@@ -110,7 +110,7 @@ def test_pins_need_an_image_folder_that_exists(write_matrix, run_cli):
 
 
 def test_a_derived_environment_is_a_coordinate_of_its_cells(write_matrix):
-    from runner import matrix as matrix_mod
+    from runner.schema import matrix as matrix_mod
 
     one = matrix_mod.load(write_matrix(matrix_text('pins = ["numpy==2.2.6"]'),
                                        with_environments=False))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import matrix as matrix_mod
-from runner.user_workloads import RESERVED_MODULES
+from runner.schema import matrix as matrix_mod
+from runner.schema.user_workloads import RESERVED_MODULES
 
 from test_docker_engine import BASE, base_env, engine, numpy_image  # noqa: F401 (fixtures)
 from test_hostile_input import assert_one_line_exit_2, run_main

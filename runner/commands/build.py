@@ -19,7 +19,7 @@ from ..executors.base import as_image_executor
 from .options import add_matrix_options, run_options
 
 if TYPE_CHECKING:
-    from ..pipeline import RunState
+    from ..run.pipeline import RunState
 
 REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from .. import pipeline
+    from ..run import pipeline
 
     opts = run_options(args, push=args.push)
     if opts.push is not None:
@@ -50,7 +50,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
 
 def show_what_builds(state: RunState) -> None:
-    from ..console import show_preparation, show_setup
+    from ..run.console import show_preparation, show_setup
 
     show_setup(state.matrix, state.setup, state.plan.cells, state.console)
     show_preparation(state.matrix, state.setup, state.plan, [], state.console, action="builds")

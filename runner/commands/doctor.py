@@ -1,5 +1,6 @@
 """`python -m runner doctor [MATRIX]`: which path a run of the matrix would take here, and can
-it (runner/doctor.py); with --measure, how noisy this machine is (runner/noise.py)."""
+it (runner/machine/doctor.py); with --measure, how noisy this machine is
+(runner/machine/noise.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_measure_options(parser: argparse.ArgumentParser) -> None:
-    """doctor --measure (runner/noise.py): this machine's noise, kept as its machine profile."""
+    """doctor --measure (runner/machine/noise.py): this machine's noise, kept as its machine
+    profile."""
     parser.add_argument("--measure", action="store_true",
                         help="measure this machine in the matrix's environments: the GPU's "
                              "state, the harness overhead, an A/A run's run-to-run spread and "
@@ -44,13 +46,13 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from .. import doctor
+    from ..machine import doctor
     from ..paths import REPO_ROOT
 
     default = REPO_ROOT / "matrix.toml"
     matrix = args.matrix or (default if default.is_file() else None)
     if args.measure:
-        from .. import noise
+        from ..machine import noise
 
         if matrix is None:
             raise UsageError("doctor --measure: name the matrix whose environments to measure")

@@ -17,7 +17,7 @@ from ..executors.base import as_image_executor
 from .options import PROFILES
 
 if TYPE_CHECKING:
-    from ..pipeline import RunState
+    from ..run.pipeline import RunState
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, console: Console) -> int:
     """One archive (docker save) and its checksum file."""
-    from .. import pipeline
-    from ..reproduce import docker_client, is_run_folder
+    from ..run import pipeline
+    from ..run.reproduce import docker_client, is_run_folder
 
     if args.output.exists() and args.output.is_dir():
         raise UsageError(f"--output {args.output}: is a folder; give the archive's file name")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..executors.kinds import KINDS
 
 if TYPE_CHECKING:
-    from ..pipeline import Options
+    from ..run.pipeline import Options
 
 PROFILES = ("auto", "full", "smoke")
 
@@ -42,7 +42,7 @@ def parallel(text: str) -> int | str:
 
 def run_options(args: argparse.Namespace, **overrides: Any) -> Options:
     """pipeline.Options from run, plan and build's arguments."""
-    from ..pipeline import Options
+    from ..run.pipeline import Options
 
     opts = Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
                    executor=args.executor, parallel=args.parallel,

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from .. import pipeline
+    from ..run import pipeline
 
     opts = run_options(args, dry_run=True)
     return pipeline.execute(pipeline.RUN, pipeline.RunState(opts, console))

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from ..console import show_results
+    from ..run.console import show_results
     from ..results.store import Store
     from ..results.write import write_reports
 

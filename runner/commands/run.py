@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from .. import pipeline
+    from ..run import pipeline
 
     opts = run_options(args, resume=args.resume, dry_run=args.dry_run)
     return pipeline.execute(pipeline.RUN, pipeline.RunState(opts, console))

@@ -16,11 +16,12 @@ import time
 from typing import Any
 from collections.abc import Callable
 
-from .. import hostinfo, settings
+from .. import settings
 from ..environments import Flavour, Source, derived_uses, folder_flavour, images
 from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
                                           EngineProblem, EngineSettings, EngineSlow, call,
                                           classify, connect, reason)
+from ..machine import hostinfo
 from .base import (Attempt, ImageExecutor, InFlight, Outcome, Prepared, given_gpu, log_tail,
                    note_in_log, write_crashed_result)
 from .containers import (LABEL_CELL, LABEL_OWNER, LABEL_RUN, ULIMITS, container_name,

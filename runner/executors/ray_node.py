@@ -62,7 +62,7 @@ def run_on_node(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def node_placement() -> dict[str, Any]:
     import ray
 
-    from .. import hostinfo
+    from ..machine import hostinfo
 
     placement: dict[str, Any] = {"node_name": socket.gethostname(),
                                  "node_ip": ray.util.get_node_ip_address(),
@@ -212,7 +212,7 @@ def node_executor(wanted: str) -> tuple[str, Any]:
     with _NODE_STATE_LOCK:
         key = ("executor", wanted)
         if key not in _NODE_STATE:
-            from .. import hostinfo
+            from ..machine import hostinfo
             from .auto import choose
             from .docker import DockerExecutor
             from .local import LocalExecutor

@@ -33,10 +33,10 @@ from sqlalchemy import insert, update
 
 from ..environments.venvs import ENV_ROOT, LocalEnv, find_uv, installer_command, venv_command
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
-from ..matrix import read_toml
-from ..results.types import Record
 from ..results.compare import open_run
 from ..results.store import RESULTS_DIR, Store
+from ..results.types import Record
+from ..schema.matrix import load as load_matrix, read_toml
 from . import measures, tables
 from .ingest import now
 from .queries import StackDiff, diff_stacks
@@ -190,8 +190,8 @@ class Bisect:
         return path
 
     def measure(self, step: Step) -> None:
-        from .. import matrix as matrix_mod, pipeline
-        from ..run_setup import choose_setup
+        from ..run import pipeline
+        from ..run.setup import choose_setup
 
         lock = self.lock(step)
         if lock is None:
@@ -203,7 +203,7 @@ class Bisect:
             step.verdict, step.error = "failed", str(exc)
             return
         path = self.matrix_for(python, step)
-        matrix = matrix_mod.load(path)
+        matrix = load_matrix(path)
         matrix.cells = [c for c in matrix.cells if c.name == self.cell_name]
         if not matrix.cells:
             step.verdict, step.error = "failed", f"{self.cell_name} is not a cell of {path}"

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from rich.console import JustifyMethod
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line, user_text
-from ..machine_profile import compare_threshold
+from ..machine.profile import compare_threshold
 from ..worker.protocol import write_text_atomic
 from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
 from .stats import repeat_medians, welch_ratio

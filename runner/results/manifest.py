@@ -7,15 +7,16 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from .. import hostinfo, resume
 from ..environments import Flavour
 from ..environments.stacks import Stack
 from ..errors import one_line
 from ..executors.base import Prepared
-from ..hostinfo import Gpu
-from ..matrix import Matrix
-from ..plan import Plan
+from ..machine import hostinfo
+from ..machine.hostinfo import Gpu
+from ..run import resume
+from ..run.plan import Plan
 from ..schema import EnvironmentSpec
+from ..schema.matrix import Matrix
 from ..version import runner_version
 from .types import Manifest, ManifestCell
 

@@ -9,12 +9,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
+from ..machine.profile import cv_for, spread_for
+from ..worker import catalog
+from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 from . import conditions, decoding, derived, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
                     tf32_state)
-from ..machine_profile import cv_for, spread_for
-from ..worker import catalog
-from ..worker.catalog import AXIS_DEFAULTS, default_sizes
 from .types import CellSummary, Record
 
 AXIS_KEYS = catalog.setting_axes()     # the axes a cell varies besides task and batch size

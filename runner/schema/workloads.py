@@ -1,5 +1,5 @@
 """A [workloads.<name>] table: a workload whose code is in the user's own file. Validating it
-reads the file (never imports it: runner/user_workloads.py), so the benchmarks validated after
+reads the file (never imports it: user_workloads.py), so the benchmarks validated after
 it know the workload's tasks, options and the APIs it applies to."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
-from .. import user_workloads
 from ..worker import catalog
+from .user_workloads import UserWorkload, read as read_user_workload
 from .values import NAME, Strict, no_control, shown
 
 # The validation context's keys (schema.validate passes them).
@@ -26,7 +26,7 @@ class WorkloadSpec(Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     # The digest of the file and the .py files beside it: when given, the code must be this.
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
-    _read: user_workloads.UserWorkload | None = PrivateAttr(None)
+    _read: UserWorkload | None = PrivateAttr(None)
 
     @field_validator("file", mode="after")
     @classmethod
@@ -56,7 +56,7 @@ class WorkloadSpec(Strict):
         return options
 
     @property
-    def read(self) -> user_workloads.UserWorkload:
+    def read(self) -> UserWorkload:
         assert self._read is not None, "validated without a context (schema.validate sets one)"
         return self._read
 
@@ -74,7 +74,7 @@ def read_workloads(workloads: dict[str, WorkloadSpec],
         if name in catalog.WORKLOADS:
             raise ValueError(f"{name}: a built-in workload has this name; choose another")
         # ".<name>": the error's key path goes on from `workloads` (schema.format_error)
-        spec._read = user_workloads.read(name, spec.file, tuple(spec.tasks), spec.options,
+        spec._read = read_user_workload(name, spec.file, tuple(spec.tasks), spec.options,
                                          spec.sha256, base, where=f".{name}")
         read[name] = spec._read
     return workloads

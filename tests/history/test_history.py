@@ -205,7 +205,7 @@ def test_a_bad_history_url_is_one_line_exit_2(url, capsys):
 
 
 def test_matrix_history_url_must_be_a_database_url(write_matrix):
-    from runner import matrix as matrix_mod
+    from runner.schema import matrix as matrix_mod
     from runner.errors import UsageError
 
     path = write_matrix('[history]\nurl = "http://example"\n[[benchmarks]]\nworkload = "matmul"\n')

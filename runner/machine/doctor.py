@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from .errors import EXIT_FAILED_CELLS, EXIT_OK, user_text
-from .environments import Flavour
-from .paths import REPO_ROOT
+from ..environments import Flavour
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, user_text
+from ..paths import REPO_ROOT
 
 # CUDA 12.x wheels run on drivers >= 525.60.13 through CUDA minor-version compatibility; CUDA 13
 # wheels (torch >= 2.11 on PyPI) need >= 580.
@@ -111,8 +111,8 @@ def check_toolkit(client: Any) -> Check:
     """A tiny container with a GPU request: the toolkit mounts nvidia-smi into it."""
     import docker.errors
 
-    from .environments.images import LABEL
-    from .executors.containers import GPU_CAPABILITIES
+    from ..environments.images import LABEL
+    from ..executors.containers import GPU_CAPABILITIES
 
     image = probe_image(client)
     if image is None:
@@ -144,7 +144,7 @@ def check_toolkit(client: Any) -> Check:
 
 def probe_image(client: Any) -> str | None:
     """A local image to run the toolkit probe in: one of ours, else any local image."""
-    from .environments.images import LABEL
+    from ..environments.images import LABEL
 
     ours = client.images.list(filters={"label": f"{LABEL}.image"})
     candidates = ours or client.images.list()
@@ -156,7 +156,7 @@ def probe_image(client: Any) -> str | None:
 
 def check_engine(required: bool) -> tuple[Check, Any]:
     """(the check, a client or None). Not blocking unless the run must use Docker."""
-    from .environments.docker_engine import DockerUnavailable, EngineSettings, connect
+    from ..environments.docker_engine import DockerUnavailable, EngineSettings, connect
 
     waits = EngineSettings.from_env().summary()
     try:
@@ -184,8 +184,8 @@ def check_cluster(executor: Any) -> Check:
 
 def check_local_builds(folders: list[str], flavour: Flavour) -> Check:
     """The local executor builds venvs with each lock's Python: uv finds or fetches it."""
-    from .environments import folder_flavour, lock_path, lock_python
-    from .environments.venvs import find_uv
+    from ..environments import folder_flavour, lock_path, lock_python
+    from ..environments.venvs import find_uv
 
     wanted = sorted({lock_python(lock_path(f, folder_flavour(flavour, f))) for f in folders})
     if find_uv():
@@ -196,8 +196,8 @@ def check_local_builds(folders: list[str], flavour: Flavour) -> Check:
 
 
 def check_interpreters(pythons: list[str]) -> list[Check]:
-    from .environments import existing
-    from .executors.local import inherited_names, probe_environment
+    from ..environments import existing
+    from ..executors.local import inherited_names, probe_environment
 
     checks = []
     for python in pythons:
@@ -218,11 +218,12 @@ class Diagnosis:
 
 def diagnose(matrix_path: Path | None, executor: str | None,
              ray_address: str | None = None) -> Diagnosis:
-    from . import hostinfo, matrix as matrix_mod
-    from .console import show_setup
-    from .run_setup import choose_setup
-    from .environments import folder_flavour, lock_path
-    from .schema import is_image_reference
+    from . import hostinfo
+    from ..schema import matrix as matrix_mod
+    from ..run.console import show_setup
+    from ..run.setup import choose_setup
+    from ..environments import folder_flavour, lock_path
+    from ..schema import is_image_reference
 
     facts = hostinfo.gpu_facts()
     checks = [check_gpus(facts)]
@@ -265,7 +266,7 @@ def diagnose(matrix_path: Path | None, executor: str | None,
 
 def show_settings(console: Console) -> None:
     """The runner's variables that are set here (runner/settings.py; docs/settings.md)."""
-    from . import settings
+    from .. import settings
 
     here = settings.set_here()
     if not here:

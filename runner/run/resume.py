@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping
 
 
-from .errors import UsageError, user_text
-from .results.store import Store, read_file
-from .version import runner_version
+from ..errors import UsageError, user_text
+from ..results.store import Store, read_file
+from ..version import runner_version
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .matrix import Matrix
+    from ..schema.matrix import Matrix
 
 ABSENT = "(absent)"
 

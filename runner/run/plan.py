@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
-from .matrix import Cell
+from ..schema.matrix import Cell
 
 
 @dataclass(frozen=True)

@@ -16,20 +16,22 @@ from collections.abc import Callable, Mapping, Sequence
 from rich.console import Console
 from rich.progress import Progress
 
-from . import gpustate, scheduling, settings
+from .. import settings
+from ..errors import UsageError, user_text
+from ..executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
+from ..machine import gpustate
+from ..results import peaks, records as record_mod
+from ..results.store import Store
+from ..results.types import Record
+from ..schema.matrix import Cell
+from ..schema.user_workloads import STAGED
+from ..version import runner_version
+from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec
+from . import scheduling
 from .console import calibration_line, calibration_summary, cell_line
-from .errors import UsageError, user_text
-from .executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
-from .matrix import Cell
 from .plan import Entry, Plan
-from .results import peaks, records as record_mod
-from .results.store import Store
-from .results.types import Record
-from .run_setup import Setup
 from .scheduling import Lane
-from .user_workloads import STAGED
-from .version import runner_version
-from .worker.protocol import COMPILE_CACHE_ENV, CellSpec
+from .setup import Setup
 
 MIN_FREE_ENV = settings.MIN_FREE_MB
 CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes that fits the "

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import machine_profile
-from .results import manifest as manifest_mod
-from .results.types import Manifest
-from .run_state import RunState
+from ..machine import profile as machine_profile
+from ..results import manifest as manifest_mod
+from ..results.types import Manifest
+from .state import RunState
 
 
 def opening_manifest(state: RunState) -> Manifest:

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import settings
-from .worker.metadata import base_metadata
-from .worker.monitor import Nvml
+from .. import settings
+from ..worker.metadata import base_metadata
+from ..worker.monitor import Nvml
 
 
 # The GPUs a run may use, by NVML index or UUID, comma-separated (default: all it sees). The first

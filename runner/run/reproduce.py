@@ -13,19 +13,20 @@ from typing import Any
 
 from rich.console import Console
 
-from . import matrix as matrix_mod, pipeline
-from .environments import Flavour, Source, folder_flavour, lock_of, stacks
-from .environments.venvs import sha256_file
-from .errors import UsageError, user_text
-from .results import compare, manifest as manifest_mod
-from .paths import RESULTS_DIR
-from .results.store import Store
-from .run_setup import Setup, choose_setup, resolve_stacks
+from ..environments import Flavour, Source, folder_flavour, lock_of, stacks
+from ..environments.venvs import sha256_file
+from ..errors import UsageError, user_text
+from ..paths import RESULTS_DIR
+from ..results import compare, manifest as manifest_mod
+from ..results.store import Store
+from ..schema import matrix as matrix_mod
+from . import pipeline
+from .setup import Setup, choose_setup, resolve_stacks
 
 
 def docker_client() -> Any:
     """A client of the Docker engine; UsageError (one line) when none answers."""
-    from .environments.docker_engine import DockerUnavailable, connect
+    from ..environments.docker_engine import DockerUnavailable, connect
 
     try:
         return connect()
@@ -40,7 +41,7 @@ def is_run_folder(path: Path) -> bool:
 def reproducible(kind: Any) -> bool:
     """Whether a run of this executor kind can run again here: one whose cells ran on its
     host (a cluster's nodes built their own environments)."""
-    from .executors.kinds import KINDS, executor_class
+    from ..executors.kinds import KINDS, executor_class
 
     return kind in KINDS[1:] and executor_class(kind).on_this_host
 
@@ -113,7 +114,7 @@ def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,
     recorded one (pulled when missing), else by its id (an image kept or imported here)."""
     import docker.errors
 
-    from .environments.docker_engine import DockerUnavailable
+    from ..environments.docker_engine import DockerUnavailable
 
     image_id: str = facts.get("image_id") or ""      # "": none recorded (a reference's run)
     digest = facts.get("image_digest")

@@ -1,4 +1,4 @@
-"""What a run knows as its steps go (runner/pipeline.py): the command line's options and the
+"""What a run knows as its steps go (pipeline.py): the command line's options and the
 state the steps fill in, each part read through a property that names the step that makes it."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from typing import TypeVar
 
 from rich.console import Console
 
+from ..environments import Source
+from ..executors.base import Prepared
+from ..paths import RESULTS_DIR
+from ..results.store import Store
+from ..results.types import CellSummary, Manifest
+from ..schema.matrix import Cell, Matrix
 from .cells import RunStopped
-from .environments import Source
-from .executors.base import Prepared
-from .matrix import Cell, Matrix
 from .plan import Plan
-from .paths import RESULTS_DIR
-from .results.store import Store
-from .results.types import CellSummary, Manifest
-from .run_setup import Setup
+from .setup import Setup
 
 
 @dataclass

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .worker import catalog
-from .worker.user_code import STAGED_ENV, digest
+from ..worker import catalog
+from ..worker.user_code import STAGED_ENV, digest
 
 __all__ = ["STAGED", "STAGED_ENV", "UserWorkload", "read", "stage"]
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Iterator
 
-from .errors import UsageError
-from .worker.monitor import Nvml, clock_event_names, process_name
+from ..errors import UsageError
+from ..worker.monitor import Nvml, clock_event_names, process_name
 
 IDLE_UTIL_PERCENT = 5          # "utilisation about 0": NVML's busy share of its last period
 SETTLE_POLL_S = 0.5

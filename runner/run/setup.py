@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hostinfo, scheduling
-from .environments import Flavour, Source, decide_flavour, folder_flavour, stacks
-from .environments.stacks import Stack
-from .errors import UsageError
-from .executors import auto, kinds
-from .executors.base import Executor, ExecutorUnavailable
-from .matrix import Cell, Matrix
+from ..environments import Flavour, Source, decide_flavour, folder_flavour, stacks
+from ..environments.stacks import Stack
+from ..errors import UsageError
+from ..executors import auto, kinds
+from ..executors.base import Executor, ExecutorUnavailable
+from ..machine import hostinfo
+from ..schema.matrix import Cell, Matrix
+from . import scheduling
 from .scheduling import Lane
 
 

@@ -25,8 +25,8 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeElapsedColumn)
 from rich.console import Console
 
-from .errors import user_text
-from .hostinfo import Gpu
+from ..errors import user_text
+from ..machine.hostinfo import Gpu
 
 STOP_GRACE_S = 60.0              # after Ctrl-C: how long in-flight cells get to be killed
 

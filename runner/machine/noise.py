@@ -12,7 +12,7 @@ here trust? On this machine, in the matrix's environments:
    each cell's headline (the median of its repeat medians) per workload class, and the
    `compare` threshold that spread supports.
 
-Written to results/machine-profiles/<host>-<gpu>.json (machine_profile.py), which later runs on
+Written to results/machine-profiles/<host>-<gpu>.json (profile.py), which later runs on
 this machine copy into their manifest and `compare` reads; the measuring runs are kept beside
 it (results/machine-profiles/<host>-<gpu>/), their output in measure.log there.
 """
@@ -20,7 +20,7 @@ it (results/machine-profiles/<host>-<gpu>/), their output in measure.log there.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from .results.types import CellSummary
+from ..results.types import CellSummary
 import dataclasses
 import time
 from pathlib import Path
@@ -29,18 +29,19 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import gpustate, machine_profile, pipeline
-from .errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
-from .matrix import Cell, Matrix, worker_env
-from .plan import make_plan
-from .results.formatting import fmt
-from .paths import RESULTS_DIR
-from .results.store import Store
-from .results.summaries import cell_summaries
-from .run_setup import Setup, choose_setup
-from .version import runner_version
-from .worker import catalog, protocol
-from .worker.protocol import write_json_atomic
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
+from ..paths import RESULTS_DIR
+from ..results.formatting import fmt
+from ..results.store import Store
+from ..results.summaries import cell_summaries
+from ..run import pipeline
+from ..run.plan import make_plan
+from ..run.setup import Setup, choose_setup
+from ..schema.matrix import Cell, Matrix, worker_env
+from ..version import runner_version
+from ..worker import catalog, protocol
+from ..worker.protocol import write_json_atomic
+from . import gpustate, profile as machine_profile
 
 DEFAULT_RUNS = 3
 OVERHEAD_N = {"gpu": 4096, "cpu": 512}   # the overhead's matmul side: ~1 ms on a GPU or a CPU

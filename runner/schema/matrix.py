@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
-from . import schema
-from .errors import UsageError
-from .paths import IMAGES_DIR
+from .. import schema
+from ..errors import UsageError
+from ..paths import IMAGES_DIR
+from ..version import runner_version
+from ..worker import catalog, protocol
 from .user_workloads import UserWorkload
-from .version import runner_version
-from .worker import catalog, protocol
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def check_image(path: Path, env_name: str, image: str, derived: bool = False) ->
         raise UsageError(f"{path}: environments.{env_name}.image: {image!r} escapes images/")
     if not folder.is_dir():
         known = sorted(p.name for p in IMAGES_DIR.iterdir() if p.is_dir()) if IMAGES_DIR.is_dir() else []
-        from .errors import did_you_mean
+        from ..errors import did_you_mean
 
         raise UsageError(f"{path}: environments.{env_name}.image: no folder images/{image}"
                          f"{' to derive a stack from' if derived else ''}"

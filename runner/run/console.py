@@ -18,16 +18,16 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import user_text
+from ..executors.base import Prepared
+from ..machine.profile import MEASURE_HINT
+from ..results.formatting import fmt
+from ..results.terminal import tables
+from ..results.types import CellSummary, Manifest
+from ..schema.matrix import Cell, Matrix
 from . import scheduling
-from .errors import user_text
-from .executors.base import Prepared
-from .machine_profile import MEASURE_HINT
-from .matrix import Cell, Matrix
 from .plan import Entry, Plan
-from .results.formatting import fmt
-from .results.terminal import tables
-from .run_setup import Setup
-from .results.types import CellSummary, Manifest
+from .setup import Setup
 
 
 def show_profile(matrix: Matrix, console: Console) -> None:
@@ -195,7 +195,7 @@ def _listing(title: str, cells: list[Cell]) -> Table:
 
 def show_history(url: str, why: str, console: Console) -> None:
     """Where the run's history goes (its password hidden), and why there."""
-    from .history.destination import shown
+    from ..history.destination import shown
 
     console.print(f"[bold]history database:[/] {user_text(shown(url))} ({user_text(why)})",
                   soft_wrap=True, highlight=False)

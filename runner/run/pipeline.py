@@ -16,18 +16,19 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
-from . import (console as show, gpustate, hostinfo, matrix as matrix_mod, resume,
-               run_manifest, user_workloads)
+from ..environments import stacks
+from ..errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
+                      interruption, os_error_line, signals_held, user_text)
+from ..machine import gpustate, hostinfo
+from ..results import manifest as manifest_mod
+from ..results.store import Store
+from ..results.write import write_reports
+from ..schema import matrix as matrix_mod, user_workloads
+from . import console as show, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
-from .environments import stacks
-from .errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
-                     interruption, os_error_line, signals_held, user_text)
 from .plan import make_plan
-from .results import manifest as manifest_mod
-from .results.store import Store
-from .results.write import write_reports
-from .run_setup import choose_setup, resolve_stacks as resolve
-from .run_state import Options, RunState, Step
+from .setup import choose_setup, resolve_stacks as resolve
+from .state import Options, RunState, Step
 
 __all__ = ["CELLS", "MEASURE", "RUN", "Options", "RunState", "Step", "execute"]
 
@@ -309,7 +310,7 @@ def resume_line(state: RunState) -> str:
 def history_destination(state: RunState) -> tuple[str, str]:
     """Where the run's history goes and why (history/destination.py); by default beside the
     run folders its own folder lies among (a resumed run's, wherever --results-dir points)."""
-    from .history import destination
+    from ..history import destination
 
     if state.opened_store is not None:
         results = state.store.root.parent.parent
@@ -322,7 +323,7 @@ def history_destination(state: RunState) -> tuple[str, str]:
 
 def write_history(state: RunState) -> None:
     if state.opts.history and state.interrupted is None:
-        from .history.record import record_finished_run
+        from ..history.record import record_finished_run
 
         record_finished_run(state.store.root, history_destination(state)[0], state.console)
 
