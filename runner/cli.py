@@ -108,7 +108,7 @@ def fail(message: str, code: int) -> int:
 
 
 def dispatch(command: str, args: argparse.Namespace, console: Console) -> int:
-    from .results.store import results_root
+    from .results.data.store import results_root
 
     if getattr(args, "results_dir", None) is not None:
         # Resolved once, here: every executor's worker starts in a folder of its own.

@@ -19,7 +19,9 @@ from pathlib import Path
 
 
 from runner import schema
-from runner.results import files, schemas, summaries
+from runner.results.analysis import summaries
+from runner.results.data import schemas
+from runner.results.render import files
 from runner.schema import matrix
 from runner.worker import catalog
 from runner.worker import protocol
@@ -225,11 +227,11 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     append(catalog_dir / "rules.py", TOY_RULE)
     # its typed fields: the worker's spec and the record's coordinates
     insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n")
-    insert_after(copy / "runner" / "results" / "types.py", "    device: str | None\n",
+    insert_after(copy / "runner" / "results" / "data" / "types.py", "    device: str | None\n",
                  "    toy: str | None\n")
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",
                                    "runner/worker/catalog/rules.py",
-                                   "runner/worker/protocol.py", "runner/results/types.py"}
+                                   "runner/worker/protocol.py", "runner/results/data/types.py"}
     bench = '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
 
     wrong = run_matrix(copy, bench + 'toy = "fancey"\n')

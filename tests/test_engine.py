@@ -166,7 +166,7 @@ def test_an_engine_that_comes_back_within_the_window_is_asked_again(tmp_path, ap
 
 
 def test_the_resume_line_keeps_the_selection_and_the_executor(tmp_path):
-    from runner.results.store import Store
+    from runner.results.data.store import Store
 
     store = Store.create("demo", tmp_path / "res")
     opts = Options(matrix_path=Path("my matrix.toml"), only=["*-numpy-*", "jax"],

@@ -186,7 +186,7 @@ def keras_torch(tmp_path_factory):
 def test_the_same_answer_as_keras_where_the_weights_are_the_same(offline, keras_torch):
     """BERT, Gemma and Mistral take the keras-hub cells' seeded weights: their answers agree
     with Keras on torch within the precision's tolerance; SAM and SD3 record none and say why."""
-    from runner.results import answers
+    from runner.results.analysis import answers
 
     results, _, _ = offline
     cells = []

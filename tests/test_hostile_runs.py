@@ -24,8 +24,8 @@ import pytest
 
 from runner import cli
 from runner.environments import transfer
-from runner.results import html
-from runner.results.store import Store
+from runner.results.data.store import Store
+from runner.results.render import html
 from runner.worker import protocol
 
 HOST_PYTHON = sys.executable
@@ -114,7 +114,7 @@ def test_a_relative_results_dir_works_for_local_cells(tmp_path, monkeypatch, cap
 CREATE = """
 import sys, time
 from pathlib import Path
-from runner.results.store import Store
+from runner.results.data.store import Store
 start = float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))
 for _ in range(3):
@@ -498,6 +498,6 @@ def test_a_fifo_in_place_of_a_record_is_named_not_waited_on(run_copy, capsys):
 
 
 def test_errno_of_a_link_is_named(tmp_path):
-    from runner.results.store import describe_os_error
+    from runner.results.data.store import describe_os_error
 
     assert "symbolic link" in describe_os_error(OSError(errno.ELOOP, "x"))

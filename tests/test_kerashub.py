@@ -174,7 +174,7 @@ def test_the_keras3_backends_compute_the_same_answers(results_of):
     lists SAM's weights in another order) give the same answer on TensorFlow, JAX and torch,
     within the tolerance of the precision; Stable Diffusion predict draws its initial latents
     with each backend's own generator (matrix.toml: check_answers = false)."""
-    from runner.results import answers
+    from runner.results.analysis import answers
 
     cells = []
     for environment in ("keras-tensorflow", "keras-jax", "keras-torch"):
@@ -302,7 +302,7 @@ def test_an_image_side_sd3_cannot_take_is_an_error():
 def test_stable_diffusion_predict_counts_images_not_denoising_steps():
     """A sample is one denoising step (call time / num_steps); items/s must still be images/s and
     energy per item energy per image (they were num_steps times off: per image per step)."""
-    from runner.results import stats
+    from runner.results.analysis import stats
 
     num_steps, batch, calls, call_ms = 4, 2, 10, 400.0
     record = {"samples_ms": [call_ms / num_steps] * calls, "median_ms": call_ms / num_steps,
@@ -359,7 +359,7 @@ def test_stable_diffusion_predict_is_also_timed_as_the_study_did():
 
 
 def test_the_published_stable_diffusion_ratio_uses_the_studys_method():
-    from runner.results import reference
+    from runner.results.analysis import reference
 
     def cell(column_api: str, backend: str | None, study: float | None) -> dict:
         return {"workload": "stable_diffusion", "task": "predict", "batch_size": 13,

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 RUNNER = Path(__file__).resolve().parents[1] / "runner"
-RENDERERS = {"terminal", "markdown", "html", "files", "plots", "compare"}
+RENDERERS = {"runner.results.render." + name for name in
+             ("terminal", "markdown", "html", "files", "plots")} | \
+    {"runner.results.analysis.comparison"}
 FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax",
               "transformers", "diffusers", "peft", "accelerate", "huggingface_hub"}
 
@@ -90,9 +92,8 @@ def test_no_import_cycle_in_runner():
 
 def test_renderers_never_import_each_other():
     edges = graph()
-    for renderer in RENDERERS:
-        name = f"runner.results.{renderer}"
-        others = {f"runner.results.{r}" for r in RENDERERS - {renderer}}
+    for name in RENDERERS:
+        others = RENDERERS - {name}
         assert not edges[name] & others, f"{name} imports {edges[name] & others}"
 
 
@@ -132,9 +133,9 @@ def test_executors_never_import_results_or_the_run():
 
 
 def test_the_executor_import_rule_catches_a_planted_import():
-    planted = "from ..results.records import Outcome\nfrom ..run import scheduling\n"
+    planted = "from ..results.data.records import Outcome\nfrom ..run import scheduling\n"
     found = forbidden_executor_imports(imports_in(planted, EXECUTORS))
-    assert {"runner.results.records", "runner.run.scheduling"} <= found
+    assert {"runner.results.data.records", "runner.run.scheduling"} <= found
     assert not forbidden_executor_imports(imports_in("from .base import Outcome\n", EXECUTORS))
 
 
@@ -209,7 +210,7 @@ KNOWN_LONG = {
     # (Markdown, terminal), read top to bottom as one story; stats: the statistics every table
     # reads (summaries, intervals, ratios, warnings), one vocabulary; splitting either would
     # scatter one method over modules that import each other.
-    "runner.results.compare", "runner.results.stats",
+    "runner.results.analysis.comparison", "runner.results.analysis.stats",
 }
 
 

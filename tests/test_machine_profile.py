@@ -11,7 +11,7 @@ import pytest
 
 from runner.executors.kinds import executor_class
 from runner.machine import profile as machine_profile
-from runner.results import compare
+from runner.results.analysis import comparison as compare
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 

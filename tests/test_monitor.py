@@ -234,7 +234,7 @@ def test_host_side_gpu_figures_reach_the_record(tmp_path):
     result and lands in the record's host_gpu field, next to the worker's own figures."""
     from runner.executors.containers import save_host_gpu
     from runner.executors.base import Outcome
-    from runner.results.records import finalize
+    from runner.results.data.records import finalize
     monitor = Monitor(interval_s=0.05,
                       gpu=Nvml(FakePynvml(energy_mj=(5_000_000, 5_020_000)), handle="h0"))
     monitor.__enter__()

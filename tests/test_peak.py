@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from runner.results import peaks
+from runner.results.analysis import peaks
 from runner.worker import __main__ as worker
 from runner.worker.apis import numpy_api
 from runner.worker.apis.numpy_api import matmul

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner import cli
-from runner.results import compare
+from runner.results.analysis import comparison as compare
 
 DIGEST = "sha256:" + "ab" * 32
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"

@@ -17,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, console: Console) -> int:
     from ..run.console import show_results
-    from ..results.store import Store
-    from ..results.write import write_reports
+    from ..results.data.store import Store
+    from ..results.render.write import write_reports
 
     store = Store.open(args.run_dir, lock=False)
     manifest = store.read_manifest()

@@ -33,9 +33,9 @@ from sqlalchemy import insert, update
 
 from ..environments.venvs import ENV_ROOT, LocalEnv, find_uv, installer_command, venv_command
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
-from ..results.compare import open_run
-from ..results.store import RESULTS_DIR, Store
-from ..results.types import Record
+from ..results.analysis.comparison import open_run
+from ..results.data.store import RESULTS_DIR, Store
+from ..results.data.types import Record
 from ..schema.matrix import load as load_matrix, read_toml
 from . import measures, tables
 from .ingest import now

@@ -14,10 +14,10 @@ from typing import Any, cast
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
-from ..results.store import Store
+from ..results.data.store import Store
+from ..results.data.types import Manifest, Record
 from ..worker.distributions import canonical
 from . import measures, tables
-from ..results.types import Manifest, Record
 
 ENV_KEYS = ("lock_sha256", "image_id", "image_digest", "distributions_sha256", "python_version",
             "framework_name", "framework_version", "driver_version", "gpu_name")

@@ -1,4 +1,4 @@
-"""The one place the history reads the statistics module (runner.results.stats, through the
+"""The one place the history reads the statistics module (runner.results.analysis.stats, through the
 run summaries and compare): a cell's summary across its repeats, its interval, and the verdict
 of two sets of repeats. Nothing here computes a statistic of its own."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results import compare, stats
-from ..results.summaries import cell_summaries
-from ..results.types import CellSummary, Manifest, Record
+from ..results.analysis import comparison as compare, stats
+from ..results.analysis.summaries import cell_summaries
+from ..results.data.types import CellSummary, Manifest, Record
 
 # Metadata a bisect step differs in on purpose (it is a different stack): left out before the
 # comparison, which would otherwise refuse to compare two stacks.

@@ -101,7 +101,8 @@ class Point:
     batch_size: int | None
     stack: dict[str, Any] = field(default_factory=dict)
     change: StackDiff | None = None       # against the previous point's stack
-    # generate cells: time to first token and decode latency per token (results/decoding.py)
+    # generate cells: time to first token and decode latency per token
+    # (results/analysis/decoding.py)
     ttft_ms: float | None = None
     decode_ms_per_token: float | None = None
 

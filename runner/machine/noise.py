@@ -20,7 +20,7 @@ it (results/machine-profiles/<host>-<gpu>/), their output in measure.log there.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from ..results.types import CellSummary
+from ..results.data.types import CellSummary
 import dataclasses
 import time
 from pathlib import Path
@@ -31,9 +31,9 @@ from rich.table import Table
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
 from ..paths import RESULTS_DIR
+from ..results.analysis.summaries import cell_summaries
+from ..results.data.store import Store
 from ..results.formatting import fmt
-from ..results.store import Store
-from ..results.summaries import cell_summaries
 from ..run import pipeline
 from ..run.plan import make_plan
 from ..run.setup import Setup, choose_setup

@@ -50,8 +50,8 @@ def best_text(values: Iterable[float | None], lower_is_better: bool = True,
     return fmt(best, significant)
 
 
-# A cell that computed a different answer from its row (runner.results.answers): marked in every
-# table, never bold.
+# A cell that computed a different answer from its row (runner.results.analysis.answers): marked in
+# every table, never bold.
 DIFFERENT_MARK = "≠"
 
 

@@ -1,7 +1,7 @@
 """Running cells: each planned cell × repeat on its lane, its record stored as it finishes; the
 calibration before them; not-applicable cells recorded as such.
 
-Every failure of a cell becomes a record with a status (results/records.py decides which);
+Every failure of a cell becomes a record with a status (results/data/records.py decides which);
 only a lost executor (RunStopped), a nearly full disk or Ctrl-C stop the cells."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from .. import settings
 from ..errors import UsageError, user_text
 from ..executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from ..machine import gpustate
-from ..results import peaks, records as record_mod
-from ..results.store import Store
-from ..results.types import Record
+from ..results.analysis import peaks
+from ..results.data import records as record_mod
+from ..results.data.store import Store
+from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
 from ..version import runner_version

@@ -21,9 +21,9 @@ from rich.table import Table
 from ..errors import user_text
 from ..executors.base import Prepared
 from ..machine.profile import MEASURE_HINT
+from ..results.data.types import CellSummary, Manifest
 from ..results.formatting import fmt
-from ..results.terminal import tables
-from ..results.types import CellSummary, Manifest
+from ..results.render.terminal import tables
 from ..schema.matrix import Cell, Matrix
 from . import scheduling
 from .plan import Entry, Plan

@@ -1,5 +1,5 @@
-"""A run's manifest (results/manifest.py lays it out) as the pipeline keeps it: built once, when
-the run folder is made, then updated as the run goes — the environments once prepared, the
+"""A run's manifest (results/data/manifest.py lays it out) as the pipeline keeps it: built once,
+when the run folder is made, then updated as the run goes — the environments once prepared, the
 calibration, each resume, the ending — never rebuilt, so that what it recorded at the start
 (when, where, which decisions) stays what the run was."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..machine import profile as machine_profile
-from ..results import manifest as manifest_mod
-from ..results.types import Manifest
+from ..results.data import manifest as manifest_mod
+from ..results.data.types import Manifest
 from .state import RunState
 
 

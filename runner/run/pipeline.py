@@ -20,9 +20,9 @@ from ..environments import stacks
 from ..errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
                       interruption, os_error_line, signals_held, user_text)
 from ..machine import gpustate, hostinfo
-from ..results import manifest as manifest_mod
-from ..results.store import Store
-from ..results.write import write_reports
+from ..results.data import manifest as manifest_mod
+from ..results.data.store import Store
+from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
 from . import console as show, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells

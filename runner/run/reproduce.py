@@ -17,8 +17,9 @@ from ..environments import Flavour, Source, folder_flavour, lock_of, stacks
 from ..environments.venvs import sha256_file
 from ..errors import UsageError, user_text
 from ..paths import RESULTS_DIR
-from ..results import compare, manifest as manifest_mod
-from ..results.store import Store
+from ..results.analysis import comparison as compare
+from ..results.data import manifest as manifest_mod
+from ..results.data.store import Store
 from ..schema import matrix as matrix_mod
 from . import pipeline
 from .setup import Setup, choose_setup, resolve_stacks

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 
 from ..errors import UsageError, user_text
-from ..results.store import Store, read_file
+from ..results.data.store import Store, read_file
 from ..version import runner_version
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from rich.console import Console
 from ..environments import Source
 from ..executors.base import Prepared
 from ..paths import RESULTS_DIR
-from ..results.store import Store
-from ..results.types import CellSummary, Manifest
+from ..results.data.store import Store
+from ..results.data.types import CellSummary, Manifest
 from ..schema.matrix import Cell, Matrix
 from .cells import RunStopped
 from .plan import Plan

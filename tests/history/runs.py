@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.results import stats
+from runner.results.analysis import stats
 
 from .conftest import FIXTURE_RUNS
 

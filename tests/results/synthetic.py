@@ -3,7 +3,7 @@ sys.path)."""
 
 from __future__ import annotations
 
-from runner.results import summaries as summarize
+from runner.results.analysis import summaries as summarize
 
 
 def summary_of(env: str, medians: list[float], workload: str = "elementwise", api: str = "jax",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from runner.results import answers, effects, findings, markdown
-from runner.results import summaries as summarize
+from runner.results.analysis import answers, effects, findings
+from runner.results.analysis import summaries as summarize
 from runner.results.formatting import DIFFERENT_MARK
+from runner.results.render import markdown
 
 from synthetic import summary_of as summary  # tests/results/synthetic.py
 
@@ -133,7 +134,7 @@ def test_a_different_answer_is_marked_in_every_table_and_never_bold():
     assert said[0].startswith("1 of 4 compared cells computed a different answer")
     assert not any(s.startswith("jax is fastest") for s in said)
     assert any(s.startswith("torch is fastest in 1 of 1 rows") for s in said)
-    from runner.results import terminal
+    from runner.results.render import terminal
     from rich.console import Console
 
     console = Console(record=True, width=200)
@@ -154,7 +155,7 @@ def test_the_summary_carries_the_first_ok_repeats_answer():
 
 
 def test_a_crafted_answer_is_data_not_a_crash():
-    from runner.results import schemas
+    from runner.results.data import schemas
 
     odd = {"output": {"rms": "big", "mean": float("nan"), "max_abs": [1, "x"]}, "tokens": [[1], 2]}
     found, compared = answers.differences(odd, output(10.0), "float32")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from runner import cli
-from runner.results import compare
 from runner.errors import UsageError
+from runner.results.analysis import comparison as compare
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 MEASURED = 6  # ok cells in every fixture run; the failed cell is never comparable

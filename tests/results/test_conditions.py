@@ -1,12 +1,13 @@
-"""What the machine did while a cell ran (runner/results/conditions.py): throttling, other load,
-clocks that moved between repeats, a GPU that was not quiet at the start, grouped by kind in the
-summaries and in report.md's warnings section."""
+"""What the machine did while a cell ran (runner/results/analysis/conditions.py): throttling, other
+load, clocks that moved between repeats, a GPU that was not quiet at the start, grouped by kind in
+the summaries and in report.md's warnings section."""
 
 from __future__ import annotations
 
-from runner.results import conditions, markdown
+from runner.results.analysis import conditions
+from runner.results.analysis.summaries import cell_summaries
 from runner.results.formatting import fmt
-from runner.results.summaries import cell_summaries
+from runner.results.render import markdown
 from runner.worker.catalog import AXIS_DEFAULTS
 
 
@@ -140,7 +141,7 @@ def noisy_cell(n: int, **extra) -> list[dict]:
 def test_the_machines_noise_is_one_line_per_kind_and_what_to_act_on_a_line_each():
     from rich.console import Console
 
-    from runner.results import terminal
+    from runner.results.render import terminal
 
     records = [r for n in range(30) for r in noisy_cell(n)]
     mixed = noisy_cell(100)

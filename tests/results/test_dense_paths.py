@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.results import answers, markdown, summaries as summarize
+from runner.results.analysis import answers, summaries as summarize
+from runner.results.render import markdown
 
 A100 = {"gpu_name": "NVIDIA A100-SXM4-40GB", "cpu_model": "EPYC"}
 # What each framework's defaults record on an A100 (tf32.decide): torch allows TF32 for cuDNN

@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from runner.results import effects, findings, markdown, stats
+from runner.results.analysis import effects, findings, stats
+from runner.results.render import markdown
 
 from synthetic import summary_of  # tests/results/synthetic.py
 
@@ -86,7 +87,7 @@ def test_too_few_repeats_give_a_ratio_without_an_interval_and_the_reason():
 def test_compare_and_the_effects_share_the_welch_test():
     from scipy.stats import t, ttest_ind
 
-    from runner.results import compare
+    from runner.results.analysis import comparison as compare
 
     a, b = [10.0, 10.5, 9.8], [12.0, 12.4, 11.7]
     ratio, p, _ = compare.repeat_test(a, b)
@@ -189,7 +190,7 @@ def test_findings_name_the_number_the_interval_and_the_noise():
 
 
 def test_the_forest_plot_is_drawn_and_placed_with_the_effects(tmp_path):
-    from runner.results import plots
+    from runner.results.render import plots
 
     cells = run_like()
     analysis = effects.analyse(cells)

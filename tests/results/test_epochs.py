@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.results import derived, markdown_parts, summaries as summarize
+from runner.results.analysis import derived, summaries as summarize
+from runner.results.render import markdown_parts
 
 
 def fit_record(repeat: int, boundaries: list[int], epoch_end_ms: float = 202.0) -> dict:

@@ -4,7 +4,8 @@ included. (Keras fit's compile_s: tests/test_keras_fit_clock.py.)"""
 
 from __future__ import annotations
 
-from runner.results import markdown, summaries as summarize
+from runner.results.analysis import summaries as summarize
+from runner.results.render import markdown
 
 
 def record(cell_id: str, calls_per_sample: int) -> dict:

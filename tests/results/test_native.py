@@ -1,5 +1,5 @@
-"""Keras over native (runner/results/native.py) and the generate cells' time to first token
-(runner/results/decoding.py), from records made as a run stores them: the Keras table's HF
+"""Keras over native (runner/results/analysis/native.py) and the generate cells' time to first token
+(runner/results/analysis/decoding.py), from records made as a run stores them: the Keras table's HF
 PyTorch columns, its ratio columns, the effects section's tables and the findings' sentences,
 the first-token figures in the summaries, summary.csv, report.md and the terminal."""
 
@@ -9,9 +9,10 @@ import io
 
 import pytest
 
-from runner.results import decoding, effects, files, keras_table, native, terminal
-from runner.results import summaries as summarize
-from runner.results.markdown import report_markdown
+from runner.results.analysis import decoding, effects, keras_table, native
+from runner.results.analysis import summaries as summarize
+from runner.results.render import files, terminal
+from runner.results.render.markdown import report_markdown
 
 # environment -> (api, backend)
 ENVIRONMENTS = {"keras-jax": ("keras", "jax"), "keras-torch": ("keras", "torch"),

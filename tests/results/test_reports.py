@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from runner import cli
-from runner.results import (effects, files, formatting, html, keras_table, markdown, plots,
-                            summaries as summarize, terminal)
-from runner.results.store import Store
+from runner.results import formatting
+from runner.results.analysis import effects, keras_table, summaries as summarize
+from runner.results.data.store import Store
+from runner.results.render import files, html, markdown, plots, terminal
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -185,7 +186,7 @@ def test_plot_failure_keeps_the_other_outputs(run, monkeypatch, capsys):
 
 
 def test_html_failure_keeps_the_other_outputs(run, monkeypatch, capsys):
-    from runner.results import html
+    from runner.results.render import html
 
     def broken(*args, **kwargs):
         raise ValueError("bad page")
@@ -252,7 +253,7 @@ def test_each_environments_fixed_cost_per_process_is_shown():
 
 
 def test_the_published_table_stands_beside_the_run_with_ratios_only_where_comparable():
-    from runner.results import reference
+    from runner.results.analysis import reference
 
     rows = reference.published()["rows"]
     assert len(rows) == 12 and rows[6] == {"workload": "gemma", "task": "fit", "batch_size": 8,

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from runner.results import peaks, stats, summaries as summarize
-from runner.results.store import Store
+from runner.results.analysis import peaks, stats, summaries as summarize
+from runner.results.data.store import Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 
@@ -316,6 +316,6 @@ def test_identical_cells_are_called_different_at_most_as_often_as_stated(n_a, n_
 def test_compare_refuses_a_verdict_below_three_repeats_a_side():
     """With 2 repeats on a side no test both holds its level and can see a change (min(n) - 1
     = 1 degree of freedom): compare says so instead of calling it the same."""
-    from runner.results import compare
+    from runner.results.analysis import comparison as compare
 
     assert compare.MIN_REPEATS == 3

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import UsageError
-from runner.results.records import not_applicable_record
-from runner.results.store import Store
+from runner.results.data.records import not_applicable_record
+from runner.results.data.store import Store
 from runner.worker.protocol import CellSpec, atomic_target, write_json_atomic
 
 

@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from runner.results import effects, findings, markdown, summaries as summarize
+from runner.results.analysis import effects, findings, summaries as summarize
+from runner.results.render import markdown
 
 from synthetic import summary_of  # tests/results/synthetic.py
 

@@ -2,8 +2,8 @@
 as base64 PNG), so it opens from disk without a server and travels as a single file.
 
 report.md stays the one source of the report's content; this module renders the small Markdown
-subset that runner.results.markdown writes (headings, paragraphs, pipe tables, bullet lists, images, `code`
-and **bold**), which needs no Markdown library.
+subset that runner.results.render.markdown writes (headings, paragraphs, pipe tables, bullet lists,
+images, `code` and **bold**), which needs no Markdown library.
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _image(alt: str, src: str, root: Path) -> str:
 
 
 def markdown_to_html(markdown: str, root: Path) -> str:
-    """Body HTML for the Markdown subset runner.results.markdown writes; images read relative to root."""
+    """Body HTML for the Markdown subset runner.results.render.markdown writes; images read
+    relative to root."""
     blocks: list[str] = []
     lines = markdown.splitlines()
     i = 0

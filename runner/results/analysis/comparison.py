@@ -47,14 +47,14 @@ from collections.abc import Callable, Mapping
 
 from rich.console import JustifyMethod
 
-from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line, user_text
-from ..machine.profile import compare_threshold
-from ..worker.protocol import write_text_atomic
+from ...errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line, user_text
+from ...machine.profile import compare_threshold
+from ...worker.protocol import write_text_atomic
+from ..data.store import Store
+from ..data.types import CellSummary, Manifest, Record
 from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
 from .stats import repeat_medians, welch_ratio
-from .store import Store
 from .summaries import cell_summaries
-from .types import CellSummary, Manifest, Record
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import schemas, stats
-from ..executors.base import Outcome
-from ..worker.protocol import WORKER_FIELDS, CellSpec, Status, empty_result
+from ...executors.base import Outcome
+from ...worker.protocol import WORKER_FIELDS, CellSpec, Status, empty_result
+from ..analysis import stats
+from . import schemas
 from .types import Record
 
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..worker.monitor import SLOWDOWN_EVENTS
-from .formatting import fmt
-from .types import Record
+from ...worker.monitor import SLOWDOWN_EVENTS
+from ..data.types import Record
+from ..formatting import fmt
 
 KINDS = ("throttle", "other load", "clocks", "settle", "compilations")
 TITLES = {

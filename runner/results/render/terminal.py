@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import decoding, native
-from .conditions import to_act_on
-from .formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values, fmt
-from .keras_table import keras_view
-from .summaries import TF32_MARK, TIME_KEY, pivot, tf32_rows
-from .types import CellSummary
+from ..analysis import decoding, native
+from ..analysis.conditions import to_act_on
+from ..analysis.keras_table import keras_view
+from ..analysis.summaries import TF32_MARK, TIME_KEY, pivot, tf32_rows
+from ..data.types import CellSummary
+from ..formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values, fmt
 
 
 def terminal_table(summaries: list[CellSummary], title: str,

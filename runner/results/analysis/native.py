@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.types import CellSummary
+from ..formatting import fmt
 from . import stats
 from .effects import fastest, speedup
-from .formatting import fmt
 from .keras_table import NATIVE_API
 from .summaries import KERAS3_API, pivot
-from .types import CellSummary
 
 BEST = "best Keras 3"
 KerasView = tuple[list[CellSummary], list[str], dict[str, str]]

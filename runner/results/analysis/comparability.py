@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data.types import Record
 from . import stack_diff
 from .stats import COMPARABILITY_KEYS, metadata_values
-from .types import Record
 
 # Record fields (the run's settings, copied from the cell spec) that change what the timed
 # window holds: a cell timed over 10 steps after 2 warm-up steps is not the one timed for 60 s.

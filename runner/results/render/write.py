@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..errors import one_line
-from . import answers, effects, files, markdown, stack_diff
-from .store import Store
-from .summaries import cell_summaries
-from .types import CellSummary, Manifest
+from ...errors import one_line
+from ..analysis import answers, effects, stack_diff
+from ..analysis.summaries import cell_summaries
+from ..data.store import Store
+from ..data.types import CellSummary, Manifest
+from . import files, markdown
 
 
 def _warn(message: str) -> None:

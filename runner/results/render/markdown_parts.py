@@ -1,4 +1,4 @@
-"""The parts of report.md that stand on their own (results/markdown.py puts them in order):
+"""The parts of report.md that stand on their own (results/render/markdown.py puts them in order):
 the effects' tables, the same-answer check, the warnings, the training table, TF32, allocator
 settings and the cells' small texts."""
 
@@ -8,11 +8,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from . import answers, conditions, stats
-from .effects import ENVIRONMENT, Analysis, EffectTable, shown
-from .formatting import fmt
-from .summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
-from .types import CellSummary, Manifest
+from ..analysis import answers, conditions, stats
+from ..analysis.effects import ENVIRONMENT, Analysis, EffectTable, shown
+from ..analysis.summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
+from ..data.types import CellSummary, Manifest
+from ..formatting import fmt
 
 
 def allocator_lines(summaries: list[CellSummary]) -> list[str]:

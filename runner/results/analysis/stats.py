@@ -56,10 +56,10 @@ from typing import Any
 
 import numpy as np
 
-from ..worker.metadata import KEYS
-from ..worker.protocol import ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS
-from .formatting import fmt
-from .types import Record, StepSummary, Throughput
+from ...worker.metadata import KEYS
+from ...worker.protocol import ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS
+from ..data.types import Record, StepSummary, Throughput
+from ..formatting import fmt
 
 CONFIDENCE = 0.95
 CV_LIMIT = 0.05              # warn above this coefficient of variation (the typical repeat's)

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ..worker.catalog import is_hub
-from .formatting import DIFFERENT_MARK, fmt
+from ...worker.catalog import is_hub
+from ..data.types import CellSummary, Manifest
+from ..formatting import DIFFERENT_MARK, fmt
 from .summaries import KERAS2_API
-from .types import CellSummary, Manifest
 
 TOLERANCES = {"float32": 1e-3, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 5e-2}
 TOKEN_PREFIX = {"float32": 4, "tf32": 2, "float16": 1, "bfloat16": 1}

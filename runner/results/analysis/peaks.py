@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..worker.catalog import dense_paths
-from .types import CellSummary, Record
+from ...worker.catalog import dense_paths
+from ..data.types import CellSummary, Record
 
 PEAK_PRECISION = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "bfloat16",
                   "mixed_float16": "float16"}

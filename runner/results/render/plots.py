@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from ..worker.protocol import atomic_target
-from .effects import Analysis, keras_speedups, shown
-from .summaries import pivot
-from .types import CellSummary
+from ...worker.protocol import atomic_target
+from ..analysis.effects import Analysis, keras_speedups, shown
+from ..analysis.summaries import pivot
+from ..data.types import CellSummary
 
 DPI = 110
 

@@ -7,8 +7,8 @@ import functools
 import tomllib
 from pathlib import Path
 from typing import Any
+from ..data.types import CellSummary
 from .summaries import TIME_KEY
-from .types import CellSummary
 
 TABLE2 = Path(__file__).with_name("reference") / "keras3_benchmarks_table2.toml"
 # The study's columns, and how an environment of a run maps onto them.

@@ -3,7 +3,7 @@ cell's summary, a run's manifest.
 
 They are TypedDicts: the JSON on disk is exactly these dicts (nothing is converted on the way in
 or out, so every file stays byte-identical), and to mypy a mistyped key is an error instead of a
-silent None in a table. A record's type is also its validation: results/schemas.py builds the
+silent None in a table. A record's type is also its validation: results/data/schemas.py builds the
 model that checks a record read from a run folder from `Record`'s annotations, bounds included
 (the Annotated figures below). One place still defines each field: the record's fields are
 RECORD_FIELDS (runner/worker/protocol.py) and the axes' types come from the catalog;
@@ -21,8 +21,8 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import Field
 
-from ..schema.values import MAX_TIMEOUT_S
-from ..worker.protocol import Status
+from ...schema.values import MAX_TIMEOUT_S
+from ...worker.protocol import Status
 
 # Bounds of every number the statistics read: a finite number beyond them (1.7e308 ms) makes a
 # sum, a square or a ratio of the reports overflow, so such a record is set aside like any other
@@ -66,7 +66,7 @@ class CellCoordinates(TypedDict):
 
 
 class StepSummary(TypedDict):
-    """A repeat's per-step times summarised (results/stats.py summarize), ms."""
+    """A repeat's per-step times summarised (results/analysis/stats.py summarize), ms."""
 
     median_ms: Figure | None
     mean_ms: Figure | None
@@ -78,7 +78,7 @@ class StepSummary(TypedDict):
 
 
 class Throughput(TypedDict):
-    """items/s and TFLOP/s at the median step time (results/stats.py throughput)."""
+    """items/s and TFLOP/s at the median step time (results/analysis/stats.py throughput)."""
 
     items_per_s: Figure | None
     achieved_tflops: Figure | None
@@ -153,8 +153,8 @@ class Record(CellCoordinates, StepSummary, Throughput):
 
 
 class CellSummary(CellCoordinates, total=False):
-    """One cell across its repeats (results/summaries.py cell_summaries), then checked for the
-    same answer (answers.check adds the answer_* keys). What every renderer reads."""
+    """One cell across its repeats (results/analysis/summaries.py cell_summaries), then checked for
+    the same answer (answers.check adds the answer_* keys). What every renderer reads."""
 
     label: str
     status: str
@@ -190,7 +190,8 @@ class CellSummary(CellCoordinates, total=False):
     epoch_s: float | None
     epoch_measured_s: float | None
     study_step_ms: float | None
-    # generate cells: time to first token and per-token decode latency (results/decoding.py)
+    # generate cells: time to first token and per-token decode latency
+    # (results/analysis/decoding.py)
     ttft_ms: float | None
     decode_ms_per_token: float | None
     tokens_per_s: float | None
@@ -245,7 +246,7 @@ class ManifestCell(TypedDict, total=False):
 
 
 class Manifest(TypedDict, total=False):
-    """manifest.json of a run folder (results/manifest.py lays it out)."""
+    """manifest.json of a run folder (results/data/manifest.py lays it out)."""
 
     schema: int
     name: str

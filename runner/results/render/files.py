@@ -7,8 +7,8 @@ import csv
 import io
 import json
 
-from .summaries import AXIS_KEYS
-from .types import CellSummary, Record
+from ..analysis.summaries import AXIS_KEYS
+from ..data.types import CellSummary, Record
 
 CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workload", "task",
                "batch_size", *AXIS_KEYS, "status", "repeats", "repeats_ok", "geomean_ms", "median_ms", "mean_ms",

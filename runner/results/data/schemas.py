@@ -2,7 +2,7 @@
 (pydantic, strict, one line per problem): cell records and the run manifest. Run folders travel
 between machines (`reproduce`, `compare`), so nothing in them is trusted because of where it
 lies. The record's fields are defined once, in runner.worker.protocol.RECORD_FIELDS, and each
-field's type (bounds included) once, in `Record` (results/types.py): the model below is built
+field's type (bounds included) once, in `Record` (results/data/types.py): the model below is built
 from its annotations, and adds only the checks a type cannot say (names that must be safe to
 show, the figures of `extra`, an ok record's samples).
 """
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_model,
                       field_validator, model_validator)
 
-from ..schema import RUN_NAME_PATTERN, format_error
-from ..worker.protocol import RECORD_FIELDS
+from ...schema import RUN_NAME_PATTERN, format_error
+from ...worker.protocol import RECORD_FIELDS
 from .types import MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Record
 
 # Every record field's type, bounds included: Record's annotations (Any: taken as it is).
@@ -125,7 +125,7 @@ def record_problem(data: Any, key: str | None = None) -> str | None:
 
 def complete_record(data: dict[str, Any]) -> Record:
     """A valid record with every field present (an absent one is null: unknown): the typed
-    Record (results/types.py) every reader gets."""
+    Record (results/data/types.py) every reader gets."""
     return cast(Record, {**dict.fromkeys(RECORD_FIELDS), **data})
 
 

@@ -1,5 +1,5 @@
 """The manifest format (manifest.json of a run folder), built in one place: what ran, where, with
-which decisions and why, and how the run ended. Read back by results/schemas.py's
+which decisions and why, and how the run ended. Read back by results/data/schemas.py's
 ManifestModel; the pipeline gathers the facts and these functions lay them out."""
 
 from __future__ import annotations
@@ -7,17 +7,17 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from ..environments import Flavour
-from ..environments.stacks import Stack
-from ..errors import one_line
-from ..executors.base import Prepared
-from ..machine import hostinfo
-from ..machine.hostinfo import Gpu
-from ..run import resume
-from ..run.plan import Plan
-from ..schema import EnvironmentSpec
-from ..schema.matrix import Matrix
-from ..version import runner_version
+from ...environments import Flavour
+from ...environments.stacks import Stack
+from ...errors import one_line
+from ...executors.base import Prepared
+from ...machine import hostinfo
+from ...machine.hostinfo import Gpu
+from ...run import resume
+from ...run.plan import Plan
+from ...schema import EnvironmentSpec
+from ...schema.matrix import Matrix
+from ...version import runner_version
 from .types import Manifest, ManifestCell
 
 SCHEMA = 1

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .formatting import fmt
+from ..formatting import fmt
 
 
 def _samples(value: Any) -> list[float]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from ..worker import catalog
+from ...worker import catalog
+from ..data.types import CellSummary
 from .summaries import KERAS2_API, KERAS3_API, row_label
-from .types import CellSummary
 
 KERAS_BACKEND_ORDER = ("tensorflow", "jax", "torch")
 BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}

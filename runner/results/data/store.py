@@ -2,7 +2,7 @@
 repeat. A finished record is never overwritten; `--resume` reads them back.
 
 A run folder is untrusted input (it travels between machines): it is created exclusively and
-locked for the run's life, its records and manifest are validated as data (results/schemas.py),
+locked for the run's life, its records and manifest are validated as data (results/data/schemas.py),
 and no symbolic link in it is followed on read or write.
 """
 
@@ -20,9 +20,9 @@ from typing import Any, cast
 
 import tomli_w
 
-from ..errors import UsageError
-from ..paths import RESULTS_DIR
-from ..worker.protocol import write_json_atomic, write_text_atomic
+from ...errors import UsageError
+from ...paths import RESULTS_DIR
+from ...worker.protocol import write_json_atomic, write_text_atomic
 from . import schemas
 from .types import Manifest, Record
 

@@ -28,10 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data.types import CellSummary, Manifest
 from . import stack_diff, stats
 from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, TIME_KEY, model_family, option_preset,
                         pivot, row_label, tf32_differ)
-from .types import CellSummary, Manifest
 
 ENVIRONMENT = "environment"
 

@@ -9,15 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import answers, decoding, findings, native, reference
-from .effects import Analysis, keras_speedups
-from .formatting import best_text, cell_text, comparable_values, fmt, percent
+from ..analysis import answers, decoding, findings, native, reference
+from ..analysis.effects import Analysis, keras_speedups
+from ..analysis.keras_table import keras_view
+from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
+from ..data.types import CellSummary, Manifest
+from ..formatting import best_text, cell_text, comparable_values, fmt, percent
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
                              effects_section, no_interval_note, ratio_text, tf32_section,
                              training_table, warnings_section)
-from .keras_table import keras_view
-from .summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
-from .types import CellSummary, Manifest
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
            "ratio_text", "report_markdown"]

@@ -9,13 +9,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
-from ..machine.profile import cv_for, spread_for
-from ..worker import catalog
-from ..worker.catalog import AXIS_DEFAULTS, default_sizes
+from ...machine.profile import cv_for, spread_for
+from ...worker import catalog
+from ...worker.catalog import AXIS_DEFAULTS, default_sizes
+from ..data.types import CellSummary, Record
 from . import conditions, decoding, derived, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
                     tf32_state)
-from .types import CellSummary, Record
 
 AXIS_KEYS = catalog.setting_axes()     # the axes a cell varies besides task and batch size
 # A cell's time in every comparison (tables, bold, fastest, best Keras 3, throughput, the
@@ -187,7 +187,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         **tf32_summary(ok),
         allocator=allocator_settings(ok[0]) if ok else None,
         # What the cell computed on the seeded inputs (its first ok repeat's fingerprint);
-        # runner.results.answers compares it across the row and sets answer_check.
+        # runner.results.analysis.answers compares it across the row and sets answer_check.
         answer=next((r["answer"] for r in ok if r.get("answer") is not None), None),
         answer_note=next(((r.get("extra") or {}).get("answer_note") for r in ok
                           if (r.get("extra") or {}).get("answer_note")), None),

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..data.types import CellSummary
+from ..formatting import fmt
 from . import answers, stats
 from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
-from .formatting import fmt
 from .summaries import TF32_MARK, pivot, tf32_rows
-from .types import CellSummary
 
 ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
 FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" sentences

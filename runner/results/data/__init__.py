@@ -1,0 +1,3 @@
+"""What a run leaves: the results folder (store.py), the record a worker's result becomes
+(records.py), the typed shapes (types.py) and their validation when read back (schemas.py), the
+manifest's format (manifest.py). Imports neither the analysis nor the renderers."""
