@@ -14,8 +14,7 @@ import pytest
 
 RUNNER = Path(__file__).resolve().parents[1] / "runner"
 RENDERERS = {"runner.results.render." + name for name in
-             ("terminal", "markdown", "html", "files", "plots")} | \
-    {"runner.results.analysis.comparison"}
+             ("terminal", "markdown", "html", "files", "plots", "compare")}
 FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax",
               "transformers", "diffusers", "peft", "accelerate", "huggingface_hub"}
 
@@ -206,11 +205,9 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 350, 60
 KNOWN_LONG = {
     # An Alembic migration is history: it is never edited once a database has run it.
     "runner.history.migrations.versions.0001_runs:upgrade",
-    # compare: one command's model, its statistics verdict, its stack diff and its two renderings
-    # (Markdown, terminal), read top to bottom as one story; stats: the statistics every table
-    # reads (summaries, intervals, ratios, warnings), one vocabulary; splitting either would
-    # scatter one method over modules that import each other.
-    "runner.results.analysis.comparison", "runner.results.analysis.stats",
+    # stats: the statistics every table reads (summaries, intervals, ratios, warnings), one
+    # vocabulary; splitting it would scatter one method over modules that import each other.
+    "runner.results.analysis.stats",
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 from runner.executors.kinds import executor_class
 from runner.machine import profile as machine_profile
 from runner.results.analysis import comparison as compare
+from runner.results.render.compare import run_compare
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 
@@ -87,7 +88,7 @@ def test_compare_keeps_its_fixed_threshold_and_says_why_without_a_profile(tmp_pa
     assert "run B ran on a machine without a profile" in judged.threshold_source
     from rich.console import Console
 
-    compare.run_compare(a, b, None, 0.05, tmp_path / "c.md", Console(width=300))
+    run_compare(a, b, None, 0.05, tmp_path / "c.md", Console(width=300))
     out = capsys.readouterr().out
     assert "threshold: the fixed 5 %: run B ran on a machine without a profile" in out
     assert "the fixed 5 %: run B ran on a machine" in (tmp_path / "c.md").read_text()

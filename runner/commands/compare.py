@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from ..results.analysis.comparison import run_compare
+    from ..results.render.compare import run_compare
 
     environments = tuple(args.environments) if args.environments else None
     return run_compare(args.run_a, args.run_b, args.threshold, args.alpha, args.markdown,

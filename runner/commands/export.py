@@ -83,7 +83,7 @@ def images_of_run(client: Any, run_dir: Path) -> list[Any]:
     import docker.errors
 
     from ..environments import transfer
-    from ..results.analysis.comparison import open_run
+    from ..results.data.store import open_run
 
     store, _ = open_run(run_dir)
     used: dict[str, str] = {}

@@ -33,8 +33,8 @@ from sqlalchemy import insert, update
 
 from ..environments.venvs import ENV_ROOT, LocalEnv, find_uv, installer_command, venv_command
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
-from ..results.analysis.comparison import open_run
-from ..results.data.store import RESULTS_DIR, Store
+from ..paths import RESULTS_DIR
+from ..results.data.store import Store, open_run
 from ..results.data.types import Record
 from ..schema.matrix import load as load_matrix, read_toml
 from . import measures, tables

@@ -1,13 +1,13 @@
-"""The one place the history reads the statistics module (runner.results.analysis.stats, through the
-run summaries and compare): a cell's summary across its repeats, its interval, and the verdict
-of two sets of repeats. Nothing here computes a statistic of its own."""
+"""The one place the history reads the statistics module (runner.results.analysis.stats, through
+the run summaries and the comparison): a cell's summary across its repeats, its interval, and the
+verdict of two sets of repeats. Nothing here computes a statistic of its own."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results.analysis import comparison as compare, stats
+from ..results.analysis import comparison, stats
 from ..results.analysis.summaries import cell_summaries
 from ..results.data.types import CellSummary, Manifest, Record
 
@@ -43,8 +43,8 @@ def repeat_median(record: Mapping[str, Any]) -> float | None:
 
 
 def compare_repeats(records_a: Sequence[Record], records_b: Sequence[Record],
-                    threshold: float = compare.DEFAULT_THRESHOLD,
-                    alpha: float = compare.DEFAULT_ALPHA) -> compare.CellComparison:
+                    threshold: float = comparison.DEFAULT_THRESHOLD,
+                    alpha: float = comparison.DEFAULT_ALPHA) -> comparison.CellComparison:
     """`compare`'s verdict on one cell measured twice (A the reference), the stacks' own
     metadata set aside: faster, slower, same or not comparable, with the ratio B/A and p."""
     def plain(records: Sequence[Record]) -> list[Record]:
@@ -60,7 +60,7 @@ def compare_repeats(records_a: Sequence[Record], records_b: Sequence[Record],
     summary_a, summary_b = (cell_summaries(side)[0] if side else None for side in (a, b))
     if summary_a and summary_b:  # the same cell measured in two stacks: one identity
         summary_b = CellSummary(**{**summary_b, "cell_id": summary_a["cell_id"]})
-    return compare.compare_cell(summary_a, summary_b, a, b, threshold, alpha)
+    return comparison.compare_cell(summary_a, summary_b, a, b, threshold, alpha)
 
 
-SLOWER, FASTER, SAME = compare.SLOWER, compare.FASTER, compare.SAME
+SLOWER, FASTER, SAME = comparison.SLOWER, comparison.FASTER, comparison.SAME

@@ -17,9 +17,10 @@ from ..environments import Flavour, Source, folder_flavour, lock_of, stacks
 from ..environments.venvs import sha256_file
 from ..errors import UsageError, user_text
 from ..paths import RESULTS_DIR
-from ..results.analysis import comparison as compare
+from ..results.analysis.comparison import DEFAULT_ALPHA
 from ..results.data import manifest as manifest_mod
-from ..results.data.store import Store
+from ..results.data.store import Store, open_run
+from ..results.render.compare import run_compare
 from ..schema import matrix as matrix_mod
 from . import pipeline
 from .setup import Setup, choose_setup, resolve_stacks
@@ -160,7 +161,7 @@ def use_recorded_image(run_dir: Path, name: str, source: Source, executor: Any,
 def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     """The recorded matrix, its cells, in the same environments; then the comparison against
     the original (RUN/compare-<original>.md)."""
-    store, manifest = compare.open_run(run_dir)
+    store, manifest = open_run(run_dir)
     matrix, planned, cells = recorded_cells(run_dir, manifest)
     flavour = Flavour(manifest.get("flavour") or "cpu", f"as recorded by {run_dir}")
     setup = choose_setup(matrix, manifest.get("executor"), flavour=flavour)
@@ -181,7 +182,7 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
     new_manifest = new.read_manifest()
     manifest_mod.add_reproduces(new_manifest, str(run_dir.resolve()))
     new.write_manifest(new_manifest)
-    compare.run_compare(run_dir, new_dir, None, compare.DEFAULT_ALPHA, None, console)
+    run_compare(run_dir, new_dir, None, DEFAULT_ALPHA, None, console)
     return code
 
 

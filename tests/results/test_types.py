@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.results.analysis import answers
-from runner.results.analysis.comparison import open_run
+from runner.results.data.store import open_run
 from runner.results.analysis.summaries import cell_summaries
 from runner.results.data import manifest as manifest_mod, schemas
 from runner.results.data.types import CellSummary, Manifest, ManifestCell, Record

@@ -318,3 +318,13 @@ class Store:
         target = self.root / name
         write_text_atomic(target, text)
         return target
+
+
+def open_run(path: Path) -> tuple[Store, Manifest]:
+    """A run folder's store and manifest, read only (nothing is created in either run)."""
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such run folder")
+    if not (path / "manifest.json").is_file() or not (path / "cells").is_dir():
+        raise UsageError(f"{path}: not a run folder (needs manifest.json and cells/)")
+    store = Store.open(path, lock=False, create_folders=False)
+    return store, store.read_manifest()
