@@ -303,6 +303,7 @@ def test_stable_diffusion_predict_counts_images_not_denoising_steps():
     """A sample is one denoising step (call time / num_steps); items/s must still be images/s and
     energy per item energy per image (they were num_steps times off: per image per step)."""
     from runner.results.analysis import stats
+    from runner.results.data.records import throughput
 
     num_steps, batch, calls, call_ms = 4, 2, 10, 400.0
     record = {"samples_ms": [call_ms / num_steps] * calls, "median_ms": call_ms / num_steps,
@@ -310,7 +311,7 @@ def test_stable_diffusion_predict_counts_images_not_denoising_steps():
               "items_per_step": sd.images_per_step(batch, num_steps),
               "gpu_energy_j": 100.0, "train_s": 4.0, "extra": {"telemetry_window_s": 4.0}}
     images_per_s = batch * 1000.0 / call_ms                       # 5 images per second
-    assert stats.throughput(record)["items_per_s"] == pytest.approx(images_per_s)
+    assert throughput(record)["items_per_s"] == pytest.approx(images_per_s)
     figures, note = stats.energy_of(record)
     assert note is None
     assert figures["energy_per_item_j"] == pytest.approx(100.0 / (calls * batch))   # J per image

@@ -205,9 +205,6 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 350, 60
 KNOWN_LONG = {
     # An Alembic migration is history: it is never edited once a database has run it.
     "runner.history.migrations.versions.0001_runs:upgrade",
-    # stats: the statistics every table reads (summaries, intervals, ratios, warnings), one
-    # vocabulary; splitting it would scatter one method over modules that import each other.
-    "runner.results.analysis.stats",
 }
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results.analysis import comparison, stats
+from ..results.analysis import comparison
 from ..results.analysis.summaries import cell_summaries
+from ..results.data.records import summarize
 from ..results.data.types import CellSummary, Manifest, Record
 
 # Metadata a bisect step differs in on purpose (it is a different stack): left out before the
@@ -39,7 +40,7 @@ def headline(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def repeat_median(record: Mapping[str, Any]) -> float | None:
-    return stats.summarize(record.get("samples_ms") or [])["median_ms"]
+    return summarize(record.get("samples_ms") or [])["median_ms"]
 
 
 def compare_repeats(records_a: Sequence[Record], records_b: Sequence[Record],

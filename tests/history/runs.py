@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.results.analysis import stats
+from runner.results.data.records import summarize
 
 from .conftest import FIXTURE_RUNS
 
@@ -33,7 +33,7 @@ def write_run(root: Path, name: str, index: int, level: float = 1.0, noise: floa
         if record["samples_ms"]:
             factor = level * float(np.exp(rng.normal(0.0, noise)))
             record["samples_ms"] = [s * factor for s in record["samples_ms"]]
-            record.update(stats.summarize(record["samples_ms"]))
+            record.update(summarize(record["samples_ms"]))
         if distributions is not None and record["status"] != "not_applicable":
             record["distributions"] = distributions
         if driver is not None and record.get("metadata"):

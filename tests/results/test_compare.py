@@ -57,7 +57,7 @@ def test_twenty_percent_slower_is_slower_and_exit_1(runs, capsys):
     assert result.count(compare.SLOWER) == MEASURED - 1
     assert by_id[DISAGREEING].verdict == compare.SAME
     assert by_id[DISAGREEING].spread == pytest.approx(0.3, abs=0.05)
-    # With 3 repeats a side the test has 2 degrees of freedom (stats.welch_ratio): the noisy
+    # With 3 repeats a side the test has 2 degrees of freedom (ratios.welch_ratio): the noisy
     # matmul cell (CV > 5 %) gets p ≈ 0.02, the others below 0.001.
     assert all(c.p_value < 0.05 for c in result.comparable if c.cell_id != DISAGREEING)
     assert result.geometric_mean_ratio == pytest.approx(1.2, abs=0.01)

@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from runner.results.analysis import effects, findings, stats
+from runner.results.analysis import effects, findings
+from runner.results.analysis.ratios import geometric_mean_ratio, welch_ratio
 from runner.results.render import markdown
 
 from synthetic import summary_of  # tests/results/synthetic.py
@@ -31,7 +32,7 @@ def test_the_ratio_interval_covers_the_true_ratio_at_its_stated_rate(repeats, sp
     true = 10.0 / 7.0                                   # baseline 10 ms, other 7 ms
     covered = 0
     for _ in range(DRAWS):
-        estimate = stats.welch_ratio(_draw(rng, 10.0, repeats, spreads[0]),
+        estimate = welch_ratio(_draw(rng, 10.0, repeats, spreads[0]),
                                      _draw(rng, 7.0, repeats, spreads[1]))
         covered += estimate.low <= true <= estimate.high
     # 95 % stated; with 200 draws the binomial standard deviation is 1.5 %.
@@ -44,35 +45,35 @@ def test_the_geometric_mean_interval_covers_the_true_geometric_mean():
     true = math.exp(np.mean([math.log(base / other) for base, other, _ in rows]))
     covered = 0
     for _ in range(DRAWS):
-        ratios = [stats.welch_ratio(_draw(rng, base, 3, spread), _draw(rng, other, 3, spread))
+        ratios = [welch_ratio(_draw(rng, base, 3, spread), _draw(rng, other, 3, spread))
                   for base, other, spread in rows]
-        overall = stats.geometric_mean_ratio(ratios)
+        overall = geometric_mean_ratio(ratios)
         covered += overall.low <= true <= overall.high
     assert 0.90 * DRAWS <= covered <= DRAWS, covered
 
 
 def test_a_ratio_of_identical_cells_is_not_distinguishable():
     medians = [10.0, 10.4, 9.7]
-    same = stats.welch_ratio(medians, list(medians))
+    same = welch_ratio(medians, list(medians))
     assert same.ratio == pytest.approx(1.0) and same.low < 1 < same.high
     assert not same.distinguishable and same.p_value == pytest.approx(1.0)
     assert "not distinguishable from noise" in findings.speed_words(same)
     # Cells without any noise at all: the interval is the ratio itself, 1.
-    exact = stats.welch_ratio([5.0] * 3, [5.0] * 3)
+    exact = welch_ratio([5.0] * 3, [5.0] * 3)
     assert (exact.ratio, exact.low, exact.high) == (1.0, 1.0, 1.0) and not exact.distinguishable
 
 
 def test_a_clear_effect_is_distinguishable_and_said_so():
-    estimate = stats.welch_ratio([10.0, 10.1, 9.9], [1.25, 1.24, 1.26])
+    estimate = welch_ratio([10.0, 10.1, 9.9], [1.25, 1.24, 1.26])
     assert estimate.distinguishable and estimate.low > 7
     words = findings.speed_words(estimate)
     assert words.startswith("8.00× faster (95 % CI ") and "noise" not in words
-    slower = stats.welch_ratio([1.25, 1.24, 1.26], [10.0, 10.1, 9.9])
+    slower = welch_ratio([1.25, 1.24, 1.26], [10.0, 10.1, 9.9])
     assert findings.speed_words(slower).startswith("8.00× slower (95 % CI ")
 
 
 def test_too_few_repeats_give_a_ratio_without_an_interval_and_the_reason():
-    estimate = stats.welch_ratio([10.0, 10.2], [5.0, 5.1])
+    estimate = welch_ratio([10.0, 10.2], [5.0, 5.1])
     assert estimate.ratio == pytest.approx(math.sqrt(10.0 * 10.2) / math.sqrt(5.0 * 5.1))
     assert not estimate.has_interval and not estimate.distinguishable
     assert estimate.why == "too few repeats (2 and 2, an interval needs 3 on each side)"
@@ -80,7 +81,7 @@ def test_too_few_repeats_give_a_ratio_without_an_interval_and_the_reason():
     assert markdown.no_interval_note([estimate]) == [
         "", "With no interval: too few repeats (2 and 2, an interval needs 3 on each side)."]
     assert findings.speed_words(estimate) == "2.00× faster (no interval)"
-    overall = stats.geometric_mean_ratio([estimate, stats.welch_ratio([1.0] * 3, [2.0] * 3)])
+    overall = geometric_mean_ratio([estimate, welch_ratio([1.0] * 3, [2.0] * 3)])
     assert overall.ratio is not None and not overall.has_interval and "1 of 2 rows" in overall.why
 
 
@@ -91,7 +92,7 @@ def test_compare_and_the_effects_share_the_welch_test():
 
     a, b = [10.0, 10.5, 9.8], [12.0, 12.4, 11.7]
     ratio, p, _ = compare.repeat_test(a, b)
-    assert ratio == pytest.approx(stats.welch_ratio(b, a).ratio)
+    assert ratio == pytest.approx(welch_ratio(b, a).ratio)
     # Welch's statistic, with min(n_a, n_b) - 1 = 2 degrees of freedom (Hsu).
     statistic = ttest_ind(np.log(b), np.log(a), equal_var=False).statistic
     assert p == pytest.approx(2 * t.sf(abs(statistic), 2))
@@ -212,8 +213,8 @@ def test_the_batch_size_effect_is_on_the_time_per_item():
     assert table.title == "batch_size: against batch_size = 1 (time per item)"
     estimate = table.effects[0].estimate
     assert estimate.ratio == pytest.approx(4 / 1.5, rel=1e-3) and estimate.distinguishable
-    per_step = stats.welch_ratio([2.0, 2.02, 1.98], [3.0, 3.03, 2.97])
+    per_step = welch_ratio([2.0, 2.02, 1.98], [3.0, 3.03, 2.97])
     assert (estimate.low, estimate.high) == pytest.approx((per_step.low * 4, per_step.high * 4))
     # Twice the step for twice the items: the same time per item, p ≈ 1.
-    same = stats.welch_ratio([2.0, 2.02, 1.98], [4.0, 4.04, 3.96]).scaled(2.0)
+    same = welch_ratio([2.0, 2.02, 1.98], [4.0, 4.04, 3.96]).scaled(2.0)
     assert same.ratio == pytest.approx(1.0) and same.p_value > 0.9 and not same.distinguishable

@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from runner.results.analysis import peaks, stats, summaries as summarize
+from runner.results.analysis.ratios import welch_ratio
+from runner.results.data.records import summarize as summarize_samples
 from runner.results.data.store import Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 
 
 def test_summarize_known_answers():
-    s = stats.summarize([1.0, 2.0, 3.0, 4.0, 5.0])
+    s = summarize_samples([1.0, 2.0, 3.0, 4.0, 5.0])
     assert s["median_ms"] == 3.0 and s["mean_ms"] == 3.0
     assert s["min_ms"] == 1.0 and s["max_ms"] == 5.0
     assert s["stdev_ms"] == pytest.approx(1.5811388, rel=1e-6)
@@ -24,7 +26,7 @@ def test_summarize_known_answers():
 
 
 def test_empty_samples_are_unknown_not_zero():
-    assert set(stats.summarize([]).values()) == {None}
+    assert set(summarize_samples([]).values()) == {None}
     assert stats.iqr([]) is None and stats.cv([1.0]) is None
     assert stats.median_ci([]) == (None, None)
 
@@ -123,7 +125,7 @@ def test_spread_statistics_weigh_every_repeat_the_same():
     summary = stats.across_repeats([_ok(steady), _ok(noisy), _ok(noisy)])
     assert summary["cv"] == pytest.approx(stats.cv(noisy))
     assert summary["iqr_ms"] == pytest.approx(stats.iqr(noisy))
-    assert summary["p10_ms"] == pytest.approx(stats.summarize(noisy)["p10_ms"])
+    assert summary["p10_ms"] == pytest.approx(summarize_samples(noisy)["p10_ms"])
     assert any(w.startswith("CV ") for w in summary["warnings"])
 
 
@@ -154,7 +156,8 @@ def test_repeats_disagree_needs_significance_and_a_practical_spread():
 
 
 def _ok(samples, **extra):
-    return {"status": "ok", "samples_ms": samples, "median_ms": stats.summarize(samples)["median_ms"],
+    return {"status": "ok", "samples_ms": samples,
+            "median_ms": summarize_samples(samples)["median_ms"],
             "train_s": 2.0, "gpu_clock_events": [], **extra}
 
 
@@ -284,7 +287,7 @@ def test_tf32_unknown_is_never_taken_for_off():
 # --- the ratio test holds its level at the repeat counts runs use (issue 37 item 6) -------------
 
 def hsu_p_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """stats.welch_ratio's two-sided p for rows of log repeat medians, vectorised: Welch's
+    """ratios.welch_ratio's two-sided p for rows of log repeat medians, vectorised: Welch's
     statistic with min(n_a, n_b) - 1 degrees of freedom."""
     from scipy.stats import t
 
@@ -307,7 +310,7 @@ def test_identical_cells_are_called_different_at_most_as_often_as_stated(n_a, n_
             b = rng.normal(0.0, sd_b, (draws, n_b))
             p = hsu_p_values(a, b)
             for i in range(50):              # the simulation's p is the function's own
-                ratio = stats.welch_ratio(list(np.exp(a[i])), list(np.exp(b[i])))
+                ratio = welch_ratio(list(np.exp(a[i])), list(np.exp(b[i])))
                 assert ratio.p_value == pytest.approx(p[i], rel=1e-6, abs=1e-12)
             rate = float(np.mean(p < alpha))
             assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / draws), (spread_ratio, rate)

@@ -16,9 +16,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...worker.metadata import KEYS
 from ..data.types import Record
 from . import stack_diff
-from .stats import COMPARABILITY_KEYS, metadata_values
+
+# Metadata that decides whether two measurements may be pooled or compared (GPU, driver, CUDA,
+# framework version, lock hash, image digest, CPU model, ...): flagged in the metadata registry.
+COMPARABILITY_KEYS = tuple(key for key, (_, decides) in KEYS.items() if decides)
+
+
+def metadata_values(records: Sequence[Mapping[str, Any]],
+                    keys: tuple[str, ...] = COMPARABILITY_KEYS) -> dict[str, set[str]]:
+    """Every value each key (the comparability keys by default) took in these records (absent
+    counts as None)."""
+    values: dict[str, set[str]] = {key: set() for key in keys}
+    for record in records:
+        meta = record.get("metadata") or {}
+        for key in keys:
+            values[key].add(json.dumps(meta.get(key), sort_keys=True))
+    return values
+
 
 # Record fields (the run's settings, copied from the cell spec) that change what the timed
 # window holds: a cell timed over 10 steps after 2 warm-up steps is not the one timed for 60 s.

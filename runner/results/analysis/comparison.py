@@ -5,7 +5,7 @@ The independent unit is the repeat (a fresh process): steps of one process share
 different. Per cell, each repeat is summarised by its median step time, and a change is called
 only when two tests agree (asv's rule):
 - statistical: Welch's t statistic on the log repeat medians of A and B, with min(n_A, n_B) − 1
-  degrees of freedom (stats.welch_ratio: it holds its level with 3 repeats a side, where
+  degrees of freedom (ratios.welch_ratio: it holds its level with 3 repeats a side, where
   Welch-Satterthwaite's did not), says they differ (p < alpha);
 - practical: the ratio B/A (of the geometric means of the repeat medians) is outside the
   threshold (--threshold; else, when both runs ran on machines with a machine profile, the
@@ -50,7 +50,8 @@ from ...machine.profile import compare_threshold
 from ..data.store import Store, open_run
 from ..data.types import CellSummary, Manifest, Record
 from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
-from .stats import repeat_medians, welch_ratio
+from .ratios import welch_ratio
+from .stats import repeat_medians
 from .summaries import cell_summaries
 
 DEFAULT_THRESHOLD = 0.05
@@ -149,7 +150,7 @@ def _samples(records: list[Record]) -> list[float]:
 def repeat_test(medians_a: list[float],
                 medians_b: list[float]) -> tuple[float | None, float | None, float]:
     """(ratio B/A, two-sided p of Welch's t-test on the logs, run-to-run spread): the ratio and
-    test of stats.welch_ratio (the one used by the effects too), from 2 repeats per side."""
+    test of ratios.welch_ratio (the one used by the effects too), from 2 repeats per side."""
     estimate = welch_ratio(medians_b, medians_a, min_repeats=MIN_REPEATS)
     spread = max(max(m) / min(m) for m in (medians_a, medians_b)) - 1
     return estimate.ratio, estimate.p_value, spread

@@ -3,7 +3,7 @@
 An effect is a **speedup**: the baseline cell's time ÷ the other cell's time, both the geometric
 mean of their repeat medians (the repeat, a fresh process, is the unit), so above 1 the other
 value is faster, below 1 slower; its 95 % interval is the Welch t interval on the logs of the
-repeat medians (stats.welch_ratio: the one `compare` uses), "–" with the reason where a side has
+repeat medians (ratios.welch_ratio: the one `compare` uses), "–" with the reason where a side has
 fewer than 3 repeats. An interval that covers 1 is not distinguishable from noise.
 
 - **Axis effects**: for every axis that takes several values in the run (precision, jit, tf32,
@@ -16,7 +16,7 @@ fewer than 3 repeats. An interval that covers 1 is not distinguishable from nois
   named with what its stack changes against the baseline's (the distributions the records name:
   a version change, e.g. numpy 2.4.6 → 1.26.4).
 - The **geometric mean** of a column's ratios, over the rows that computed the same answer,
-  with the interval of that mean (stats.geometric_mean_ratio).
+  with the interval of that mean (ratios.geometric_mean_ratio).
 - The Keras 3 benchmark table's "best Keras 3 over Keras 2" is one environment effect: the Keras 2
   cell against the row's fastest Keras 3 cell (keras_speedups).
 """
@@ -30,6 +30,7 @@ from typing import Any
 
 from ..data.types import CellSummary, Manifest
 from . import stack_diff, stats
+from .ratios import Ratio, geometric_mean_ratio, welch_ratio
 from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, TIME_KEY, model_family, option_preset,
                         pivot, row_label, tf32_differ)
 
@@ -58,16 +59,16 @@ class Settings:
 
 
 def speedup(base: Mapping[str, Any], cell: Mapping[str, Any],
-            confidence: float = stats.CONFIDENCE) -> stats.Ratio:
+            confidence: float = stats.CONFIDENCE) -> Ratio:
     """base ms ÷ cell ms (geometric means of repeat medians) with its interval; above 1: `cell`
     is faster. No ratio where either is not ok or the two run different models."""
     for side in (base, cell):
         if side["status"] != "ok":
-            return stats.Ratio(None, why=f"{side['environment']}: {side['status']}")
+            return Ratio(None, why=f"{side['environment']}: {side['status']}")
     if model_family(base) != model_family(cell):
-        return stats.Ratio(None, why="different models (Keras 2's Stable Diffusion is v1.4, "
+        return Ratio(None, why="different models (Keras 2's Stable Diffusion is v1.4, "
                                      "Keras 3's is SD3)")
-    return stats.welch_ratio(base.get("repeat_medians_ms") or [],
+    return welch_ratio(base.get("repeat_medians_ms") or [],
                              cell.get("repeat_medians_ms") or [], confidence)
 
 
@@ -81,7 +82,7 @@ class Effect:
     environment: str                # the environment of `cell`
     base: Mapping[str, Any]
     cell: Mapping[str, Any]
-    estimate: stats.Ratio
+    estimate: Ratio
     # The two float32 cells ran their dense paths differently (TF32 in one, full float32 or not
     # recorded in the other) while the factor is not tf32 itself: other arithmetic (†).
     tf32_mixed: bool = False
@@ -114,11 +115,11 @@ class EffectTable:
     def of(self, value: Any) -> list[Effect]:
         return [e for e in self.effects if _same(e.value, value)]
 
-    def overall(self, value: Any) -> tuple[stats.Ratio, int]:
+    def overall(self, value: Any) -> tuple[Ratio, int]:
         """The geometric mean of `value`'s ratios over the rows whose answers and arithmetic
         agree (Effect.in_means), and how many rows it spans."""
         used = [e.estimate for e in self.of(value) if e.in_means]
-        return stats.geometric_mean_ratio(used), len(used)
+        return geometric_mean_ratio(used), len(used)
 
     @property
     def title(self) -> str:
@@ -208,11 +209,11 @@ def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[Effect
 PER_ITEM_FACTOR = "batch_size"
 
 
-def per_item(estimate: stats.Ratio, base: Mapping[str, Any], cell: Mapping[str, Any]) -> stats.Ratio:
+def per_item(estimate: Ratio, base: Mapping[str, Any], cell: Mapping[str, Any]) -> Ratio:
     """A speedup of time per step turned into one of time per item (× cell items ÷ base items)."""
     base_items, cell_items = base.get("items_per_step"), cell.get("items_per_step")
     if not base_items or not cell_items:
-        return stats.Ratio(None, why="items per step not recorded")
+        return Ratio(None, why="items per step not recorded")
     return estimate.scaled(cell_items / base_items)
 
 

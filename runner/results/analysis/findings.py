@@ -12,15 +12,16 @@ from typing import Any
 
 from ..data.types import CellSummary
 from ..formatting import fmt
-from . import answers, stats
+from . import answers
 from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
+from .ratios import Ratio
 from .summaries import TF32_MARK, pivot, tf32_rows
 
 ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
 FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" sentences
 
 
-def speed_words(estimate: stats.Ratio) -> str:
+def speed_words(estimate: Ratio) -> str:
     """'8.10× faster (95 % CI 7.60–8.60)', '1.25× slower (…) — not distinguishable from noise',
     or the ratio with "(no interval)" (repeat_sentences says why, once)."""
     ratio, low, high = estimate.ratio, estimate.low, estimate.high

@@ -18,9 +18,9 @@ from typing import Any
 
 from ..data.types import CellSummary
 from ..formatting import fmt
-from . import stats
 from .effects import fastest, speedup
 from .keras_table import NATIVE_API
+from .ratios import Ratio, geometric_mean_ratio
 from .summaries import KERAS3_API, pivot
 
 BEST = "best Keras 3"
@@ -37,7 +37,7 @@ class NativeRatio:
     native: str                     # the native column's title, "HF PyTorch (eager)"
     keras_cell: Mapping[str, Any]
     native_cell: Mapping[str, Any]
-    estimate: stats.Ratio
+    estimate: Ratio
 
     @property
     def differs(self) -> bool:
@@ -75,15 +75,15 @@ def columns_of(ratios: Sequence[NativeRatio]) -> tuple[list[str], list[str]]:
             list(dict.fromkeys(r.native for r in ratios)))
 
 
-def overall(ratios: Sequence[NativeRatio], keras: str, native: str) -> tuple[stats.Ratio, int]:
+def overall(ratios: Sequence[NativeRatio], keras: str, native: str) -> tuple[Ratio, int]:
     """The geometric mean of a column's ratios over the rows whose answers agree, and how many
     rows it spans."""
     used = [r.estimate for r in ratios if r.keras == keras and r.native == native
             and r.estimate.ratio is not None and not r.differs]
-    return stats.geometric_mean_ratio(used), len(used)
+    return geometric_mean_ratio(used), len(used)
 
 
-def cost_text(estimate: stats.Ratio) -> str:
+def cost_text(estimate: Ratio) -> str:
     """'2.10× (1.90–2.32)', '1.30× (no interval)' or '– (why)'."""
     if estimate.ratio is None:
         return f"– ({estimate.why})"
@@ -92,7 +92,7 @@ def cost_text(estimate: stats.Ratio) -> str:
     return f"{fmt(estimate.ratio)}× ({fmt(estimate.low)}–{fmt(estimate.high)})"
 
 
-def cost_words(estimate: stats.Ratio, native: str) -> str:
+def cost_words(estimate: Ratio, native: str) -> str:
     """'takes 2.10× the time of HF PyTorch (eager) (95 % CI 1.90–2.32)', with "— not
     distinguishable from noise" when the interval covers 1."""
     text = f"takes {fmt(estimate.ratio)}× the time of {native}"
@@ -102,9 +102,9 @@ def cost_words(estimate: stats.Ratio, native: str) -> str:
     return text if estimate.distinguishable else text + " — not distinguishable from noise"
 
 
-def best_columns(view: KerasView | None) -> dict[tuple[str, int], dict[str, stats.Ratio]]:
+def best_columns(view: KerasView | None) -> dict[tuple[str, int], dict[str, Ratio]]:
     """Per Keras table row: best Keras 3 ÷ each native column (the Keras table's ratio columns)."""
-    out: dict[tuple[str, int], dict[str, stats.Ratio]] = {}
+    out: dict[tuple[str, int], dict[str, Ratio]] = {}
     for r in keras_over_native(view):
         if r.keras == BEST:
             out.setdefault((r.label, r.batch_size), {})[r.native] = r.estimate

@@ -12,6 +12,7 @@ from typing import Any, Final, cast
 from ...machine.profile import cv_for, spread_for
 from ...worker import catalog
 from ...worker.catalog import AXIS_DEFAULTS, default_sizes
+from ..data.records import throughput
 from ..data.types import CellSummary, Record
 from . import conditions, decoding, derived, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
@@ -224,7 +225,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         summary.update(repeat_figures(ok, first))
         summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
                                          first["workload"])
-        summary.update(stats.throughput({**summary, "median_ms": summary[TIME_KEY]}))
+        summary.update(throughput({**summary, "median_ms": summary[TIME_KEY]}))
         out.append(cast(CellSummary, summary))
     seen: set[tuple[str, int, str]] = set()
     for cell in out:

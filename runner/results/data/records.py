@@ -1,16 +1,19 @@
 """Host side of the result record (fields defined in runner.worker.protocol.RECORD_FIELDS):
-turn a worker outcome into a stored record, deciding the status in one place."""
+turn a worker outcome into a stored record, deciding the status in one place, with the figures
+the host adds to it (its step times summarised, its throughput: never computed in a worker)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...executors.base import Outcome
 from ...worker.protocol import WORKER_FIELDS, CellSpec, Status, empty_result
-from ..analysis import stats
 from . import schemas
-from .types import Record
+from .types import Record, StepSummary, Throughput
 
 
 def read_worker_result(path: Path) -> dict[str, Any] | None:
@@ -83,8 +86,8 @@ def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
     record["metadata"] = {**(record["metadata"] or {}), **host_metadata}
     record["returncode"], record["wall_s"] = outcome.returncode, outcome.wall_s
     record["log"], record["host_gpu"] = log, outcome.host_gpu
-    record.update(stats.summarize(record["samples_ms"] or []))
-    record.update(stats.throughput(record))
+    record.update(summarize(record["samples_ms"] or []))
+    record.update(throughput(record))
     return record
 
 
@@ -100,6 +103,36 @@ def worker_fields(worker: dict[str, Any], spec: CellSpec) -> dict[str, Any]:
 def not_applicable_record(spec: CellSpec, reason: str) -> Record:
     record = schemas.record_of(empty_result(spec))
     record["status"], record["error"] = "not_applicable", reason
-    record.update(stats.summarize([]))
-    record.update(stats.throughput(record))
+    record.update(summarize([]))
+    record.update(throughput(record))
     return record
+
+
+def summarize(samples_ms: list[float]) -> StepSummary:
+    """median, mean, p10, p90, min, max and sample stdev of per-step times (ms)."""
+    if not samples_ms:
+        return StepSummary(median_ms=None, mean_ms=None, p10_ms=None, p90_ms=None, min_ms=None,
+                           max_ms=None, stdev_ms=None)
+    values = np.asarray(samples_ms, dtype=float)
+    p10, median, p90 = np.percentile(values, [10, 50, 90])
+    return StepSummary(
+        median_ms=float(median),
+        mean_ms=float(values.mean()),
+        p10_ms=float(p10),
+        p90_ms=float(p90),
+        min_ms=float(values.min()),
+        max_ms=float(values.max()),
+        stdev_ms=float(values.std(ddof=1)) if len(values) > 1 else None,
+    )
+
+
+def throughput(record: Mapping[str, Any]) -> Throughput:
+    """items/s and achieved TFLOP/s at the median step time."""
+    median = record.get("median_ms")
+    items, flops = record.get("items_per_step"), record.get("flops_per_step")
+    if not median:
+        return Throughput(items_per_s=None, achieved_tflops=None)
+    return Throughput(
+        items_per_s=items * 1000.0 / median if items else None,
+        achieved_tflops=flops / (median / 1000.0) / 1e12 if flops else None,
+    )

@@ -66,7 +66,7 @@ class CellCoordinates(TypedDict):
 
 
 class StepSummary(TypedDict):
-    """A repeat's per-step times summarised (results/analysis/stats.py summarize), ms."""
+    """A repeat's per-step times summarised (results/data/records.py summarize), ms."""
 
     median_ms: Figure | None
     mean_ms: Figure | None
@@ -78,7 +78,7 @@ class StepSummary(TypedDict):
 
 
 class Throughput(TypedDict):
-    """items/s and TFLOP/s at the median step time (results/analysis/stats.py throughput)."""
+    """items/s and TFLOP/s at the median step time (results/data/records.py throughput)."""
 
     items_per_s: Figure | None
     achieved_tflops: Figure | None

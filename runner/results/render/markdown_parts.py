@@ -10,6 +10,7 @@ from typing import Any
 
 from ..analysis import answers, conditions, stats
 from ..analysis.effects import ENVIRONMENT, Analysis, EffectTable, shown
+from ..analysis.ratios import Ratio
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
 from ..formatting import fmt
@@ -29,7 +30,7 @@ def allocator_lines(summaries: list[CellSummary]) -> list[str]:
             for env, sets in seen.items()]
 
 
-def ratio_text(estimate: stats.Ratio) -> str:
+def ratio_text(estimate: Ratio) -> str:
     """'8.10× (7.60–8.60)', '1.30× (no interval)' (no_interval_note says why), or '– (why)'."""
     if estimate.ratio is None:
         return f"– ({estimate.why})"
@@ -74,7 +75,7 @@ def effect_table(table: EffectTable) -> list[str]:
     return lines + no_interval_note([e.estimate for e in table.effects])
 
 
-def no_interval_note(estimates: list[stats.Ratio]) -> list[str]:
+def no_interval_note(estimates: list[Ratio]) -> list[str]:
     """Why ratios have no interval, once under their table."""
     reasons = list(dict.fromkeys(e.why for e in estimates if e.ratio is not None
                                  and not e.has_interval))
