@@ -1,9 +1,11 @@
-"""The shape of the house: no import cycle anywhere in runner/, renderers fed by the summaries and
+"""The shape of the house: no import cycle anywhere in runner/, renderers fed by the analysis and
 never by each other, the host never importing a framework, the worker never importing the host;
-executors never importing results/ or scheduling, and no module outside executors/ telling
-executors apart by name (they read the capability flags of executors/base.py); argparse
-stopping at the command layer (runner/cli.py, runner/commands/); modules and functions small.
-Each rule is shown to catch a planted violation."""
+each stage importing only what comes before it (the matrix nothing of what runs it, a run's data
+nothing of its analysis, the analysis no renderer); executors never importing results/ or the
+run (runner/run/, where scheduling is), and no module outside executors/ telling executors apart
+by name (they read the capability flags of executors/base.py); argparse stopping at the command
+layer (runner/cli.py, runner/commands/); modules and functions small. Each rule is shown to catch
+a planted violation."""
 
 from __future__ import annotations
 
@@ -109,16 +111,64 @@ def test_host_never_imports_a_framework_and_the_worker_never_the_host():
     assert (RUNNER / "__init__.py").read_text(encoding="utf-8").strip() == ""
 
 
-# --- executors: one contract, read by its flags -------------------------------------------------
+# --- the tree tells the pipeline: a stage imports only what comes before it ---------------------
 
-EXECUTORS = "runner.executors"
-EXECUTOR_KINDS = {"local", "docker", "ray"}     # executors/kinds.py KINDS, "auto" apart
-NOT_FOR_EXECUTORS = ("runner.results", "runner.run")
+# matrix (schema/) → run (run/, on machine/, environments/, executors/) → results: data/ (what a
+# run leaves) → analysis/ (what it says) → render/ (how it is shown); history/ keeps results.
+STAGES = {
+    "runner.schema": ("runner.run", "runner.machine", "runner.environments", "runner.executors",
+                      "runner.results", "runner.history", "runner.commands", "runner.cli"),
+    "runner.results.data": ("runner.results.analysis", "runner.results.render"),
+    "runner.results.analysis": ("runner.results.render",),
+}
 
 
 def within(module: str, packages: tuple[str, ...]) -> bool:
     """Whether `module` is one of `packages` or inside one of them."""
     return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def later_stages(name: str, imports: set[str]) -> set[str]:
+    """What module `name` imports of a stage that comes after its own."""
+    forbidden = tuple(f for stage, later in STAGES.items() if within(name, (stage,)) for f in later)
+    return {m for m in imports if within(m, forbidden)}
+
+
+def test_each_stage_imports_only_what_comes_before_it():
+    for path in RUNNER.rglob("*.py"):
+        found = later_stages(module_name(path), imports_of(path))
+        assert not found, f"{module_name(path)} imports a later stage: {sorted(found)}"
+
+
+@pytest.mark.parametrize("module, planted, caught", [
+    ("runner.results.analysis.effects", "from ..render.terminal import tables\n",
+     "runner.results.render.terminal"),
+    ("runner.results.data.records", "from ..analysis import stats\n", "runner.results.analysis"),
+    ("runner.results.data.store", "from ..render import write\n", "runner.results.render"),
+    ("runner.schema.matrix", "from ..run.plan import Plan\n", "runner.run.plan"),
+    ("runner.schema.tables", "from ..results.data.types import Record\n",
+     "runner.results.data.types"),
+])
+def test_the_stage_rule_catches_a_planted_import(module, planted, caught):
+    package = module.rpartition(".")[0]
+    assert caught in later_stages(module, imports_in(planted, package))
+
+
+def test_the_stage_rule_leaves_earlier_stages_alone():
+    fine = ("from ..data.types import Record\nfrom ..formatting import fmt\n"
+            "from ...machine.profile import cv_for\n")
+    assert later_stages("runner.results.analysis.x", imports_in(fine, "runner.results.analysis")) \
+        == set()
+    assert later_stages("runner.results.render.x",
+                        imports_in("from ..analysis import stats\n", "runner.results.render")) \
+        == set()
+
+
+# --- executors: one contract, read by its flags -------------------------------------------------
+
+EXECUTORS = "runner.executors"
+EXECUTOR_KINDS = {"local", "docker", "ray"}     # executors/kinds.py KINDS, "auto" apart
+NOT_FOR_EXECUTORS = ("runner.results", "runner.run")
 
 
 def forbidden_executor_imports(imports: set[str]) -> set[str]:
