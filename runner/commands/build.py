@@ -57,7 +57,7 @@ def show_what_builds(state: RunState) -> None:
 
 
 def stop_if_a_build_failed(state: RunState) -> int | None:
-    return EXIT_FAILED_CELLS if any(p.error for p in state.prepared.values()) else None
+    return EXIT_FAILED_CELLS if any(p.error for p in state.progress.prepared.values()) else None
 
 
 def push_images(state: RunState) -> int | None:

@@ -60,7 +60,7 @@ def only_images(state: RunState) -> None:
     if skipped:
         state.console.print(f"[yellow]! not exported (existing interpreters, no image): "
                             f"{user_text(', '.join(skipped))}[/]", soft_wrap=True)
-    state.sources = [s for s in state.sources if not s.existing]
+    state.decide(sources=tuple(s for s in state.sources if not s.existing))
     if not state.sources:
         raise UsageError(f"{state.matrix.path}: no environment of it runs from an image")
 

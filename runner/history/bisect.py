@@ -214,7 +214,7 @@ class Bisect:
         setup = choose_setup(matrix, "local")
         try:
             pipeline.execute(pipeline.CELLS,
-                             pipeline.RunState(opts, quiet, loaded_matrix=matrix, chosen_setup=setup))
+                             pipeline.RunState(opts, quiet, pipeline.Decisions(matrix, setup)))
         finally:
             setup.close()
         folder = Store.latest(matrix.spec.run.name, self.work / "runs")

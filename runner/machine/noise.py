@@ -176,7 +176,7 @@ def measuring_run(matrix: Matrix, cells: list[Cell], name: str, setup: Setup,
     inner = choose_setup(sub, opts.executor)
     inner.clocks = setup.clocks
     state = pipeline.RunState(dataclasses.replace(opts, only=[], results_dir=folder), log,
-                              loaded_matrix=sub, chosen_setup=inner)
+                              pipeline.Decisions(sub, inner))
     try:
         pipeline.execute(pipeline.CELLS, state)
     finally:

@@ -10,7 +10,7 @@ escape sequence).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console
                       f"{user.sha256[:12]}, staged read-only in the run folder)", soft_wrap=True)
 
 
-def runs_per_environment(plan: Plan, calibrations: list[Cell]) -> dict[str, str]:
+def runs_per_environment(plan: Plan, calibrations: Sequence[Cell]) -> dict[str, str]:
     """environment → what the run does there: "21 + calibration", "–" for nothing."""
     runs = Counter(e.cell.environment for e in plan.to_run)
     calibrated = {c.environment for c in calibrations}
@@ -136,13 +136,13 @@ def _assignments(variables: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in variables.items())
 
 
-def show_preparation(matrix: Matrix, setup: Setup, plan: Plan, calibrations: list[Cell],
+def show_preparation(matrix: Matrix, setup: Setup, plan: Plan, calibrations: Sequence[Cell],
                      console: Console, action: str = "prepares") -> None:
     """One line: the environments that will be built (or found ready; environments sharing an
     image folder share one build), and what the selection leaves out. What each is built for
     is in the environments table."""
     needed = [setup.source_of(cell).label
-              for cell in [e.cell for e in plan.to_run] + calibrations]
+              for cell in [*(e.cell for e in plan.to_run), *calibrations]]
     used = {e.cell.environment for e in plan.to_run} | {c.environment for c in calibrations}
     left = [name for name in matrix.spec.environments if name not in used]
     folders = list(dict.fromkeys(needed))

@@ -39,11 +39,11 @@ def environment_entries(state: RunState) -> dict[str, dict[str, Any]]:
         source = state.setup.environment_source(state.matrix, name)
         executor, flavour, uses = state.setup.would_use(source)
         entries[name] = manifest_mod.environment_entry(env, executor, flavour, uses,
-                                                       state.prepared.get(source.key),
+                                                       state.progress.prepared.get(source.key),
                                                        state.setup.stacks.get(name))
     return entries
 
 
 def add_prepared(state: RunState) -> None:
     """The environments' entries with what preparing them found."""
-    manifest_mod.add_environments(state.manifest, environment_entries(state))
+    manifest_mod.add_environments(state.progress.manifest, environment_entries(state))

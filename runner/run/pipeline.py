@@ -3,11 +3,13 @@
     load matrix → lock clocks → open store → plan → derived stacks → show setup → start run
     → measure (prepare environments → calibrate → run cells) → write reports → history
 
-Each step takes the RunState and updates it; a step that returns an exit code ends the run with
-it. The commands compose them: `run` and `plan` take RUN, `reproduce` and doctor's measuring
-runs take CELLS (their matrix and setup made by them), `build` and `export` the first steps and
-their own. Every failure of a cell becomes a record with a status; only invalid input stops the
-run before anything is written (exit code 2)."""
+Each step takes the RunState and updates it: what it decides as a new frozen Decisions
+(state.decide), what it does (run folder, environments, manifest, summaries, how the run stopped)
+in state.progress; a step that returns an exit code ends the run with it. The commands compose
+them: `run` and `plan` take RUN, `reproduce` and doctor's measuring runs take CELLS (their matrix
+and setup made by them), `build` and `export` the first steps and their own. Every failure of a
+cell becomes a record with a status; only invalid input stops the run before anything is written
+(exit code 2)."""
 
 from __future__ import annotations
 
@@ -28,9 +30,9 @@ from . import console as show, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .plan import make_plan
 from .setup import choose_setup, resolve_stacks as resolve
-from .state import Options, RunState, Step
+from .state import Decisions, Options, RunState, Step
 
-__all__ = ["CELLS", "MEASURE", "RUN", "Options", "RunState", "Step", "execute"]
+__all__ = ["CELLS", "MEASURE", "RUN", "Decisions", "Options", "RunState", "Step", "execute"]
 
 
 def execute(steps: Sequence[Step], state: RunState) -> int:
@@ -59,7 +61,7 @@ def load_matrix(state: RunState) -> None:
         matrix.profile_reason = f"auto: the Ray cluster has {cluster_gpus} GPUs" + \
             ("" if cluster_gpus else ", so the smoke profile is in force")
     show.show_profile(matrix, state.console)
-    state.matrix, state.setup = matrix, setup
+    state.decided = Decisions(matrix, setup)
 
 
 def lock_clocks(state: RunState) -> None:
@@ -85,14 +87,14 @@ def lock_clocks(state: RunState) -> None:
 def open_resumed_store(state: RunState) -> None:
     """--resume: the run's own folder, checked before the plan skips its finished cells."""
     if state.opts.resume and not state.opts.dry_run:
-        state.store = resume.open_resumed(state.matrix, state.opts.resume,
-                                          state.opts.results_dir, state.console)
+        state.progress.store = resume.open_resumed(state.matrix, state.opts.resume,
+                                                   state.opts.results_dir, state.console)
         state.cleanup.callback(state.store.close)
 
 
 def plan_cells(state: RunState) -> None:
-    state.plan = make_plan(state.matrix.cells, state.opts.only,
-                           state.store.finished() if state.opened_store else set())
+    finished = state.store.finished() if state.progress.store is not None else set()
+    state.decide(plan=make_plan(state.matrix.cells, state.opts.only, finished))
 
 
 def refuse_an_empty_selection(state: RunState) -> None:
@@ -105,27 +107,28 @@ def plan_calibrations(state: RunState) -> None:
     """[run] calibrate: the calibrations of the environments the plan's cells use (--only
     narrows them), never of an environment no selected cell runs in."""
     used = {cell.environment for cell in state.plan.cells}
-    state.calibrations = [c for c in state.matrix.calibration if c.environment in used]
+    state.decide(calibrations=tuple(c for c in state.matrix.calibration
+                                    if c.environment in used))
 
 
 def resolve_stacks(state: RunState) -> None:
     """The derived stacks the plan's cells (and calibrations) use, each resolved into its lock
     (a resumed run's own); one that cannot be is bad input, before anything is built."""
-    names = [c.environment for c in state.plan.cells + state.calibrations]
+    names = [c.environment for c in [*state.plan.cells, *state.calibrations]]
 
     def note(line: str) -> None:
         state.console.print(f"[yellow]![/] {user_text(line)}", soft_wrap=True)
 
     resolve(state.setup, state.matrix, list(dict.fromkeys(names)),
-            state.opened_store.root if state.opened_store is not None else None, note)
+            state.progress.store.root if state.progress.store is not None else None, note)
 
 
 def choose_sources(state: RunState) -> None:
     """Each source the planned runs (and calibrations) need, once (environments may share an
     image folder)."""
-    cells = [e.cell for e in state.plan.to_run] + state.calibrations
+    cells = [*(e.cell for e in state.plan.to_run), *state.calibrations]
     sources = [state.setup.source_of(c) for c in cells]
-    state.sources = list({s.key: s for s in sources}.values())
+    state.decide(sources=tuple({s.key: s for s in sources}.values()))
 
 
 def show_setup(state: RunState) -> None:
@@ -152,8 +155,8 @@ def stop_at_the_plan(state: RunState) -> int | None:
 
 def open_store(state: RunState) -> None:
     """A new run folder (a resumed run has its own already)."""
-    if state.opened_store is None:
-        state.store = Store.create(state.matrix.spec.run.name, state.opts.results_dir)
+    if state.progress.store is None:
+        state.progress.store = Store.create(state.matrix.spec.run.name, state.opts.results_dir)
         state.cleanup.callback(state.store.close)
 
 
@@ -162,8 +165,8 @@ def start_run(state: RunState) -> None:
     the not-applicable cells."""
     matrix, store = state.matrix, state.store
     state.console.print(f"run folder: {user_text(str(store.root))}", soft_wrap=True)
-    state.manifest = run_manifest.opening_manifest(state)
-    show.announce_machine(state.manifest, state.console)
+    state.progress.manifest = run_manifest.opening_manifest(state)
+    show.announce_machine(state.progress.manifest, state.console)
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran
         store.write_matrix(user_workloads.staged_matrix(matrix.resolved, matrix.user_workloads))
@@ -173,7 +176,7 @@ def start_run(state: RunState) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             store.write_text(str(target.relative_to(store.root)),
                              stack.lock.read_text(encoding="utf-8"))
-    store.write_manifest(state.manifest)
+    store.write_manifest(state.progress.manifest)
     record_not_applicable(store, state.plan, store.run_id, matrix.spec.run.seed)
 
 
@@ -202,7 +205,7 @@ def prepare_environments(state: RunState) -> None:
 
             say("preparing")
             ready = state.setup.executor_for(source).prepare(source, say)
-            state.prepared[source.key] = ready
+            state.progress.prepared[source.key] = ready
             if show.show_prepared(source.key, ready, state.console):
                 ready_in[source.key] = time.monotonic() - started
     show.show_ready(ready_in, state.console)
@@ -210,15 +213,15 @@ def prepare_environments(state: RunState) -> None:
 
 def calibrate(state: RunState) -> None:
     run_manifest.add_prepared(state)
-    manifest_mod.add_calibration(state.manifest, run_calibration(
-        state.setup, state.calibrations, state.prepared, state.store, state.matrix.spec.run.seed,
-        state.console))
-    state.store.write_manifest(state.manifest)
+    manifest_mod.add_calibration(state.progress.manifest, run_calibration(
+        state.setup, list(state.calibrations), state.progress.prepared, state.store,
+        state.matrix.spec.run.seed, state.console))
+    state.store.write_manifest(state.progress.manifest)
 
 
 def run_planned_cells(state: RunState) -> None:
-    run_cells(state.setup, state.plan, state.prepared, state.store, state.matrix.spec.run.seed,
-              state.console)
+    run_cells(state.setup, state.plan, state.progress.prepared, state.store,
+              state.matrix.spec.run.seed, state.console)
 
 
 MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells)
@@ -231,16 +234,16 @@ def measure(state: RunState) -> None:
         for step in MEASURE:
             step(state)
     except KeyboardInterrupt as exc:    # Ctrl-C, SIGTERM or SIGHUP (errors.Terminated)
-        state.interrupted = exc
+        state.progress.interrupted = exc
         state.console.print(f"[yellow]interrupted: finished cells are kept; continue with: "
                             f"{user_text(resume_line(state))}[/]", soft_wrap=True)
     except RunStopped as exc:
-        state.stopped = exc
+        state.progress.stopped = exc
         if exc.record is not None:
             state.console.print(f"[red]✗[/] {user_text(exc.cell)}: "
                                 f"{user_text(show.outcome_text(exc.record))}")
     except (OSError, UsageError) as exc:     # a full disk: stop, keep what is finished
-        state.halted = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
+        state.progress.halted = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
     finally:
         close_and_write_reports(state)
 
@@ -248,10 +251,11 @@ def measure(state: RunState) -> None:
 def close_and_write_reports(state: RunState) -> None:
     """The executors closed, then the manifest and reports written with Ctrl-C, SIGTERM and
     SIGHUP held: a second Ctrl-C (or one as the run ends) never costs what finished."""
+    done = state.progress
     try:
         state.setup.close()
     except KeyboardInterrupt as exc:      # a second one while the executors close: go on
-        state.interrupted = state.interrupted if state.interrupted is not None else exc
+        done.interrupted = done.interrupted if done.interrupted is not None else exc
 
     def say(signum: int) -> None:
         state.console.print("[yellow]writing the manifest and reports first; they are done in "
@@ -259,20 +263,20 @@ def close_and_write_reports(state: RunState) -> None:
 
     with signals_held(say) as held:
         write_final_reports(state)
-    if held and state.interrupted is None:
-        state.interrupted = interruption(held[0])
+    if held and done.interrupted is None:
+        done.interrupted = interruption(held[0])
 
 
 def write_final_reports(state: RunState) -> None:
     """Finalise the manifest, then the reports, in the room the run kept aside (a run stopped
     by a full disk still says how it ended). A report that cannot be written is a warning."""
-    store = state.store
+    store, done = state.store, state.progress
     store.release_reserve()
-    manifest_mod.add_ending(state.manifest, state.interrupted is not None,
-                            state.stopped.reason if state.stopped is not None else state.halted)
+    manifest_mod.add_ending(done.manifest, done.interrupted is not None,
+                            done.stopped.reason if done.stopped is not None else done.halted)
     try:
-        store.write_manifest(state.manifest)
-        state.summaries = write_reports(store, state.manifest)
+        store.write_manifest(done.manifest)
+        done.summaries = write_reports(store, done.manifest)
     except OSError as exc:
         state.console.print(f"[yellow]! reports not written: {user_text(os_error_line(exc))}[/]",
                             soft_wrap=True)
@@ -281,23 +285,25 @@ def write_final_reports(state: RunState) -> None:
 # --- how the run ended ----------------------------------------------------------------------------
 
 def refuse_to_go_on_halted(state: RunState) -> None:
-    if state.halted:
-        raise UsageError(f"run stopped: {state.halted}; finished cells are kept — continue "
-                         f"with: {resume_line(state)}")
+    if state.progress.halted:
+        raise UsageError(f"run stopped: {state.progress.halted}; finished cells are kept — "
+                         f"continue with: {resume_line(state)}")
 
 
 def show_results(state: RunState) -> None:
-    show.show_results(state.summaries, f"{state.matrix.spec.run.name} ({state.store.root})",
-                      state.store.root, state.console)
+    root = state.store.root
+    show.show_results(state.progress.summaries, f"{state.matrix.spec.run.name} ({root})", root,
+                      state.console)
 
 
 def stop_if_lost(state: RunState) -> int | None:
     """An executor lost: how many runs are not done, and the command that does them."""
-    if state.stopped is None:
+    stopped = state.progress.stopped
+    if stopped is None:
         return None
     finished = state.store.finished()
     left = len(state.plan.to_run) - sum(1 for e in state.plan.to_run if e.key in finished)
-    state.console.print(f"[red]stopped:[/] {user_text(state.stopped.reason)}; {left} runs not "
+    state.console.print(f"[red]stopped:[/] {user_text(stopped.reason)}; {left} runs not "
                         f"done; continue with: {user_text(resume_line(state))}",
                         soft_wrap=True, highlight=False)
     return EXIT_FAILED_CELLS
@@ -312,7 +318,7 @@ def history_destination(state: RunState) -> tuple[str, str]:
     run folders its own folder lies among (a resumed run's, wherever --results-dir points)."""
     from ..history import destination
 
-    if state.opened_store is not None:
+    if state.progress.store is not None:
         results = state.store.root.parent.parent
     elif isinstance(state.opts.resume, Path):
         results = state.opts.resume.expanduser().resolve().parent.parent
@@ -322,16 +328,17 @@ def history_destination(state: RunState) -> tuple[str, str]:
 
 
 def write_history(state: RunState) -> None:
-    if state.opts.history and state.interrupted is None:
+    if state.opts.history and state.progress.interrupted is None:
         from ..history.record import record_finished_run
 
         record_finished_run(state.store.root, history_destination(state)[0], state.console)
 
 
 def exit_code(state: RunState) -> int:
-    if state.interrupted is not None:
-        return interrupted_exit_code(state.interrupted)
-    failed = [s for s in state.summaries if s["status"] not in ("ok", "not_applicable")]
+    done = state.progress
+    if done.interrupted is not None:
+        return interrupted_exit_code(done.interrupted)
+    failed = [s for s in done.summaries if s["status"] not in ("ok", "not_applicable")]
     return EXIT_FAILED_CELLS if failed else EXIT_OK
 
 

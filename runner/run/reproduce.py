@@ -173,7 +173,7 @@ def reproduce(run_dir: Path, results_dir: Path | None, console: Console) -> int:
                       f"{len(names)} environments, each as recorded", soft_wrap=True)
         opts = pipeline.Options(matrix_path=run_dir / "matrix.toml", only=planned,
                                 results_dir=results_dir or RESULTS_DIR)
-        state = pipeline.RunState(opts, console, loaded_matrix=matrix, chosen_setup=setup)
+        state = pipeline.RunState(opts, console, pipeline.Decisions(matrix, setup))
         code = pipeline.execute((pipeline.lock_clocks, *pipeline.CELLS), state)
     finally:
         setup.close()

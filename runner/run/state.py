@@ -1,13 +1,16 @@
-"""What a run knows as its steps go (pipeline.py): the command line's options and the
-state the steps fill in, each part read through a property that names the step that makes it."""
+"""What a run knows as its steps go (pipeline.py): the command line's options, what the run
+decided (Decisions: frozen, replaced whole by each step that decides more) and what it has done
+so far (Progress: it grows as the run goes), each part read through a property that names the
+step that makes it."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rich.console import Console
 
@@ -39,61 +42,80 @@ class Options:
     history: bool = True                  # write the finished run to the history database
 
 
-@dataclass
-class RunState:
-    """What the steps know so far. `cleanup` gives back what they took (the setup's executors,
-    locked clocks, the run folder's lock) however the run ends, last taken first."""
+@dataclass(frozen=True)
+class Decisions:
+    """What the run decided, in the order its steps decide it: the matrix and the setup
+    (load_matrix, or a caller that made them: reproduce, doctor --measure, bisect), the plan
+    (plan_cells), the calibrations (plan_calibrations) and the sources to prepare
+    (choose_sources). Frozen: a step that decides more gives the state a new one
+    (RunState.decide), so no step changes what an earlier one decided."""
 
-    opts: Options
-    console: Console
-    # Filled by the steps (load_matrix, open_store or resume_store, plan_cells) or given by a
-    # caller that made them itself; read through the properties below, which say which step
-    # should have run when one is read too early (a pipeline bug: an internal error).
-    loaded_matrix: Matrix | None = None
-    chosen_setup: Setup | None = None
-    opened_store: Store | None = None
-    made_plan: Plan | None = None
-    calibrations: list[Cell] = field(default_factory=list)
-    sources: list[Source] = field(default_factory=list)
+    matrix: Matrix
+    setup: Setup
+    plan: Plan | None = None
+    calibrations: tuple[Cell, ...] = ()
+    sources: tuple[Source, ...] = ()
+
+
+@dataclass
+class Progress:
+    """What the run has done so far: its folder (open_store or open_resumed_store), the
+    environments prepared, the manifest as it grows, the summaries its reports were made from,
+    and how it stopped, if it did."""
+
+    store: Store | None = None
     prepared: dict[str, Prepared] = field(default_factory=dict)
     manifest: Manifest = field(default_factory=lambda: Manifest())
     summaries: list[CellSummary] = field(default_factory=list)
     interrupted: KeyboardInterrupt | None = None   # Ctrl-C, SIGTERM, SIGHUP: 130, 143, 129
     stopped: RunStopped | None = None              # an executor lost: exit 1
     halted: str | None = None                      # the disk or the folder said no: exit 2
+
+
+@dataclass
+class RunState:
+    """What the steps know so far: the options, the decisions, the progress. `cleanup` gives back
+    what the steps took (the setup's executors, locked clocks, the run folder's lock) however
+    the run ends, last taken first. A part read before its step ran is a pipeline bug (an
+    internal error naming the step)."""
+
+    opts: Options
+    console: Console
+    decided: Decisions | None = None    # given by a caller that made the matrix and setup itself
+    progress: Progress = field(default_factory=Progress)
     cleanup: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def decide(self, **decided: Any) -> None:
+        """Record what a step decided: a new Decisions with these fields replaced."""
+        self.decided = dataclasses.replace(self.decisions, **decided)
+
+    @property
+    def decisions(self) -> Decisions:
+        return _made(self.decided, "the matrix and setup", "load_matrix")
 
     @property
     def matrix(self) -> Matrix:
-        return _made(self.loaded_matrix, "the matrix", "load_matrix")
-
-    @matrix.setter
-    def matrix(self, value: Matrix) -> None:
-        self.loaded_matrix = value
+        return self.decisions.matrix
 
     @property
     def setup(self) -> Setup:
-        return _made(self.chosen_setup, "the setup", "load_matrix")
-
-    @setup.setter
-    def setup(self, value: Setup) -> None:
-        self.chosen_setup = value
-
-    @property
-    def store(self) -> Store:
-        return _made(self.opened_store, "the run folder", "open_store")
-
-    @store.setter
-    def store(self, value: Store) -> None:
-        self.opened_store = value
+        return self.decisions.setup
 
     @property
     def plan(self) -> Plan:
-        return _made(self.made_plan, "the plan", "plan_cells")
+        return _made(self.decisions.plan, "the plan", "plan_cells")
 
-    @plan.setter
-    def plan(self, value: Plan) -> None:
-        self.made_plan = value
+    @property
+    def calibrations(self) -> tuple[Cell, ...]:
+        return self.decisions.calibrations
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return self.decisions.sources
+
+    @property
+    def store(self) -> Store:
+        return _made(self.progress.store, "the run folder", "open_store")
 
 
 T = TypeVar("T")
