@@ -1,15 +1,20 @@
-"""Shared fixtures: matrices written to a temporary folder, the CLI run in-process."""
+"""Shared fixtures: matrices written to a temporary folder, the CLI run in-process, headless
+Chromium, PyPI, and the real Docker engine with the numpy image built on it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from runner import cli
+from runner import cli, environments
+from runner.environments import images
+from runner.paths import REPO_ROOT
 
 ENVIRONMENTS = """
 [environments.numpy]
@@ -92,3 +97,61 @@ def pypi():
         pytest.skip("PyPI cannot be reached from here (locks are resolved there)")
     if venvs.find_uv() is None:
         pytest.skip("uv is not installed")
+
+
+# --- the Docker tests' engine: one for the session, shared by every folder ---------------------
+# The engine comes from .ci/docker-setup.sh (docker.io, dockerd with vfs, the base image
+# imported); every fixture here skips, saying why, when no engine can be had.
+
+DOCKER_BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
+DOCKER_SETUP = REPO_ROOT / ".ci" / "docker-setup.sh"
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """A docker SDK client on a running engine that has the local base image, or a skip."""
+    docker = pytest.importorskip("docker", reason="the docker SDK is not installed "
+                                                  "(pip install .[docker])")
+    from runner.environments.docker_engine import DockerUnavailable, connect
+
+    try:
+        client = connect(timeout=120)
+        ready = bool(client.images.list(name=DOCKER_BASE))
+    except DockerUnavailable:
+        client, ready = None, False
+    if not ready:
+        if os.environ.get("DL_BENCH_NO_DOCKER_SETUP"):
+            pytest.skip("no Docker engine with the base image, and DL_BENCH_NO_DOCKER_SETUP is set")
+        setup = subprocess.run(["sh", str(DOCKER_SETUP)], capture_output=True, text=True,
+                               timeout=900, env={**os.environ, "DOCKER_TEST_BASE": DOCKER_BASE})
+        last = (setup.stdout.strip().splitlines() or ["no output"])[-1]
+        try:
+            client = connect(timeout=120)
+            client.images.get(DOCKER_BASE)
+        except (DockerUnavailable, docker.errors.DockerException):
+            pytest.skip(f"Docker unavailable: {last}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def numpy_image(engine):
+    """The numpy image built FROM the local base (built once; later runs find it up to date)."""
+    rec = images.recipe("numpy", "cpu", base=DOCKER_BASE)
+    lines: list[str] = []
+    started = time.monotonic()
+    image, _ = images.ensure(engine, rec, lines.append)
+    print(f"numpy image ready in {time.monotonic() - started:.0f} s")
+    return rec, image
+
+
+@pytest.fixture
+def base_env(monkeypatch):
+    monkeypatch.setenv(images.BASE_ENV, DOCKER_BASE)
+    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")
+
+
+@pytest.fixture
+def docker_base() -> str:
+    """The local base image every test image is built FROM (DOCKER_TEST_BASE)."""
+    return DOCKER_BASE

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from runner import cli, manual
+from runner.paths import RESULTS_DIR, REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "results" / "test-artifacts"
+ARTIFACTS = RESULTS_DIR / "test-artifacts"
 SET_UP = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'"
 RUN = ".venv/bin/python -m runner matrix.toml"
 TEST = ".venv/bin/python -m pytest"

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-RUNNER = Path(__file__).resolve().parents[1] / "runner"
+from runner.paths import REPO_ROOT
+
+RUNNER = REPO_ROOT / "runner"
 RENDERERS = {"runner.results.render." + name for name in
              ("terminal", "markdown", "html", "files", "plots", "compare")}
 FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax",

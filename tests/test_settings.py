@@ -14,8 +14,8 @@ import pytest
 
 from runner import cli, manual, settings
 from runner.errors import UsageError
+from runner.paths import REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "runner"
 OURS = re.compile(r"^(DL_BENCH_[A-Z0-9_]+|RUNNER_ENV_DIR)$")
 BAD = {settings.FLAVOUR: "gpu", settings.GPU: "0, 1 2", settings.MIN_FREE_MB: "abc",

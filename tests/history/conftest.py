@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-FIXTURE_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+from tests.fixtures import FIXTURE_RUNS  # noqa: F401 (the history tests' runs)
+
 
 
 def _free_port() -> int:

@@ -12,7 +12,7 @@ import numpy as np
 
 from runner.results.data.records import summarize
 
-from .conftest import FIXTURE_RUNS
+from tests.fixtures import FIXTURE_RUNS
 
 
 def write_run(root: Path, name: str, index: int, level: float = 1.0, noise: float = 0.0,

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from runner import cli
 from runner.environments.venvs import find_uv
 from runner.history import db, tables
+from tests.fixtures import FIXTURE_RUNS
 
 from .probe_wheels import write_wheel
 
@@ -102,7 +103,7 @@ def test_bisect_names_the_distribution_that_slowed_the_cell(tmp_path, capsys, mo
 
 
 def test_bisect_refuses_runs_with_the_same_distributions(capsys):
-    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+    fixtures = FIXTURE_RUNS
     code = cli.main(["bisect", str(fixtures / "base"), str(fixtures / "same"), "--cell",
                      "f2cnnkrjax", "--db", "sqlite://"])
     err = capsys.readouterr().err

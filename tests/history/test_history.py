@@ -11,7 +11,7 @@ from sqlalchemy import inspect
 
 from runner.history import db, ingest, tables
 
-from .conftest import FIXTURE_RUNS
+from tests.fixtures import FIXTURE_RUNS
 from .runs import write_run
 
 

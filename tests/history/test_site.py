@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 from runner.history import db, ingest
 from runner.history.site import write_site
 
-from .conftest import FIXTURE_RUNS
+from tests.fixtures import FIXTURE_RUNS
+from runner.paths import RESULTS_DIR
 from .runs import write_run
 
 pytestmark = pytest.mark.browser
-ARTIFACTS = Path(__file__).resolve().parents[2] / "results" / "test-artifacts"
+ARTIFACTS = RESULTS_DIR / "test-artifacts"
 
 
 def test_the_site_opens_in_chromium_with_plots_and_working_links(tmp_path, chromium):

@@ -290,7 +290,7 @@ def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool
     winner against the runner-up alone ignores that the winner was picked by the same noisy
     numbers, and that a noisier cell further down may still be faster; against all of them,
     Bonferroni-corrected, a cell is called fastest beyond noise when it is not at most 5 % of
-    the time (simulated in tests/results/test_effects.py)."""
+    the time (simulated in tests/results/analysis/test_effects.py)."""
     eligible = sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
                        and not c.get("answer_differs")), key=lambda c: c[TIME_KEY])
     if not eligible:

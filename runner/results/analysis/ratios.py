@@ -9,8 +9,8 @@ choice: with a handful of repeats Welch-Satterthwaite's degrees of freedom let i
 with unequal spreads be called different more often than stated; this one holds its level). A
 bootstrap would need many more repeats than a run has: with 3 per side it can draw only 10
 distinct resamples of each, and its interval is too narrow (simulated in
-tests/results/test_effects.py, the Welch interval covers the true ratio at its stated rate).
-Like the interval of one cell, it needs 3 repeats on each side.
+tests/results/analysis/test_effects.py, the Welch interval covers the true ratio at its stated
+rate). Like the interval of one cell, it needs 3 repeats on each side.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def welch_ratio(numerator: list[float], denominator: list[float],
     Welch-Satterthwaite's: at the repeat counts runs use, Welch's degrees of freedom reject
     identical cells whose spreads differ more often than stated (3 against 3: 5.8 %, 2
     against 3: 8.3 %, simulated), min(n) − 1 never does, whatever the ratio of the spreads
-    (tests/results/test_stats.py). No noise at all on either side: the interval is the ratio
-    itself and p is 1 for equal sides, else 0."""
+    (tests/results/analysis/test_stats.py). No noise at all on either side: the interval is the
+    ratio itself and p is 1 for equal sides, else 0."""
     top = [m for m in numerator if m is not None and m > 0]
     bottom = [m for m in denominator if m is not None and m > 0]
     if not top or not bottom:

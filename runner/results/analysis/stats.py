@@ -19,14 +19,14 @@ block, a longer timed window) must not count for more. Choices, and why:
 - The **95 % confidence interval of the median is computed across repeats**, on the repeat
   medians, so it sees the process-to-process spread that an interval on pooled samples ignores
   (simulated with 2 % spread between processes and 100 steps per repeat, the pooled interval
-  covered the true median 27–30 % of the time, less with more steps; tests/results/test_stats.py).
-  From 6 repeats it is the distribution-free binomial order-statistic interval
-  (`scipy.stats.quantile_test`), which always contains the headline. With 3 to 5 repeats no
-  order-statistic interval reaches 95 % (with 5 values [min, max] is a 94 % interval), so it is a
-  Student-t interval on the logarithms of the repeat medians (times are positive and vary by
-  factors; t because with a handful of repeats the spread itself is uncertain); for n ≤ 6 such an
-  interval always contains the median of the values. With fewer than 3 repeats there is no
-  interval: the spread between processes is unknown.
+  covered the true median 27–30 % of the time, less with more steps;
+  tests/results/analysis/test_stats.py). From 6 repeats it is the distribution-free binomial
+  order-statistic interval (`scipy.stats.quantile_test`), which always contains the headline. With 3
+  to 5 repeats no order-statistic interval reaches 95 % (with 5 values [min, max] is a 94 %
+  interval), so it is a Student-t interval on the logarithms of the repeat medians (times are
+  positive and vary by factors; t because with a handful of repeats the spread itself is uncertain);
+  for n ≤ 6 such an interval always contains the median of the values. With fewer than 3 repeats
+  there is no interval: the spread between processes is unknown.
 - The **spread** (p10, p90, IQR, stdev, CV) is the typical process's: each repeat's own figure,
   then the median across repeats, so a repeat with more samples weighs no more. min and max are
   over every sample; `cv_repeats` (stdev / mean of the repeat medians) is the spread between

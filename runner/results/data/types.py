@@ -7,7 +7,7 @@ silent None in a table. A record's type is also its validation: results/data/sch
 model that checks a record read from a run folder from `Record`'s annotations, bounds included
 (the Annotated figures below). One place still defines each field: the record's fields are
 RECORD_FIELDS (runner/worker/protocol.py) and the axes' types come from the catalog;
-tests/results/test_types.py checks these types against them, and against what cell_summaries
+tests/results/data/test_types.py checks these types against them, and against what cell_summaries
 and build_manifest build, both ways, so a field added in one place and not the other fails a
 test.
 
@@ -42,7 +42,7 @@ Document = dict[str, Any]
 
 class CellCoordinates(TypedDict):
     """Which cell: what a record and a summary of it both carry. The axes (task to device)
-    have their catalog declaration's type, or None (tests/results/test_types.py)."""
+    have their catalog declaration's type, or None (tests/results/data/test_types.py)."""
 
     cell_id: str
     cell_name: str

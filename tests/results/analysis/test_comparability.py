@@ -1,0 +1,89 @@
+"""What decides whether two numbers may be compared: a cell's id holds the worker's environment
+variables and the runner's version (a digest of the worker code and the timing method); the
+manifest and every record name that version; --resume refuses a run of another version. (How
+compare pairs and marks such cells: tests/results/analysis/test_compare.py.)"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from runner.schema import matrix as matrix_mod
+from runner.version import runner_version
+from runner.worker.metadata import KEYS
+
+SELFTEST = f"""
+[run]
+name = "versioned"
+repeats = 1
+warmup_steps = 1
+steps = 4
+timeout = 120
+profile = "full"
+
+[environments.here]
+python = "{sys.executable}"
+api = "numpy"
+env = {{ XLA_FLAGS = "--xla_gpu_autotune_level=0" }}
+
+[[benchmarks]]
+workload = "selftest"
+options = {{ behaviour = "ok", sleep_ms = 1 }}
+"""
+
+
+def ids(write_matrix, text: str) -> list[str]:
+    return [c.id for c in matrix_mod.load(write_matrix(text, with_environments=False)).cells]
+
+
+def test_the_cell_id_holds_the_worker_env_and_the_runner_version(write_matrix, monkeypatch):
+    base = ids(write_matrix, SELFTEST)
+    assert ids(write_matrix, SELFTEST) == base                       # stable
+    no_flags = SELFTEST.replace('env = { XLA_FLAGS = "--xla_gpu_autotune_level=0" }', "")
+    assert ids(write_matrix, no_flags) != base                        # XLA flags
+    on_demand = SELFTEST.replace('profile = "full"', 'profile = "full"\npreallocate = false')
+    assert ids(write_matrix, on_demand) != base                       # preallocation switches
+    monkeypatch.setattr(matrix_mod, "runner_version", lambda: "0123456789ab")
+    assert ids(write_matrix, SELFTEST) != base                        # another harness
+
+
+def test_the_runner_version_is_a_digest_of_the_worker_code_and_decides_comparability():
+    assert len(runner_version()) == 12 and int(runner_version(), 16) >= 0
+    for key in ("runner_version", "worker_env", "gpu_power_limit_w"):
+        assert KEYS[key][1] is True, key
+
+
+def test_records_and_manifest_name_the_runner_version_and_the_worker_env(write_matrix, run_cli,
+                                                                          results_dir):
+    code, out, _ = run_cli(write_matrix(SELFTEST, with_environments=False))
+    assert code == 0, out
+    (run_dir,) = (results_dir / "versioned").iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["runner_version"] == runner_version()
+    (record,) = [json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")]
+    assert record["metadata"]["runner_version"] == runner_version()
+    assert record["metadata"]["worker_env"] == {"XLA_FLAGS": "--xla_gpu_autotune_level=0"}
+
+
+def test_resume_refuses_a_run_of_another_runner_version_in_one_line(write_matrix, run_cli,
+                                                                    results_dir):
+    matrix = write_matrix(SELFTEST, with_environments=False)
+    assert run_cli(matrix)[0] == 0
+    (run_dir,) = (results_dir / "versioned").iterdir()
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    before = sorted(p.name for p in run_dir.rglob("*"))
+    for made_by, shown in (("0123456789ab", "0123456789ab"), (None, "(unversioned, older)")):
+        if made_by is None:
+            manifest.pop("runner_version")           # a run of the old id scheme
+        else:
+            manifest["runner_version"] = made_by
+        manifest_path.write_text(json.dumps(manifest))
+        code, _, err = run_cli(matrix, "--resume", str(run_dir))
+        assert code == 2
+        (line,) = err.strip().splitlines()
+        assert f"made by runner version {shown}, this is {runner_version()}" in line
+        assert sorted(p.name for p in run_dir.rglob("*")) == before          # nothing written
+    manifest["runner_version"] = runner_version()
+    manifest_path.write_text(json.dumps(manifest))
+    code, out, _ = run_cli(matrix, "--resume", str(run_dir))
+    assert code == 0, out

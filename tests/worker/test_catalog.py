@@ -1,0 +1,311 @@
+"""The catalog (runner/worker/catalog/) is the one declaration of every axis and every workload:
+every (workload, API) it declares has a module and every module is declared; every consumer of
+an axis reads its declaration; and a toy axis or a toy workload added to a copy of the runner
+touches only the catalog (and, for the axis, its typed field in the cell spec and the record; for
+the workload, its per-API module), then is validated, planned, run by the real worker and shown
+in summary.csv."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import typing
+from pathlib import Path
+
+
+from runner import schema
+from runner.paths import REPO_ROOT as ROOT
+from runner.results.analysis import summaries
+from runner.results.data import schemas
+from runner.results.render import files
+from runner.schema import matrix
+from runner.worker import catalog
+from runner.worker import protocol
+from runner.worker.protocol import RECORD_FIELDS, CellSpec
+
+APIS_DIR = ROOT / "runner" / "worker" / "apis"
+
+
+def declared_modules() -> dict[str, set[str]]:
+    """Per API package: the workload modules its directory holds."""
+    return {api: {p.stem for p in (APIS_DIR / package).glob("*.py") if p.stem != "__init__"}
+            for api, package in catalog.API_PACKAGES.items()}
+
+
+def test_every_declared_workload_api_has_a_module_and_every_module_is_declared():
+    modules = declared_modules()
+    for name, workload in catalog.WORKLOADS.items():
+        for api in catalog.APIS:
+            if api in workload.apis:
+                assert name in modules[api], f"{name} on {api}: declared, no module"
+            else:
+                assert name not in modules[api], f"{name} on {api}: a module, not declared"
+        assert not set(workload.not_applicable) & set(workload.apis), name
+        assert set(workload.not_applicable) <= set(catalog.APIS), name
+    for api, names in modules.items():
+        assert names <= set(catalog.WORKLOADS), f"{api}: undeclared modules {names - set(catalog.WORKLOADS)}"
+
+
+def test_not_applicable_apis_are_planned_with_their_declared_reason():
+    axes = dict(catalog.AXIS_DEFAULTS)
+    for name, workload in catalog.WORKLOADS.items():
+        for api, reason in workload.not_applicable.items():
+            assert catalog.not_applicable_reason(name, api, None, axes, workload.tasks[0]) == reason
+
+
+def test_workload_declarations_are_consistent():
+    for name, workload in catalog.WORKLOADS.items():
+        assert set(workload.tasks) <= set(catalog.TASKS), name
+        assert set(workload.precisions) <= set(catalog.PRECISIONS), name
+        assert workload.family in catalog.FAMILIES, name
+        for size, preset in workload.sizes.items():
+            assert size in catalog.SIZES and set(preset) <= set(workload.options), (name, size)
+
+
+def test_every_rule_is_about_a_declared_axis():
+    assert catalog.RULES
+    for axis, _ in catalog.RULES:
+        assert axis is None or axis in catalog.AXES
+
+
+def test_every_consumer_reads_the_axis_declarations():
+    names = tuple(catalog.AXES)
+    settings = catalog.setting_axes()
+    assert names[:2] == ("task", "batch_size") and settings == names[2:]
+    assert schema.AXES == names                                         # validated
+    assert set(names) <= set(schema.BenchmarkSpec.model_fields)         # a benchmark's key
+    assert spec_axis_drift() == {}                                      # carried to the worker
+    assert set(names) <= set(RECORD_FIELDS) and set(names) <= set(schemas.RECORD_TYPES)
+    assert summaries.AXIS_KEYS == settings                              # reported
+    start = files.CSV_COLUMNS.index("task")
+    assert files.CSV_COLUMNS[start:start + len(names)] == names         # in summary.csv
+    for name in settings:
+        axis = catalog.AXES[name]
+        assert catalog.AXIS_DEFAULTS[name] == axis.default
+        assert schema.check_axis(name, axis.values[0] if axis.values else 1 if axis.kind ==
+                                 "positive_int" else True)
+
+
+def spec_axis_drift(spec: type = CellSpec, axes: dict | None = None) -> dict[str, object]:
+    """How CellSpec's axis fields (those from "task" on, as many as the catalog has axes)
+    differ from the catalog's axes: names in order, and each field's type against the axis's
+    declared type (empty when they agree)."""
+    axes = catalog.AXES if axes is None else axes
+    hints = typing.get_type_hints(spec)
+    names = [f.name for f in dataclasses.fields(spec)]
+    start = names.index("task")
+    declared = names[start:start + len(axes)]
+    drift: dict[str, object] = {}
+    if declared != list(axes):
+        drift["names"] = (declared, list(axes))
+    for name, axis in axes.items():
+        if name in hints and hints[name] != axis.type:
+            drift[name] = (hints[name], axis.type)
+    return drift
+
+
+def test_the_cell_spec_declares_every_axis_with_its_type():
+    assert spec_axis_drift() == {}
+    # ... and says so when the catalog gains an axis the spec does not declare, or the types
+    # differ (a copy of the catalog's axes, so the real one is untouched)
+    toy = catalog.Axis("toy", "choice", str, "plain", ("plain", "fancy"))
+    assert spec_axis_drift(axes={**catalog.AXES, "toy": toy})["names"][1][-1] == "toy"
+    retyped = dataclasses.replace(catalog.AXES["jit"], type=bool)
+    assert spec_axis_drift(axes={**catalog.AXES, "jit": retyped}) == {"jit": (bool | str, bool)}
+
+
+def test_a_cell_carries_every_setting_axis(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('[environments.numpy]\nimage = "numpy"\napi = "numpy"\n'
+                    '[[benchmarks]]\nworkload = "matmul"\n', encoding="utf-8")
+    cell = matrix.load(path).cells[0]
+    assert tuple(cell.axes) == catalog.setting_axes()
+    assert cell.axes == catalog.AXIS_DEFAULTS
+
+
+# --- a toy axis and a toy workload, added to a copy of the runner ------------------------------
+
+TOY_AXIS = '''
+declare_axis(Axis("toy", "choice", str, "plain", ("plain", "fancy"), help="a toy axis"))
+'''
+TOY_RULE = '''
+
+@rule("toy")
+def toy_fancy_on_numpy_only(c: Where) -> str | None:
+    return "toy = fancy runs on NumPy only" if c.axes["toy"] == "fancy" and c.api != "numpy" \\
+        else None
+'''
+TOY_WORKLOAD = '''
+declare_workload(Workload(
+    "toy", ("run",), ("numpy",), False, ("float32",), {"n": Option(int, "elements", True)},
+    help="a toy: the cumulative sum of n seeded numbers", family="ops",
+    sizes={"full": {"n": 64}, "small": {"n": 32}, "tiny": {"n": 16}}))
+'''
+TOY_MODULE = '''"""The toy workload with NumPy."""
+
+import numpy as np
+
+from ...bench import Bench
+from .. import answers, seeded
+
+
+def build(spec, fw) -> Bench:
+    (x,) = seeded.normal(spec.seed, (spec.options["n"],))
+    return Bench(step=lambda: np.cumsum(x), items_per_step=spec.options["n"],
+                 answer=lambda: answers.output(np.cumsum(x)))
+'''
+
+
+def copy_of_the_runner(tmp_path: Path) -> Path:
+    root = tmp_path / "copy"
+    shutil.copytree(ROOT / "runner", root / "runner",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+def insert_after(path: Path, anchor: str, text: str) -> None:
+    """`text` after the one line `anchor` of a module of the copy."""
+    source = path.read_text(encoding="utf-8")
+    assert source.count(anchor) == 1, (path, anchor)
+    path.write_text(source.replace(anchor, anchor + text), encoding="utf-8")
+
+
+def changed_files(copy: Path) -> set[str]:
+    """The files of the copy's runner/ that differ from (or are not in) this checkout's."""
+    out = set()
+    for path in (copy / "runner").rglob("*.py"):
+        relative = path.relative_to(copy)
+        original = ROOT / relative
+        if not original.exists() or original.read_bytes() != path.read_bytes():
+            out.add(str(relative))
+    return out
+
+
+def run_matrix(copy: Path, text: str, run_keys: str = "") -> subprocess.CompletedProcess:
+    """The copy's runner on a matrix whose environments are this interpreter as NumPy and as
+    torch (only planned: torch never runs here); `run_keys`: more lines of [run]."""
+    (copy / "toy.toml").write_text(textwrap.dedent("""
+        [run]
+        name = "toy"
+        repeats = 1
+        warmup_steps = 1
+        steps = 2
+        settle = 0
+        """) + run_keys + textwrap.dedent(f"""
+        [environments.numpy]
+        python = "{sys.executable}"
+        api = "numpy"
+        [environments.torch]
+        python = "{sys.executable}"
+        api = "torch"
+        """) + textwrap.dedent(text), encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "runner", "toy.toml", "--executor", "local",
+                           "--results-dir", str(copy / "results")], cwd=copy,
+                          capture_output=True, text=True, timeout=300)
+
+
+def results_of(copy: Path) -> tuple[list[dict], list[dict]]:
+    (run,) = (copy / "results" / "toy").iterdir()
+    records = [json.loads(p.read_text()) for p in sorted((run / "cells").glob("*.json"))]
+    with (run / "summary.csv").open(newline="") as handle:
+        return records, list(csv.DictReader(handle))
+
+
+def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_shown(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    catalog_dir = copy / "runner" / "worker" / "catalog"
+    append(catalog_dir / "axes.py", TOY_AXIS)
+    append(catalog_dir / "rules.py", TOY_RULE)
+    # its typed fields: the worker's spec and the record's coordinates
+    insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n")
+    insert_after(copy / "runner" / "results" / "data" / "types.py", "    device: str | None\n",
+                 "    toy: str | None\n")
+    assert changed_files(copy) == {"runner/worker/catalog/axes.py",
+                                   "runner/worker/catalog/rules.py",
+                                   "runner/worker/protocol.py", "runner/results/data/types.py"}
+    bench = '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
+
+    wrong = run_matrix(copy, bench + 'toy = "fancey"\n')
+    assert wrong.returncode == 2, wrong.stderr
+    assert "benchmarks[0].toy: 'fancey' is not one of 'plain', 'fancy' (did you mean 'fancy'?)" \
+        in wrong.stderr
+
+    done = run_matrix(copy, bench + 'toy = ["plain", "fancy"]\nenvironments = ["numpy"]\n'
+                      + bench + 'toy = "fancy"\nenvironments = ["torch"]\n')
+    assert done.returncode == 0, done.stdout + done.stderr
+    records, rows = results_of(copy)
+    assert {(r["environment"], r["toy"], r["status"]) for r in records} == {
+        ("numpy", "plain", "ok"), ("numpy", "fancy", "ok"), ("torch", "fancy", "not_applicable")}
+    fancy_torch = next(r for r in records if r["environment"] == "torch" and r["toy"] == "fancy")
+    assert "toy = fancy runs on NumPy only" in fancy_torch["error"]
+    assert {r["toy"] for r in rows} == {"plain", "fancy"}
+    assert any("-toy=fancy-" in r["cell_name"] for r in rows)
+
+
+def test_a_toy_workload_touches_only_its_catalog_entry_and_its_module(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    append(copy / "runner" / "worker" / "catalog" / "workloads.py", TOY_WORKLOAD)
+    (copy / "runner" / "worker" / "apis" / "numpy_api" / "toy.py").write_text(TOY_MODULE)
+    assert changed_files(copy) == {"runner/worker/catalog/workloads.py",
+                                   "runner/worker/apis/numpy_api/toy.py"}
+
+    done = run_matrix(copy, '[[benchmarks]]\nworkload = "toy"\nsize = ["tiny", "small"]\n')
+    assert done.returncode == 0, done.stdout + done.stderr
+    records, rows = results_of(copy)
+    ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["options"]["n"])
+    assert [r["options"]["n"] for r in ok] == [16, 32] and all(r["answer"] for r in ok)
+    assert {r["error"] for r in records if r["environment"] == "torch"} \
+        >= {"toy has no torch implementation"}
+    assert [r["workload"] for r in rows] == ["toy"] * 4
+
+
+# --- a toy setting, declared once in the cell spec --------------------------------------------
+
+def test_every_setting_of_the_spec_names_a_run_key_that_exists():
+    declared = protocol.settings_fields()
+    assert {"min_time_s", "max_time_s", "calibration_sizes", "harness_overhead"} <= set(declared)
+    for name, spec_field in declared.items():
+        run_key = spec_field.metadata[protocol.SETTING]["run_key"]
+        assert run_key is None or run_key in schema.RunSettings.model_fields, name
+    run = schema.RunSettings(min_time=2.0, max_time=9.0)
+    assert protocol.settings_from(run, harness_overhead=True) == {
+        "min_time_s": 2.0, "max_time_s": 9.0, "calibration_sizes": [], "harness_overhead": True}
+    # a coordinate setting changes the id only where it differs from its default
+    assert protocol.coordinate_settings(protocol.settings_from(run)) == {}
+    assert protocol.coordinate_settings(protocol.settings_from(calibration_sizes=[8])) == {
+        "calibration_sizes": [8]}
+
+
+TOY_SETTINGS = '''\
+    toy_knob: int = setting(3, run_key="toy_knob")
+    toy_words: str = setting("as declared")
+'''
+
+
+def test_a_toy_setting_declared_in_the_spec_reaches_the_worker(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    insert_after(copy / "runner" / "worker" / "protocol.py",
+                 "    harness_overhead: bool = setting(False, coordinate=True)\n", TOY_SETTINGS)
+    assert changed_files(copy) == {"runner/worker/protocol.py"}
+    # one with a [run] key: the matrix's table declares the key too (validated, documented)
+    insert_after(copy / "runner" / "schema" / "tables.py", "    lock_clocks: Any = False\n",
+                 "    toy_knob: int = 3\n")
+    done = run_matrix(copy, '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
+                      'environments = ["numpy"]\n', run_keys="toy_knob = 5\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = (copy / "results" / "toy").iterdir()
+    (spec_file,) = (run / "work").glob("*/spec.json")
+    spec = json.loads(spec_file.read_text())
+    assert (spec["toy_knob"], spec["toy_words"]) == (5, "as declared")     # what the worker read
+    records, _ = results_of(copy)
+    assert [(r["toy_knob"], r["toy_words"], r["status"]) for r in records] == [
+        (5, "as declared", "ok")]
