@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -74,9 +75,22 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     return parser
 
 
+LOG_WIDTH = 100      # the columns the tables and the first screen are laid out for
+
+
+def make_console() -> Console:
+    """The console every command prints to. A pipe or a log file has no width of its own, and
+    rich would assume 80 columns and fold the set-up table's lock paths mid-word; such output
+    gets the 100 columns the tables are laid out for. A terminal (or COLUMNS) keeps its own."""
+    console = Console(stderr=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=False, width=LOG_WIDTH)
+    return console
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    console = Console(stderr=False)
+    console = make_console()
     try:
         command = "run"
         if argv and argv[0] in SUBCOMMANDS:

@@ -39,6 +39,20 @@ def test_the_dry_run_of_matrix_toml_says_its_setup_in_one_screen(run_cli, monkey
         assert any(line.startswith(name + " ") for line in lines), name   # whole, not folded
 
 
+def test_output_to_a_pipe_or_a_log_file_is_laid_out_for_100_columns(run_cli, monkeypatch):
+    # No terminal and no COLUMNS (`python -m runner matrix.toml | tee run.log`): rich alone
+    # would assume 80 columns and fold every lock path of the set-up table mid-word.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, err = run_cli(MATRIX, "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    setup = before(lines, "Plan: ")
+    assert screen_lines(setup) <= SCREEN, "\n".join(setup)
+    assert all(len(line) <= 100 for line in lines[len(setup):])       # the tables fit
+    assert any(line.startswith("keras-tensorflow ") and "images/tensorflow/requirements.lock"
+               in line for line in setup), "\n".join(setup)
+
+
 def test_a_real_run_of_eight_environments_says_its_setup_in_one_screen(write_matrix, run_cli,
                                                                        monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")

@@ -27,12 +27,17 @@ def speed_words(estimate: Ratio) -> str:
     ratio, low, high = estimate.ratio, estimate.low, estimate.high
     if ratio is None:                   # callers give rows that have one
         return estimate.why or "no ratio"
-    text = f"{fmt(ratio)}× faster" if ratio >= 1 else f"{fmt(1 / ratio)}× slower"
+    text = ratio_words(ratio)
     if low is None or high is None:
         return f"{text} (no interval)"
     bounds = (low, high) if ratio >= 1 else (1 / high, 1 / low)
     text += f" (95 % CI {fmt(bounds[0])}–{fmt(bounds[1])})"
     return text if estimate.distinguishable else text + " — not distinguishable from noise"
+
+
+def ratio_words(ratio: float) -> str:
+    """A speed ratio as a reader says it: '8.10× faster' or '1.25× slower', never '0.800×'."""
+    return f"{fmt(ratio)}× faster" if ratio >= 1 else f"{fmt(1 / ratio)}× slower"
 
 
 def _where(effect, factor: str) -> str:
@@ -70,8 +75,9 @@ def table_sentences(table: EffectTable) -> list[str]:
             text += (f"; beyond noise in {len(beyond)} of them ({faster} faster, "
                      f"{len(beyond) - faster} slower)")
         low, high = min(effects, key=_ratio), max(effects, key=_ratio)
-        out.append(f"{text}; from {fmt(low.estimate.ratio)}× ({_where(low, table.factor)}) to "
-                   f"{fmt(high.estimate.ratio)}× ({_where(high, table.factor)}).")
+        out.append(f"{text}; from {ratio_words(_ratio(low))} "
+                   f"({_where(low, table.factor)}) to {ratio_words(_ratio(high))} "
+                   f"({_where(high, table.factor)}).")
     return out
 
 

@@ -63,7 +63,62 @@ def terminal_table(summaries: list[CellSummary], title: str,
     table.caption = caption(summaries, marked)
     # As wide as its legend where the terminal allows: the legend wraps only at its edge.
     table.min_width = len(Text.from_markup(table.caption).plain)
-    return table
+    return FittedTable(table)
+
+
+class FittedTable:
+    """A results table that keeps its row labels on any terminal: where its columns do not fit
+    the width, the value columns go into several tables one under the other, each repeating
+    the label columns (the way pandas prints a wide frame). rich alone would squeeze the label
+    column to nothing, leaving rows of numbers no one can name."""
+
+    LABEL_COLUMNS = 2               # "Workload (task)" and "Batch"
+    LABEL_WIDTH = 40                # the workload label folds beyond this, never the numbers
+
+    def __init__(self, table: Any):
+        self.table = table
+
+    @property
+    def columns(self) -> list[Any]:
+        return self.table.columns
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        groups = self.groups(console, options)
+        for index, group in enumerate(groups):
+            yield self.part(group, first=index == 0, last=index == len(groups) - 1,
+                            width=options.max_width)
+
+    def groups(self, console: Any, options: Any) -> list[list[Any]]:
+        """The value columns in consecutive groups, each as many as fit the width beside the
+        labels (measured as rich lays them out: padding and the space between columns)."""
+        from rich.measure import Measurement
+
+        groups: list[list[Any]] = [[]]
+        for column in self.table.columns[self.LABEL_COLUMNS:]:
+            trial = self.part(groups[-1] + [column], first=False, last=False,
+                              width=options.max_width)
+            natural = Measurement.get(console, options.update_width(10_000), trial).maximum
+            if groups[-1] and natural > options.max_width:
+                groups.append([])
+            groups[-1].append(column)
+        return groups
+
+    def part(self, group: list[Any], first: bool, last: bool, width: int) -> Any:
+        from copy import copy
+        from dataclasses import replace
+
+        from rich.text import Text
+
+        part = copy(self.table)
+        # Each column at its new position (rich pads a column by its index) with its cells.
+        part.columns = [replace(column, _index=index) for index, column
+                        in enumerate(self.table.columns[:self.LABEL_COLUMNS] + group)]
+        part.columns[0].max_width = self.LABEL_WIDTH
+        part.title = self.table.title if first else None
+        part.caption = self.table.caption if last else None
+        caption = Text.from_markup(part.caption).plain if part.caption else ""
+        part.min_width = min(len(caption), width) if caption else None
+        return part
 
 
 def caption(summaries: list[CellSummary], marked: set[tuple[str, int]]) -> str:
@@ -83,11 +138,14 @@ def caption(summaries: list[CellSummary], marked: set[tuple[str, int]]) -> str:
 
 
 def header(name: str) -> str:
-    """An environment's column header: a long name a line per hyphenated part
-    ("keras-\\ntensorflow"), so that its column is as wide as its numbers."""
+    """A column's header: a long name a line per hyphenated or parenthesised part
+    ("keras-\\ntensorflow", "Keras 3\\n(PyTorch)\\n(eager)"), so that its column is as wide as
+    its numbers."""
     from rich.markup import escape
 
-    return escape(re.sub(r"(?<=-)(?=[^-])", "\n", name) if len(name) > 10 else name)
+    if len(name) <= 10:
+        return escape(name)
+    return escape(re.sub(r"(?<=-)(?=[^-])| (?=\()|(?<=÷) ", "\n", name))
 
 
 def tables(summaries: list[CellSummary], title: str) -> list[Any]:
@@ -107,6 +165,7 @@ def tables(summaries: list[CellSummary], title: str) -> list[Any]:
 
 def first_token_table(summaries: list[CellSummary], keras: Any):
     """The generate cells' time to first token and decode latency per token (ms), or None."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
@@ -115,11 +174,14 @@ def first_token_table(summaries: list[CellSummary], keras: Any):
         return None
     titles = decoding.keras_titles(keras)
     table = Table(title="Generate: time to first token", title_justify="left",
-                  caption="ms; decode per token = (ms per call − first token) ÷ (tokens − 1)")
-    for name in ("Workload (task)", "Batch", "Environment", "ms per call", "first token",
-                 "decode per token", "tokens/s"):
-        table.add_column(name, justify="left" if name in ("Workload (task)", "Environment")
-                         else "right")
+                  caption="ms; decode per token = (ms per call − first token) ÷ (tokens − 1)",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for name in ("Workload (task)", "Batch", "Environment", "ms per\ncall", "first\ntoken",
+                 "decode per\ntoken", "tokens/s"):
+        label = name in ("Workload (task)", "Environment")
+        table.add_column(name, justify="left" if label else "right", no_wrap=not label,
+                         overflow="fold",
+                         min_width=14 if label else None)
     for s in cells:
         table.add_row(escape(s["label"]), str(s["batch_size"]),
                       escape(titles.get(s["cell_id"], s["environment"])), fmt(s.get("median_ms")),

@@ -154,7 +154,9 @@ def test_the_machines_noise_is_one_line_per_kind_and_what_to_act_on_a_line_each(
     section = markdown.report_markdown({"name": "x"}, summaries).split("## Warnings")[1]
     lines = [line for line in section.splitlines() if line.startswith("- ")]
     cv_lines = [line for line in lines if line.startswith("- A step-to-step CV above")]
-    assert len(cv_lines) == 1 and cv_lines[0].count("`matmul-run-jax-b1-n=") == 32
+    assert len(cv_lines) == 1 and cv_lines[0].count("`matmul-run-jax-b1-n=") == 5
+    assert cv_lines[0].startswith("- A step-to-step CV above the limit, 32 time(s): ")
+    assert cv_lines[0].endswith("; and 27 more")
     assert "- `matmul-run-jax-b1-n=100`: repeats ran on different setups" in section
     assert "- `matmul-run-jax-b1-n=101`: another process was on the GPU" in section
     assert len(lines) == 4      # 32 flagged cells: the CV line, then the two to act on (one of
@@ -181,3 +183,13 @@ def test_the_cv_is_judged_against_the_machines_own_where_its_profile_has_one():
     other = [{**r, "workload": "cnn", "task": "fit"} for r in cells]
     (cnn,) = cell_summaries(other, profile=noisier)      # no cnn class: the machine's (2 %)
     assert cnn["warnings"] and cnn["warnings"][0].endswith("> 5 %")     # never under 5 %
+
+
+def test_a_kind_of_noise_every_cell_has_names_a_few_and_counts_the_rest():
+    busy = {"other_cpu_s": 1.6, "share": 0.8, "steal_share": 0.0, "cpus": 2, "window_s": 1.0}
+    summaries = [cell_summaries([{**record(1, host_other_cpu=busy), "cell_id": f"c{i}",
+                                  "cell_name": f"cell-{i}"}])[0] for i in range(12)]
+    text = markdown.report_markdown({"name": "x"}, summaries)
+    (line,) = [x for x in text.splitlines() if x.startswith("- Other processes using")]
+    assert line.startswith("- Other processes using the host's CPU, 12 time(s): `cell-0` (")
+    assert "`cell-4`" in line and "`cell-5`" not in line and line.endswith("; and 7 more")

@@ -218,3 +218,17 @@ def test_the_batch_size_effect_is_on_the_time_per_item():
     # Twice the step for twice the items: the same time per item, p ≈ 1.
     same = welch_ratio([2.0, 2.02, 1.98], [4.0, 4.04, 3.96]).scaled(2.0)
     assert same.ratio == pytest.approx(1.0) and same.p_value > 0.9 and not same.distinguishable
+
+
+def test_the_range_of_an_overall_effect_says_faster_or_slower_never_a_bare_fraction():
+    # jax against numpy: 4× faster on one row, 2× slower on another, about the same on the rest.
+    times = {"w0": (4.0, 1.0), "w1": (1.0, 2.0), "w2": (2.0, 2.0), "w3": (3.0, 3.0)}
+    cells = []
+    for workload, (numpy_ms, jax_ms) in times.items():
+        cells += [summary("numpy", [numpy_ms, numpy_ms * 1.01, numpy_ms * 0.99], workload=workload),
+                  summary("jax", [jax_ms, jax_ms * 1.01, jax_ms * 0.99], workload=workload)]
+    table = effects.environment_table(cells, effects.Settings(baseline_environment="numpy"))
+    (sentence,) = findings.table_sentences(table)
+    assert sentence.startswith("jax against numpy: ") and "geometric mean over 4 rows" in sentence
+    assert "; from 2.00× slower (w1 (run) [n=1024], batch 1) to 4.00× faster (w0 (run)" in sentence
+    assert "0.500×" not in sentence
