@@ -8,9 +8,10 @@ import io
 import pytest
 from rich.console import Console
 
-from runner.results import summaries as summarize, terminal
+from runner.results.analysis import summaries as summarize
+from runner.results.render import terminal
 
-from test_reports import record_like  # tests/results/test_reports.py
+from tests.results.render.test_reports import record_like
 
 ENVIRONMENTS = ["keras-tensorflow", "keras-jax", "keras-torch", "torch", "jax", "tensorflow",
                 "numpy", "keras2", "hf-torch"]
