@@ -5,6 +5,8 @@ and every failure inside the user's code a failed record with its traceback in t
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 import textwrap
@@ -302,11 +304,19 @@ def test_the_example_runs_one_keras_model_on_three_backends_beside_native_steps(
     assert {r["effective"]["user_workload"].split(", ")[-1] for r in keras} == {"model"}
     assert all(r["flops_per_step"] > 0 and r["loss_first"] is not None for r in keras
                if r["task"] == "fit")
+    assert {r["extra"]["weights"] for r in keras} == {"the file's own (KEEP_WEIGHTS = True)"}
     report = (run_dir / "report.md").read_text()
     assert "| mlp (fit) | 256 |" in report and "| mlp (predict) | 256 |" in report
     assert "### Environments against keras-tensorflow" in report
     assert "No cell computed a different answer." in report
-    assert "mlp/mlp.py defines no answer(spec, output) hook" in report
+    # Keras and native compute the same logits from the same weights: the predict row's answers
+    # agree across every API; Keras fit's (its prediction before training) across backends.
+    checks = {(row["environment"], row["task"]): row["answer_check"] for row in
+              csv.DictReader(io.StringIO((run_dir / "summary.csv").read_text()))}
+    assert {env for (env, task), check in checks.items() if task == "predict" and
+            check == "same"} == {"keras-tensorflow", "keras-jax", "keras-torch", "torch", "numpy"}
+    assert {env for (env, task), check in checks.items() if task == "fit" and
+            check == "same"} == {"keras-tensorflow", "keras-jax", "keras-torch"}
     assert "history: added user-mlp/" in out
 
 

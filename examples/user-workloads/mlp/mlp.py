@@ -13,6 +13,10 @@ import numpy as np
 FEATURES = 32
 CLASSES = 10
 SAMPLES = 2048          # the data set keras_data hands the runner (fit loops over it in epochs)
+# The Keras model starts from initial_weights below, as the native steps do, so that every API
+# computes the same logits and the same-answer check compares Keras with native. Without this
+# the runner redraws a Keras model's random weights from the seed (the same on every backend).
+KEEP_WEIGHTS = True
 
 
 def layer_sizes(spec):
@@ -42,6 +46,18 @@ def initial_weights(spec):
 
 # --- optional hooks -------------------------------------------------------------------------
 
+def answer(spec, output):
+    """The same-answer check's fingerprint: the logits of the first batch from the initial
+    weights. A Keras cell hands its prediction before training (fit and predict alike), a
+    predict step its output. A native fit step's output is its loss after the timed steps,
+    which depends on how many ran: nothing to compare, so no answer."""
+    if spec.task == "fit" and spec.api not in ("keras", "tf-keras"):
+        return {}
+    logits = np.asarray(output, dtype=np.float64)
+    return {"logits_rms": float(np.sqrt(np.mean(logits ** 2))),
+            "first_row": [float(v) for v in logits[0]]}
+
+
 def flops_per_step(spec):
     """Multiply-adds of one batch through the layers (×3 for a training step: forward, and the
     two products of the backward pass)."""
@@ -58,6 +74,7 @@ def keras_model(spec):
     layers += [keras.layers.Dense(spec.options["units"], activation="relu")
                for _ in range(spec.options["layers"])]
     model = keras.Sequential(layers + [keras.layers.Dense(CLASSES)])
+    model.set_weights(initial_weights(spec))            # kernels (in, out) and biases, in order
     model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   jit_compile=spec.jit_compile, steps_per_execution=spec.steps_per_execution)

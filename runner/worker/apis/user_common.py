@@ -7,7 +7,8 @@
   axis says otherwise); predict times whole model.predict calls over the data, divided by its
   batches (what a user's predict costs, outputs back on the host). The model's random weights
   are redrawn from NumPy as the keras-hub models' are, so every backend starts from the same
-  numbers and the answer (its prediction on the first batch) compares across them.
+  numbers and the answer (its prediction on the first batch) compares across them; a file
+  that sets KEEP_WEIGHTS = True keeps the weights its keras_model gave.
 - "step" (<api>_<task>(spec) returning a callable): the worker's own loop times it in
   calibrated blocks, synchronising the device on what the callable returns.
 
@@ -207,7 +208,14 @@ def model_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Benc
     check_compiled(model, spec)
     probe = first_rows(x, spec.batch_size)
     model.predict(probe, verbose=0)                  # builds a model not built yet
-    facts = {"seeded_weights": seeded_weights(model, spec.seed)}
+    # The model's random weights are redrawn from the seed (every backend then starts from the
+    # same numbers), unless the file says its weights are its own (KEEP_WEIGHTS = True: loaded,
+    # or set from NumPy as its native steps' are): those are never touched.
+    keep = getattr(module, "KEEP_WEIGHTS", False) is True
+    facts: dict[str, Any] = {"seeded_weights": {"redrawn": 0, "kept": len(model.weights)}
+                             if keep else seeded_weights(model, spec.seed),
+                             "weights": "the file's own (KEEP_WEIGHTS = True)" if keep
+                             else "redrawn from the seed"}
     initial = model.predict(probe, verbose=0)          # NumPy, as predict returns it
     answer_hook = getattr(module, "answer", None)
     answer = (lambda: checked_answer(answer_hook(uspec, initial))) if answer_hook \
