@@ -23,7 +23,6 @@ def terminal_table(summaries: list[CellSummary], title: str,
     from rich import box
     from rich.markup import escape
     from rich.table import Table
-    from rich.text import Text
 
     environments, rows, grid = pivot(summaries)
     environments = columns or environments
@@ -61,8 +60,6 @@ def terminal_table(summaries: list[CellSummary], title: str,
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(escape(label) + mark, str(batch), *cells)
     table.caption = caption(summaries, marked)
-    # As wide as its legend where the terminal allows: the legend wraps only at its edge.
-    table.min_width = len(Text.from_markup(table.caption).plain)
     return FittedTable(table)
 
 
@@ -83,10 +80,15 @@ class FittedTable:
         return self.table.columns
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
         groups = self.groups(console, options)
         for index, group in enumerate(groups):
-            yield self.part(group, first=index == 0, last=index == len(groups) - 1,
-                            width=options.max_width)
+            yield self.part(group, first=index == 0)
+        # The legend under the last part, wrapped at the terminal's edge rather than the table's
+        # (a narrow table would fold it into a column; a table widened to hold it spreads out).
+        if self.table.caption:
+            yield Text.from_markup(self.table.caption, style="table.caption")
 
     def groups(self, console: Any, options: Any) -> list[list[Any]]:
         """The value columns in consecutive groups, each as many as fit the width beside the
@@ -95,19 +97,16 @@ class FittedTable:
 
         groups: list[list[Any]] = [[]]
         for column in self.table.columns[self.LABEL_COLUMNS:]:
-            trial = self.part(groups[-1] + [column], first=False, last=False,
-                              width=options.max_width)
+            trial = self.part(groups[-1] + [column], first=False)
             natural = Measurement.get(console, options.update_width(10_000), trial).maximum
             if groups[-1] and natural > options.max_width:
                 groups.append([])
             groups[-1].append(column)
         return groups
 
-    def part(self, group: list[Any], first: bool, last: bool, width: int) -> Any:
+    def part(self, group: list[Any], first: bool) -> Any:
         from copy import copy
         from dataclasses import replace
-
-        from rich.text import Text
 
         part = copy(self.table)
         # Each column at its new position (rich pads a column by its index) with its cells.
@@ -115,9 +114,7 @@ class FittedTable:
                         in enumerate(self.table.columns[:self.LABEL_COLUMNS] + group)]
         part.columns[0].max_width = self.LABEL_WIDTH
         part.title = self.table.title if first else None
-        part.caption = self.table.caption if last else None
-        caption = Text.from_markup(part.caption).plain if part.caption else ""
-        part.min_width = min(len(caption), width) if caption else None
+        part.caption = None
         return part
 
 
