@@ -84,7 +84,9 @@ class FittedTable:
 
         groups = self.groups(console, options)
         for index, group in enumerate(groups):
-            yield self.part(group, first=index == 0)
+            # One group: the labels as wide as the terminal allows; several: folded at
+            # LABEL_WIDTH, the width the groups were measured with.
+            yield self.part(group, first=index == 0, fold_labels=len(groups) > 1)
         # The legend under the last part, wrapped at the terminal's edge rather than the table's
         # (a narrow table would fold it into a column; a table widened to hold it spreads out).
         if self.table.caption:
@@ -97,14 +99,14 @@ class FittedTable:
 
         groups: list[list[Any]] = [[]]
         for column in self.table.columns[self.LABEL_COLUMNS:]:
-            trial = self.part(groups[-1] + [column], first=False)
+            trial = self.part(groups[-1] + [column], first=False, fold_labels=True)
             natural = Measurement.get(console, options.update_width(10_000), trial).maximum
             if groups[-1] and natural > options.max_width:
                 groups.append([])
             groups[-1].append(column)
         return groups
 
-    def part(self, group: list[Any], first: bool) -> Any:
+    def part(self, group: list[Any], first: bool, fold_labels: bool) -> Any:
         from copy import copy
         from dataclasses import replace
 
@@ -112,7 +114,8 @@ class FittedTable:
         # Each column at its new position (rich pads a column by its index) with its cells.
         part.columns = [replace(column, _index=index) for index, column
                         in enumerate(self.table.columns[:self.LABEL_COLUMNS] + group)]
-        part.columns[0].max_width = self.LABEL_WIDTH
+        if fold_labels:
+            part.columns[0] = replace(part.columns[0], max_width=self.LABEL_WIDTH)
         part.title = self.table.title if first else None
         part.caption = None
         return part
