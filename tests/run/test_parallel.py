@@ -79,6 +79,8 @@ def live_workers(results_dir: Path) -> dict[str, str | None]:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:          # it exited meanwhile
             continue
+        if environ == [b""]:     # it began to exit (or to exec) between the two reads: no
+            continue             # memory, so no variables to read; a live worker has some
         spec = next(a.decode() for a in args if a.endswith(b"spec.json"))
         variables = dict(e.decode().split("=", 1) for e in environ if b"=" in e)
         out[Path(spec).parent.name] = variables.get("CUDA_VISIBLE_DEVICES")
