@@ -136,14 +136,17 @@ def read_sources(path: Path, file: str, where: str) -> dict[str, bytes]:
     return sources
 
 
-def parse(path: Path, source: bytes, where: str) -> ast.Module:
+def parse(path: Path, source: bytes, where: str, beside: str | None = None) -> ast.Module:
+    """A module of the workload's folder, parsed; `beside`: the workload file's name when this
+    is another module of its folder (the error says why a file the user did not name counts)."""
+    name = path.name if beside is None else f"{path.name} (beside {beside}: the folder's .py " \
+        "files are the workload's code)"
     try:
         return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise ValueError(f"{where}: {path.name} line {exc.lineno}: not Python: "
-                         f"{exc.msg}") from None
+        raise ValueError(f"{where}: {name} line {exc.lineno}: not Python: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:      # NUL bytes, absurd nesting
-        raise ValueError(f"{where}: {path.name}: not Python: {exc}") from None
+        raise ValueError(f"{where}: {name}: not Python: {exc}") from None
 
 
 def api_tasks(names: set[str], tasks: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -205,7 +208,8 @@ def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
     path = (path if path.is_absolute() else base / path).resolve()
     sources = read_sources(path, file, f"{where}.file")
     check_module_names(sources, where)
-    trees = {module: parse(path.parent / module, source, f"{where}.file")
+    trees = {module: parse(path.parent / module, source, f"{where}.file",
+                           None if module == path.name else path.name)
              for module, source in sources.items()}
     names = defined_names(trees[path.name])
     found = api_tasks(names, tasks)

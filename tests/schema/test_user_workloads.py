@@ -118,6 +118,13 @@ def test_a_workload_may_not_take_a_built_in_name_or_shadow_a_framework(tmp_path,
     line = assert_one_line_exit_2(*run_cli(user_matrix(
         tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))[::2])
     assert "json.py beside it shares its name with a standard-library module" in line
+    (tmp_path / "bench" / "json.py").unlink()
+    # a broken file beside the workload's counts (its folder is its code) and says so
+    workload_file(tmp_path / "bench", "def helper(:\n", name="scratch.py")
+    line = assert_one_line_exit_2(*run_cli(user_matrix(
+        tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))[::2])
+    assert "workloads.w.file: scratch.py (beside bench.py: the folder's .py files are the " \
+           "workload's code) line 1: not Python" in line
     assert list(results_dir.iterdir()) == []
 
 
