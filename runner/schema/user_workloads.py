@@ -176,6 +176,38 @@ def check_functions(names: set[str], tasks: tuple[str, ...], where: str, file: s
                              f"({model}{', '.join(f'{p}_{task}' for p in API_PREFIXES)})")
 
 
+def contract_arity(name: str) -> int | None:
+    """How many positional arguments the worker passes to a function of the file's contract
+    (answer: spec and output; the others: spec), or None for a name outside the contract."""
+    if name == "answer":
+        return 2
+    if name in MODEL_FUNCTIONS or name in HOOKS:
+        return 1
+    prefix, _, task = name.rpartition("_")
+    return 1 if prefix in API_PREFIXES and task in catalog.TASKS else None
+
+
+def check_signatures(tree: ast.Module, where: str, file: str) -> None:
+    """Each contract function the file defines with `def` accepts what the worker passes: a
+    wrong signature is one line before the run, not a TypeError in every repeat's cell."""
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        wanted = contract_arity(node.name)
+        if wanted is None:
+            continue
+        args = node.args
+        positional = len(args.posonlyargs) + len(args.args)
+        required = positional - len(args.defaults)
+        required_keywords = [a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults,
+                                                          strict=True) if default is None]
+        if required_keywords or required > wanted or (positional < wanted and not args.vararg):
+            takes = "(spec, output)" if wanted == 2 else "(spec)"
+            raise ValueError(f"{where}.file: {file} line {node.lineno}: {node.name} is called "
+                             f"as {node.name}{takes}, but it is def {node.name}"
+                             f"({ast.unparse(args)})")
+
+
 def check_options(defaults: dict[str, Any], strings: set[str], where: str, file: str) -> None:
     for name in defaults:
         if name not in strings:
@@ -214,6 +246,7 @@ def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
     names = defined_names(trees[path.name])
     found = api_tasks(names, tasks)
     check_functions(names, tasks, where, file, found)
+    check_signatures(trees[path.name], where, file)
     check_options(defaults, set().union(*map(string_constants, trees.values())), where, file)
     sha = digest(path.name, sources)
     if pinned is not None and pinned != sha:

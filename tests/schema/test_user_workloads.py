@@ -87,6 +87,21 @@ BAD = [
      "a default is one number, string or boolean"),
     (STEP, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\nfiles = 1\n', "",
      "workloads.w.files: unknown key (did you mean 'file'?)"),
+    # a contract function that cannot take what the worker passes: caught before the run
+    ("def numpy_run(spec, data):\n    return data\n", 'file = "bench/bench.py"\ntasks = ["run"]\n',
+     "", "workloads.w.file: bench/bench.py line 1: numpy_run is called as numpy_run(spec), but "
+     "it is def numpy_run(spec, data)"),
+    (STEP + "def answer(output):\n    return {}\n",
+     'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n', "",
+     "answer is called as answer(spec, output), but it is def answer(output)"),
+    ("def keras_model():\n    pass\ndef keras_data(spec):\n    pass\n",
+     'file = "bench/bench.py"\ntasks = ["fit"]\n', "",
+     "bench/bench.py line 1: keras_model is called as keras_model(spec), but it is def "
+     "keras_model()"),
+    (STEP + "def flops_per_step(spec, *, scale):\n    return 1\n",
+     'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n', "",
+     "flops_per_step is called as flops_per_step(spec), but it is def flops_per_step(spec, *, "
+     "scale)"),
 ]
 
 
@@ -98,6 +113,17 @@ def test_bad_user_workloads_are_one_line_exit_2_and_nothing_written(
     line = assert_one_line_exit_2(code, err)
     assert fragment in line
     assert list(results_dir.iterdir()) == []
+
+
+def test_signatures_that_take_what_the_worker_passes_are_accepted(tmp_path):
+    workload_file(tmp_path / "bench", STEP.replace("numpy_run(spec)", "numpy_run(spec, *more)")
+                  + "def answer(spec, output, scale=1):\n    return {}\n"
+                  + "def numpy_helper_run(a, b):\n    pass\n"      # outside the contract
+                  + "def items_per_step(*args):\n    return 1\n")
+    matrix = matrix_mod.load(user_matrix(
+        tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))
+    (workload,) = matrix.user_workloads
+    assert {"numpy_run", "answer", "items_per_step"} <= set(workload.functions)
 
 
 def test_a_workload_may_not_take_a_built_in_name_or_shadow_a_framework(tmp_path, run_cli,
