@@ -82,11 +82,15 @@ class FittedTable:
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
 
+        # The title above, wrapped at the terminal's edge too: a one-column table would fold
+        # "name (run folder)" into three lines.
+        if self.table.title:
+            yield Text.from_markup(self.table.title, style="table.title")
         groups = self.groups(console, options)
-        for index, group in enumerate(groups):
+        for group in groups:
             # One group: the labels as wide as the terminal allows; several: folded at
             # LABEL_WIDTH, the width the groups were measured with.
-            yield self.part(group, first=index == 0, fold_labels=len(groups) > 1)
+            yield self.part(group, fold_labels=len(groups) > 1)
         # The legend under the last part, wrapped at the terminal's edge rather than the table's
         # (a narrow table would fold it into a column; a table widened to hold it spreads out).
         if self.table.caption:
@@ -99,14 +103,14 @@ class FittedTable:
 
         groups: list[list[Any]] = [[]]
         for column in self.table.columns[self.LABEL_COLUMNS:]:
-            trial = self.part(groups[-1] + [column], first=False, fold_labels=True)
+            trial = self.part(groups[-1] + [column], fold_labels=True)
             natural = Measurement.get(console, options.update_width(10_000), trial).maximum
             if groups[-1] and natural > options.max_width:
                 groups.append([])
             groups[-1].append(column)
         return groups
 
-    def part(self, group: list[Any], first: bool, fold_labels: bool) -> Any:
+    def part(self, group: list[Any], fold_labels: bool) -> Any:
         from copy import copy
         from dataclasses import replace
 
@@ -116,8 +120,7 @@ class FittedTable:
                         in enumerate(self.table.columns[:self.LABEL_COLUMNS] + group)]
         if fold_labels:
             part.columns[0] = replace(part.columns[0], max_width=self.LABEL_WIDTH)
-        part.title = self.table.title if first else None
-        part.caption = None
+        part.title = part.caption = None
         return part
 
 

@@ -56,3 +56,14 @@ def test_a_table_that_fits_is_printed_whole(wide_run):
     assert text.count("Workload (task)") == 1 and text.count("matmul (run)") == 2
     assert [c.header.replace("\n", "") for c in table.columns][2:] == ENVIRONMENTS
     assert "…" not in text
+
+
+def test_a_narrow_tables_title_is_one_line_above_it():
+    """One environment makes a table 30 columns wide: its title, the run's name and folder,
+    is not folded into it."""
+    records = [record_like(cell_id="c", environment="numpy", samples_ms=[1.0] * 5)]
+    title = "user-run (/tmp/results/user-run/20261127T101252Z)"
+    text = printed(terminal.terminal_table(summarize.cell_summaries(records, ["c"]), title), 100)
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0] == title
+    assert lines.index(title) < next(i for i, line in enumerate(lines) if "Workload" in line)
