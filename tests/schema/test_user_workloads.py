@@ -119,11 +119,14 @@ def test_signatures_that_take_what_the_worker_passes_are_accepted(tmp_path):
     workload_file(tmp_path / "bench", STEP.replace("numpy_run(spec)", "numpy_run(spec, *more)")
                   + "def answer(spec, output, scale=1):\n    return {}\n"
                   + "def numpy_helper_run(a, b):\n    pass\n"      # outside the contract
-                  + "def items_per_step(*args):\n    return 1\n")
+                  + "def items_per_step(*args):\n    return 1\n"
+                  # a decorator may supply arguments: not judged
+                  + "import functools\n@functools.partial(functools.partial, 2)\n"
+                    "def flops_per_step(n, spec):\n    return n\n")
     matrix = matrix_mod.load(user_matrix(
         tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))
     (workload,) = matrix.user_workloads
-    assert {"numpy_run", "answer", "items_per_step"} <= set(workload.functions)
+    assert {"numpy_run", "answer", "items_per_step", "flops_per_step"} <= set(workload.functions)
 
 
 def test_a_workload_may_not_take_a_built_in_name_or_shadow_a_framework(tmp_path, run_cli,
