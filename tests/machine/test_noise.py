@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -160,7 +161,9 @@ def test_a_hot_gpu_is_waited_for_and_the_cell_says_it_could_not_settle(tmp_path,
     assert waits[0]["why"].startswith("1 other compute process(es) on the GPU (pid 4242")
     assert waits[0]["why"].endswith("78 °C > 50 °C")
     section = (folder / "report.md").read_text().split("### The GPU was not quiet")[1]
-    assert "r1 started after waiting 1.0" in section and "(at 78 °C)" in section
+    # The wait as measured (at least the 1 s asked; a loaded machine's polling may add some).
+    waited = re.search(r"r1 started after waiting ([\d.]+) s for a quiet GPU", section)
+    assert waited and 1.0 <= float(waited.group(1)) < 30 and "(at 78 °C)" in section, section
 
 
 @pytest.mark.slow
