@@ -15,23 +15,35 @@ quartiles: on a shared 2-core VM one round's ratio swings by ±20 % with the nei
 GPU. Fixed cost per process: the worker process's wall time minus its timed window, and that
 minus the framework's import (target ≤ 2 s beyond the import). A benchmark script: it measures
 and prints, it does not assert; rounds alternate bare and runner so drift hits both alike.
+
+    .venv/bin/python benchmarks/overhead.py --from-run RUN_DIR [--python PATH] [--json OUT]
+
+pairs the matmul cells of a finished run instead (the GPU check's way: benchmarks/gpu_check/):
+for each cell, one process in its interpreter (--python: an existing one, as the run's
+`python = …` environments; else the image's CPU environment) builds the cell's step as the worker
+does, with the run's block size, and alternates the worker's clock with a bare loop; printed and
+written: the run's ms/step ÷ that bare loop's, and the in-process clock ÷ bare.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from runner.environments import venvs  # noqa: E402
+from runner.schema.matrix import worker_env  # noqa: E402
+from runner.schema.tables import EnvironmentSpec, RunSettings  # noqa: E402
 from runner.worker.overhead import ROUNDS as ROUNDS_IN_PROCESS  # noqa: E402
 from runner.worker.protocol import CellSpec  # noqa: E402
 
@@ -105,20 +117,67 @@ prepare_process_environment(spec)
 package = importlib.import_module("runner.worker.apis." + API_PACKAGES[spec.api])
 workload = importlib.import_module(package.__name__ + "." + spec.workload)
 bench = workload.build(spec, package.Framework(spec))
-block, _ = calibrate_block(bench.step, bench.sync)
-json.dump(paired_rounds(bench, block), sys.stdout)
+# The run's own block size where it is known (its first repeat calibrated it), else calibrated.
+block = spec.calls_per_sample or calibrate_block(bench.step, bench.sync)[0]
+json.dump(paired_rounds(bench, block, rounds=int(sys.argv[2])), sys.stdout)
 """
 
 
-def in_process(api: str, record: dict) -> dict:
+def interpreter(api: str, python: str | None) -> str:
+    """The given interpreter, else the image's CPU environment (built once, cached)."""
+    return python or str(venvs.build(IMAGES[api], "cpu").python)
+
+
+def in_process(api: str, record: dict, python: str | None = None,
+               rounds: int = ROUNDS_IN_PROCESS, cell_env: dict | None = None) -> dict:
     fields = CellSpec.__dataclass_fields__
     spec = {name: record[name] for name in fields if name in record} | {"result_path": ""}
-    python = venvs.build(IMAGES[api], "cpu").python
-    out = subprocess.run([str(python), "-c", IN_PROCESS, json.dumps(spec)], check=False, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    env = {"PATH": "/usr/bin:/bin"} if python is None else dict(os.environ)
+    # The cell's own variables (preallocation, XLA flags): the worker ran with them.
+    env.update(cell_env or {}, PYTHONPATH=str(REPO))
+    out = subprocess.run([interpreter(api, python), "-c", IN_PROCESS, json.dumps(spec),
+                          str(rounds)], check=False, capture_output=True, text=True, env=env)
     if out.returncode:
         raise SystemExit(f"in-process measure failed:\n{out.stderr}")
-    return json.loads(out.stdout)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cell_env(matrix: dict, environment: str) -> dict:
+    """The variables the run gave this environment's workers (the schema's worker_env)."""
+    run, env = matrix.get("run", {}), matrix["environments"][environment]
+    return worker_env(RunSettings(**run), EnvironmentSpec(**env))
+
+
+def from_run(run_dir: Path, apis: list[str], python: str | None, rounds: int) -> list[dict]:
+    """The matmul cells of a finished run, each paired in one process of its interpreter."""
+    cells: dict[str, list[dict]] = {}
+    for path in sorted((run_dir / "cells").glob("*.json")):
+        record = json.loads(path.read_text())
+        if record.get("workload") == "matmul" and record.get("status") == "ok" \
+                and record.get("api") in apis:
+            cells.setdefault(record["cell_id"], []).append(record)
+    matrix = tomllib.loads((run_dir / "matrix.toml").read_text())
+    rows = []
+    for records in cells.values():
+        first = records[0]
+        runner_ms = statistics.median(r["median_ms"] for r in records)
+        paired = in_process(first["api"], first, python, rounds,
+                            cell_env(matrix, first["environment"]))
+        if "error" in paired:
+            raise SystemExit(f"{first['cell_name']}: {paired['error']}")
+        row = {"cell": first["cell_name"], "api": first["api"], "precision": first["precision"],
+               "n": first["options"]["n"], "repeats": len(records), "runner_ms": runner_ms,
+               "bare_ms": paired["bare_ms"], "runner_over_bare": runner_ms / paired["bare_ms"],
+               "clock_over_bare": paired["ratio"], "quartiles": paired["quartiles"],
+               "calls_per_sample": paired["calls_per_sample"], "rounds": paired["rounds"]}
+        rows.append(row)
+        print(f"== {row['api']} {row['precision']} matmul n={row['n']}: runner "
+              f"{runner_ms:.4f} ms/step ({len(records)} repeat(s)) ÷ bare {row['bare_ms']:.4f} "
+              f"ms = {row['runner_over_bare']:.3f}; in one process, the worker's clock ÷ bare "
+              f"{paired['ratio']:.3f} (quartiles {paired['quartiles'][0]:.3f}–"
+              f"{paired['quartiles'][1]:.3f}, blocks of {paired['calls_per_sample']})",
+              flush=True)
+    return rows
 
 
 def bare_ms(api: str, n: int, block: int, seconds: float) -> float:
@@ -126,8 +185,7 @@ def bare_ms(api: str, n: int, block: int, seconds: float) -> float:
     products, one synchronisation per block, for `seconds` of wall time."""
     code = textwrap.dedent(SETUP[api]).format(n=n) + TIMED_LOOP.format(block=block,
                                                                       seconds=seconds)
-    python = venvs.build(IMAGES[api], "cpu").python
-    out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
+    out = subprocess.run([interpreter(api, None), "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -159,7 +217,20 @@ def main() -> None:
     parser.add_argument("--apis", nargs="+", default=list(IMAGES), choices=list(IMAGES))
     parser.add_argument("--n", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--from-run", type=Path, metavar="RUN_DIR",
+                        help="pair the matmul cells of this finished run (no new runner run)")
+    parser.add_argument("--python", help="an existing interpreter for every API (the run's "
+                                         "`python = …`) instead of the images' CPU environments")
+    parser.add_argument("--json", type=Path, help="with --from-run: write the pairs here")
     args = parser.parse_args()
+    if args.from_run:
+        rounds = args.rounds if args.rounds != parser.get_default("rounds") else ROUNDS_IN_PROCESS
+        rows = from_run(args.from_run, args.apis, args.python, rounds)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+        if not rows:
+            raise SystemExit(f"{args.from_run}: no finished matmul cell of {', '.join(args.apis)}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for api in args.apis:
             ratios, fixed, beyond = [], [], []

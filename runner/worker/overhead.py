@@ -51,10 +51,15 @@ def paired_rounds(bench: Bench, block: int, rounds: int = ROUNDS,
     """The ratio clock ÷ bare of each round, their median and quartiles."""
     if bench.step is None or bench.drive is not None:
         return {"error": "the bench drives its own loop: no bare loop to pair it with"}
-    ratios = []
+    ratios, clocked_all, bare_all = [], [], []
     for _ in range(rounds):
         clocked = clocked_ms(bench, block, seconds)
-        ratios.append(clocked / bare_ms(bench.step, bench.sync, block, seconds))
+        bare = bare_ms(bench.step, bench.sync, block, seconds)
+        ratios.append(clocked / bare)
+        clocked_all.append(clocked)
+        bare_all.append(bare)
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    # The medians of each side too: a cell's record (another process) is compared with bare_ms.
     return {"ratio": statistics.median(ratios), "quartiles": [quartiles[0], quartiles[2]],
+            "clocked_ms": statistics.median(clocked_all), "bare_ms": statistics.median(bare_all),
             "rounds": rounds, "round_s": seconds, "calls_per_sample": block}
