@@ -19,20 +19,26 @@ from runner.paths import REPO_ROOT
 
 CHECK_DIR = REPO_ROOT / "benchmarks" / "gpu_check"
 RUN_SH = CHECK_DIR / "run.sh"
-# What the issue asks of a machine with 6 minutes left, and of the default 8.
+# What the issue asks of a machine with 6 minutes left, and what the default 8 minutes hold by
+# the estimates of the H200 runs (docs/gpu-check.md: the whole check takes about 11½ minutes).
 ESSENTIAL = ["matmul", "overhead", "pytest-gpu"]
-AT_DEFAULT = ["matmul", "overhead", "pytest-gpu", "nvml", "cnn", "keras-table", "elementwise"]
+AT_DEFAULT = ["matmul", "overhead", "pytest-gpu", "nvml", "keras-table"]
 
 
-def load_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", CHECK_DIR / "check.py")
+def load(name: str):
+    """A module of benchmarks/gpu_check/ (a script folder: its modules import each other)."""
+    if str(CHECK_DIR) not in sys.path:
+        sys.path.insert(0, str(CHECK_DIR))
+    spec = importlib.util.spec_from_file_location(name, CHECK_DIR / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module        # dataclasses look their module up by name
+    sys.modules[name] = module               # dataclasses look their module up by name
     spec.loader.exec_module(module)
     return module
 
 
-check = load_check()
+carried_wheels = load("carried_wheels")
+out_folder = load("out_folder")
+check = load("check")
 
 
 @pytest.fixture
@@ -54,7 +60,7 @@ def dry_run(tmp_path: Path, python: Path, *args: str) -> tuple[subprocess.Comple
     return done, out
 
 
-def test_the_dry_run_plans_every_part_within_the_default_budget(tmp_path, machine_python):
+def test_the_dry_run_plans_the_first_parts_within_the_default_budget(tmp_path, machine_python):
     done, out = dry_run(tmp_path, machine_python)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -91,6 +97,13 @@ def test_six_minutes_keep_the_matmul_overhead_and_gpu_tests(tmp_path, machine_py
     assert kept[:3] == ESSENTIAL
     dropped = [p["name"] for p in parts if p["status"] == "dropped"]
     assert dropped and dropped == [p.name for p in check.PARTS][-len(dropped):]
+
+
+def test_twelve_minutes_plan_every_part(tmp_path, machine_python):
+    done, out = dry_run(tmp_path, machine_python, "--minutes", "12")
+    assert done.returncode == 0, done.stdout + done.stderr
+    parts = json.loads((out / "summary.json").read_text())["parts"]
+    assert [p["name"] for p in parts if p["status"] == "planned"] == [p.name for p in check.PARTS]
 
 
 def test_too_few_minutes_stop_in_one_line(tmp_path, machine_python):
@@ -135,14 +148,14 @@ def test_a_wheel_list_that_strays_from_the_locks_or_the_runner_is_caught(monkeyp
     assert any("more than 40.0 MiB" in p for p in check.check_wheel_list(huge))
     py311 = others + [wheel("keras", keras.version, tag="cp311-cp311-manylinux_2_17_x86_64")]
     assert any("not for the list's Python (cp312)" in p for p in check.check_wheel_list(py311))
-    monkeypatch.setattr(check, "host_dependencies", lambda: ["rich", "left-behind"])
+    monkeypatch.setattr(carried_wheels, "host_dependencies", lambda: ["rich", "left-behind"])
     assert any("the runner needs left-behind" in p for p in check.check_wheel_list(shipped))
 
 
 def test_the_wheel_folder_must_hold_the_listed_files_with_their_hashes(tmp_path):
     good = tmp_path / "good-1.0-py3-none-any.whl"
     good.write_bytes(b"wheel")
-    listed = [check.Wheel("good", "1.0", check.sha256(good), good.name, 5)]
+    listed = [check.Wheel("good", "1.0", carried_wheels.sha256(good), good.name, 5)]
     assert check.check_wheel_folder(listed, tmp_path) == []
     (tmp_path / "stray-2.0-py3-none-any.whl").write_bytes(b"x")
     good.write_bytes(b"tampered")
