@@ -1,5 +1,5 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
-compare, doctor, export, import, reproduce, history, bisect, lock.
+compare, doctor, export, import, reproduce, history, bisect, lock, profile.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
@@ -51,6 +51,8 @@ COMMANDS = {
     "bisect": ("bisect", "which changed distribution moved a cell between two runs"),
     "lock": ("lock", "make or check the image folders' hash-locked requirements (the one "
                      "command behind every lock)"),
+    "profile": ("profile", "a per-op profile of cells of a finished run (`profile RUN_DIR`), "
+                           "or two profiles side by side (`profile diff`)"),
 }
 SUBCOMMANDS = tuple(COMMANDS)
 
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         command = "run"
         if argv and argv[0] in SUBCOMMANDS:
             command = argv.pop(0)
+            # A command whose first word may be left out (`profile RUN_DIR`) says so.
+            argv = getattr(command_module(command), "implied_action", list)(argv)
         elif argv and not argv[0].startswith("-") and not Path(argv[0]).suffix \
                 and not Path(argv[0]).exists():
             raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], SUBCOMMANDS)}")

@@ -30,6 +30,10 @@ def add_matrix_options(parser: argparse.ArgumentParser) -> None:
                              "local Ray instance)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="folder for run folders (default: results/ of the repository)")
+    parser.add_argument("--profile-cells", action="append", default=[], metavar="GLOB",
+                        help="after their timed repeats, profile the cells GLOB names (a name, "
+                             "glob or id; repeatable): a per-op profile in profiles/, beside "
+                             "[profiling] cells")
 
 
 def parallel(text: str) -> int | str:
@@ -46,7 +50,7 @@ def run_options(args: argparse.Namespace, **overrides: Any) -> Options:
 
     opts = Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
                    executor=args.executor, parallel=args.parallel,
-                   ray_address=args.ray_address, **overrides)
+                   ray_address=args.ray_address, profile_cells=args.profile_cells, **overrides)
     if args.results_dir is not None:
         opts.results_dir = args.results_dir
     return opts

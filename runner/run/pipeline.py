@@ -26,7 +26,7 @@ from ..results.data import manifest as manifest_mod
 from ..results.data.store import Store
 from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
-from . import console as show, resume, manifest as run_manifest
+from . import console as show, profiles, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .plan import make_plan
 from .setup import choose_setup, resolve_stacks as resolve
@@ -224,7 +224,7 @@ def run_planned_cells(state: RunState) -> None:
               state.matrix.spec.run.seed, state.console)
 
 
-MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells)
+MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells, profiles.step)
 
 
 def measure(state: RunState) -> None:

@@ -115,15 +115,16 @@ def open_resumed(matrix: Matrix, resume: Path | bool, results_dir: Path,
     return store
 
 
-def check_resumable(store: Store) -> None:
-    """A run is resumed only by the runner version that made it: another version's cells have
-    other ids and its numbers would not compare (one line, exit 2, nothing written)."""
+def check_resumable(store: Store, action: str = "--resume") -> None:
+    """A run is resumed (or profiled: `action`) only by the runner version that made it: another
+    version's cells have other ids and its numbers would not compare (one line, exit 2, nothing
+    written)."""
     try:
         made_by = store.read_manifest().get("runner_version")
     except (OSError, ValueError, AttributeError):
         made_by = None
     if made_by != runner_version():
-        raise UsageError(f"--resume {store.root}: made by runner version "
+        raise UsageError(f"{action} {store.root}: made by runner version "
                          f"{made_by or '(unversioned, older)'}, this is {runner_version()}: its "
                          "numbers would not compare with this runner's; start a new run")
 

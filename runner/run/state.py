@@ -40,6 +40,8 @@ class Options:
     ray_address: str | None = None        # --ray-address (else RAY_ADDRESS, else a local Ray)
     push: str | None = None               # build --push REGISTRY
     history: bool = True                  # write the finished run to the history database
+    # --profile-cells: cells profiled after their timed repeats, besides [profiling] cells.
+    profile_cells: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

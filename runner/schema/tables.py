@@ -12,6 +12,7 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 from ..errors import did_you_mean
 from ..worker import catalog
 from .benchmark import BenchmarkSpec, check_option
+from .profiling import ProfilingSettings
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
                      RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
                      check_parallel, check_run_name, check_stack, check_steps, is_image_reference,
@@ -235,6 +236,7 @@ class MatrixSpec(Strict):
     history: HistorySettings = Field(default_factory=HistorySettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    profiling: ProfilingSettings = Field(default_factory=ProfilingSettings)
     # Validated before the benchmarks (field order), which read what it declares.
     workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)

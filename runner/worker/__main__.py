@@ -56,6 +56,11 @@ def prepare_process_environment(spec: CellSpec) -> None:
 
 def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     fw, workload, gpu = start_framework(spec, result)
+    if spec.profile_pass is not None:     # a profiled pass: no timed window, no telemetry
+        from .profiling.profiled import profile_cell
+
+        profile_cell(spec, result, fw, workload)
+        return
     spec = energy_window(spec, gpu, result)
     if spec.calibration_sizes:
         bench, clock, monitor = calibrate(spec, fw, workload, gpu, result)

@@ -112,6 +112,9 @@ class CellSpec:
     # A workload from the user's own file: {name, file, module, folder, sha256, defaults}; the
     # worker imports its staged copy (runner/worker/user_code.py). None: a built-in workload.
     user_workload: dict[str, Any] | None = None
+    # A profiled pass of the cell instead of a timed repeat (runner/worker/profiling/): {steps,
+    # warmup, activities, record_shapes, with_stack, max_trace_mb}; None: a timed repeat.
+    profile_pass: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> CellSpec:
@@ -251,6 +254,10 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
                "tokens; runner/worker/apis/answers.py), compared across the environments of a "
                "row by the report; null where the workload records none"),
     "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
+    "profile": ("worker", "a profiled pass's capture (profiles/<cell>/profile.json only; null in "
+                "every timed record): the profiler, its settings, the profiled steps' times "
+                "(step_ms, profiled_step_ms: never samples of the cell), kernels.json's table, the "
+                "Chrome trace (written to trace.json.gz by the host) and whether it was cut"),
     "effective": ("worker", "axis values actually in effect inside the framework; on every "
                   "API: tf32 (bool: float32 matmuls may run as TF32 on this device, read from "
                   "the framework and the device's compute capability; false on a CPU), "

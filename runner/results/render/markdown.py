@@ -15,9 +15,11 @@ from ..analysis.keras_table import keras_view
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
 from ..formatting import best_text, cell_text, comparable_values, fmt, percent
+from ..analysis.profiles import Profiled
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
-                             effects_section, no_interval_note, ratio_text, tf32_section,
-                             training_table, warnings_section)
+                             effects_section, no_interval_note, plots_lines, ratio_text,
+                             tf32_section, training_table, warnings_section)
+from .markdown_profiles import profile_findings, profiles_section
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
            "ratio_text", "report_markdown"]
@@ -74,6 +76,7 @@ class Report:
     plots: list[Any] | None
     analysis: Analysis | None
     keras: tuple[list[CellSummary], list[str], dict[str, str]] | None
+    profiled: Profiled | None = None      # the run's profiles, by row, and their plots
 
 
 def title_section(r: Report) -> list[str]:
@@ -96,6 +99,7 @@ def findings_section(r: Report) -> list[str]:
         return []
     said = findings.sentences(r.summaries, r.analysis, r.keras[0] if r.keras else None)
     said += native.sentences(r.keras)
+    said += profile_findings(r.profiled)
     return ["", "## Findings", "", *[f"- {sentence}" for sentence in said]] if said else []
 
 
@@ -319,16 +323,12 @@ def problems_section(r: Report) -> list[str]:
     return out + [""]
 
 
+def profiles_part(r: Report) -> list[str]:
+    return profiles_section(r.profiled)
+
+
 def plots_section(r: Report) -> list[str]:
-    if not r.plots:
-        return []
-    out = ["## Plots", ""]
-    for plot in r.plots:
-        if r.analysis is not None and plot.path and plot.path.endswith("effects.png"):
-            continue                    # drawn with the effects
-        out += [f"![{plot.title}]({plot.path})" if plot.path
-                else f"{plot.title}: skipped, {plot.note}.", ""]
-    return out
+    return plots_lines(r.plots, r.analysis is not None)
 
 
 # The report, section by section, in order (each returns its lines, none when it has nothing).
@@ -338,12 +338,13 @@ SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     answers_part, warnings_part, fixed_costs_section, training_section, first_token_part,
     memory_section,
     energy_section, cells_section, tf32_part, published_section, peak_section,
-    problems_section, plots_section)
+    problems_section, profiles_part, plots_section)
 
 
 def report_markdown(manifest: Manifest, summaries: list[CellSummary],
-                    plots: list[Any] | None = None, analysis: Analysis | None = None) -> str:
+                    plots: list[Any] | None = None, analysis: Analysis | None = None,
+                    profiled: Profiled | None = None) -> str:
     """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
     note on why it was skipped) are listed at the end, the forest plot with the effects."""
-    report = Report(manifest, summaries, plots, analysis, keras_view(summaries))
+    report = Report(manifest, summaries, plots, analysis, keras_view(summaries), profiled)
     return "\n".join(line for section in SECTIONS for line in section(report))

@@ -299,3 +299,16 @@ def _ci_text(s: Mapping[str, Any]) -> str:
         too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
         return "–, too few repeats" if too_few else "–"
     return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
+
+
+def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
+    """The plots at the report's end (the forest plot is drawn with the effects)."""
+    if not plots:
+        return []
+    out = ["## Plots", ""]
+    for plot in plots:
+        if effects_drawn and plot.path and plot.path.endswith("effects.png"):
+            continue
+        out += [f"![{plot.title}]({plot.path})" if plot.path
+                else f"{plot.title}: skipped, {plot.note}.", ""]
+    return out

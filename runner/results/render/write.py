@@ -9,6 +9,8 @@ from typing import Any
 from ...errors import one_line
 from ..analysis import answers, effects, stack_diff
 from ..analysis.summaries import cell_summaries
+from ..analysis.profiles import Profiled, rows_of
+from ..data.profiles import read_profiles
 from ..data.store import Store
 from ..data.types import CellSummary, Manifest
 from . import files, markdown
@@ -16,6 +18,24 @@ from . import files, markdown
 
 def _warn(message: str) -> None:
     print(f"warning: {one_line(message)}", file=sys.stderr)
+
+
+def profiled_of(store: Store, plots: list[Any]) -> Profiled | None:
+    """The run's profiles by row, with their plots (none: no profile)."""
+    found, problems = read_profiles(store.root)
+    for problem in problems:
+        _warn(f"{problem}; not in the reports")
+    if not found:
+        return None
+    profiled = Profiled(rows_of(found), failed=[p for p in found if p.get("status") != "ok"])
+    if plots:                                  # matplotlib works: the rows get their plots
+        try:
+            from .plots_profiles import profile_plots
+
+            profiled.plots = profile_plots(store.root, profiled.rows)
+        except Exception as exc:  # a plot must never cost the tables
+            _warn(f"profile plots not written ({type(exc).__name__}: {exc})")
+    return profiled
 
 
 def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
@@ -39,7 +59,8 @@ def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
         plots = write_plots(store.root, summaries, analysis)
     except Exception as exc:  # a plot must never cost the tables
         _warn(f"plots not written ({type(exc).__name__}: {exc})")
-    text = markdown.report_markdown(manifest, summaries, plots, analysis)
+    text = markdown.report_markdown(manifest, summaries, plots, analysis,
+                                    profiled_of(store, plots))
     store.write_text("report.md", text)
     try:
         from . import html

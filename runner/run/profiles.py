@@ -1,0 +1,155 @@
+"""Profiled passes: after a cell's timed repeats, one more worker process of the same spec runs
+it under its framework's profiler (runner/worker/profiling/) — never a repeat: its step times
+are the profile's alone. The cells are those `--profile-cells` and [profiling] cells name (a
+name, glob or id, as --only) that finished at least one repeat ok; one that already has a
+profile is not profiled again (a resumed run, `profile` run twice). A pass that fails is a
+warning with its log, never a failed cell."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import user_text
+from ..executors.base import Attempt, Outcome, Prepared, write_spec
+from ..results.analysis.summaries import row_label
+from ..results.data import profiles as stored, records as record_mod
+from ..results.data.store import Store
+from ..results.data.types import Record
+from ..schema.matrix import Cell
+from ..schema.user_workloads import STAGED
+from .cells import attempt_for, cell_spec, stop_if_lost
+from .plan import Entry, matches
+from .setup import Setup
+from .state import RunState
+
+
+def step(state: RunState) -> None:
+    """A pipeline step: a profiled pass of each planned cell that `--profile-cells` or
+    [profiling] cells name, after the timed repeats."""
+    profiling = state.matrix.spec.profiling
+    patterns = [*state.opts.profile_cells, *profiling.cells]
+    cells = cells_to_profile(state.plan.cells, state.store.records(), patterns, state.store.root)
+    run_profiles(state.setup, cells, state.progress.prepared, state.store,
+                 profiling.worker_settings(), state.matrix.spec.run.seed, state.console)
+
+
+def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]],
+                     patterns: list[str], root: Any) -> list[Cell]:
+    """The named cells that have an ok repeat and no finished profile, in the matrix's order."""
+    if not patterns:
+        return []
+    ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
+    return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
+            and not stored.has_profile(root, c.id)]
+
+
+def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | None:
+    """The cell's timed step (the median of its ok repeats' medians), ms."""
+    medians = [r["median_ms"] for r in records if r.get("cell_id") == cell_id
+               and r.get("status") == "ok" and r.get("median_ms")]
+    return statistics.median(medians) if medians else None
+
+
+def run_profiles(setup: Setup, cells: list[Cell], prepared: dict[str, Prepared], store: Store,
+                 settings: dict[str, Any], seed: int, console: Console) -> None:
+    """One profiled pass per cell, in turn on the run's first lane; a line for each."""
+    if not cells:
+        return
+    records = store.records()
+    lane = setup.lanes()[0][0]
+    for number, cell in enumerate(cells, 1):
+        source = setup.source_of(cell)
+        executor = setup.executor_for(source)
+        ready = prepared.get(source.key)
+        if ready is None:
+            ready = prepared[source.key] = executor.prepare(source, lambda line: None)
+        with console.status(f"profile {number}/{len(cells)}: {user_text(cell.name)}"):
+            profile = profile_one(executor, ready, cell, store, settings, seed, lane, records)
+        console.print(profile_line(cell, profile), soft_wrap=True, highlight=False)
+        stop_if_lost(executor)
+
+
+def profile_one(executor: Any, prepared: Prepared, cell: Cell, store: Store,
+                settings: dict[str, Any], seed: int, lane: Any,
+                records: Sequence[Record]) -> dict[str, Any]:
+    """Run the cell's profiled pass and write profiles/<cell>/: its profile.json."""
+    key = f"{cell.id}-profile"
+    work = store.work_dir(key)
+    spec = dataclasses.replace(cell_spec(cell, 0, store.run_id, seed, str(work / "result.json")),
+                               profile_pass=settings)
+    worker: dict[str, Any] | None
+    if prepared.error:
+        outcome, worker = Outcome(None, False, 0.0), {"status": "failed", "error": prepared.error}
+    else:
+        store.log_path(key).unlink(missing_ok=True)
+        attempt: Attempt = attempt_for(Entry(cell, 0), spec, work, store.log_path(key), lane,
+                                       lane.placement(), lambda text: None)
+        if cell.user_workload is not None:
+            attempt.staged_code = store.root / STAGED
+        write_spec(attempt)
+        outcome = executor.run(prepared, attempt)
+        worker = record_mod.read_worker_result(attempt.result_path)
+    profile, kernels, trace = profile_of(cell, worker, outcome, settings,
+                                         timed_median(records, cell.id), records)
+    profile["log"] = f"logs/{key}.log"
+    stored.write_profile(store.root, cell.id, profile, kernels, trace)
+    return {**profile, "kernels": kernels}
+
+
+def profile_of(cell: Cell, worker: Mapping[str, Any] | None, outcome: Outcome,
+               settings: dict[str, Any], timed_ms: float | None,
+               records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], Any, bytes | None]:
+    """profile.json, kernels.json and the trace from what the worker handed back."""
+    first = next((r for r in records if r.get("cell_id") == cell.id and r.get("status") == "ok"),
+                 {"workload": cell.workload, "task": cell.task, **cell.axes,
+                  "options": cell.options})
+    base: dict[str, Any] = {
+        "cell_id": cell.id, "cell_name": cell.name, "environment": cell.environment,
+        "api": cell.api, "backend": cell.backend, "workload": cell.workload, "task": cell.task,
+        "batch_size": cell.batch_size, "row": row_label(first), "settings": settings,
+        "timed_median_ms": timed_ms, "wall_s": outcome.wall_s}
+    captured = (worker or {}).get("profile")
+    if not worker or worker.get("status") != "ok" or not isinstance(captured, dict):
+        why = (worker or {}).get("error") or ("timed out" if outcome.timed_out else
+                                              f"the worker exited {outcome.returncode} without "
+                                              "a profile")
+        return {**base, "status": "failed", "error": str(why)[-2000:]}, None, None
+    profiled = stored.finite_number(captured.get("profiled_step_ms"))
+    overhead = profiled / timed_ms if profiled and timed_ms else None
+    kernels = stored.clean_kernels(captured.get("kernels"))
+    trace = stored.trace_bytes(captured.get("trace_gz_b64"), float(settings["max_trace_mb"]))
+    warnings = []
+    if overhead is not None and overhead > stored.OVERHEAD_WARNING:
+        warnings.append(f"profiled steps took {overhead:.2f}× the timed median: the profiler "
+                        "slows this cell; read its shares, not its absolute times")
+    if captured.get("truncated"):
+        warnings.append(str(captured["truncated"])[:300])
+    return ({**base, "status": "ok", "error": None, "source": str(captured.get("source"))[:40],
+             "steps": captured.get("steps"), "warmup": captured.get("warmup"),
+             "step_ms": [stored.finite_number(v) for v in captured.get("step_ms") or []],
+             "profiled_step_ms": profiled, "profile_overhead": overhead,
+             "device": (kernels or {}).get("device"), "warnings": warnings},
+            kernels, trace)
+
+
+def profile_line(cell: Cell, profile: Mapping[str, Any]) -> str:
+    """One line per profiled cell: its figures, or why it has none."""
+    name = user_text(cell.name)
+    if profile.get("status") != "ok":
+        error = user_text(str(profile.get("error") or "").strip().splitlines()[-1:][0][:200]
+                          if profile.get("error") else "failed")
+        return f"[yellow]! profile {name}: {error} (log: {user_text(profile['log'])})[/]"
+    kernels = profile.get("kernels") or {}
+    overhead = profile.get("profile_overhead")
+    idle = kernels.get("device_idle_pct")
+    return (f"◷ profile {name}: {profile['profiled_step_ms']:.3g} ms/step profiled"
+            + (f" (×{overhead:.2f} the timed median)" if overhead else "")
+            + (f", {kernels['launches_per_step']:.0f} launches/step"
+               if kernels.get("launches_per_step") is not None else "")
+            + (f", {idle:.0f} % idle" if idle is not None else "")
+            + (" [yellow]![/]" if profile.get("warnings") else ""))
