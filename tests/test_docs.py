@@ -118,7 +118,7 @@ def test_the_cli_reference_is_generated_from_the_parsers(site):
     page = (site / "cli.html").read_text()
     reference = manual.cli_reference()
     all_parsers = parsers()
-    assert len(all_parsers) == len(cli.COMMANDS) + 6           # history's six actions
+    assert len(all_parsers) == len(cli.COMMANDS) + 6 + 2       # history's six actions, profile's two
     for parser in all_parsers:
         assert f"<code>{parser.prog}</code>" in page, parser.prog
         for action in parser._actions:
@@ -166,6 +166,8 @@ def command_of(words: str) -> tuple[str, ...]:
         return ("run",)
     if tokens[0] == "history" and len(tokens) > 1 and tokens[1] in HISTORY_ACTIONS:
         return ("history", tokens[1])
+    if tokens[0] == "profile":            # `profile RUN_DIR` is `profile cells RUN_DIR`
+        return ("profile", tokens[1] if len(tokens) > 1 and tokens[1] == "diff" else "cells")
     return (tokens[0],)
 
 

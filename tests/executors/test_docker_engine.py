@@ -107,7 +107,8 @@ def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_pat
     monkeypatch.setenv(LOG_TAIL_ENV, "1")
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(MATRIX, encoding="utf-8")
-    code = cli.main([str(matrix), "--executor", "docker", "--results-dir", str(tmp_path / "res")])
+    code = cli.main([str(matrix), "--executor", "docker", "--results-dir", str(tmp_path / "res"),
+                     "--profile-cells", "matmul-*"])
     assert code == 1                      # the killed and the timed-out cells fail the run
     [run_dir] = (tmp_path / "res" / "docker-e2e").iterdir()
     records = {}
@@ -140,6 +141,11 @@ def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_pat
     slow = records[("numpy", "elementwise")]
     assert slow["status"] == "timeout", slow["error"]
     assert slow["returncode"] is None
+
+    # A profiled pass in a container: its files made in the cell folder, back in profiles/.
+    profile = json.loads((run_dir / "profiles" / ok["cell_id"] / "profile.json").read_text())
+    assert profile["status"] == "ok" and profile["source"] == "cProfile", profile
+    assert (run_dir / "profiles" / ok["cell_id"] / "trace.json.gz").is_file()
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["executor"] == "docker"

@@ -219,7 +219,7 @@ def test_a_matrix_through_ray_gives_the_cells_and_statuses_of_a_local_run(
     matrix = write_matrix(SAME, with_environments=False)
     code, local_out, _ = run_cli(matrix, "--executor", "local")
     assert code == 1, local_out
-    code, out, _ = run_cli(matrix, *ray_args(cluster))
+    code, out, _ = run_cli(matrix, *ray_args(cluster), "--profile-cells", "*sleep_ms=53*")
     assert code == 1, out
     assert f"executor: ray (--executor ray; the Ray cluster at {cluster.address}, " \
            "RAY_AUTH_MODE=token)" in out
@@ -249,6 +249,12 @@ def test_a_matrix_through_ray_gives_the_cells_and_statuses_of_a_local_run(
     crashed = next(r for r in remote.values() if r["status"] == "crashed")
     assert "signal 9" in crashed["error"]
     assert {r["metadata"]["node_ip"] for r in remote.values()} == {HEAD_IP, WORKER_IP}
+    # A profiled pass on a node: its table and trace come back inside the task's result.
+    (profiled,) = (ray_dir / "profiles").iterdir()
+    profile = json.loads((profiled / "profile.json").read_text())
+    assert profile["status"] == "ok" and profile["cell_name"].endswith("sleep_ms=53"), profile
+    assert json.loads((profiled / "kernels.json").read_text())["rows"]
+    assert not (local_dir / "profiles").exists()
     manifest = json.loads((ray_dir / "manifest.json").read_text())
     assert manifest["executor"] == "ray" and manifest["flavour"] == "node"
     nodes = manifest["parallel"]["ray"]["nodes"]
