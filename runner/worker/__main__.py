@@ -299,6 +299,9 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, TypeError) as exc:
         print(f"runner.worker: cannot read spec {spec_path}: {exc}", file=sys.stderr)
         return 2
+    # The result's path as this process sees it (a container sees its cell folder elsewhere
+    # than the host that wrote the spec): what a pass that writes files beside it reads.
+    spec = dataclasses.replace(spec, result_path=result_path)
     result = empty_result(spec)
     started = time.perf_counter()
     try:

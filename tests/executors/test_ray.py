@@ -252,7 +252,7 @@ def test_a_matrix_through_ray_gives_the_cells_and_statuses_of_a_local_run(
     # A profiled pass on a node: its table and trace come back inside the task's result.
     (profiled,) = (ray_dir / "profiles").iterdir()
     profile = json.loads((profiled / "profile.json").read_text())
-    assert profile["status"] == "ok" and profile["cell_name"].endswith("sleep_ms=53"), profile
+    assert profile["status"] == "ok" and "sleep_ms=53" in profile["cell_name"], profile
     assert json.loads((profiled / "kernels.json").read_text())["rows"]
     assert not (local_dir / "profiles").exists()
     manifest = json.loads((ray_dir / "manifest.json").read_text())
