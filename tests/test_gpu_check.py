@@ -20,7 +20,7 @@ from runner.paths import REPO_ROOT
 CHECK_DIR = REPO_ROOT / "benchmarks" / "gpu_check"
 RUN_SH = CHECK_DIR / "run.sh"
 # What the issue asks of a machine with 6 minutes left, and what the default 8 minutes hold by
-# the estimates of the H200 runs (docs/gpu-check.md: the whole check takes about 11½ minutes).
+# the estimates of the H200 runs (docs/gpu-check.md: the whole check takes about 13½ minutes).
 ESSENTIAL = ["matmul", "overhead", "pytest-gpu"]
 AT_DEFAULT = ["matmul", "overhead", "pytest-gpu", "nvml", "keras-table"]
 
@@ -99,8 +99,8 @@ def test_six_minutes_keep_the_matmul_overhead_and_gpu_tests(tmp_path, machine_py
     assert dropped and dropped == [p.name for p in check.PARTS][-len(dropped):]
 
 
-def test_twelve_minutes_plan_every_part(tmp_path, machine_python):
-    done, out = dry_run(tmp_path, machine_python, "--minutes", "12")
+def test_fourteen_minutes_plan_every_part(tmp_path, machine_python):
+    done, out = dry_run(tmp_path, machine_python, "--minutes", "14")
     assert done.returncode == 0, done.stdout + done.stderr
     parts = json.loads((out / "summary.json").read_text())["parts"]
     assert [p["name"] for p in parts if p["status"] == "planned"] == [p.name for p in check.PARTS]

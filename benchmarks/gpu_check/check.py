@@ -407,6 +407,48 @@ def runner(name: str, matrix: str, what: str, only: tuple[str, ...] = ()) -> Par
     return part
 
 
+# Profiled passes on the GPU (docs/profiles.md): the bfloat16 products and the CNN's cells, after
+# their runs; each profile must hold the device's kernels.
+PROFILED = {"matmul": "*bfloat16*", "cnn": "*"}
+PROFILE_PROCESS_S = 16.0
+
+
+def profiles_part(ctx: Context) -> dict[str, Any]:
+    runs = {name: ctx.runs[name] for name in PROFILED if name in ctx.runs}
+    if not runs:
+        return {"ok": False, "detail": "no matmul or cnn run to profile (their parts did not run)"}
+    problems, rows = [], []
+    for name, run_dir in runs.items():
+        code, tail = run_logged(ctx, f"profiles ({name})", [
+            str(ctx.venv_python), "-m", "runner", "profile", str(run_dir), "--cell",
+            PROFILED[name]], ctx.left_s - PACK_S)
+        if code:
+            problems.append(f"profile {run_dir.name} exited {code}: {last_line(tail)}")
+        for path in sorted((run_dir / "profiles").glob("*/profile.json")):
+            profile = json.loads(path.read_text(encoding="utf-8"))
+            kernels_path = path.with_name("kernels.json")
+            kernels = json.loads(kernels_path.read_text()) if kernels_path.is_file() else {}
+            rows.append({"cell": profile.get("cell_name"), "status": profile.get("status"),
+                         "device": kernels.get("device"), "source": kernels.get("source"),
+                         "profiled_ms": profile.get("profiled_step_ms"),
+                         "overhead": profile.get("profile_overhead"),
+                         "idle_pct": kernels.get("device_idle_pct"),
+                         "launches": kernels.get("launches_per_step"),
+                         "top": ((kernels.get("rows") or [{}])[0]).get("name", "")[:60]})
+            if profile.get("status") != "ok":
+                problems.append(f"{profile.get('cell_name')}: {profile.get('error')}"[:200])
+            elif ctx.profile == "full" and kernels.get("device") != "gpu":
+                problems.append(f"{profile.get('cell_name')}: no GPU kernel in its profile")
+    return {"ok": not problems, "detail": "; ".join(problems), "figures": {"profiles": rows}}
+
+
+def profiles_estimate(ctx: Context) -> float:
+    cells = [c for name, pattern in PROFILED.items() for c in ctx.cells.get(name, [])
+             if not c["calibration"] and not c["not_applicable"]
+             and fnmatch.fnmatch(c["name"], pattern)]
+    return len(PROFILED) * RUN_FIXED_S + len(cells) * PROFILE_PROCESS_S
+
+
 PARTS = (   # in priority order: --minutes drops from the end
     runner("matmul", "matmul", "calibrated peak; 8192³ float32/bfloat16 products, torch and JAX"),
     Part("overhead", "runner ÷ bare loop of the same product, same interpreter",
@@ -417,6 +459,8 @@ PARTS = (   # in priority order: --minutes drops from the end
     runner("keras-table", "keras_table", "BERT fit, Gemma generate (TTFT), size small: Keras "
            "on JAX and torch, HF", ("bert-fit-", "gemma-generate-")),
     runner("cnn", "cnn", "the small CNN's fit at batch 128: Keras (JAX, torch), torch, JAX"),
+    Part("profiles", "per-op profiles of the bf16 products and the CNN cells (GPU kernels)",
+         profiles_estimate, profiles_part),
     runner("elementwise", "elementwise", "SELU on 2^24 floats, eager and compiled, torch and JAX"),
     runner("bert-predict", "keras_table", "BERT predict at batch 256, size small: Keras on JAX "
            "and torch, HF", ("bert-predict-",)),
@@ -588,6 +632,11 @@ def figure_lines(outcome: Outcome) -> list[str]:
         return [f"{p['api']} {p['precision']}: runner {fmt(p['runner_ms'])} ms ÷ bare "
                 f"{fmt(p['bare_ms'])} ms = {p['runner_over_bare']:.3f}; in one process, "
                 f"clock ÷ bare {p['clock_over_bare']:.3f}" for p in figures.get("pairs", [])]
+    if outcome.name == "profiles":
+        return [f"{p['cell']}: {p['status']} {p['source']} on {p['device']}, {fmt(p['profiled_ms'])} "
+                f"ms/step (×{fmt(p['overhead'])}), idle {fmt(p['idle_pct'])} %, "
+                f"{fmt(p['launches'])} launches/step; top {p['top']}"
+                for p in figures.get("profiles", [])]
     if outcome.name == "pytest-gpu":
         return [", ".join(f"{n} {w}" for w, n in figures.items())] if figures else []
     if outcome.name == "nvml" and figures.get("gpu"):
