@@ -97,6 +97,19 @@ def memory_size(text: str) -> str:
     return text.strip()
 
 
+HISTORY_URL_FORMS = "an SQLAlchemy URL, sqlite:///PATH or postgresql://USER@HOST[:PORT]/DATABASE"
+
+
+def history_url(text: str) -> str:
+    """A history database's URL, as far as it can be judged without opening it: SQLite (a file,
+    or `sqlite://` in memory) or PostgreSQL; never a control character."""
+    value = text.strip()
+    if not re.fullmatch(r"sqlite(\+\w+)?://(/.+)?|postgresql(\+\w+)?://.+", value) or \
+            not value.isprintable():
+        raise ValueError(HISTORY_URL_FORMS)
+    return value
+
+
 def folder(text: str) -> Path:
     return Path(text).expanduser()
 
@@ -131,8 +144,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "--resume goes on) when its folder's disk has less free space before a cell",
             "host", whole(0, None, "a whole number of MB")),
     Setting(HISTORY_URL, "SQLAlchemy URL", None, "the history database runs are recorded in "
-            "(sqlite:///PATH or postgresql://USER@HOST/DB); a matrix's [history] url and "
-            "--db come first", "host", str, "history.sqlite in the results folder"),
+            "(sqlite:///PATH or postgresql://USER@HOST/DB); --db comes first, and it beats a "
+            "matrix's [history] url", "host", history_url, "history.sqlite in the results folder"),
     Setting(INHERIT_ENV, "NAME,NAME,PREFIX_*", (), "host variables a worker inherits besides "
             "the stated few (HOME, LANG, PATH, CUDA_VISIBLE_DEVICES, ...): the host's decision, "
             "never the matrix's", "local workers (host and Ray nodes)", names, "none"),

@@ -62,8 +62,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..history import db
+
     with opened_history(args.db) as engine:
-        return ACTIONS[args.action](engine, args, console)
+        try:
+            return ACTIONS[args.action](engine, args, console)
+        except SQLAlchemyError as exc:      # a damaged file whose schema still read
+            raise UsageError(f"history database {db.shown(db.resolve_url(args.db))}: "
+                             f"{db.one_line(exc)}") from None
 
 
 @contextlib.contextmanager

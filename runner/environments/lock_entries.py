@@ -56,7 +56,8 @@ def logical_lines(text: str) -> list[str]:
 
 
 def parse(text: str) -> Lock:
-    options, entries = [], {}
+    options: list[str] = []
+    entries: dict[str, Entry] = {}
     for line in logical_lines(text):
         if line.startswith("-"):
             options.append(" ".join(line.replace("=", " ", 1).split()))

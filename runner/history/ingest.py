@@ -18,6 +18,7 @@ from ..results.data.store import Store
 from ..results.data.types import Manifest, Record
 from ..worker.distributions import canonical
 from . import measures, tables
+from .db import hold_for_writing
 
 ENV_KEYS = ("lock_sha256", "image_id", "image_digest", "distributions_sha256", "python_version",
             "framework_name", "framework_version", "driver_version", "gpu_name")
@@ -81,6 +82,7 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
     hashes = content_hash(store, records)
     run_id = manifest.get("run_id") or store.run_id
     with engine.begin() as conn:
+        hold_for_writing(conn)          # two imports of one run: the second finds the first's
         earlier = conn.execute(select(tables.runs.c.id, tables.runs.c.content_sha256)
                                .where(tables.runs.c.run_id == run_id)).first()
         if earlier is not None and earlier.content_sha256 == hashes["run"]:

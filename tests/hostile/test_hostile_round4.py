@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from runner import cli
 from runner.environments import locking
-from runner.paths import IMAGES_DIR
+from runner.paths import IMAGES_DIR, REPO_ROOT
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
 from tests.hostile.test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
 
@@ -93,3 +96,125 @@ def test_lock_check_compares_hashes_markers_and_indexes_with_a_fresh_resolution(
     code, out, err = main(capsys, "lock", "numpy")
     assert code == 0 and lock.read_text() == shipped, out + err
     assert main(capsys, "lock", "--check", "numpy")[0] == 0
+
+
+# --- 2. a history created by several runs at once --------------------------------------------
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A real run: 2 selftest cells × 2 repeats, all ok (its history in its results folder)."""
+    folder = tmp_path_factory.mktemp("finished")
+    (folder / "matrix.toml").write_text(MATRIX)
+    assert cli.main([str(folder / "matrix.toml"), "--results-dir", str(folder / "results")]) == 0
+    (run,) = (folder / "results" / "hostile").iterdir()
+    return run
+
+
+def copy_run(finished_run: Path, into: Path, run_id: str | None = None) -> Path:
+    """A copy of the run (another run, when `run_id` names it), with its matrix beside."""
+    target = into / "results" / "hostile" / (run_id or finished_run.name)
+    shutil.copytree(finished_run, target, symlinks=True)
+    (target / ".lock").unlink(missing_ok=True)
+    (into / "matrix.toml").write_text(MATRIX)
+    if run_id:
+        manifest = json.loads((target / "manifest.json").read_text())
+        manifest["run_id"] = f"hostile/{run_id}"
+        (target / "manifest.json").write_text(json.dumps(manifest))
+    return target
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path) -> Path:
+    return copy_run(finished_run, tmp_path)
+
+
+def history_runs(database: Path) -> list[str]:
+    with sqlite3.connect(database) as connection:
+        return sorted(row[0] for row in connection.execute("SELECT run_id FROM runs"))
+
+
+# Each process first migrates a database in memory (every import, every migration script
+# loaded), says it is ready, then waits for the word: the three then create the new database
+# within a millisecond of each other (before the fix, two of three failed every time here).
+AT_ONCE = """
+import os, sys, time
+from runner import cli
+from runner.history import db
+db.upgrade(db.engine_for("sqlite://"))
+open(sys.argv[1] + ".ready-" + str(os.getpid()), "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.001)
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def test_three_imports_creating_one_history_at_once_record_every_run(finished_run, tmp_path):
+    database, go = tmp_path / "history.sqlite", tmp_path / "go"
+    runs = [copy_run(finished_run, tmp_path / f"copy{i}", f"20260101T00000{i}Z")
+            for i in range(3)]
+    imports = [subprocess.Popen([HOST_PYTHON, "-c", AT_ONCE, str(go), "history", "import",
+                                 str(run), "--db", f"sqlite:///{database}"], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for run in runs]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready-*"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()
+    said = [p.communicate(timeout=120)[0] for p in imports]
+    assert [p.returncode for p in imports] == [0, 0, 0], said
+    assert history_runs(database) == [f"hostile/20260101T00000{i}Z" for i in range(3)]
+
+
+# --- 5. a damaged history is bad input, not an internal error ---------------------------------
+
+@pytest.mark.parametrize("action", ["list", "regressions"])
+def test_history_commands_on_a_damaged_sqlite_file_say_so_in_one_line(action, run_copy,
+                                                                      tmp_path, capsys):
+    database = tmp_path / "h.sqlite"
+    assert main(capsys, "history", "import", run_copy, "--db", f"sqlite:///{database}")[0] == 0
+    with sqlite3.connect(database) as connection:   # the schema and its version stay readable
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+        roots = [row[0] for row in connection.execute(
+            "SELECT rootpage FROM sqlite_master WHERE tbl_name != 'alembic_version' AND "
+            "rootpage > 1")]
+    with database.open("r+b") as damaged:             # every other table's first page scribbled
+        for root in roots:
+            damaged.seek((root - 1) * page_size)
+            damaged.write(b"\xff" * 64)
+    line = one_line(*main(capsys, "history", action, "--db", f"sqlite:///{database}")[::2])
+    assert line == f"error: history database sqlite:///{database}: database disk image is " \
+                   "malformed"
+
+
+# --- 8. the history's URL and its database ------------------------------------------------------
+
+@pytest.mark.parametrize("url", ["garbage", "mysql://u@h/db", "http://example.org/h.sqlite",
+                                 "sqlite:relative.sqlite"])
+def test_a_bad_history_url_setting_is_refused_before_anything_runs(url, tmp_path, capsys,
+                                                                  monkeypatch):
+    monkeypatch.setenv("DL_BENCH_HISTORY_URL", url)
+    (tmp_path / "m.toml").write_text(MATRIX)
+    for argv in (("doctor",), ("plan", tmp_path / "m.toml"),
+                 (tmp_path / "m.toml", "--results-dir", tmp_path / "r")):
+        line = one_line(*main(capsys, *argv)[::2])
+        assert line == f"error: DL_BENCH_HISTORY_URL={url!r}: expected an SQLAlchemy URL, " \
+                       "sqlite:///PATH or postgresql://USER@HOST[:PORT]/DATABASE"
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_database_holding_another_applications_tables_is_never_written(tmp_path, capsys):
+    theirs = tmp_path / "app.sqlite"
+    with sqlite3.connect(theirs) as connection:
+        connection.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    before = theirs.read_bytes()
+    (tmp_path / "m.toml").write_text(MATRIX.replace("repeats = 2", "repeats = 1")
+                                     + f'\n[history]\nurl = "sqlite:///{theirs}"\n')
+    code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    assert code == 0, out + err                     # the run is finished: a warning, not a failure
+    assert f"! history: not recorded (HistoryError: history database sqlite:///{theirs}: it " \
+           "holds tables that are not the runner's (users); a history needs a database of its " \
+           "own)" in " ".join(out.split())
+    (run,) = (tmp_path / "r" / "hostile").iterdir()
+    line = one_line(*main(capsys, "history", "import", run, "--db", f"sqlite:///{theirs}")[::2])
+    assert "it holds tables that are not the runner's (users)" in line
+    assert theirs.read_bytes() == before
