@@ -7,6 +7,7 @@ the lock checks ask PyPI (skipped where it cannot be reached)."""
 from __future__ import annotations
 
 import json
+import resource
 import re
 import shutil
 import sqlite3
@@ -218,3 +219,49 @@ def test_a_database_holding_another_applications_tables_is_never_written(tmp_pat
     line = one_line(*main(capsys, "history", "import", run, "--db", f"sqlite:///{theirs}")[::2])
     assert "it holds tables that are not the runner's (users)" in line
     assert theirs.read_bytes() == before
+
+
+# --- 5 and 6. a workload file that is too deep, or too big, to read ------------------------------
+
+def user_workload_matrix(folder: Path, source: str) -> Path:
+    (folder / "bench").mkdir(parents=True, exist_ok=True)
+    (folder / "bench" / "deep.py").write_text(source)
+    matrix = folder / "m.toml"
+    matrix.write_text(f'[environments.host]\npython = "{HOST_PYTHON}"\napi = "numpy"\n\n'
+                      '[workloads.deep]\nfile = "bench/deep.py"\ntasks = ["run"]\n\n'
+                      '[[benchmarks]]\nworkload = "deep"\nenvironments = ["host"]\n')
+    return matrix
+
+
+@pytest.mark.parametrize("source, said", [
+    ("X = " + "-" * 20_000 + "1\ndef numpy_run(spec):\n    return lambda: 1\n",
+     "workloads.deep.file: deep.py: Python nested too deeply for the parser (expressions "
+     "inside each other)"),
+    ("def numpy_run(spec, extra, a=1" + "+1" * 500 + "):\n    return lambda: 1\n",
+     "workloads.deep.file: bench/deep.py line 1: numpy_run is called as numpy_run(spec), but "
+     "it is def numpy_run(… (a default nested too deeply to show))"),
+], ids=["20000-unary-minus", "500-operators-in-a-signature"])
+def test_python_nested_too_deeply_is_one_line_naming_the_python_file(source, said, tmp_path,
+                                                                    capsys):
+    matrix = user_workload_matrix(tmp_path, source)
+    for argv in (("plan", matrix), (matrix, "--results-dir", tmp_path / "r")):
+        line = one_line(*main(capsys, *argv)[::2])
+        assert line == f"error: {matrix}: {said}"
+    assert not (tmp_path / "r").exists()
+
+
+def at_most_1_gb_of_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_a_2_gb_file_beside_a_workload_is_refused_unread(tmp_path):
+    matrix = user_workload_matrix(tmp_path, "def numpy_run(spec):\n    return lambda: 1\n")
+    with (tmp_path / "bench" / "huge.py").open("wb") as sparse:     # 2 GB, no disk used
+        sparse.truncate(2 << 30)
+    # The runner may not hold even half of it: reading it whole is a MemoryError here.
+    done = subprocess.run([HOST_PYTHON, "-m", "runner", "plan", str(matrix)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          preexec_fn=at_most_1_gb_of_memory)
+    assert done.returncode == 2 and done.stderr.strip() == \
+        f"error: {matrix}: workloads.deep.file: the .py files of {tmp_path / 'bench'} hold " \
+        "more than 16 MB; give the workload a folder of its own", done.stderr

@@ -50,8 +50,11 @@ def read_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
     link, EFBIG for a file over `limit`). O_NONBLOCK: a FIFO in its place cannot hang the read."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if status.st_size > limit:              # refused unread
+            raise OSError(errno.EFBIG, f"larger than {limit >> 20} MB", str(path))
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit >> 20} MB", str(path))
