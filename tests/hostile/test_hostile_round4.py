@@ -265,3 +265,23 @@ def test_a_2_gb_file_beside_a_workload_is_refused_unread(tmp_path):
     assert done.returncode == 2 and done.stderr.strip() == \
         f"error: {matrix}: workloads.deep.file: the .py files of {tmp_path / 'bench'} hold " \
         "more than 16 MB; give the workload a folder of its own", done.stderr
+
+
+# --- 4. a long option value ---------------------------------------------------------------------
+
+def test_a_long_option_value_is_printed_shortened_and_kept_whole(tmp_path, capsys):
+    value = "x" * 20_000 + "-end"             # 20 kB: 9 s of printing before, minutes at 200 kB
+    (tmp_path / "m.toml").write_text(MATRIX.replace("repeats = 2", "repeats = 1").replace(
+        'sleep_ms = [1.0, 2.0] }', f'sleep_ms = 1.0, marker = "{value}" }}'))
+    started = time.monotonic()
+    code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    assert code == 0, err
+    assert time.monotonic() - started < 60
+    left_out = re.findall(r"… \((\d+) more characters not shown\)", out.replace("\n", ""))
+    assert "-end" not in out and len(left_out) >= 2 and min(map(int, left_out)) > 19_000, out
+    assert max(map(len, out.splitlines())) <= 500
+    (run,) = (tmp_path / "r" / "hostile").iterdir()
+    assert [r["options"]["marker"] for r in records(run).values()] == [value]
+    assert value in (run / "report.md").read_text()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert value in json.dumps(manifest)

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from ...errors import shortened
 from ...worker.protocol import atomic_target
 from ..analysis.effects import Analysis, keras_speedups, shown
 from ..analysis.summaries import pivot
 from ..data.types import CellSummary
 
 DPI = 110
+PLOT_LABEL = 60         # characters of a row's label a plot writes (a 20 kB option value took
+                        # seconds of glyphs per figure)
 
 
 @dataclass
@@ -77,7 +80,7 @@ def time_plot(summaries: list[CellSummary], path: Path) -> str | None:
                 capsize=3, error_kw={"elinewidth": 1})
         ax.set_yticks(list(positions), envs)
         ax.invert_yaxis()
-        ax.set_title(f"{label}, batch {batch}", fontsize=9)
+        ax.set_title(f"{shortened(label, PLOT_LABEL)}, batch {batch}", fontsize=9)
         ax.set_xlabel("ms/step (median, bars p10–p90)", fontsize=8)
         ax.tick_params(labelsize=8)
         for y, value, above in zip(positions, medians, high, strict=True):
@@ -98,7 +101,7 @@ def keras_speedup_plot(summaries: list[CellSummary], path: Path) -> str | None:
         return "no row has both a Keras 3 and a Keras 2 (tf-keras) result"
     fig = _figure(7.5, 0.45 * len(rows) + 1.4)
     ax = fig.subplots()
-    labels = [f"{label}, b{batch}" for (label, batch), _ in rows]
+    labels = [f"{shortened(label, PLOT_LABEL)}, b{batch}" for (label, batch), _ in rows]
     values = [e["speedup"] for _, e in rows]
     colors = ["tab:green" if v >= 1 else "tab:red" for v in values]
     ax.barh(range(len(rows)), values, color=colors)
@@ -129,7 +132,8 @@ def _per_cell_bars(summaries: list[CellSummary], series: list[tuple[str, str]], 
         values = [s.get(key) or 0.0 for s in cells]
         ax.barh([y + i * height for y in range(len(cells))], values, height=height, label=name)
     ax.set_yticks([y + height * (len(series) - 1) / 2 for y in range(len(cells))],
-                  [f"{s['label']}, b{s['batch_size']} · {s['environment']}" for s in cells],
+                  [f"{shortened(s['label'], PLOT_LABEL)}, b{s['batch_size']} · "
+                   f"{s['environment']}" for s in cells],
                   fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
@@ -169,7 +173,8 @@ def _forest_rows(analysis: Analysis) -> list[dict[str, Any]]:
                        else f"{table.factor}={shown(value)} vs {shown(table.baseline)}")
             if every:
                 for e in effects:
-                    where = e.label + ("" if table.factor == "batch_size" else f", b{e.batch_size}")
+                    where = shortened(e.label, PLOT_LABEL) + (
+                        "" if table.factor == "batch_size" else f", b{e.batch_size}")
                     where += "" if table.factor == "environment" else f" · {e.environment}"
                     lines.append({"text": f"{subject}: {where}", "estimate": e.estimate,
                                   "differs": e.differs, "mean": False})
