@@ -6,6 +6,7 @@ the lock checks ask PyPI (skipped where it cannot be reached)."""
 
 from __future__ import annotations
 
+import html
 import json
 import resource
 import re
@@ -17,10 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+import tomli_w
+from markdown_it import MarkdownIt
 
 from runner import cli
 from runner.environments import locking
 from runner.paths import IMAGES_DIR, REPO_ROOT
+from tests.hostile.test_hostile_round3 import fake_interpreter
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
 from tests.hostile.test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
 
@@ -285,3 +289,57 @@ def test_a_long_option_value_is_printed_shortened_and_kept_whole(tmp_path, capsy
     assert value in (run / "report.md").read_text()
     manifest = json.loads((run / "manifest.json").read_text())
     assert value in json.dumps(manifest)
+
+
+# --- 3. a user's string in report.md, report.html and compare's Markdown ----------------------
+
+HOSTILE_VALUE = "a|b <img src=x onerror=alert(1)> [x](javascript:alert(1)) `c` *d* &#106;"
+FAILING_WORKER = """
+import json, sys
+json.dump({"schema": 1, "status": "failed", "error": "boom | <img src=y onerror=alert(2)> "
+           "[y](javascript:alert(2)) in " + sys.argv[2]}, open(sys.argv[2], "w"))
+"""
+
+
+def tables_and_text(page: str) -> tuple[list[list[int]], str]:
+    """Per HTML table, the cell count of each row (its head first); and the page's text."""
+    counts = [[len(re.findall(r"<t[hd][ >]", row)) for row in re.findall(r"<tr>.*?</tr>", table,
+                                                                         re.S)]
+              for table in re.findall(r"<table>.*?</table>", page, re.S)]
+    return counts, html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def assert_inert(page: str, *texts: str) -> None:
+    """No tag or link made of a user's string, every row of every table as wide as its head,
+    and each string shown as the characters it is."""
+    assert "<img src=x" not in page and "<img src=y" not in page
+    assert "javascript:" not in "".join(re.findall(r"href=\"[^\"]*\"", page))
+    counts, text = tables_and_text(page)
+    assert counts and all(len(set(rows)) == 1 for rows in counts), counts
+    for expected in texts:
+        assert expected in text, expected
+
+
+def test_a_users_strings_are_escaped_in_every_markdown_context(tmp_path, capsys):
+    liar = fake_interpreter(tmp_path, FAILING_WORKER)
+    results = tmp_path / "r <img src=x onerror=alert(3)>"
+    (tmp_path / "m.toml").write_text(tomli_w.dumps({
+        "run": {"name": "hostile", "repeats": 1, "warmup_steps": 1, "steps": 3,
+                "profile": "full"},
+        "environments": {"host": {"python": HOST_PYTHON, "api": "numpy"},
+                         "liar": {"python": str(liar), "api": "numpy"}},
+        "benchmarks": [{"workload": "selftest", "environments": ["host", "liar"],
+                        "options": {"behaviour": "ok", "sleep_ms": 1.0,
+                                    "marker": HOSTILE_VALUE}}]}))
+    code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", results)
+    assert code == 1, out + err                                  # the liar's cell failed
+    (run,) = (results / "hostile").iterdir()
+    error = f"boom | <img src=y onerror=alert(2)> [y](javascript:alert(2)) in {run}"
+    markdown = (run / "report.md").read_text()
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    assert_inert(rendered, f"marker={HOSTILE_VALUE}]", error)
+    assert_inert((run / "report.html").read_text(), f"marker={HOSTILE_VALUE}]", error)
+    code, out, err = main(capsys, "compare", run, run, "--markdown", tmp_path / "c.md")
+    compared = MarkdownIt("commonmark", {"html": True}).enable("table").render(
+        (tmp_path / "c.md").read_text())
+    assert_inert(compared, f"marker={HOSTILE_VALUE}]")
