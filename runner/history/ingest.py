@@ -30,6 +30,9 @@ class Imported:
     path: Path
     action: str          # added | updated | unchanged
     cells: int = 0
+    # What was not recorded, and why (a record changed since the runner wrote it, one that is
+    # not valid), and the warning of a run folder without a ledger: said by whoever imports.
+    warnings: tuple[str, ...] = ()
 
 
 def jsonable(value: Any) -> Any:
@@ -78,7 +81,9 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
     store = Store(path)
     manifest = store.read_manifest()
     manifest = cast(Manifest, {**manifest, **(extra or {})})
-    records = store.records(manifest)
+    records, left_out = store.read_records(manifest)
+    warnings = tuple(f"{path}: {why}; not recorded" for path, why in left_out) + \
+        tuple(filter(None, [store.ledger.missing()]))
     hashes = content_hash(store, records)
     run_id = manifest.get("run_id") or store.run_id
     with engine.begin() as conn:
@@ -86,7 +91,7 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
         earlier = conn.execute(select(tables.runs.c.id, tables.runs.c.content_sha256)
                                .where(tables.runs.c.run_id == run_id)).first()
         if earlier is not None and earlier.content_sha256 == hashes["run"]:
-            return Imported(run_id, path, "unchanged")
+            return Imported(run_id, path, "unchanged", warnings=warnings)
         if earlier is not None:
             conn.execute(delete(tables.runs).where(tables.runs.c.id == earlier.id))
         drivers = [(r.get("metadata") or {}).get("driver_version") for r in records]
@@ -96,7 +101,8 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
                             origin)
         env_pks = insert_environments(conn, run_pk, manifest, records)
         cells = insert_cells(conn, run_pk, env_pks, manifest, records, hashes["records"])
-    return Imported(run_id, path, "updated" if earlier is not None else "added", cells)
+    return Imported(run_id, path, "updated" if earlier is not None else "added", cells,
+                    warnings)
 
 
 def insert_run(conn: Connection, run_id: str, path: Path, manifest: Manifest,

@@ -89,7 +89,12 @@ def check_same_matrix(store: Store, manifest: Mapping[str, Any], resolved: dict[
 
 
 def set_aside(store: Store, say: Callable[[str], None]) -> None:
-    """Move every record that cannot be used out of cells/, saying which and why."""
+    """Move every record that cannot be used out of cells/ (changed since the runner wrote it,
+    among others), saying which and why. A run made before the ledger gets one first."""
+    taken = store.adopt_unledgered()
+    if taken:
+        say(f"{store.ledger.path.name}: the run had none; its {taken} record(s) are taken as "
+            "they are now")
     for target, problem in store.set_aside_unreadable():
         say(f"set aside {target.name} ({problem}) to {target.parent}: its cell runs again")
 

@@ -22,8 +22,9 @@ import tomli_w
 
 from ...errors import UsageError
 from ...paths import RESULTS_DIR
-from ...worker.protocol import write_json_atomic, write_text_atomic
+from ...worker.protocol import json_text, write_json_atomic, write_text_atomic
 from . import schemas
+from .ledger import Ledger
 from .types import Manifest, Record
 
 LOCK_FILE = ".lock"
@@ -73,6 +74,7 @@ class Store:
         self.cells = self.root / records_folder
         self.logs = self.root / "logs"
         self.work = self.root / "work"
+        self.ledger = Ledger(self.root)
         self._lock_fd: int | None = None
         self._reserved = False
 
@@ -107,6 +109,7 @@ class Store:
         store = cls(root)
         store.lock()
         store._make_folders()
+        store.ledger.start()
         return store.reserve()
 
     @classmethod
@@ -123,6 +126,7 @@ class Store:
         if lock:
             store.lock()
             store.reserve()
+            store.ledger.hold()
         if create_folders:
             store._make_folders()
         return store
@@ -227,21 +231,37 @@ class Store:
         folder.mkdir(parents=True)
         return folder
 
-    def write_record(self, key: str, record: Record) -> None:
+    def write_record(self, key: str, record: Record) -> None:  # its digest in the ledger first
         path = self.record_path(key)
         if path.exists() or path.is_symlink():
             raise FileExistsError(f"{path} exists: a finished result is never overwritten")
-        write_json_atomic(path, record)
+        text = json_text(record)
+        self.ledger.note(self.ledger_name(path), text.encode("utf-8"))
+        write_text_atomic(path, text)
 
-    def read_record(self, path: Path) -> tuple[Record | None, str | None]:
-        """(record, None) when the file holds a valid record of its own cell, else (None, why)."""
+    def ledger_name(self, path: Path) -> str:
+        return f"{self.cells.name}/{path.name}"
+
+    def adopt_unledgered(self) -> int:
+        """Resuming a run made before the ledger: Ledger.adopt of its records."""
+        return self.ledger.adopt(self._record_files(), self.ledger_name)
+
+    def read_record(self, path: Path, listed: set[Any] | None = None
+                    ) -> tuple[Record | None, str | None]:
+        """(record, None) when the file holds a valid record of its own cell (one of `listed`,
+        where given), the bytes the runner wrote (its ledger); else (None, why)."""
         try:
-            data = schemas.parse_json(read_file(path))
+            raw = read_file(path)
+            data = schemas.parse_json(raw)
         except OSError as exc:
             return None, describe_os_error(exc)
         except ValueError as exc:
             return None, f"not valid JSON ({exc})"
         problem = schemas.record_problem(data, path.stem)
+        if problem is None and listed is not None and data["cell_id"] not in listed:
+            problem = (f"cell {data['cell_id']!r} is not a cell of this run (manifest.json "
+                       "does not list it)")
+        problem = problem or self.ledger.problem(self.ledger_name(path), raw)
         return (None, problem) if problem else (schemas.complete_record(data), None)
 
     def read_records(self, manifest: Manifest | None = None
@@ -252,12 +272,9 @@ class Store:
         good: list[Record] = []
         bad: list[tuple[Path, str]] = []
         for path in self._record_files():
-            record, problem = self.read_record(path)
+            record, problem = self.read_record(path, listed)
             if record is None:
                 bad.append((path, problem or "not a record"))
-            elif listed is not None and record["cell_id"] not in listed:
-                bad.append((path, f"cell {record['cell_id']!r} is not a cell of this run "
-                                  "(manifest.json does not list it)"))
             else:
                 good.append(record)
         return good, bad

@@ -76,6 +76,7 @@ class Report:
     plots: list[Any] | None
     analysis: Analysis | None
     keras: tuple[list[CellSummary], list[str], dict[str, str]] | None
+    left_out: list[tuple[str, str]]          # (record file, why): not in the report
 
 
 def title_section(r: Report) -> list[str]:
@@ -154,6 +155,16 @@ def answers_part(r: Report) -> list[str]:
 
 def warnings_part(r: Report) -> list[str]:
     return warnings_section(r.manifest, r.summaries)
+
+
+def left_out_section(r: Report) -> list[str]:
+    """The run's record files the report could not use: changed since the runner wrote them
+    (its ledger), not valid, or not of a cell of the run."""
+    if not r.left_out:
+        return []
+    return ["## Records left out", "", "These files in the run folder are not in this report "
+            "(a resume sets them aside and measures their cells again):", "",
+            *[f"- {md_code(name)}: {md_text(why)}" for name, why in r.left_out], ""]
 
 
 def fixed_costs_section(r: Report) -> list[str]:
@@ -307,15 +318,18 @@ def plots_section(r: Report) -> list[str]:
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
     effects_part,
-    answers_part, warnings_part, fixed_costs_section, training_section, first_token_part,
-    memory_section,
+    answers_part, warnings_part, left_out_section, fixed_costs_section, training_section,
+    first_token_part, memory_section,
     energy_section, cells_section, tf32_part, published_part, peak_part,
     problems_section, plots_section)
 
 
 def report_markdown(manifest: Manifest, summaries: list[CellSummary],
-                    plots: list[Any] | None = None, analysis: Analysis | None = None) -> str:
+                    plots: list[Any] | None = None, analysis: Analysis | None = None,
+                    left_out: list[tuple[str, str]] | None = None) -> str:
     """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
-    note on why it was skipped) are listed at the end, the forest plot with the effects."""
-    report = Report(manifest, summaries, plots, analysis, keras_view(summaries))
+    note on why it was skipped) are listed at the end, the forest plot with the effects;
+    `left_out`: record files not in it, and why."""
+    report = Report(manifest, summaries, plots, analysis, keras_view(summaries),
+                    left_out or [])
     return "\n".join(line for section in SECTIONS for line in section(report))
