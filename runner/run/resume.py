@@ -133,11 +133,24 @@ def check_resumable(store: Store) -> None:
                          "numbers would not compare with this runner's; start a new run")
 
 
+def this_python() -> str:
+    """This interpreter as a command line names it: relative to here when it lies below."""
+    python = os.path.relpath(sys.executable)
+    return python if not python.startswith("..") else sys.executable
+
+
+def history_import_command(run_dir: Path, url: str) -> str:
+    """The command that records a run folder, as it is, in a history (its password hidden)."""
+    from ..history.destination import shown
+
+    return shlex.join([this_python(), "-m", "runner", "history", "import", str(run_dir),
+                       "--db", shown(url)])
+
+
 def resume_command(opts: Any, executor: str, run_dir: Path) -> str:
     """The command that continues a run where it stopped: the same selection and executor
     (`opts`: the run's pipeline.Options)."""
-    python = os.path.relpath(sys.executable)
-    args = [python if not python.startswith("..") else sys.executable, "-m", "runner",
+    args = [this_python(), "-m", "runner",
             str(opts.matrix_path), "--resume", str(run_dir), "--executor", executor]
     for pattern in opts.only:
         args += ["--only", pattern]

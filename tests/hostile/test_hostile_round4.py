@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import html
 import json
-import resource
+import os
 import re
+import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from markdown_it import MarkdownIt
 from runner import cli
 from runner.environments import locking
 from runner.paths import IMAGES_DIR, REPO_ROOT
+from runner.run import pipeline
 from tests.hostile.test_hostile_round3 import fake_interpreter
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
 from tests.hostile.test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
@@ -436,3 +439,83 @@ def test_a_run_without_a_ledger_is_read_unverified_and_said_so(run_copy, tmp_pat
     assert len(records(run_copy)) == 4 and not (run_copy / "set-aside").exists()
     code, out, err = main(capsys, "report", run_copy)
     assert code == 0 and err == ""
+
+
+# --- 8. the smaller promises --------------------------------------------------------------------
+
+def test_a_signal_after_the_last_cell_says_the_history_is_not_recorded_and_how_to(
+        tmp_path, capsys, monkeypatch):
+    real_cells = pipeline.run_cells
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def cells_then_ctrl_c(*args, **kwargs):
+        real_cells(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(10)                               # interrupted here, every cell finished
+
+    monkeypatch.setattr(pipeline, "run_cells", cells_then_ctrl_c)
+    (tmp_path / "m.toml").write_text(MATRIX)
+    try:
+        code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 130, out + err
+    (run,) = (tmp_path / "r" / "hostile").iterdir()
+    database = tmp_path / "r" / "history.sqlite"
+    said = " ".join(out.split())
+    command = f" -m runner history import {run} --db sqlite:///{database}"
+    assert "! history: not recorded (the run was interrupted); its --resume records it, or " \
+           "record the run as it is: " in said and command in said
+    assert not database.exists()
+    assert main(capsys, *command.split()[2:])[0] == 0           # the command it gave
+    assert history_runs(database) == [f"hostile/{run.name}"]
+
+
+@pytest.mark.parametrize("where", ["another-name", "open-to-all"])
+def test_a_resumed_copy_records_no_history_outside_a_results_folder(where, finished_run,
+                                                                    tmp_path, capsys):
+    """A run folder copied where no results folder is (its parent is not named after the run,
+    or two levels up is a folder anybody may write, as /tmp): --results-dir's history."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if where == "open-to-all":
+        outside.chmod(0o1777)
+        target = outside / "hostile" / finished_run.name
+    else:
+        target = outside / "copies" / finished_run.name
+    shutil.copytree(finished_run, target)
+    (target / ".lock").unlink(missing_ok=True)
+    (tmp_path / "m.toml").write_text(MATRIX)
+    code, out, err = main(capsys, tmp_path / "m.toml", "--resume", target, "--results-dir",
+                          tmp_path / "results")
+    assert code == 0, out + err
+    assert not list(outside.rglob("history.sqlite*")) and not list(tmp_path.glob("history*"))
+    assert history_runs(tmp_path / "results" / "history.sqlite") == [f"hostile/{target.name}"]
+
+
+SMALL_DISK = """
+set -e
+mount -t tmpfs -o size=3m tmpfs "$1"
+"$2" -m runner "$3" --results-dir "$1/results" >"$1/../out.txt" 2>"$1/../err.txt" \\
+    || echo "exit $?" >"$1/../code.txt"
+find "$1" -mindepth 1 >"$1/../left.txt"
+"""
+
+
+def test_a_results_folder_too_small_for_the_reserve_is_left_as_it_was(tmp_path):
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    (tmp_path / "m.toml").write_text(MATRIX)
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "small.sh").write_text(SMALL_DISK)
+    done = subprocess.run(["unshare", "--mount", "--map-root-user", "sh",
+                           str(tmp_path / "small.sh"), str(tmp_path / "disk"), HOST_PYTHON,
+                           str(tmp_path / "m.toml")], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode != 0 and "mount" in done.stderr:
+        pytest.skip(f"no tmpfs in a mount namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "code.txt").read_text().strip() == "exit 2"
+    err = (tmp_path / "err.txt").read_text().strip().splitlines()
+    assert len(err) == 1 and "cannot set 8 MB aside for the run's own files" in err[0], err
+    assert (tmp_path / "left.txt").read_text() == ""          # no run-folder skeleton

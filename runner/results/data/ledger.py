@@ -17,6 +17,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from .untrusted import read_file
+
 LEDGER = "ledger.jsonl"
 
 
@@ -78,8 +80,6 @@ class Ledger:
         return self._digests
 
     def _load(self) -> dict[str, str] | None:
-        from .store import read_file
-
         try:
             text = read_file(self.path).decode("utf-8", "replace")
         except FileNotFoundError:
@@ -101,8 +101,6 @@ class Ledger:
         """A run folder made before the ledger existed, resumed: its records are taken as they
         are now (their digests become its ledger), so that the records written next are not
         the only ones it vouches for. How many were taken (0: it had a ledger)."""
-        from .store import read_file
-
         if self.digests() is not None:
             return 0
         self.path.touch()

@@ -8,12 +8,12 @@ and no symbolic link in it is followed on read or write.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import re
 import shutil
-import stat
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -26,6 +26,10 @@ from ...worker.protocol import json_text, write_json_atomic, write_text_atomic
 from . import schemas
 from .ledger import Ledger
 from .types import Manifest, Record
+from .untrusted import MAX_FILE_BYTES, describe_os_error, read_file
+
+__all__ = ["MAX_FILE_BYTES", "SET_ASIDE", "Store", "describe_os_error", "open_run", "read_file",
+           "results_root"]
 
 LOCK_FILE = ".lock"
 # Room kept free in a run folder for the run's life and given back when it stops, so that a run
@@ -33,7 +37,6 @@ LOCK_FILE = ".lock"
 RESERVE_FILE = ".reserve"
 RESERVE_BYTES = 8 << 20
 SET_ASIDE = "set-aside"          # unreadable records moved out of cells/ by a resume
-MAX_FILE_BYTES = 64 << 20        # a record or manifest larger than this is not one
 _STAMP = re.compile(r"^(?P<stamp>\d{8}T\d{6}Z)(?:-(?P<n>\d+))?$")
 
 
@@ -44,28 +47,6 @@ def results_root(path: Path, option: str = "--results-dir") -> Path:
     if path.exists() and not path.is_dir():
         raise UsageError(f"{option} {path}: is a file, not a folder")
     return path
-
-
-def read_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
-    """A regular file's bytes, never through a symbolic link; OSError otherwise (ELOOP for a
-    link, EFBIG for a file over `limit`). O_NONBLOCK: a FIFO in its place cannot hang the read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        if status.st_size > limit:              # refused unread
-            raise OSError(errno.EFBIG, f"larger than {limit >> 20} MB", str(path))
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MB", str(path))
-    return data
-
-
-def describe_os_error(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
-        return "is a symbolic link (never followed in a run folder)"
-    return exc.strerror or str(exc)
 
 
 class Store:
@@ -92,6 +73,7 @@ class Store:
         """A new run folder, made exclusively (two runs started in the same second get two
         folders) and locked."""
         parent = results_root(results_dir) / name
+        made = [p for p in (parent, *parent.parents) if not p.exists()]
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -107,10 +89,18 @@ class Store:
         else:
             raise UsageError(f"{parent}: no free run folder name for {stamp}")
         store = cls(root)
-        store.lock()
-        store._make_folders()
-        store.ledger.start()
-        return store.reserve()
+        try:
+            store.lock()
+            store._make_folders()
+            store.ledger.start()
+            return store.reserve()
+        except (OSError, UsageError):       # a disk too full for the reserve: leave nothing
+            store.close()
+            shutil.rmtree(root, ignore_errors=True)
+            for folder in made:             # innermost first; only those made, only empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
 
     @classmethod
     def open(cls, root: Path, lock: bool = True, create_folders: bool = True) -> Store:
