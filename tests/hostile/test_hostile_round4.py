@@ -26,6 +26,7 @@ from markdown_it import MarkdownIt
 from runner import cli
 from runner.environments import locking
 from runner.paths import IMAGES_DIR, REPO_ROOT
+from runner.results.render import plots
 from runner.run import pipeline
 from tests.hostile.test_hostile_round3 import fake_interpreter
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
@@ -519,3 +520,84 @@ def test_a_results_folder_too_small_for_the_reserve_is_left_as_it_was(tmp_path):
     err = (tmp_path / "err.txt").read_text().strip().splitlines()
     assert len(err) == 1 and "cannot set 8 MB aside for the run's own files" in err[0], err
     assert (tmp_path / "left.txt").read_text() == ""          # no run-folder skeleton
+
+
+HOG = '''
+import time
+import numpy as np
+
+
+def numpy_run(spec):
+    held = np.ones(spec.options["mb"] << 17)         # float64: mb MB, all of it touched
+
+    def step():
+        time.sleep(0.2)
+        return held[-1]
+    return step
+'''
+
+
+def test_a_local_cell_above_the_memory_limit_is_killed_and_recorded_oom(tmp_path, capsys,
+                                                                       monkeypatch):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "hog.py").write_text(HOG)
+    (tmp_path / "m.toml").write_text(tomli_w.dumps({
+        "run": {"name": "hostile", "repeats": 1, "warmup_steps": 1, "steps": 5,
+                "profile": "full", "executor": "local"},
+        "environments": {"host": {"python": HOST_PYTHON, "api": "numpy"}},
+        "workloads": {"hog": {"file": "bench/hog.py", "tasks": ["run"],
+                              "options": {"mb": 400}}},
+        "benchmarks": [{"workload": "hog", "environments": ["host"]}]}))
+    monkeypatch.setenv("DL_BENCH_LOCAL_MEMORY", "200m")
+    started = time.monotonic()
+    code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    assert code == 1, out + err
+    assert time.monotonic() - started < 60                  # killed, not timed out
+    (run,) = (tmp_path / "r" / "hostile").iterdir()
+    (record,) = records(run).values()
+    assert record["status"] == "oom"
+    assert "above the limit of 200 MB (DL_BENCH_LOCAL_MEMORY): killed]" in record["error"]
+
+
+def test_an_interrupted_report_keeps_the_plots_it_had(run_copy, capsys, monkeypatch):
+    before = {p.name: p.read_bytes() for p in (run_copy / "plots").glob("*.png")}
+    assert {"time.png", "memory.png"} <= set(before)
+
+    def ctrl_c(summaries, target):                  # Ctrl-C while the memory plot is drawn
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plots, "PLOTS", [(name, title, ctrl_c if name == "memory.png" else draw)
+                                         for name, title, draw in plots.PLOTS])
+    code, out, err = main(capsys, "report", run_copy)
+    assert code == 130, err
+    assert {p.name: p.read_bytes() for p in (run_copy / "plots").glob("*.png")} == before
+    assert not list(run_copy.glob(".plots-*"))        # the half-drawn folder is gone
+
+
+@pytest.mark.parametrize("preset", ["kaggle://keras/bert/keras/bert_tiny_en_uncased/2",
+                                    "hf://google-bert/bert-base-uncased"])
+def test_a_hub_handle_as_a_preset_is_refused_when_the_matrix_is_read(preset, tmp_path, capsys):
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(tomli_w.dumps({
+        "environments": {"kj": {"image": "jax", "api": "keras", "backend": "jax"}},
+        "benchmarks": [{"workload": "bert", "task": "predict", "batch_size": 2,
+                        "environments": ["kj"], "options": {"preset": preset}}]}))
+    for argv in (("plan", matrix), (matrix, "--results-dir", tmp_path / "r")):
+        line = one_line(*main(capsys, *argv)[::2])
+        assert line == f"error: {matrix}: benchmarks[0]: options.preset: {preset!r} is a hub " \
+                       "handle, not a local folder; nothing is downloaded: download the preset " \
+                       "yourself and give its folder"
+    assert not (tmp_path / "r").exists()
+
+
+def test_history_site_writes_no_warning_for_failed_cells_or_glyphs_its_font_lacks(tmp_path,
+                                                                                 capsys):
+    (tmp_path / "m.toml").write_text(MATRIX.replace("repeats = 2", "repeats = 1").replace(
+        'behaviour = "ok", sleep_ms = [1.0, 2.0]',
+        'behaviour = ["ok", "fail"], sleep_ms = 1.0, marker = "中文 😀"'))
+    code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    assert code == 1, out + err                            # the failing cell
+    code, out, err = main(capsys, "history", "site", "--db",
+                          f"sqlite:///{tmp_path / 'r' / 'history.sqlite'}", "-o", tmp_path / "s")
+    assert code == 0 and err == "", err
+    assert len(list((tmp_path / "s" / "families").glob("*.png"))) == 2

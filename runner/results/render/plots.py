@@ -6,6 +6,10 @@ the Agg canvas): no pyplot global state, no display needed, nothing left open be
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,10 +45,13 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def save(fig: Any, path: Path) -> None:
-    """A plot is a result too: written whole or not at all."""
-    with atomic_target(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format=path.suffix.lstrip(".") or "png")
+def save(fig: Any, path: Path, dpi: int = DPI) -> None:
+    """A plot is a result too: written whole or not at all. A character the font lacks (a
+    user's option value in Chinese, an emoji) is drawn as a box, not warned about on stderr
+    once per glyph and figure."""
+    with atomic_target(path) as tmp, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from", UserWarning)
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
 
 
 def _colors(environments: list[str]) -> dict[str, Any]:
@@ -228,16 +235,24 @@ def write_plots(root: Path, summaries: list[CellSummary],
                 analysis: Analysis | None = None) -> list[Plot]:
     """Write every plot under root/plots/ (the forest plot of `analysis` first); a plot with
     nothing to show is skipped with a note, and a stale file of that name from an earlier
-    report is removed."""
+    report is removed. All are drawn in a folder beside first and moved in when all are drawn:
+    a report interrupted meanwhile leaves the plots it had (each file moved in whole)."""
     folder = root / "plots"
     if folder.is_symlink():      # never written through: it could point anywhere
         raise OSError(f"{folder} is a symbolic link")
     folder.mkdir(exist_ok=True)
     drawn = [(*FOREST, lambda _, target: forest_plot(analysis, target))] if analysis else []
-    out = []
-    for name, title, draw in drawn + PLOTS:
-        target = folder / name
-        target.unlink(missing_ok=True)
-        skipped = draw(summaries, target)
-        out.append(Plot(title, None, skipped) if skipped else Plot(title, f"plots/{name}"))
+    fresh = Path(tempfile.mkdtemp(prefix=".plots-", dir=root))
+    try:
+        out = []
+        for name, title, draw in drawn + PLOTS:
+            skipped = draw(summaries, fresh / name)
+            out.append(Plot(title, None, skipped) if skipped else Plot(title, f"plots/{name}"))
+        for (name, _, _), plot in zip(drawn + PLOTS, out, strict=True):
+            if plot.path:
+                os.replace(fresh / name, folder / name)
+            else:
+                (folder / name).unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
     return out
