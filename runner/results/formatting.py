@@ -87,9 +87,10 @@ def comparable_values(summaries: Iterable[Mapping[str, Any] | None], key: str) -
 
 # Every character Markdown could read as its own: backslash-escaped (CommonMark takes `\` before
 # any ASCII punctuation as that character). Brackets only where they would close a link's text
-# (`](`: no line of a report is a link definition, so `[precision=float32]` is no link), and `_`
-# only where it could open or close emphasis (`sleep_ms` stays as written).
-MARKDOWN_SPECIAL = re.compile(r"[\\`*<>|&~]|\](?=\()|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# (`](`: no line of a report is a link definition, so `[precision=float32]` is no link), `_`
+# only where it could open or close emphasis (`sleep_ms` stays as written), and `>` never (it
+# means something only at the start of a line, where no user's string is put; `<` opens tags).
+MARKDOWN_SPECIAL = re.compile(r"[\\`*<|&~]|\](?=\()|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 
 
 def md_text(text: object) -> str:
