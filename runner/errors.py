@@ -132,13 +132,26 @@ def signals_held(notify: Callable[[int], None]) -> Iterator[list[int]]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+# What the terminal shows of one string a user or a file controls: a 200 kB option value
+# printed whole took minutes (the console's highlighter and the terminal's wrapping of one giant
+# word); the record, the reports' files and the history keep every character.
+SHOWN_CHARACTERS = 500
+
+
+def shortened(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """At most `limit` characters of `text`, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters not shown)"
+
+
 def user_text(text: object, keep_lines: bool = False) -> str:
     """A string the user or a file controls (a name, a path, a value of the matrix, a worker's
     error), ready for the rich console: on one line (`keep_lines`: line by line), its control
-    characters escaped (an escape sequence cannot rewrite the terminal) and its markup escaped
-    (`[/b]` is text)."""
+    characters escaped (an escape sequence cannot rewrite the terminal), its markup escaped
+    (`[/b]` is text) and its length bounded (`shortened`)."""
     from rich.markup import escape
 
     if keep_lines:
-        return "\n".join(escape(one_line(line)) for line in str(text).split("\n"))
-    return escape(one_line(text))
+        return "\n".join(escape(shortened(one_line(line))) for line in str(text).split("\n"))
+    return escape(shortened(one_line(text)))

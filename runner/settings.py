@@ -97,6 +97,25 @@ def memory_size(text: str) -> str:
     return text.strip()
 
 
+HISTORY_URL_FORMS = "an SQLAlchemy URL, sqlite:///PATH or postgresql://USER@HOST[:PORT]/DATABASE"
+
+
+def history_url(text: str) -> str:
+    """A history database's URL, as far as it can be judged without opening it: SQLite (a file,
+    or `sqlite://` in memory) or PostgreSQL; never a control character."""
+    value = text.strip()
+    if not re.fullmatch(r"sqlite(\+\w+)?://(/.+)?|postgresql(\+\w+)?://.+", value) or \
+            not value.isprintable():
+        raise ValueError(HISTORY_URL_FORMS)
+    return value
+
+
+def memory_bytes(size: str) -> int:
+    """A memory size (memory_size's form: 32g, 512m, 1.5g, 1048576) in bytes."""
+    scale = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30}.get(size[-1].lower(), 1)
+    return int(float(size.rstrip("bkmgBKMG")) * scale)
+
+
 def folder(text: str) -> Path:
     return Path(text).expanduser()
 
@@ -109,6 +128,7 @@ INHERIT_ENV = "DL_BENCH_INHERIT_ENV"
 LOG_HEAD_MB, LOG_TAIL_MB = "DL_BENCH_LOG_HEAD_MB", "DL_BENCH_LOG_TAIL_MB"
 ENGINE_TIMEOUT, ENGINE_RECONNECT = "DL_BENCH_ENGINE_TIMEOUT", "DL_BENCH_ENGINE_RECONNECT"
 DOCKER_MEMORY = "DL_BENCH_DOCKER_MEMORY"
+LOCAL_MEMORY = "DL_BENCH_LOCAL_MEMORY"
 DOCKER_CLI = "DL_BENCH_DOCKER_CLI"
 BASE_IMAGE = "DL_BENCH_BASE_IMAGE"
 BUILD_CA = "DL_BENCH_BUILD_CA"
@@ -131,8 +151,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "--resume goes on) when its folder's disk has less free space before a cell",
             "host", whole(0, None, "a whole number of MB")),
     Setting(HISTORY_URL, "SQLAlchemy URL", None, "the history database runs are recorded in "
-            "(sqlite:///PATH or postgresql://USER@HOST/DB); a matrix's [history] url and "
-            "--db come first", "host", str, "history.sqlite in the results folder"),
+            "(sqlite:///PATH or postgresql://USER@HOST/DB); --db comes first, and it beats a "
+            "matrix's [history] url", "host", history_url, "history.sqlite in the results folder"),
     Setting(INHERIT_ENV, "NAME,NAME,PREFIX_*", (), "host variables a worker inherits besides "
             "the stated few (HOME, LANG, PATH, CUDA_VISIBLE_DEVICES, ...): the host's decision, "
             "never the matrix's", "local workers (host and Ray nodes)", names, "none"),
@@ -148,8 +168,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting(ENGINE_RECONNECT, "seconds above 0", 60.0, "how long an engine that refuses or "
             "drops the connection is asked again before the run stops", "docker executor",
             above_zero("a number of seconds above 0")),
-    Setting(DOCKER_MEMORY, "memory size (32g)", None, "a memory limit per container (an OOM "
-            "kill is recorded as oom)", "docker executor; every Ray node", memory_size, "none"),
+    Setting(DOCKER_MEMORY, "memory size (32g)", None, "a memory limit per container (the "
+            "kernel's, a cgroup's: an OOM kill is recorded as oom)", "docker executor; every "
+            "Ray node", memory_size, "none: a container may take the whole machine's memory"),
+    Setting(LOCAL_MEMORY, "memory size (32g)", None, "a memory limit per local cell: the "
+            "resident memory of its worker and every process the worker starts, checked by "
+            "its supervisor at least every 0.2 s; above it they are killed and the cell is "
+            "recorded as oom", "local executor; every Ray node", memory_size,
+            "none: a worker may take the whole machine's memory"),
     Setting(DOCKER_CLI, "path", None, "the docker CLI that builds images (BuildKit)",
             "image builds", str, "docker on PATH, else /usr/bin/docker, else the SDK"),
     Setting(BASE_IMAGE, "image reference", None, "replaces the images' pinned base (a local "

@@ -22,7 +22,8 @@ BAD = {settings.FLAVOUR: "gpu", settings.GPU: "0, 1 2", settings.MIN_FREE_MB: "a
        settings.INHERIT_ENV: "A B", settings.LOG_HEAD_MB: "0", settings.LOG_TAIL_MB: "inf",
        settings.ENGINE_TIMEOUT: "-1", settings.ENGINE_RECONNECT: "nan",
        settings.DOCKER_MEMORY: "lots", settings.RAY_RETRIES: "101",
-       settings.NODE_EXECUTOR: "k8s"}
+       settings.NODE_EXECUTOR: "k8s", settings.HISTORY_URL: "mysql://u@h/db",
+       settings.LOCAL_MEMORY: "lots"}
 
 
 def modules() -> list[tuple[str, ast.Module]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
+from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line, user_text
 from ..history import changepoints
 
 
@@ -62,8 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..history import db
+
     with opened_history(args.db) as engine:
-        return ACTIONS[args.action](engine, args, console)
+        try:
+            return ACTIONS[args.action](engine, args, console)
+        except SQLAlchemyError as exc:      # a damaged file whose schema still read
+            raise UsageError(f"history database {db.shown(db.resolve_url(args.db))}: "
+                             f"{db.one_line(exc)}") from None
 
 
 @contextlib.contextmanager
@@ -95,6 +104,8 @@ def do_import(engine, args, console) -> int:
     counts = {"added": 0, "updated": 0, "unchanged": 0}
     for folder in folders:
         done = ingest.import_run(engine, folder)
+        for warning in done.warnings:
+            print(f"warning: {one_line(warning)}", file=sys.stderr)
         counts[done.action] += 1
         cells = f" ({done.cells} cells)" if done.action != "unchanged" else ""
         console.print(f"{done.action:9} {user_text(done.run_id)}{cells}", soft_wrap=True)

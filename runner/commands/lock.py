@@ -1,7 +1,7 @@
 """`python -m runner lock [IMAGE …] [--upgrade | --upgrade-package NAME …] [--check]`: make the
 image folders' hash-locked locks from their requirements*.in, both flavours, with the one set of
 flags runner/environments/locking.py declares; `--check`: every lock still is what its `.in`
-resolves to (exit 1 naming the differing packages). A new image folder is one `.in` and this
+resolves to, whole: versions, hashes, markers, indexes (exit 1 naming the first difference). A new image folder is one `.in` and this
 command."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     moves.add_argument("--upgrade-package", action="append", default=[], metavar="NAME",
                        help="take the newest release of NAME only (repeatable)")
     moves.add_argument("--check", action="store_true",
-                       help="write nothing; exit 1 when a lock is not what its .in resolves to, "
-                            "naming the packages that differ")
+                       help="write nothing; exit 1 when a lock is not what its .in resolves to "
+                            "(versions, hashes, markers, indexes), naming the first difference")
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
@@ -61,7 +61,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
         if args.check:
             failed += bool(changed)
             mark = "[red]✗[/]" if changed else "[green]✓[/]"
-            said = f"differs from what {target.source.name} resolves to: " + "; ".join(changed) \
+            more = f" (and {len(changed) - 1} more difference(s))" if len(changed) > 1 else ""
+            said = f"differs from what {target.source.name} resolves to: {changed[0]}{more}" \
                 if changed else f"matches {target.source.name}"
             console.print(f"{mark} {escape(target.label)} {escape(said)} ({took})", soft_wrap=True)
             continue

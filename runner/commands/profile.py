@@ -183,9 +183,10 @@ def _calls(value: float | None) -> str:
 
 
 def diff_markdown(a: dict[str, Any], b: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    from ..results.formatting import md_text
     from ..results.render.markdown_profiles import code
 
-    out = [f"## {_title(a, b, result)}", "", "| category | A ms/step | B ms/step | Δ ms/step |",
+    out = [f"## {md_text(_title(a, b, result))}", "", "| category | A ms/step | B ms/step | Δ ms/step |",
            "|---|---:|---:|---:|"]
     out += [f"| {c} | {x:.4g} | {y:.4g} | {d:+.4g} |" for c, x, y, d in result["categories"]]
     if result["ops"]:

@@ -11,8 +11,10 @@ every file pinned by its hash:
   keras-hub's tensorflow-text, which would drag full TensorFlow into the torch and JAX images).
 The `.in`'s index lines are carried into the lock (pip and uv read them there); PyPI stays the
 installer's default, so a machine's own mirror still applies. The lock being replaced is the
-resolver's preference: nothing moves that need not, unless asked (`--upgrade`,
-`--upgrade-package NAME`). The lock's header names the command that made it.
+resolver's preference for versions (never for hashes: those come from the index every time):
+nothing moves that need not, unless asked (`--upgrade`, `--upgrade-package NAME`). The lock's
+header names the command that made it; `lock --check` compares the whole lock, hashes, markers
+and option lines included, with that fresh resolution (lock_entries.py).
 
 An index the `.in` names that this machine cannot reach (PyTorch's, from this project's CI) is
 left out of the resolution and its files are looked for where `PIP_FIND_LINKS` points (a wheel
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import IMAGES_DIR
-from . import LOCK_PYTHON, LOCKS, SOURCES, indexes, installed
+from . import LOCK_PYTHON, LOCKS, SOURCES, indexes, lock_entries
 
 PLATFORM = "x86_64-manylinux_2_28"
 EXCLUDES = "excludes.txt"           # images/<name>/excludes.txt: left out of every resolution
@@ -156,7 +158,9 @@ def compile_lock(request: Request, on_line: Callable[[str], None] = lambda line:
         folder = Path(tmp)
         source = folder / request.source_name
         source.write_text(request.text, encoding="utf-8")
-        for name, text in ((lock_name, request.prefer), (EXCLUDES, request.excludes)):
+        # The lock being replaced, without its hashes: uv would keep those it finds there.
+        prefer = None if request.prefer is None else lock_entries.without_hashes(request.prefer)
+        for name, text in ((lock_name, prefer), (EXCLUDES, request.excludes)):
             if text is not None:
                 (folder / name).write_text(text, encoding="utf-8")
         declared = indexes.declared(source)
@@ -225,22 +229,10 @@ def request_for(target: Target, upgrade: bool = False,
 
 
 def differences(old: str | None, new: str) -> list[str]:
-    """What differs between two lock texts (`old` None: no lock yet): the pins (name and
-    version; a hash a release gained since is no difference) and the indexes they name."""
-    old = old or ""
-    with tempfile.TemporaryDirectory(prefix="dl-bench-lock-") as tmp:
-        a, b = Path(tmp) / "a.lock", Path(tmp) / "b.lock"
-        a.write_text(old, encoding="utf-8")
-        b.write_text(new, encoding="utf-8")
-        pins_a, pins_b = installed.lock_pins(a), installed.lock_pins(b)
-        index_a, index_b = indexes.declared(a), indexes.declared(b)
-    out = [f"{n} {pins_a[n]} → {pins_b[n]}" for n in sorted(set(pins_a) & set(pins_b))
-           if pins_a[n] != pins_b[n]]
-    out += [f"+ {n} {pins_b[n]}" for n in sorted(set(pins_b) - set(pins_a))]
-    out += [f"- {n} {pins_a[n]}" for n in sorted(set(pins_a) - set(pins_b))]
-    if index_a != index_b:
-        out.append(f"indexes {index_a or 'PyPI only'} → {index_b or 'PyPI only'}")
-    return out
+    """What differs between two lock texts (`old` None: no lock yet), in the lock's order: the
+    pins (version, extras, URL, marker), the hashes each allows, and the indexes and other
+    options (lock_entries.py)."""
+    return lock_entries.differences(old, new)
 
 
 def header_note(old: str | None, new: str) -> str | None:

@@ -154,12 +154,19 @@ def log_caps(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     return max(1, int(head * 2**20)), max(1, int(tail * 2**20))
 
 
-def supervised(command: list[str], log_path: Path, caps: tuple[int, int]) -> list[str]:
+def memory_limit(environ: Mapping[str, str] | None = None) -> int:
+    """Bytes a cell's processes may hold (DL_BENCH_LOCAL_MEMORY), 0 for no limit."""
+    size = settings.get(settings.LOCAL_MEMORY, environ)
+    return settings.memory_bytes(size) if size else 0
+
+
+def supervised(command: list[str], log_path: Path, caps: tuple[int, int],
+               memory: int = 0) -> list[str]:
     """The worker's command under its supervisor, run by the runner's own interpreter in
     isolated mode (standard library and psutil only; no variable of the cell changes it)."""
     return [sys.executable, "-I", str(SUPERVISOR), "--parent", str(os.getpid()),
-            "--log", str(log_path), "--head", str(caps[0]), "--tail", str(caps[1]), "--",
-            *command]
+            "--log", str(log_path), "--head", str(caps[0]), "--tail", str(caps[1]),
+            "--memory", str(memory), "--", *command]
 
 
 class LocalExecutor(Executor):
@@ -176,6 +183,7 @@ class LocalExecutor(Executor):
         self.inherit = inherited_names()      # checked here: a bad setting stops the run early
         self.inherited = inherited_values()   # ... and recorded (a comparability key)
         self.log_caps = log_caps()
+        self.memory = memory_limit()
         self._in_flight: InFlight[subprocess.Popen] = InFlight()   # workers (parallel lanes)
 
     def would_use(self, source: Source) -> tuple[str | None, str]:
@@ -259,7 +267,8 @@ class LocalExecutor(Executor):
         # No preexec_fn: nothing runs in the forked child before the exec (lane threads exist);
         # the supervisor sets its own death signal and checks that the runner is still there.
         process = subprocess.Popen(
-            supervised(self.command(prepared, attempt), attempt.log_path, self.log_caps),
+            supervised(self.command(prepared, attempt), attempt.log_path, self.log_caps,
+                       self.memory),
             cwd=attempt.work_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True)
         with self._in_flight.holding(process):

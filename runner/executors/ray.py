@@ -43,9 +43,10 @@ from .ray_node import staged_sources, prepare_on_node, run_on_node, where
 
 NODE_EXECUTOR_ENV = settings.NODE_EXECUTOR    # auto | local | docker, on every node
 # The driver's settings every node must share (the base image its Docker builds start from, a
-# forced flavour, a container memory limit, the node executor, what workers inherit, log caps).
-FORWARDED_ENV = (settings.BASE_IMAGE, settings.DOCKER_MEMORY, FLAVOUR_ENV, NODE_EXECUTOR_ENV,
-                 INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
+# forced flavour, a container's or local cell's memory limit, the node executor, what workers
+# inherit, log caps).
+FORWARDED_ENV = (settings.BASE_IMAGE, settings.DOCKER_MEMORY, settings.LOCAL_MEMORY, FLAVOUR_ENV,
+                 NODE_EXECUTOR_ENV, INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
 NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
 # How often a driver waiting on a task checks that the cluster still answers. Ray ends a driver

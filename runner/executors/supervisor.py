@@ -15,6 +15,10 @@ ends:
   supervisor dies, so a SIGKILLed supervisor still takes the worker with it.
 - The worker's stdout and stderr pass through it into the cell's log, capped: the first and the
   last bytes are kept, the cut is said in the log (a worker that floods cannot fill the disk).
+- `--memory BYTES` (DL_BENCH_LOCAL_MEMORY): the resident memory of the worker and everything
+  below it, checked at every turn of its loop (at least every POLL_S); above the limit they are
+  all killed, the log says why, and the supervisor exits OUT_OF_MEMORY (the runner records oom).
+  A check, not a cgroup: memory taken faster than a turn lasts is seen a turn later.
 
 The standard library and psutil only (the runner's own interpreter runs it in isolated mode);
 CappedLog is also the Docker executor's log writer. Linux: elsewhere prctl is missing and only
@@ -43,6 +47,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 TERM_GRACE_S = 3.0                   # below the runner's own grace (local.KILL_GRACE_S)
 POLL_S = 0.2
 CHUNK = 65536
+OUT_OF_MEMORY = 137                  # the exit code of a worker the kernel's OOM killer ended
 
 
 class CappedLog:
@@ -104,6 +109,7 @@ class CappedLog:
 
 
 STOP_REQUESTED: list[int] = []      # the signals received (set by the handler)
+OVER_MEMORY: list[int] = []          # the resident bytes seen above the limit, once
 
 
 def request_stop(signum: int, frame) -> None:
@@ -202,17 +208,34 @@ def wake_on_signals() -> int:
     return wake_read
 
 
+def resident_bytes() -> int:
+    """The resident memory of every process below the supervisor."""
+    import psutil
+
+    total = 0
+    for proc in descendants():
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
 def pump(read_fd: int, wake_fd: int, log: CappedLog, worker: subprocess.Popen,
-         until: float | None = None) -> bool:
+         until: float | None = None, memory: int = 0) -> bool:
     """Copy the worker's output into the log until the worker exits (True), or until a stop is
-    requested (no `until`) or `until` (a monotonic time) passes (False). Output of escaped
-    children can keep the pipe open, so the worker's exit is watched, not the pipe's end."""
+    requested (no `until`), `until` (a monotonic time) passes, or the processes hold more than
+    `memory` bytes (False). Output of escaped children can keep the pipe open, so the worker's
+    exit is watched, not the pipe's end."""
     watched = [read_fd, wake_fd]
     while True:
         reap(worker)
         if worker.returncode is not None:
             return True
         if until is None and STOP_REQUESTED:
+            return False
+        if memory and (held := resident_bytes()) > memory:
+            OVER_MEMORY.append(held)
             return False
         if until is not None and time.monotonic() >= until:
             return False
@@ -260,6 +283,7 @@ class Supervision:
     head: int
     tail: int
     command: list[str]          # the worker's command line
+    memory: int = 0             # bytes the worker's processes may hold (0: no limit)
 
 
 def supervise(job: Supervision) -> int | None:
@@ -280,12 +304,17 @@ def supervise(job: Supervision) -> int | None:
         finally:
             os.close(write_fd)
         try:
-            if not pump(read_fd, wake_fd, log, worker):     # stopped: TERM first, KILL later
-                signal_all(descendants(), signal.SIGTERM)
+            if not pump(read_fd, wake_fd, log, worker, memory=job.memory) and not OVER_MEMORY:
+                signal_all(descendants(), signal.SIGTERM)   # stopped: TERM first, KILL later
                 pump(read_fd, wake_fd, log, worker, until=time.monotonic() + TERM_GRACE_S)
         finally:
             kill_everything_below(worker)
             drain(read_fd, log)
+        if OVER_MEMORY:
+            log.write(f"\n[runner: the cell's processes held {OVER_MEMORY[0] / 2**20:.0f} MB, "
+                      f"above the limit of {job.memory / 2**20:.0f} MB (DL_BENCH_LOCAL_MEMORY): "
+                      "killed]\n".encode())
+            return OUT_OF_MEMORY
         return worker.returncode
     finally:
         os.close(read_fd)
@@ -298,9 +327,10 @@ def parse(argv: list[str]) -> Supervision:
     parser.add_argument("--log", required=True)
     parser.add_argument("--head", type=int, required=True)
     parser.add_argument("--tail", type=int, required=True)
+    parser.add_argument("--memory", type=int, default=0, help="bytes (0: no limit)")
     parser.add_argument("command", nargs="+")
     args = parser.parse_args(argv)
-    return Supervision(args.parent, args.log, args.head, args.tail, args.command)
+    return Supervision(args.parent, args.log, args.head, args.tail, args.command, args.memory)
 
 
 def main(argv: list[str]) -> None:

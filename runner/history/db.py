@@ -6,20 +6,22 @@ DL_BENCH_HISTORY_URL, `[history] url` in the matrix, else the embedded default
 (`postgresql://user@host/db`, driven by psycopg 3: the `postgres` extra, so that
 the host's own install needs no database driver).
 Every open upgrades the schema to the newest Alembic revision first (idempotent), so an older
-database is migrated in place, never recreated.
+database is migrated in place, never recreated; runs that create or migrate it at once take turns
+(`hold_for_writing`), and a database holding another application's tables is refused.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from ..errors import UsageError
 from ..paths import RESULTS_DIR
 from .destination import URL_ENV, default_url, resolve
+from .tables import metadata
 
 __all__ = ["URL_ENV", "HistoryError", "default_url", "open_history", "resolve_url", "shown"]
 
@@ -82,11 +84,42 @@ def alembic_config(connection):
     return config
 
 
+# One key for the whole history on a PostgreSQL server: its transactions that write take it.
+ADVISORY_KEY = 0x646C62656E6368      # "dlbench"
+
+
+def hold_for_writing(connection: Connection) -> None:
+    """Make the connection's transaction the only one writing the history until it ends, before
+    it reads anything: three runs that create or migrate a new database at once then do it one
+    after the other, each finding the others' tables (SQLite would otherwise run each DDL
+    statement outside any transaction: "table runs already exists")."""
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")     # waits up to busy_timeout
+    elif connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_KEY})
+
+
+def foreign_tables(connection: Connection) -> list[str]:
+    """The database's tables that are not the runner's (another application's file)."""
+    ours = {*metadata.tables, "alembic_version"}
+    return sorted(name for name in inspect(connection).get_table_names()
+                  if name not in ours and not name.startswith("sqlite_"))
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` (create it from empty when the database is new)."""
+    """Bring the schema to `revision` (create it from empty when the database is new), in one
+    transaction that no other runner's can interleave with; HistoryError when the database
+    holds tables that are not the runner's (nothing is written into it then)."""
     from alembic import command
 
     with engine.begin() as connection:
+        hold_for_writing(connection)
+        others = foreign_tables(connection)
+        if others:
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            raise HistoryError(f"it holds tables that are not the runner's "
+                               f"({', '.join(others[:3])}{more}); a history needs a database "
+                               "of its own")
         command.upgrade(alembic_config(connection), revision)
 
 
@@ -102,7 +135,7 @@ def open_history(url: str) -> Engine:
     engine = engine_for(url)
     try:
         upgrade(engine)
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, HistoryError) as exc:
         engine.dispose()
         raise HistoryError(f"history database {shown(url)}: {one_line(exc)}") from None
     return engine

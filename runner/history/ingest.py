@@ -18,6 +18,7 @@ from ..results.data.store import Store
 from ..results.data.types import Manifest, Record
 from ..worker.distributions import canonical
 from . import measures, tables
+from .db import hold_for_writing
 
 ENV_KEYS = ("lock_sha256", "image_id", "image_digest", "distributions_sha256", "python_version",
             "framework_name", "framework_version", "driver_version", "gpu_name")
@@ -29,6 +30,9 @@ class Imported:
     path: Path
     action: str          # added | updated | unchanged
     cells: int = 0
+    # What was not recorded, and why (a record changed since the runner wrote it, one that is
+    # not valid), and the warning of a run folder without a ledger: said by whoever imports.
+    warnings: tuple[str, ...] = ()
 
 
 def jsonable(value: Any) -> Any:
@@ -77,14 +81,17 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
     store = Store(path)
     manifest = store.read_manifest()
     manifest = cast(Manifest, {**manifest, **(extra or {})})
-    records = store.records(manifest)
+    records, left_out = store.read_records(manifest)
+    warnings = tuple(f"{path}: {why}; not recorded" for path, why in left_out) + \
+        tuple(filter(None, [store.ledger.missing()]))
     hashes = content_hash(store, records)
     run_id = manifest.get("run_id") or store.run_id
     with engine.begin() as conn:
+        hold_for_writing(conn)          # two imports of one run: the second finds the first's
         earlier = conn.execute(select(tables.runs.c.id, tables.runs.c.content_sha256)
                                .where(tables.runs.c.run_id == run_id)).first()
         if earlier is not None and earlier.content_sha256 == hashes["run"]:
-            return Imported(run_id, path, "unchanged")
+            return Imported(run_id, path, "unchanged", warnings=warnings)
         if earlier is not None:
             conn.execute(delete(tables.runs).where(tables.runs.c.id == earlier.id))
         drivers = [(r.get("metadata") or {}).get("driver_version") for r in records]
@@ -94,7 +101,8 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
                             origin)
         env_pks = insert_environments(conn, run_pk, manifest, records)
         cells = insert_cells(conn, run_pk, env_pks, manifest, records, hashes["records"])
-    return Imported(run_id, path, "updated" if earlier is not None else "added", cells)
+    return Imported(run_id, path, "updated" if earlier is not None else "added", cells,
+                    warnings)
 
 
 def insert_run(conn: Connection, run_id: str, path: Path, manifest: Manifest,

@@ -30,6 +30,8 @@ def record_finished_run(run_dir: Path, url: str, console) -> None:
             engine.dispose()
         console.print(f"history: {done.action} {user_text(done.run_id)} in "
                       f"{user_text(db.shown(url))}", soft_wrap=True)
+        for warning in done.warnings:
+            console.print(f"[yellow]! history: {user_text(warning)}[/]", soft_wrap=True)
     except Exception as exc:  # the run is finished: never fail it here
         text = str(exc).strip().splitlines()
         console.print(f"[yellow]! history: not recorded ({type(exc).__name__}: "

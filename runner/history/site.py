@@ -17,7 +17,9 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from ..worker.protocol import atomic_target, write_text_atomic
+from ..errors import shortened
+from ..results.render.plots import PLOT_LABEL, save
+from ..worker.protocol import write_text_atomic
 from . import changepoints
 from .queries import Point, cell_names, latest_cells, series
 
@@ -95,7 +97,7 @@ def draw(family: str, members, path: Path) -> None:
         low = [p.median_ms - p.ci_low_ms if p.ci_low_ms is not None else 0 for p in ok]
         high = [p.ci_high_ms - p.median_ms if p.ci_high_ms is not None else 0 for p in ok]
         line = ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3,
-                           label=ok[0].environment)
+                           label=shortened(ok[0].environment, PLOT_LABEL))
         for cp in cps:
             x = position[cp.point.run_pk]
             ax.axvline(x - 0.5, color="#b00020" if cp.slower else "#1b7f3b", linestyle="--",
@@ -105,11 +107,13 @@ def draw(family: str, members, path: Path) -> None:
     ax.set_xticks(range(len(runs)), [run_id.split("/")[-1][:16] for _, _, run_id in runs],
                   rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("median ms/step (95 % interval)")
-    ax.set_title(family, fontsize=10)
+    ax.set_title(shortened(family, PLOT_LABEL), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    with atomic_target(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format="png")
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=8)
+    else:                               # every point failed: a legend of nothing would warn
+        ax.text(0.5, 0.5, "no ok measurement", transform=ax.transAxes, ha="center")
+    save(fig, path, dpi=DPI)
 
 
 def family_page(family: str, members, plot: str) -> str:

@@ -7,6 +7,7 @@ Numbers print with significant figures, never a fixed count of decimals: a 4 µs
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from collections.abc import Iterable, Mapping
 
@@ -75,3 +76,37 @@ def comparable_values(summaries: Iterable[Mapping[str, Any] | None], key: str) -
     is chosen from."""
     return [s.get(key) for s in summaries
             if s is not None and s["status"] == "ok" and not s.get("answer_differs")]
+
+
+# --- a user's string inside Markdown --------------------------------------------------------------
+# report.md and compare's Markdown hold strings that a user, a file or a worker chose (option
+# values, names, paths, error messages). Each goes through one of these two for the context it
+# lands in, so that it reads as the characters it is: never a column of a table (`|`), a link
+# (`[x](javascript:…)`), an HTML tag (`<img onerror=…>`), an entity (`&#106;`) or emphasis.
+# report.html renders report.md with the same rules (render/html.py).
+
+# Every character Markdown could read as its own: backslash-escaped (CommonMark takes `\` before
+# any ASCII punctuation as that character). Brackets only where they would close a link's text
+# (`](`: no line of a report is a link definition, so `[precision=float32]` is no link), `_`
+# only where it could open or close emphasis (`sleep_ms` stays as written), and `>` never (it
+# means something only at the start of a line, where no user's string is put; `<` opens tags).
+MARKDOWN_SPECIAL = re.compile(r"[\\`*<|&~]|\](?=\()|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def md_text(text: object) -> str:
+    """A user's string as literal Markdown text, on one line; safe in a table cell too."""
+    line = " ".join(str(text).splitlines())
+    return MARKDOWN_SPECIAL.sub(lambda found: "\\" + found.group(0), line)
+
+
+def md_code(text: object, in_table: bool = False) -> str:
+    """A user's string as a code span (monospace, nothing inside it is Markdown), on one line:
+    fenced by more backticks than it holds in a row; in a table cell its `|` escaped (GFM reads
+    `\\|` there as `|`, inside code too)."""
+    line = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    pad = " " if line[:1] == "`" or line[-1:] == "`" or \
+        (line[:1] == " " and line[-1:] == " " and line.strip()) else ""
+    if in_table:
+        line = line.replace("|", "\\|")
+    return f"{fence}{pad}{line}{pad}{fence}"

@@ -14,7 +14,6 @@ cell becomes a record with a status; only invalid input stops the run before any
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
@@ -29,6 +28,7 @@ from ..schema import matrix as matrix_mod, user_workloads
 from . import console as show, profiles, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .plan import make_plan
+from .recording import history_destination, write_history
 from .setup import choose_setup, resolve_stacks as resolve
 from .state import Decisions, Options, RunState, Step
 
@@ -311,27 +311,6 @@ def stop_if_lost(state: RunState) -> int | None:
 
 def resume_line(state: RunState) -> str:
     return resume.resume_command(state.opts, state.setup.executor.name, state.store.root)
-
-
-def history_destination(state: RunState) -> tuple[str, str]:
-    """Where the run's history goes and why (history/destination.py); by default beside the
-    run folders its own folder lies among (a resumed run's, wherever --results-dir points)."""
-    from ..history import destination
-
-    if state.progress.store is not None:
-        results = state.store.root.parent.parent
-    elif isinstance(state.opts.resume, Path):
-        results = state.opts.resume.expanduser().resolve().parent.parent
-    else:
-        results = state.opts.results_dir
-    return destination.resolve(None, state.matrix.spec.history.url, results)
-
-
-def write_history(state: RunState) -> None:
-    if state.opts.history and state.progress.interrupted is None:
-        from ..history.record import record_finished_run
-
-        record_finished_run(state.store.root, history_destination(state)[0], state.console)
 
 
 def exit_code(state: RunState) -> int:

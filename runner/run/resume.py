@@ -89,7 +89,12 @@ def check_same_matrix(store: Store, manifest: Mapping[str, Any], resolved: dict[
 
 
 def set_aside(store: Store, say: Callable[[str], None]) -> None:
-    """Move every record that cannot be used out of cells/, saying which and why."""
+    """Move every record that cannot be used out of cells/ (changed since the runner wrote it,
+    among others), saying which and why. A run made before the ledger gets one first."""
+    taken = store.adopt_unledgered()
+    if taken:
+        say(f"{store.ledger.path.name}: the run had none; its {taken} record(s) are taken as "
+            "they are now")
     for target, problem in store.set_aside_unreadable():
         say(f"set aside {target.name} ({problem}) to {target.parent}: its cell runs again")
 
@@ -129,11 +134,24 @@ def check_resumable(store: Store, action: str = "--resume") -> None:
                          "numbers would not compare with this runner's; start a new run")
 
 
+def this_python() -> str:
+    """This interpreter as a command line names it: relative to here when it lies below."""
+    python = os.path.relpath(sys.executable)
+    return python if not python.startswith("..") else sys.executable
+
+
+def history_import_command(run_dir: Path, url: str) -> str:
+    """The command that records a run folder, as it is, in a history (its password hidden)."""
+    from ..history.destination import shown
+
+    return shlex.join([this_python(), "-m", "runner", "history", "import", str(run_dir),
+                       "--db", shown(url)])
+
+
 def resume_command(opts: Any, executor: str, run_dir: Path) -> str:
     """The command that continues a run where it stopped: the same selection and executor
     (`opts`: the run's pipeline.Options)."""
-    python = os.path.relpath(sys.executable)
-    args = [python if not python.startswith("..") else sys.executable, "-m", "runner",
+    args = [this_python(), "-m", "runner",
             str(opts.matrix_path), "--resume", str(run_dir), "--executor", executor]
     for pattern in opts.only:
         args += ["--only", pattern]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import (Field, PositiveFloat, PositiveInt, ValidationInfo, create_model,
@@ -43,6 +44,9 @@ def check_option(where: str, option: catalog.Option, value: Any) -> Any:
     problem = option_type_error(where, option, value)
     if problem is None and isinstance(value, str) and any(not c.isprintable() for c in value):
         problem = f"{where}: {shown(value)} holds a control character"
+    if problem is None and option.local_path and re.match(r"[A-Za-z][\w+.-]*://", str(value)):
+        problem = (f"{where}: {shown(value)} is a hub handle, not a local folder; nothing is "
+                   "downloaded: download the preset yourself and give its folder")
     if problem is None and option.positive and value <= 0:
         problem = f"{where}: must be positive, got {value}"
     if problem is not None:

@@ -3,12 +3,12 @@ whole matrix (MatrixSpec), each a strict pydantic model; [[benchmarks]] is bench
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                       ValidationInfo, field_validator, model_validator)
 
+from .. import settings
 from ..errors import did_you_mean
 from ..worker import catalog
 from .benchmark import BenchmarkSpec, check_option
@@ -191,9 +191,11 @@ class HistorySettings(Strict):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         no_control(value)
-        if value is not None and not re.match(r"^(sqlite|postgresql)(\+\w+)?://", value):
-            raise ValueError(f"{value!r}: expected an SQLAlchemy URL, sqlite:///PATH or "
-                             "postgresql://USER@HOST[:PORT]/DATABASE")
+        if value is not None:
+            try:
+                settings.history_url(value)    # the one judge of a URL, the host's setting's
+            except ValueError as exc:
+                raise ValueError(f"{value!r}: expected {exc}") from None
         return value
 
 

@@ -122,17 +122,23 @@ def read_sources(path: Path, file: str, where: str) -> dict[str, bytes]:
         raise ValueError(f"{where}: {file!r}: no such file ({path})")
     if not path.is_file() or path.suffix != ".py":
         raise ValueError(f"{where}: {file!r} is not a Python file (.py)")
-    sources, total = {}, 0
-    for module in folder_modules(path, where):
-        try:
-            data = module.read_bytes()
-        except OSError as exc:
-            raise ValueError(f"{where}: cannot read {module}: {exc.strerror}") from None
-        total += len(data)
-        if total > MAX_BYTES:
-            raise ValueError(f"{where}: the .py files of {path.parent} hold more than "
-                             f"{MAX_BYTES >> 20} MB; give the workload a folder of its own")
-        sources[module.name] = data
+    too_big = ValueError(f"{where}: the .py files of {path.parent} hold more than "
+                         f"{MAX_BYTES >> 20} MB; give the workload a folder of its own")
+    modules = folder_modules(path, where)
+    try:
+        # Sizes first: a 2 GB (sparse) file beside the workload is refused unread.
+        if sum(module.stat().st_size for module in modules) > MAX_BYTES:
+            raise too_big
+        sources, total = {}, 0
+        for module in modules:
+            with module.open("rb") as handle:      # bounded: a file may grow meanwhile
+                data = handle.read(MAX_BYTES - total + 1)
+            total += len(data)
+            if total > MAX_BYTES:
+                raise too_big
+            sources[module.name] = data
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read {exc.filename}: {exc.strerror}") from None
     return sources
 
 
@@ -145,8 +151,11 @@ def parse(path: Path, source: bytes, where: str, beside: str | None = None) -> a
         return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ValueError(f"{where}: {name} line {exc.lineno}: not Python: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:      # NUL bytes, absurd nesting
+    except ValueError as exc:                       # NUL bytes
         raise ValueError(f"{where}: {name}: not Python: {exc}") from None
+    except (RecursionError, MemoryError):           # 20 000 unary minus signs: the parser's stack
+        raise ValueError(f"{where}: {name}: Python nested too deeply for the parser "
+                         "(expressions inside each other)") from None
 
 
 def api_tasks(names: set[str], tasks: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -206,7 +215,20 @@ def check_signatures(tree: ast.Module, where: str, file: str) -> None:
             takes = "(spec, output)" if wanted == 2 else "(spec)"
             raise ValueError(f"{where}.file: {file} line {node.lineno}: {node.name} is called "
                              f"as {node.name}{takes}, but it is def {node.name}"
-                             f"({ast.unparse(args)})")
+                             f"({shown_arguments(args)})")
+
+
+SHOWN_SIGNATURE = 200       # characters of a wrong signature an error shows
+
+
+def shown_arguments(args: ast.arguments) -> str:
+    """A signature as the error shows it: bounded, and a default nested too deeply to write
+    back (hundreds of operators inside each other) said to be one."""
+    try:
+        text = ast.unparse(args)
+    except RecursionError:
+        return "… (a default nested too deeply to show)"
+    return text if len(text) <= SHOWN_SIGNATURE else text[:SHOWN_SIGNATURE] + "…"
 
 
 def check_options(defaults: dict[str, Any], strings: set[str], where: str, file: str) -> None:
@@ -236,6 +258,16 @@ def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
     """A [workloads.<name>] table's file, read, checked and declared (ValueError: one line
     naming the key, `where` its path: workloads.<name> by default)."""
     where = where or f"workloads.{name}"
+    try:
+        return read_checked(name, file, tasks, defaults, pinned, base, where)
+    except (RecursionError, MemoryError):    # whatever walk of its code went too deep: the
+        # file's nesting, never the matrix's (whose own is reported as TOML's)
+        raise ValueError(f"{where}.file: {file}: Python nested too deeply to read "
+                         "(expressions inside each other)") from None
+
+
+def read_checked(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
+                 pinned: str | None, base: Path, where: str) -> UserWorkload:
     path = Path(os.path.expanduser(file))
     # Resolved: a link's target is the code, and the modules beside the target its folder.
     path = (path if path.is_absolute() else base / path).resolve()

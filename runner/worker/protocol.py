@@ -338,10 +338,14 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         handle.write(text)
 
 
+def json_text(payload: Any) -> str:
+    """What write_json_atomic writes: indented JSON, no NaN or infinity, a final newline."""
+    return json.dumps(_finite(payload), indent=1, allow_nan=False, default=_json_default) + "\n"
+
+
 def write_json_atomic(path: str | os.PathLike, payload: Any) -> None:
     """Serialise first (a payload that cannot be written leaves the old file), then write."""
-    text = json.dumps(_finite(payload), indent=1, allow_nan=False, default=_json_default) + "\n"
-    write_text_atomic(path, text)
+    write_text_atomic(path, json_text(payload))
 
 
 def _finite(value: Any) -> Any:

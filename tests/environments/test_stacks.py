@@ -136,12 +136,16 @@ def test_a_locks_header_names_the_command_and_its_python():
         "x86_64-manylinux_2_28 requirements-cuda.in -o requirements-cuda.lock")
 
 
-def test_differences_name_versions_additions_removals_and_indexes():
+def test_differences_name_versions_additions_removals_indexes_hashes_and_markers():
     old = "--extra-index-url https://x.org/simple\n\na==1.0 \\\n    --hash=sha256:aa\nb==2.0\n"
     new = "a==1.1 \\\n    --hash=sha256:bb\nc==3.0\n"
     assert locking.differences(old, new) == [
         "a 1.0 → 1.1", "+ c 3.0", "- b 2.0", "indexes ['https://x.org/simple'] → PyPI only"]
-    assert locking.differences(new, new.replace("sha256:bb", "sha256:cc")) == []  # hashes only
+    assert locking.differences(new, new.replace("sha256:bb", "sha256:cc")) == [
+        "a 1.1: 1 hash(es) not of a file the index serves for it, first sha256:bb (and 1 file(s) "
+        "it serves are not pinned)"]                                    # hashes are the lock too
+    assert locking.differences(new, new.replace("c==3.0", "c==3.0 ; sys_platform == 'win32'")) \
+        == ["c 3.0: pinned as 'c==3.0', resolves to 'c==3.0; sys_platform == \"win32\"'"]
 
 
 def test_the_resolvers_error_becomes_one_line():

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..formatting import fmt
+from ..formatting import fmt, md_text
 
 
 def _samples(value: Any) -> list[float]:
@@ -66,7 +66,8 @@ def markdown_lines(summaries: Sequence[Mapping[str, Any]], keras_view: Any = Non
            "ms | Decode ms per token | Tokens/s |", "|---|---:|---|---:|---:|---:|---:|"]
     for s in cells:
         env = titles.get((s["cell_id"]), s["environment"])
-        out.append(f"| {s['label']} | {s['batch_size']} | {env} | {fmt(s.get('median_ms'))} | "
+        out.append(f"| {md_text(s['label'])} | {s['batch_size']} | {md_text(env)} | "
+                   f"{fmt(s.get('median_ms'))} | "
                    f"{fmt(s.get('ttft_ms'))} | {fmt(s.get('decode_ms_per_token'))} | "
                    f"{fmt(s.get('tokens_per_s'))} |")
     return out + ["", "Time to first token: a generate call from the same prompts that makes one "

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from ..data.types import CellSummary
-from ..formatting import fmt
+from ..formatting import fmt, md_code, md_text
 from . import answers
 from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
 from .ratios import Ratio
@@ -43,15 +43,15 @@ def ratio_words(ratio: float) -> str:
 def _where(effect, factor: str) -> str:
     batch = f", batch {effect.batch_size}" if factor != "batch_size" else ""
     on = "" if factor == ENVIRONMENT else f" on {effect.environment}"
-    return f"{effect.label}{batch}{on}"
+    return md_text(f"{effect.label}{batch}{on}")
 
 
 def _subject(table: EffectTable, value: Any) -> str:
     if table.factor == ENVIRONMENT:
         changed = f" ({table.changes[value]})" if value in table.changes else ""
-        return f"{value}{changed} against {table.baseline}"
+        return md_text(f"{value}{changed} against {table.baseline}")
     per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
-    return f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}"
+    return md_text(f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}")
 
 
 def table_sentences(table: EffectTable) -> list[str]:
@@ -105,7 +105,7 @@ def fastest_sentences(summaries: list[CellSummary], what: str = "") -> list[str]
         contested += 1
         wins[found[0]["environment"]] += 1
         clear[found[0]["environment"]] += bool(found[1])
-    return [f"{env} is fastest in {count} of {contested} rows{what} with two or more "
+    return [f"{md_text(env)} is fastest in {count} of {contested} rows{what} with two or more "
             f"environments (ahead of every other beyond noise in {clear[env]})."
             for env, count in wins.most_common(FASTEST_SHOWN)]
 
@@ -147,7 +147,7 @@ def answer_sentences(summaries: list[CellSummary]) -> list[str]:
     unchecked = [s for s in ok if s.get("answer_check") == answers.UNCHECKED]
     out = []
     if differing:
-        names = ", ".join(f"`{s['cell_name']}`" for s in differing[:4])
+        names = ", ".join(md_code(s["cell_name"]) for s in differing[:4])
         more = f" and {len(differing) - 4} more" if len(differing) > 4 else ""
         out.append(f"{len(differing)} of {len(compared)} compared cells computed a different "
                    f"answer from their row ({names}{more}): they are marked "
@@ -169,7 +169,8 @@ def repeat_sentences(analysis: Analysis) -> list[str]:
     if not missing:
         return []
     total = sum(1 for t in analysis.tables for e in t.effects if e.estimate.ratio is not None)
-    return [f"{len(missing)} of {total} ratios have no interval: {missing[0].estimate.why}; "
+    return [f"{len(missing)} of {total} ratios have no interval: "
+            f"{md_text(missing[0].estimate.why)}; "
             "without one, no ratio is called beyond noise (set repeats ≥ 3)."]
 
 

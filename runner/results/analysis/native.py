@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.types import CellSummary
-from ..formatting import fmt
+from ..formatting import fmt, md_text
 from .effects import fastest, speedup
 from .keras_table import NATIVE_API
 from .ratios import Ratio, geometric_mean_ratio
@@ -95,7 +95,7 @@ def cost_text(estimate: Ratio) -> str:
 def cost_words(estimate: Ratio, native: str) -> str:
     """'takes 2.10× the time of HF PyTorch (eager) (95 % CI 1.90–2.32)', with "— not
     distinguishable from noise" when the interval covers 1."""
-    text = f"takes {fmt(estimate.ratio)}× the time of {native}"
+    text = f"takes {fmt(estimate.ratio)}× the time of {md_text(native)}"
     if not estimate.has_interval:
         return f"{text} (no interval: {estimate.why})"
     text += f" (95 % CI {fmt(estimate.low)}–{fmt(estimate.high)})"
@@ -134,14 +134,16 @@ def markdown_lines(view: KerasView | None) -> list[str]:
            "PyTorch, built from the same configurations with the same inputs.", ""]
     for native in natives:
         mine = [r for r in ratios if r.native == native]
-        out += [f"#### Against {native}", "",
-                "| Workload (task) | Batch size | " + " | ".join(keras_columns) + " |",
+        out += [f"#### Against {md_text(native)}", "",
+                "| Workload (task) | Batch size | " + " | ".join(map(md_text, keras_columns))
+                + " |",
                 "|---|---:|" + "---:|" * len(keras_columns)]
         keyed: dict[tuple[str, int], dict[str, str]] = {}
         for r in mine:
             keyed.setdefault((r.label, r.batch_size), {})[r.keras] = \
                 cost_text(r.estimate) + (" ≠" if r.differs else "")
-        out += [f"| {label} | {batch} | " + " | ".join(cells.get(k, "") for k in keras_columns)
+        out += [f"| {md_text(label)} | {batch} | "
+                + " | ".join(cells.get(k, "") for k in keras_columns)
                 + " |" for (label, batch), cells in keyed.items()]
         means = []
         for keras in keras_columns:
@@ -164,8 +166,8 @@ def sentences(view: KerasView | None) -> list[str]:
             if mean.ratio is None:
                 continue
             where = f"geometric mean over {rows} rows" if rows > 1 else next(
-                f"{r.label}, batch {r.batch_size}" for r in ratios if r.keras == keras
+                f"{md_text(r.label)}, batch {r.batch_size}" for r in ratios if r.keras == keras
                 and r.native == native and r.estimate.ratio is not None and not r.differs)
-            who = "The best Keras 3 backend" if keras == BEST else keras
+            who = "The best Keras 3 backend" if keras == BEST else md_text(keras)
             out.append(f"Keras over native: {who} {cost_words(mean, native)}, {where}.")
     return out

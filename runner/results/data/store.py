@@ -8,12 +8,12 @@ and no symbolic link in it is followed on read or write.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import re
 import shutil
-import stat
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -22,9 +22,14 @@ import tomli_w
 
 from ...errors import UsageError
 from ...paths import RESULTS_DIR
-from ...worker.protocol import write_json_atomic, write_text_atomic
+from ...worker.protocol import json_text, write_json_atomic, write_text_atomic
 from . import schemas
+from .ledger import Ledger
 from .types import Manifest, Record
+from .untrusted import MAX_FILE_BYTES, describe_os_error, read_file
+
+__all__ = ["MAX_FILE_BYTES", "SET_ASIDE", "Store", "describe_os_error", "open_run", "read_file",
+           "results_root"]
 
 LOCK_FILE = ".lock"
 # Room kept free in a run folder for the run's life and given back when it stops, so that a run
@@ -32,7 +37,6 @@ LOCK_FILE = ".lock"
 RESERVE_FILE = ".reserve"
 RESERVE_BYTES = 8 << 20
 SET_ASIDE = "set-aside"          # unreadable records moved out of cells/ by a resume
-MAX_FILE_BYTES = 64 << 20        # a record or manifest larger than this is not one
 _STAMP = re.compile(r"^(?P<stamp>\d{8}T\d{6}Z)(?:-(?P<n>\d+))?$")
 
 
@@ -45,31 +49,13 @@ def results_root(path: Path, option: str = "--results-dir") -> Path:
     return path
 
 
-def read_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
-    """A regular file's bytes, never through a symbolic link; OSError otherwise (ELOOP for a
-    link, EFBIG for a file over `limit`). O_NONBLOCK: a FIFO in its place cannot hang the read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MB", str(path))
-    return data
-
-
-def describe_os_error(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
-        return "is a symbolic link (never followed in a run folder)"
-    return exc.strerror or str(exc)
-
-
 class Store:
     def __init__(self, root: Path, records_folder: str = "cells"):
         self.root = Path(root)
         self.cells = self.root / records_folder
         self.logs = self.root / "logs"
         self.work = self.root / "work"
+        self.ledger = Ledger(self.root)
         self._lock_fd: int | None = None
         self._reserved = False
 
@@ -87,6 +73,7 @@ class Store:
         """A new run folder, made exclusively (two runs started in the same second get two
         folders) and locked."""
         parent = results_root(results_dir) / name
+        made = [p for p in (parent, *parent.parents) if not p.exists()]
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -102,9 +89,18 @@ class Store:
         else:
             raise UsageError(f"{parent}: no free run folder name for {stamp}")
         store = cls(root)
-        store.lock()
-        store._make_folders()
-        return store.reserve()
+        try:
+            store.lock()
+            store._make_folders()
+            store.ledger.start()
+            return store.reserve()
+        except (OSError, UsageError):       # a disk too full for the reserve: leave nothing
+            store.close()
+            shutil.rmtree(root, ignore_errors=True)
+            for folder in made:             # innermost first; only those made, only empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
 
     @classmethod
     def open(cls, root: Path, lock: bool = True, create_folders: bool = True) -> Store:
@@ -120,6 +116,7 @@ class Store:
         if lock:
             store.lock()
             store.reserve()
+            store.ledger.hold()
         if create_folders:
             store._make_folders()
         return store
@@ -224,21 +221,37 @@ class Store:
         folder.mkdir(parents=True)
         return folder
 
-    def write_record(self, key: str, record: Record) -> None:
+    def write_record(self, key: str, record: Record) -> None:  # its digest in the ledger first
         path = self.record_path(key)
         if path.exists() or path.is_symlink():
             raise FileExistsError(f"{path} exists: a finished result is never overwritten")
-        write_json_atomic(path, record)
+        text = json_text(record)
+        self.ledger.note(self.ledger_name(path), text.encode("utf-8"))
+        write_text_atomic(path, text)
 
-    def read_record(self, path: Path) -> tuple[Record | None, str | None]:
-        """(record, None) when the file holds a valid record of its own cell, else (None, why)."""
+    def ledger_name(self, path: Path) -> str:
+        return f"{self.cells.name}/{path.name}"
+
+    def adopt_unledgered(self) -> int:
+        """Resuming a run made before the ledger: Ledger.adopt of its records."""
+        return self.ledger.adopt(self._record_files(), self.ledger_name)
+
+    def read_record(self, path: Path, listed: set[Any] | None = None
+                    ) -> tuple[Record | None, str | None]:
+        """(record, None) when the file holds a valid record of its own cell (one of `listed`,
+        where given), the bytes the runner wrote (its ledger); else (None, why)."""
         try:
-            data = schemas.parse_json(read_file(path))
+            raw = read_file(path)
+            data = schemas.parse_json(raw)
         except OSError as exc:
             return None, describe_os_error(exc)
         except ValueError as exc:
             return None, f"not valid JSON ({exc})"
         problem = schemas.record_problem(data, path.stem)
+        if problem is None and listed is not None and data["cell_id"] not in listed:
+            problem = (f"cell {data['cell_id']!r} is not a cell of this run (manifest.json "
+                       "does not list it)")
+        problem = problem or self.ledger.problem(self.ledger_name(path), raw)
         return (None, problem) if problem else (schemas.complete_record(data), None)
 
     def read_records(self, manifest: Manifest | None = None
@@ -249,12 +262,9 @@ class Store:
         good: list[Record] = []
         bad: list[tuple[Path, str]] = []
         for path in self._record_files():
-            record, problem = self.read_record(path)
+            record, problem = self.read_record(path, listed)
             if record is None:
                 bad.append((path, problem or "not a record"))
-            elif listed is not None and record["cell_id"] not in listed:
-                bad.append((path, f"cell {record['cell_id']!r} is not a cell of this run "
-                                  "(manifest.json does not list it)"))
             else:
                 good.append(record)
         return good, bad

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import JustifyMethod
 
 from ...errors import user_text
+from ..formatting import md_code, md_text
 from ...worker.protocol import write_text_atomic
 from ..analysis.comparison import (FASTER, NOT_COMPARABLE, SAME, SLOWER, Comparison,
                                    compare_runs)
@@ -31,21 +32,21 @@ def summary_line(comparison: Comparison) -> str:
 
 def markdown(comparison: Comparison) -> str:
     c = comparison
-    lines = [f"# Compare: `{c.run_b}` (B) against `{c.run_a}` (A)", "",
+    lines = [f"# Compare: {md_code(c.run_b)} (B) against {md_code(c.run_a)} (A)", "",
              f"Ratio = B ÷ A of the geometric means of the repeat medians (below 1: B faster). "
              f"A cell is faster or slower only when Welch's t-test on the log repeat medians (the "
              f"repeat, a fresh process, is the independent unit) gives p < {c.alpha:g} **and** "
-             f"the ratio is beyond both the threshold ({c.threshold_source}; up to "
+             f"the ratio is beyond both the threshold ({md_text(c.threshold_source)}; up to "
              f"{c.threshold * 100:g} %) and the run-to-run spread of repeat medians.", "",
-             f"**{summary_line(c)}**", "",
+             f"**{md_text(summary_line(c))}**", "",
              "## Stacks", "",
              "Per environment: the lock hash or image digest and id, the installed "
              "distributions, the driver, the GPU model and its power limit, the runner's version "
              "and the environment variables the matrix set, of A against B.", "",
              "| Environment | Stack |", "|---|---|"]
     for stack in c.stacks:
-        text = stack.describe()
-        lines.append(f"| {stack.environment} | {text if stack.same else f'**{text}**'} |")
+        text = md_text(stack.describe())
+        lines.append(f"| {md_text(stack.environment)} | {text if stack.same else f'**{text}**'} |")
     lines += ["", "## Cells", "",
               "| Workload (task) | Batch size | Environment | Stack | A ms | B ms | B/A | p | "
               "Verdict | Note |",
@@ -53,10 +54,11 @@ def markdown(comparison: Comparison) -> str:
     for cell in c.cells:
         verdict = f"**{cell.verdict}**" if cell.verdict in (FASTER, SLOWER) else cell.verdict
         stack_text = "**differs**" if cell.stack_differs else "same"
-        lines.append(f"| {cell.label} | {cell.batch_size} | {cell.environment} | {stack_text} | "
+        lines.append(f"| {md_text(cell.label)} | {cell.batch_size} | {md_text(cell.environment)} | "
+                     f"{stack_text} | "
                      f"{_fmt(cell.median_a_ms, '.4g')} | {_fmt(cell.median_b_ms, '.4g')} | "
                      f"{_fmt(cell.ratio, '.3f')} | {_fmt(cell.p_value, '.2g')} | {verdict} | "
-                     f"{cell.reason} |")
+                     f"{md_text(cell.reason)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -34,21 +34,74 @@ img { max-width: 100%; border: 1px solid #d0d7de; margin: .5em 0; }
 _IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
 
 
+PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+BOLD = object()           # a `**` of the runner's own Markdown
+
+
 def _inline(text: str) -> str:
-    """Escape, then `code` and **bold** (code first, so asterisks inside code stay literal)."""
-    pieces = re.split(r"(`[^`]*`)", text)
-    out = []
-    for piece in pieces:
-        if piece.startswith("`") and piece.endswith("`") and len(piece) >= 2:
-            out.append(f"<code>{html.escape(piece[1:-1])}</code>")
+    """Inline Markdown as report.md writes it, rendered as CommonMark would: code spans (any
+    fence of backticks), backslash escapes (`\\<` is a `<`), **bold**; everything else is text,
+    HTML-escaped. A user's string (formatting.md_text, md_code) never makes a tag or bold."""
+    parts: list[object] = []          # text, BOLD, or ("code", text)
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text) and text[i + 1] in PUNCTUATION:
+            parts.append(text[i + 1])
+            i += 2
+        elif char == "`":
+            fence = text[i:len(text) - len(text[i:].lstrip("`"))]
+            close = re.compile(rf"(?<!`){fence}(?!`)").search(text, i + len(fence))
+            if close is None:
+                parts.append(fence)
+                i += len(fence)
+                continue
+            body = text[i + len(fence):close.start()]
+            if len(body) > 1 and body[0] == body[-1] == " " and body.strip():
+                body = body[1:-1]
+            parts.append(("code", body))
+            i = close.end()
+        elif text.startswith("**", i):
+            parts.append(BOLD)
+            i += 2
         else:
-            escaped = html.escape(piece)
-            out.append(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped))
+            parts.append(char)
+            i += 1
+    bolds = [k for k, part in enumerate(parts) if part is BOLD]
+    unpaired = set(bolds[len(bolds) - len(bolds) % 2:])        # an odd last `**` is text
+    out, strong = [], False
+    for k, part in enumerate(parts):
+        if part is BOLD and k not in unpaired:
+            out.append("</strong>" if strong else "<strong>")
+            strong = not strong
+        elif part is BOLD:
+            out.append("**")
+        elif isinstance(part, tuple):
+            out.append(f"<code>{html.escape(part[1])}</code>")
+        else:
+            out.append(html.escape(str(part)))
     return "".join(out)
 
 
 def _row(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+    """A table row's cells, split at its unescaped pipes; `\\|` in a cell is a `|` (GFM's rule,
+    inside code spans too)."""
+    cells, current, i = [], "", 0
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            current += body[i:i + 2]
+            i += 2
+        elif body[i] == "|":
+            cells.append(current)
+            current, i = "", i + 1
+        else:
+            current += body[i]
+            i += 1
+    if current.strip():
+        cells.append(current)
+    return [cell.strip().replace("\\|", "|") for cell in cells]
 
 
 def _table(lines: list[str]) -> str:

@@ -9,17 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import answers, decoding, findings, native, reference
+from ..analysis import answers, decoding, findings, native
 from ..analysis.effects import Analysis, keras_speedups
 from ..analysis.keras_table import keras_view
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
-from ..formatting import best_text, cell_text, comparable_values, fmt, percent
+from ..formatting import best_text, cell_text, comparable_values, fmt, md_code, md_text, percent
 from ..analysis.profiles import Profiled
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
                              effects_section, no_interval_note, plots_lines, ratio_text,
                              tf32_section, training_table, warnings_section)
 from .markdown_profiles import profile_findings, profiles_section
+from .markdown_reference import peak_section, published_section
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
            "ratio_text", "report_markdown"]
@@ -40,7 +41,7 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
     marked = tf32_rows(summaries)
     extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
     extra_head += "".join(f" Best Keras 3 ÷ {title} |" for title in natives)
-    heads = [(titles or {}).get(e, e) for e in environments]
+    heads = [md_text((titles or {}).get(e, e)) for e in environments]
     lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
              "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")
              + "---:|" * len(natives)]
@@ -50,14 +51,15 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
         cells = [cell_text(grid.get((label, batch, e)), key, best) for e in environments]
         if speedups:
             entry = speedups.get((label, batch))
-            cells.append(f"{fmt(entry['best_ms'])} ({entry['best_backend']})" if entry else "–")
+            cells.append(f"{fmt(entry['best_ms'])} ({md_text(entry['best_backend'])})"
+                         if entry else "–")
             cells.append(ratio_text(entry["estimate"])
                          + (f" {TF32_MARK}" if entry["tf32_mixed"] else "")
                          if entry and entry["speedup"] else "–")
         cells += [native.cost_text(costs[(label, batch)][title])
                   if title in costs.get((label, batch), {}) else "–" for title in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
-        lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md_text(label)}{mark} | {batch} | " + " | ".join(cells) + " |")
     notes = [TF32_NOTE] if marked else []
     missing = no_interval_note([e["estimate"] for e in speedups.values() if e.get("estimate")])
     if missing:
@@ -76,18 +78,20 @@ class Report:
     plots: list[Any] | None
     analysis: Analysis | None
     keras: tuple[list[CellSummary], list[str], dict[str, str]] | None
+    left_out: list[tuple[str, str]]          # (record file, why): not in the report
     profiled: Profiled | None = None      # the run's profiles, by row, and their plots
 
 
 def title_section(r: Report) -> list[str]:
     manifest, host = r.manifest, r.manifest.get("host", {})
-    return [f"# Benchmark report: {manifest.get('name')}", "",
-            f"Run `{manifest.get('run_id')}` · profile **{manifest.get('profile')}** "
-            f"({manifest.get('profile_reason')}) · executor {manifest.get('executor')} · "
-            f"{manifest.get('started_at')} · CPU {host.get('cpu_model', '?')} "
-            f"× {host.get('cpu_count', '?')} · GPU {host.get('gpu_name') or 'none'}"
-            + (f" · runner `{manifest['runner_version']}`" if manifest.get("runner_version")
-               else "")]
+    return [f"# Benchmark report: {md_text(manifest.get('name'))}", "",
+            f"Run {md_code(manifest.get('run_id'))} · profile "
+            f"**{md_text(manifest.get('profile'))}** ({md_text(manifest.get('profile_reason'))})"
+            f" · executor {md_text(manifest.get('executor'))} · "
+            f"{md_text(manifest.get('started_at'))} · CPU {md_text(host.get('cpu_model', '?'))} "
+            f"× {md_text(host.get('cpu_count', '?'))} · GPU {md_text(host.get('gpu_name') or 'none')}"
+            + (f" · runner {md_code(manifest['runner_version'])}"
+               if manifest.get("runner_version") else "")]
 
 
 def method_section(r: Report) -> list[str]:
@@ -157,6 +161,16 @@ def warnings_part(r: Report) -> list[str]:
     return warnings_section(r.manifest, r.summaries)
 
 
+def left_out_section(r: Report) -> list[str]:
+    """The run's record files the report could not use: changed since the runner wrote them
+    (its ledger), not valid, or not of a cell of the run."""
+    if not r.left_out:
+        return []
+    return ["## Records left out", "", "These files in the run folder are not in this report "
+            "(a resume sets them aside and measures their cells again):", "",
+            *[f"- {md_code(name)}: {md_text(why)}" for name, why in r.left_out], ""]
+
+
 def fixed_costs_section(r: Report) -> list[str]:
     costs = fixed_costs(r.summaries)
     if not costs:
@@ -164,7 +178,7 @@ def fixed_costs_section(r: Report) -> list[str]:
     out = ["## Where a process's time goes (s, medians per environment)", "",
            "| Environment | Cells | Import | Setup | Warm-up | Other | Fixed cost | Timed |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    out += [f"| {c['environment']} | {c['cells']} | {fmt(c['import_s'])} | "
+    out += [f"| {md_text(c['environment'])} | {c['cells']} | {fmt(c['import_s'])} | "
             f"{fmt(c['setup_s'])} | {fmt(c['warmup_s'])} | {fmt(c['other_s'])} | "
             f"{fmt(c['fixed_s'])} | {fmt(c['timed_s'])} |" for c in costs]
     return out + ["", "Fixed cost: the worker process's wall time minus its timed window (import "
@@ -216,9 +230,9 @@ def energy_section(r: Report) -> list[str]:
                 "repeat's warm-up) over the window — the energy the work itself added:", "",
                 markdown_table(summaries, "energy_per_step_above_idle_j"), "",
                 "Power at rest (W): " + ", ".join(
-                    f"`{s['cell_name']}` {fmt(s['gpu_idle_power_w'])}" for s in summaries
+                    f"{md_code(s['cell_name'])} {fmt(s['gpu_idle_power_w'])}" for s in summaries
                     if s.get("gpu_idle_power_w") is not None) + ".", ""]
-    out += [f"- `{s['cell_name']}`: {s['energy_note']}" for s in summaries
+    out += [f"- {md_code(s['cell_name'])}: {md_text(s['energy_note'])}" for s in summaries
             if s.get("energy_note")]
     return out + [""]
 
@@ -230,7 +244,8 @@ def _cell_row(s: CellSummary) -> str:
     cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
     loss, acc = _sanity(s)
     mark = f" {answers.MARK}" if s.get("answer_differs") else ""
-    return (f"| `{s['cell_name']}`{mark} | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
+    return (f"| {md_code(s['cell_name'], in_table=True)}{mark} | {md_text(s['status'])} | "
+            f"{s['repeats_ok']}/{s['repeats']} | "
             f"{fmt(s.get(TIME_KEY))} | {fmt(s['median_ms'])} | {_ci_text(s)} | "
             f"{fmt(s.get('iqr_ms'))} | "
             f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
@@ -271,45 +286,12 @@ def tf32_part(r: Report) -> list[str]:
     return tf32_section(r.summaries)
 
 
-def published_section(r: Report) -> list[str]:
-    beside = reference.beside(r.summaries)
-    if not beside:
-        return []
-    table = reference.published()
-    out = [f"## Beside the published figures ({table['hardware']}, ms/step)", "",
-           "| Workload (task) | Batch size | " + " | ".join(
-               f"{reference.TITLES[c]}: here / published" for c in reference.COLUMNS) + " |",
-           "|---|---:|" + "---:|" * len(reference.COLUMNS)]
-    for row in beside:
-        cells = []
-        for column in reference.COLUMNS:
-            c = row["columns"][column]
-            published = fmt(c["published_ms"]) if c["published_ms"] else "NA"
-            here = fmt(c["measured_ms"]) if c["measured_ms"] is not None else (c["status"] or "–")
-            ratio = f" ({fmt(c['ratio'])}×)" if c["ratio"] is not None else ""
-            cells.append(f"{here} / {published}{ratio}")
-        out.append(f"| {row['workload']} ({row['task']}) | {row['batch_size']} | "
-                   + " | ".join(cells) + " |")
-    return out + ["", "Published: the Keras 3 benchmark study's Table 2 "
-                  f"(source: {table['source']}). Hardware, versions and weights differ (random "
-                  "weights here): read ranks and ratios, not absolute values. Here: the time per "
-                  "step of the tables, except Stable Diffusion predict, timed as the study timed "
-                  "it — (T(N+2 steps) − T(2 steps)) / N, without the text encoders and the VAE "
-                  "decode — after each repeat's window. The ratio here ÷ published is shown only "
-                  "for cells that ran at full size on a GPU.", ""]
+def published_part(r: Report) -> list[str]:
+    return published_section(r.summaries)
 
 
-def peak_section(r: Report) -> list[str]:
-    calibration = r.manifest.get("calibration") or {}
-    if not calibration.get("peaks"):
-        return []
-    out = ["## Measured peak", "",
-           "| Device | Precision | TFLOP/s | p10–p90 TFLOP/s | Environment | n |",
-           "|---|---|---:|---:|---|---:|"]
-    out += [f"| {p['device']} | {p['kind']} | {fmt(p['tflops'], 4)} | "
-            f"{fmt(p.get('tflops_p10'), 4)}–{fmt(p.get('tflops_p90'), 4)} | {p['environment']} "
-            f"| {p.get('n')} |" for p in calibration["peaks"]]
-    return out + ["", f"How: {calibration.get('method')}.", ""]
+def peak_part(r: Report) -> list[str]:
+    return peak_section(r.manifest)
 
 
 def problems_section(r: Report) -> list[str]:
@@ -319,7 +301,8 @@ def problems_section(r: Report) -> list[str]:
     out = ["## Problems", ""]
     for s in problems:
         first = (s.get("error") or "").strip().splitlines()
-        out.append(f"- `{s['cell_name']}`: **{s['status']}** — {first[-1] if first else ''}")
+        out.append(f"- {md_code(s['cell_name'])}: **{md_text(s['status'])}** — "
+                   f"{md_text(first[-1]) if first else ''}")
     return out + [""]
 
 
@@ -335,16 +318,19 @@ def plots_section(r: Report) -> list[str]:
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
     effects_part,
-    answers_part, warnings_part, fixed_costs_section, training_section, first_token_part,
-    memory_section,
-    energy_section, cells_section, tf32_part, published_section, peak_section,
+    answers_part, warnings_part, left_out_section, fixed_costs_section, training_section,
+    first_token_part, memory_section,
+    energy_section, cells_section, tf32_part, published_part, peak_part,
     problems_section, profiles_part, plots_section)
 
 
 def report_markdown(manifest: Manifest, summaries: list[CellSummary],
                     plots: list[Any] | None = None, analysis: Analysis | None = None,
+                    left_out: list[tuple[str, str]] | None = None,
                     profiled: Profiled | None = None) -> str:
     """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
-    note on why it was skipped) are listed at the end, the forest plot with the effects."""
-    report = Report(manifest, summaries, plots, analysis, keras_view(summaries), profiled)
+    note on why it was skipped) are listed at the end, the forest plot with the effects;
+    `left_out`: record files not in it, and why; `profiled`: the run's profiles."""
+    report = Report(manifest, summaries, plots, analysis, keras_view(summaries),
+                    left_out or [], profiled)
     return "\n".join(line for section in SECTIONS for line in section(report))

@@ -13,7 +13,7 @@ from ..analysis.effects import ENVIRONMENT, Analysis, EffectTable, shown
 from ..analysis.ratios import Ratio
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
-from ..formatting import fmt
+from ..formatting import fmt, md_code, md_text
 
 
 def allocator_lines(summaries: list[CellSummary]) -> list[str]:
@@ -23,10 +23,10 @@ def allocator_lines(summaries: list[CellSummary]) -> list[str]:
         allocator = s.get("allocator")
         if allocator is None:  # no ok repeat: nothing ran
             continue
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(allocator.items()))
+        shown = ", ".join(f"{md_text(k)}={md_text(v)}" for k, v in sorted(allocator.items()))
         if shown not in seen[s["environment"]]:
             seen[s["environment"]].append(shown)
-    return [f"- `{env}`: " + ("; ".join(sets) if any(sets) else "not recorded")
+    return [f"- {md_code(env)}: " + ("; ".join(sets) if any(sets) else "not recorded")
             for env, sets in seen.items()]
 
 
@@ -53,14 +53,14 @@ def effect_table(table: EffectTable) -> list[str]:
     heads = (["Workload (task) and settings"]
              + ([] if table.factor == "batch_size" else ["Batch size"])
              + (["Environment"] if axis else []))
-    columns = [shown(v) if axis else str(v) for v in table.values]
+    columns = [md_text(shown(v) if axis else str(v)) for v in table.values]
     if axis:
-        columns = [f"{table.factor} = {c}" for c in columns]
+        columns = [f"{md_text(table.factor)} = {c}" for c in columns]
     lines = ["| " + " | ".join(heads + columns) + " |",
              "|---|" + "---:|" * (table.factor != "batch_size") + "---|" * axis
              + "---:|" * len(columns)]
     for row, cells in keyed.items():
-        lines.append("| " + " | ".join([str(part) for part in row]
+        lines.append("| " + " | ".join([md_text(part) for part in row]
                                        + [cells.get(repr(v), "") for v in table.values]) + " |")
     means = []
     for value in table.values:
@@ -79,7 +79,8 @@ def no_interval_note(estimates: list[Ratio]) -> list[str]:
     """Why ratios have no interval, once under their table."""
     reasons = list(dict.fromkeys(e.why for e in estimates if e.ratio is not None
                                  and not e.has_interval))
-    return ["", "With no interval: " + "; ".join(r or "" for r in reasons) + "."] if reasons else []
+    return ["", "With no interval: " + "; ".join(md_text(r or "") for r in reasons) + "."] \
+        if reasons else []
 
 
 def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
@@ -100,14 +101,16 @@ def effects_section(analysis: Analysis, plots: list[Any] | None) -> list[str]:
     if forest:
         parts += [f"![{forest.title}]({forest.path})", ""]
     for table in analysis.tables:
-        parts += [f"### {table.title}", "", *effect_table(table), ""]
+        parts += [f"### {md_text(table.title)}", "", *effect_table(table), ""]
         if table.changes:
-            parts += [f"What each stack changes against {table.baseline}'s (the distributions "
-                      "its records name):", "",
-                      *[f"- {env}: {text}" for env, text in table.changes.items()], ""]
+            parts += [f"What each stack changes against {md_text(table.baseline)}'s (the "
+                      "distributions its records name):", "",
+                      *[f"- {md_text(env)}: {md_text(text)}"
+                        for env, text in table.changes.items()], ""]
         if table.without_baseline:
-            parts += [f"{table.without_baseline} group(s) have no cell at {table.factor} = "
-                      f"{shown(table.baseline)} (the configured baseline) and are left out.", ""]
+            parts += [f"{table.without_baseline} group(s) have no cell at "
+                      f"{md_text(table.factor)} = {md_text(shown(table.baseline))} (the "
+                      "configured baseline) and are left out.", ""]
     return parts
 
 
@@ -129,25 +132,27 @@ def answers_section(summaries: list[CellSummary]) -> list[str]:
              "Cells: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n) + ".", ""]
     differing = [s for s in ok if s.get("answer_differs")]
     if differing:
-        parts += [f"- `{s['cell_name']}` ({s['answer_check']}, against "
-                  f"{s.get('answer_reference') or 'the row'}): {s.get('answer_detail')}"
+        parts += [f"- {md_code(s['cell_name'])} ({md_text(s['answer_check'])}, against "
+                  f"{md_text(s.get('answer_reference') or 'the row')}): "
+                  f"{md_text(s.get('answer_detail'))}"
                   for s in differing] + [""]
     else:
         parts += ["No cell computed a different answer.", ""]
     unchecked = [s for s in ok if s.get("answer_check") == answers.UNCHECKED]
     if unchecked:
         parts += ["Not checked (the matrix sets `check_answers = false` on their benchmark): "
-                  + ", ".join(f"`{s['cell_name']}`" for s in unchecked) + ".", ""]
+                  + ", ".join(md_code(s["cell_name"]) for s in unchecked) + ".", ""]
     alone = [s for s in ok if s.get("answer_check") == answers.ALONE]
     if alone:
         parts += ["Alone in their row, nothing to compare with (Keras 2's keras-hub cells are "
                   "compared with Keras 2 cells only): "
-                  + ", ".join(f"`{s['cell_name']}`" for s in alone) + ".", ""]
+                  + ", ".join(md_code(s["cell_name"]) for s in alone) + ".", ""]
     missing = [s for s in ok if s.get("answer_check") == answers.NOT_RECORDED]
     if missing:
         unknown = "no fingerprint: a run made before answers were recorded, or a workload without one"
         parts += ["No answer recorded: " + ", ".join(
-            f"`{s['cell_name']}` ({s.get('answer_note') or unknown})" for s in missing) + ".", ""]
+            f"{md_code(s['cell_name'])} ({md_text(s.get('answer_note') or unknown)})"
+            for s in missing) + ".", ""]
     return parts
 
 
@@ -169,14 +174,16 @@ def training_table(summaries: list[CellSummary]) -> str | None:
              "VRAM initial / peak MB |",
              "|---|---:|---|---:|---:|---:|---:|---|---:|---:|"]
     for s in fits:
-        label = s["label"] + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked else "")
+        label = md_text(s["label"]) + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked
+                                       else "")
         label += f" {answers.MARK}" if s.get("answer_differs") else ""
         if s["status"] != "ok":
-            lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | {s['status']} "
+            lines.append(f"| {label} | {s['batch_size']} | {md_text(s['environment'])} | "
+                         f"{md_text(s['status'])} "
                          "| | | | | | |")
             continue
         loss, acc = _sanity(s)
-        lines.append(f"| {label} | {s['batch_size']} | {s['environment']} | "
+        lines.append(f"| {label} | {s['batch_size']} | {md_text(s['environment'])} | "
                      f"{fmt(s.get('epoch_measured_s'))} | {fmt(s.get('epoch_s'))} | "
                      f"{fmt(s.get('train_s'))} | {acc} | {loss} | "
                      f"{_pair(s.get('rss_initial_mb'), s.get('rss_peak_mb'))} | "
@@ -221,7 +228,8 @@ def tf32_section(summaries: list[CellSummary]) -> list[str]:
         cells = [s for s in gpu if s.get("tf32_effective") is state]
         if cells:
             lines.append(f"- {title}: " + ", ".join(
-                f"`{s['cell_name']}`" + (f" ({_paths_text(s)})" if _paths_text(s) else "")
+                md_code(s["cell_name"]) + (f" ({md_text(_paths_text(s))})" if _paths_text(s)
+                                           else "")
                 for s in cells))
     return lines + [""]
 
@@ -231,13 +239,14 @@ def machine_lines(manifest: Manifest) -> list[str]:
     lines = []
     profile = manifest.get("machine_profile") or {}
     if profile and not profile.get("found") and profile.get("key"):
-        lines.append(f"{profile.get('why')}: compare keeps its fixed threshold and clocks are "
+        lines.append(f"{md_text(profile.get('why'))}: compare keeps its fixed threshold and "
+                     "clocks are "
                      "judged against 5 %; measure this machine's noise with `python -m runner "
                      "doctor --measure MATRIX`")
     clocks = manifest.get("gpu_clocks")
     if clocks:
         setting = "the TDP (base) clock" if clocks.get("setting") == "tdp" else \
-            f"{clocks.get('setting')} MHz"
+            f"{md_text(clocks.get('setting'))} MHz"
         lines.append(f"GPU clocks were locked at {setting} for this run (not comparable with "
                      "unlocked runs)")
     return lines
@@ -276,9 +285,9 @@ def _group_lines(group: str, flagged: list[CellSummary]) -> list[str]:
         for text in texts:
             kind = conditions.kind_of(group, text)
             if kind.act:
-                own.append(f"- `{s['cell_name']}`: {text}")
+                own.append(f"- {md_code(s['cell_name'])}: {md_text(text)}")
             else:
-                shared.setdefault(kind, []).append(f"`{s['cell_name']}` ({text})")
+                shared.setdefault(kind, []).append(f"{md_code(s['cell_name'])} ({md_text(text)})")
     return own + [f"- {kind.says[0].upper()}{kind.says[1:]}, {len(cells)} time(s): "
                   + _some(cells) for kind, cells in shared.items()]
 

@@ -12,14 +12,15 @@ from typing import Any
 from ...worker.profiling.categories import CATEGORIES
 from ..analysis.profiles import (TOP_OPS, Profiled, ProfiledRow, biggest_gap, category_ms,
                                  explain, top_ops)
-from ..formatting import fmt
+from ..formatting import fmt, md_code, md_text
 
 DOCS = "docs/profiles.md"
 
 
-def code(text: Any, limit: int = 80) -> str:
-    shown = str(text).replace("`", "'").replace("|", "¦").replace("\n", " ")
-    return f"`{shown[:limit] + ('…' if len(shown) > limit else '')}`"
+def code(text: Any, limit: int = 80, in_table: bool = True) -> str:
+    """An op's or a cell's name as a code span, shortened to `limit` characters."""
+    shown = str(text)
+    return md_code(shown[:limit] + ("…" if len(shown) > limit else ""), in_table=in_table)
 
 
 def _overhead(profile: Mapping[str, Any]) -> str:
@@ -65,7 +66,7 @@ def ops_table(row: ProfiledRow) -> list[str]:
 def profile_findings(profiled: Profiled | None) -> list[str]:
     """The findings' sentence on the biggest gap the profiles explain."""
     gap = biggest_gap(profiled.rows) if profiled else None
-    return [f"Where the time goes: {gap}"] if gap else []
+    return [f"Where the time goes: {md_text(gap)}"] if gap else []
 
 
 def profiles_section(profiled: Profiled | None) -> list[str]:
@@ -85,20 +86,20 @@ def profiles_section(profiled: Profiled | None) -> list[str]:
            "`profiles/<cell id>/trace.json.gz` (open it in https://ui.perfetto.dev or "
            f"chrome://tracing), its table `kernels.json` ({DOCS}).", ""]
     for row in rows:
-        out += [f"### {row.label}, batch {row.batch_size}", ""]
+        out += [f"### {md_text(row.label)}, batch {row.batch_size}", ""]
         sentence = explain(row)
         if sentence:
-            out += [sentence, ""]
+            out += [md_text(sentence), ""]
         out += figures_table(row) + [""]
         if (row.label, row.batch_size) in plots:
-            out += [f"![Where the time goes: {row.label}, batch {row.batch_size}]"
+            out += [f"![Where the time goes: {md_text(row.label)}, batch {row.batch_size}]"
                     f"({plots[(row.label, row.batch_size)]})", ""]
         out += [f"The slowest ops of each cell (at most {TOP_OPS}):", ""]
         out += ops_table(row) + [""]
     if failed:
         out += ["Profiles that did not finish (a warning, never a failed cell):", ""]
-        out += [f"- {code(p.get('cell_name'), 120)}: "
-                f"{code(str(p.get('error') or 'failed').strip().splitlines()[-1], 200)} "
+        out += [f"- {code(p.get('cell_name'), 120, False)}: "
+                f"{code(str(p.get('error') or 'failed').strip().splitlines()[-1], 200, False)} "
                 f"(log: `{p.get('log')}`)" for p in failed]
         out.append("")
     return out

@@ -6,17 +6,24 @@ the Agg canvas): no pyplot global state, no display needed, nothing left open be
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from ...errors import shortened
 from ...worker.protocol import atomic_target
 from ..analysis.effects import Analysis, keras_speedups, shown
 from ..analysis.summaries import pivot
 from ..data.types import CellSummary
 
 DPI = 110
+PLOT_LABEL = 60         # characters of a row's label a plot writes (a 20 kB option value took
+                        # seconds of glyphs per figure)
 
 
 @dataclass
@@ -38,10 +45,13 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def save(fig: Any, path: Path) -> None:
-    """A plot is a result too: written whole or not at all."""
-    with atomic_target(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format=path.suffix.lstrip(".") or "png")
+def save(fig: Any, path: Path, dpi: int = DPI) -> None:
+    """A plot is a result too: written whole or not at all. A character the font lacks (a
+    user's option value in Chinese, an emoji) is drawn as a box, not warned about on stderr
+    once per glyph and figure."""
+    with atomic_target(path) as tmp, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from", UserWarning)
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
 
 
 def _colors(environments: list[str]) -> dict[str, Any]:
@@ -77,7 +87,7 @@ def time_plot(summaries: list[CellSummary], path: Path) -> str | None:
                 capsize=3, error_kw={"elinewidth": 1})
         ax.set_yticks(list(positions), envs)
         ax.invert_yaxis()
-        ax.set_title(f"{label}, batch {batch}", fontsize=9)
+        ax.set_title(f"{shortened(label, PLOT_LABEL)}, batch {batch}", fontsize=9)
         ax.set_xlabel("ms/step (median, bars p10–p90)", fontsize=8)
         ax.tick_params(labelsize=8)
         for y, value, above in zip(positions, medians, high, strict=True):
@@ -98,7 +108,7 @@ def keras_speedup_plot(summaries: list[CellSummary], path: Path) -> str | None:
         return "no row has both a Keras 3 and a Keras 2 (tf-keras) result"
     fig = _figure(7.5, 0.45 * len(rows) + 1.4)
     ax = fig.subplots()
-    labels = [f"{label}, b{batch}" for (label, batch), _ in rows]
+    labels = [f"{shortened(label, PLOT_LABEL)}, b{batch}" for (label, batch), _ in rows]
     values = [e["speedup"] for _, e in rows]
     colors = ["tab:green" if v >= 1 else "tab:red" for v in values]
     ax.barh(range(len(rows)), values, color=colors)
@@ -129,7 +139,8 @@ def _per_cell_bars(summaries: list[CellSummary], series: list[tuple[str, str]], 
         values = [s.get(key) or 0.0 for s in cells]
         ax.barh([y + i * height for y in range(len(cells))], values, height=height, label=name)
     ax.set_yticks([y + height * (len(series) - 1) / 2 for y in range(len(cells))],
-                  [f"{s['label']}, b{s['batch_size']} · {s['environment']}" for s in cells],
+                  [f"{shortened(s['label'], PLOT_LABEL)}, b{s['batch_size']} · "
+                   f"{s['environment']}" for s in cells],
                   fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
@@ -169,7 +180,8 @@ def _forest_rows(analysis: Analysis) -> list[dict[str, Any]]:
                        else f"{table.factor}={shown(value)} vs {shown(table.baseline)}")
             if every:
                 for e in effects:
-                    where = e.label + ("" if table.factor == "batch_size" else f", b{e.batch_size}")
+                    where = shortened(e.label, PLOT_LABEL) + (
+                        "" if table.factor == "batch_size" else f", b{e.batch_size}")
                     where += "" if table.factor == "environment" else f" · {e.environment}"
                     lines.append({"text": f"{subject}: {where}", "estimate": e.estimate,
                                   "differs": e.differs, "mean": False})
@@ -223,16 +235,24 @@ def write_plots(root: Path, summaries: list[CellSummary],
                 analysis: Analysis | None = None) -> list[Plot]:
     """Write every plot under root/plots/ (the forest plot of `analysis` first); a plot with
     nothing to show is skipped with a note, and a stale file of that name from an earlier
-    report is removed."""
+    report is removed. All are drawn in a folder beside first and moved in when all are drawn:
+    a report interrupted meanwhile leaves the plots it had (each file moved in whole)."""
     folder = root / "plots"
     if folder.is_symlink():      # never written through: it could point anywhere
         raise OSError(f"{folder} is a symbolic link")
     folder.mkdir(exist_ok=True)
     drawn = [(*FOREST, lambda _, target: forest_plot(analysis, target))] if analysis else []
-    out = []
-    for name, title, draw in drawn + PLOTS:
-        target = folder / name
-        target.unlink(missing_ok=True)
-        skipped = draw(summaries, target)
-        out.append(Plot(title, None, skipped) if skipped else Plot(title, f"plots/{name}"))
+    fresh = Path(tempfile.mkdtemp(prefix=".plots-", dir=root))
+    try:
+        out = []
+        for name, title, draw in drawn + PLOTS:
+            skipped = draw(summaries, fresh / name)
+            out.append(Plot(title, None, skipped) if skipped else Plot(title, f"plots/{name}"))
+        for (name, _, _), plot in zip(drawn + PLOTS, out, strict=True):
+            if plot.path:
+                os.replace(fresh / name, folder / name)
+            else:
+                (folder / name).unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
     return out

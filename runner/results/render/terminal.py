@@ -11,6 +11,7 @@ from ..analysis.conditions import to_act_on
 from ..analysis.keras_table import keras_view
 from ..analysis.summaries import TF32_MARK, TIME_KEY, pivot, tf32_rows
 from ..data.types import CellSummary
+from ...errors import user_text
 from ..formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values, fmt
 
 
@@ -21,7 +22,6 @@ def terminal_table(summaries: list[CellSummary], title: str,
     not markup). The Keras table (`titles` given) ends with the Keras-over-native columns where
     it has native ones."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     environments, rows, grid = pivot(summaries)
@@ -58,7 +58,7 @@ def terminal_table(summaries: list[CellSummary], title: str,
         cells += [native.cost_text(costs[(label, batch)][name])
                   if name in costs.get((label, batch), {}) else "–" for name in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
-        table.add_row(escape(label) + mark, str(batch), *cells)
+        table.add_row(user_text(label) + mark, str(batch), *cells)
     table.caption = caption(summaries, marked)
     return FittedTable(table)
 
@@ -186,7 +186,7 @@ def first_token_table(summaries: list[CellSummary], keras: Any):
                          overflow="fold",
                          min_width=14 if label else None)
     for s in cells:
-        table.add_row(escape(s["label"]), str(s["batch_size"]),
+        table.add_row(user_text(s["label"]), str(s["batch_size"]),
                       escape(titles.get(s["cell_id"], s["environment"])), fmt(s.get("median_ms")),
                       fmt(s.get("ttft_ms")), fmt(s.get("decode_ms_per_token")),
                       fmt(s.get("tokens_per_s")))

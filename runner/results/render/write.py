@@ -41,9 +41,14 @@ def profiled_of(store: Store, plots: list[Any]) -> Profiled | None:
 def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
     """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
     HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
+    if store.ledger.restore():
+        _warn(f"{store.ledger.path}: changed while the run ran; written again from the "
+              "runner's own copy")
     records, unreadable = store.read_records(manifest)
     for path, problem in unreadable:
         _warn(f"{path}: {problem}; not in the reports")
+    if store.ledger.missing():
+        _warn(str(store.ledger.missing()))
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
                                (manifest.get("calibration") or {}).get("peaks"),
                                manifest.get("machine_profile"))
@@ -59,7 +64,8 @@ def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
         plots = write_plots(store.root, summaries, analysis)
     except Exception as exc:  # a plot must never cost the tables
         _warn(f"plots not written ({type(exc).__name__}: {exc})")
-    text = markdown.report_markdown(manifest, summaries, plots, analysis,
+    left_out = [(str(path.relative_to(store.root)), why) for path, why in unreadable]
+    text = markdown.report_markdown(manifest, summaries, plots, analysis, left_out,
                                     profiled_of(store, plots))
     store.write_text("report.md", text)
     try:

@@ -64,6 +64,7 @@ class Option:
     type: type
     help: str
     positive: bool = False
+    local_path: bool = False        # a folder on the machine that runs the cell, never a URL
 
 
 @dataclass(frozen=True)

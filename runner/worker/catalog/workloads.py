@@ -11,7 +11,8 @@ from .base import Option, Workload, declare_workload
 _OPS_APIS = ("numpy", "torch", "jax", "tensorflow", "keras")
 _HUB_OPTIONS = {
     "preset": Option(str, "local folder of a keras-hub (Keras 2: keras-nlp/keras-cv) preset to "
-                          "load weights from; never a hub name (nothing is downloaded)"),
+                          "load weights from; never a hub name (nothing is downloaded)",
+                     local_path=True),
 }
 
 declare_workload(Workload(
