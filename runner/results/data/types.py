@@ -144,6 +144,8 @@ class Record(CellCoordinates, StepSummary, Throughput):
     accuracy: Figure | None
     answer: Document | None
     extra: Document | None
+    profile: Document | None          # a profiled pass's capture; None in every timed record
+    profile_pass: Document | None     # a profiled pass's settings; None in every timed record
     effective: Document | None
     metadata: Document | None
     distributions: Document | None
