@@ -1,5 +1,5 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
-compare, doctor, export, import, reproduce, history, bisect, lock.
+compare, doctor, export, import, reproduce, history, bisect, lock, prices.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
@@ -51,6 +51,8 @@ COMMANDS = {
     "bisect": ("bisect", "which changed distribution moved a cell between two runs"),
     "lock": ("lock", "make or check the image folders' hash-locked requirements (the one "
                      "command behind every lock)"),
+    "prices": ("prices", "the price tables a matrix's [cost] reads: show, check, import a "
+                         "SkyPilot catalog (offline)"),
 }
 SUBCOMMANDS = tuple(COMMANDS)
 
