@@ -119,7 +119,7 @@ def parse_rows(text: str, where: str) -> list[PriceRow]:
         raise PriceError(f"{where}: missing column{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(missing)} (a price table has {', '.join(COLUMNS)})")
     reader.fieldnames = header
-    rows = []
+    rows: list[PriceRow] = []
     for line, raw in enumerate(reader, start=2):
         if len(rows) >= MAX_ROWS:
             raise PriceError(f"{where}: more than {MAX_ROWS} rows")

@@ -149,6 +149,7 @@ class Record(CellCoordinates, StepSummary, Throughput):
     distributions: Document | None
     returncode: int | None
     wall_s: Figure | None
+    usd: Figure | None
     log: str | None
 
 
@@ -276,3 +277,5 @@ class Manifest(TypedDict, total=False):
     stopped: str
     reproduces: str
     resumed: list[dict[str, Any]]    # each resume: when, with which executor
+    cost: dict[str, Any] | None      # price, estimate, caps, what it spent (runner/cost/)
+    stopped_by: str                  # "budget" | "max_hours": a cap stopped the run
