@@ -73,10 +73,10 @@ def estimate_the_run(state: RunState) -> None:
     found = estimate_mod.estimate(
         plan.to_run, lambda cell: devices[cell.axes["device"]], past,
         lambda name: state.matrix.spec.workload(name).family, builds, venvs.build_logs(),
-        calibrations, lanes=len(setup.lanes()[0]))
+        calibrations, lanes=len(setup.lanes()[0]), gpu=setup.gpu)
     state.decide(estimate=found)
     for line in estimate_lines(found, state.decisions.price, state.decisions.budget,
-                               state.opts.max_hours, past is not None):
+                               state.opts.max_hours):
         state.console.print(line, soft_wrap=True, highlight=False)
 
 
@@ -94,31 +94,23 @@ def sources_text(counts: Counter) -> str:
     return ", ".join(f"{n} {estimate_mod.SHORT.get(s, s)}" for s, n in counts.most_common())
 
 
+
 def estimate_lines(found: Estimate, price: RunPrice | None, budget: float | None,
-                   max_hours: float | None, history: bool) -> list[str]:
-    """Two lines: the total and its parts; where each part's figures came from."""
-    cost = f", {usd_text(found.total, price)} at list price" if price is not None else ""
-    parts = [f"{len(found.entries)} runs {duration_text(found.cells.expected)}"
-             + (f" on {found.lanes} lanes" if found.lanes > 1 else "")]
-    if found.builds.high > 0:
-        parts.append(f"builds {duration_text(found.builds.expected)}")
-    if found.calibration.high > 0:
-        parts.append(f"calibration {duration_text(found.calibration.expected)}")
-    caps = []
-    if budget is not None:
-        caps.append(f"budget ${budget:.2f}")
-    if max_hours is not None:
-        caps.append(f"at most {max_hours:g} h")
-    lines = [f"[bold]estimate:[/] {span_text(found.total)}{cost}: {'; '.join(parts)}"
-             + (f" ({', '.join(caps)}: the run stops before a cell would pass it)"
-                if caps else "")]
-    said = [f"runs: {sources_text(found.sources['cells']) or 'none'}"
-            + ("" if history else " (no history database yet)")]
-    for part in ("builds", "calibration"):
-        if found.sources[part]:
-            said.append(f"{part}: {sources_text(found.sources[part])}")
-    lines.append(f"[bold]estimated from:[/] {'; '.join(said)}")
-    return lines
+                   max_hours: float | None) -> list[str]:
+    """One line: the total (and its cost), each part with where its figures came from in
+    brackets, and the caps."""
+    cost = f", {usd_text(found.total, price)}" if price is not None else ""
+    lanes = f" on {found.lanes} lanes" if found.lanes > 1 else ""
+    parts = [f"{len(found.entries)} runs{lanes} {duration_text(found.cells.expected)} "
+             f"[{sources_text(found.sources['cells']) or 'none'}]"]
+    for part, span in (("builds", found.builds), ("calibration", found.calibration)):
+        if found.sources[part] and (span.high > 0 or part == "calibration"):
+            parts.append(f"{part} {duration_text(span.expected)} "
+                         f"[{sources_text(found.sources[part])}]")
+    caps = [f"budget {usd(budget)}"] if budget is not None else []
+    caps += [f"at most {max_hours:g} h"] if max_hours is not None else []
+    return [f"[bold]estimate:[/] {span_text(found.total)}{cost} = {' + '.join(parts)}"
+            + (f"; stops before passing the {' and '.join(caps)}" if caps else "")]
 
 
 def start_the_meter(state: RunState) -> None:

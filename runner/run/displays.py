@@ -2,7 +2,8 @@
 terminal (a row per environment being built, with its package count, what its installer says
 and the time; the calibration's count and time), transient, so that the lines that stay are
 the ones before and after; plain lines where the output is not a terminal (a log file or a
-pipe), so a log stays readable: one when a build starts, one when the calibration starts."""
+pipe), so a log stays readable: one when a build starts (the calibration's is the line that
+says how it went)."""
 
 from __future__ import annotations
 
@@ -73,17 +74,13 @@ def build_display(console: Console) -> Iterator[BuildDisplay]:
 
 
 @contextlib.contextmanager
-def calibration_display(console: Console, total: int,
-                        expected: str = "") -> Iterator[Callable[[int, str], None]]:
+def calibration_display(console: Console, total: int) -> Iterator[Callable[[int, str], None]]:
     """show(n, what): the calibration run n of `total` is `what` (environment, precision)."""
     if total == 0:
         yield lambda n, text: None
         return
-    if not console.is_terminal:
-        console.print(f"calibration: {total} run(s) of dense matmuls before the cells"
-                      f"{f', {expected} expected' if expected else ''}", soft_wrap=True,
-                      highlight=False)
-        yield lambda n, text: None
+    if not console.is_terminal:      # the line when it ends is the log's (the estimate's
+        yield lambda n, text: None   # line said how long it would take)
         return
     with _progress(console) as progress:
         task = progress.add_task("calibration", total=total)
