@@ -228,6 +228,15 @@ class CellSummary(CellCoordinates, total=False):
     peak_kind: str | None
     peak_tflops: float | None
     fraction_of_peak: float | None
+    # at the run's list price (cost.py; None without [cost]): what its processes cost, and
+    # per 1,000 items (with the time's interval), per million tokens, per epoch, per image
+    usd: float | None
+    usd_per_1k_items: float | None
+    usd_per_1k_items_low: float | None
+    usd_per_1k_items_high: float | None
+    usd_per_1m_tokens: float | None
+    usd_per_epoch: float | None
+    usd_per_image: float | None
     # the same-answer check (answers.py)
     answer: Any
     answer_note: str | None
