@@ -27,7 +27,8 @@ def priced_table(summaries: Sequence[CellSummary], key: str) -> list[str]:
     lines = ["| Workload (task) | Batch size | " + " | ".join(environments) + " |",
              "|---|---:|" + "---:|" * len(environments)]
     for label, batch in rows:
-        cells = [grid.get((label, batch, e)) for e in environments]
+        cells: list[Mapping[str, Any] | None] = [grid.get((label, batch, e))
+                                                 for e in environments]
         best = best_text(comparable_values(cells, key))
         texts = []
         for s in cells:
