@@ -45,3 +45,19 @@ def matching_rows(rows: tuple[PriceRow, ...] | list[PriceRow], nvml_name: str | 
         return []
     found = [r for r in rows if r.accelerator.lower() == accelerator.lower()]
     return sorted(found, key=lambda r: (r.count != count, r.count, r.price))
+
+
+def doctor_text(nvml_name: str | None, count: int, rows: tuple[PriceRow, ...],
+                shown: int = 4) -> tuple[bool, str]:
+    """(found, one line) for doctor: the price table's VMs with this machine's GPUs."""
+    accelerator = accelerator_of(nvml_name)
+    if accelerator is None:
+        return False, (f"{nvml_name or 'no GPU'}: no accelerator name known for it (give "
+                       "[cost] price_per_hour)")
+    found = matching_rows(rows, nvml_name, count)
+    if not found:
+        return False, f"{nvml_name} → {accelerator}: no VM with it in the price table"
+    listed = "; ".join(f"{r.provider} {r.instance} ({r.count}) {r.region} ${r.price:.2f}/h"
+                       for r in found[:shown])
+    more = f"; and {len(found) - shown} more" if len(found) > shown else ""
+    return True, f"{nvml_name} → {accelerator}: {listed}{more}"

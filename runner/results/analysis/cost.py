@@ -104,17 +104,21 @@ def sentences(summaries: Sequence[CellSummary], limit: int = 3) -> list[str]:
     return [text for _, text in sorted(said, key=lambda x: -x[0])[:limit]]
 
 
-def versus(time_ratio: float | None, price_a: Mapping[str, Any] | None,
-           price_b: Mapping[str, Any] | None) -> str | None:
-    """B against A in time and price: "1.8× faster at 2.1× the price: 14 % cheaper per item".
-    time_ratio: B's time ÷ A's (below 1: B faster)."""
+def price_ratio(price_a: Mapping[str, Any] | None,
+                price_b: Mapping[str, Any] | None) -> float | None:
+    """B's per-GPU price ÷ A's; None unless both runs have one."""
     rate_a, rate_b = per_second(price_a), per_second(price_b)
-    if not time_ratio or rate_a is None or rate_b is None:
+    return rate_b / rate_a if rate_a and rate_b is not None else None
+
+
+def versus(time_ratio: float | None, prices: float | None) -> str | None:
+    """B against A in time and price: "1.8× faster at 2.1× the price: 14 % cheaper per item".
+    time_ratio: B's time ÷ A's (below 1: B faster); prices: B's price ÷ A's."""
+    if not time_ratio or not prices:
         return None
-    price_ratio = rate_b / rate_a
-    per_item = time_ratio * price_ratio
+    per_item = time_ratio * prices
     speed = (f"{fmt(1 / time_ratio)}× faster" if time_ratio < 1
              else f"{fmt(time_ratio)}× slower" if time_ratio > 1 else "as fast")
     change = (f"{fmt((1 - per_item) * 100)} % cheaper" if per_item < 1
               else f"{fmt((per_item - 1) * 100)} % dearer" if per_item > 1 else "the same cost")
-    return f"{speed} at {fmt(price_ratio)}× the price: {change} per item"
+    return f"{speed} at {fmt(prices)}× the price: {change} per item"
