@@ -45,8 +45,9 @@ def priced_table(summaries: Sequence[CellSummary], key: str) -> list[str]:
     return lines
 
 
-def estimate_lines(entry: Mapping[str, Any]) -> list[str]:
-    """The estimate before the run against what it took (all its sessions)."""
+def estimate_lines(entry: Mapping[str, Any], stopped_by: str | None = None) -> list[str]:
+    """The estimate before the run against what it took (all its sessions), and the cap that
+    stopped it."""
     estimate = (entry.get("estimate") or {}).get("seconds")
     spent = entry.get("spent_s")
     if not estimate or spent is None:
@@ -56,8 +57,9 @@ def estimate_lines(entry: Mapping[str, Any]) -> list[str]:
             "(environments, calibration and cells, every session")
     if entry.get("spent_usd") is not None:
         line += f"; {usd(entry['spent_usd'])} of the VM at list price"
-    stopped = f" It stopped at its budget of {usd(entry['budget'])}." \
-        if entry.get("budget") is not None else ""
+    stopped = {"budget": f" It stopped at its budget of {usd(entry.get('budget'))}.",
+               "max_hours": f" It stopped at its {entry.get('max_hours')} hours."}.get(
+                   stopped_by or "", "")
     return [line + ")." + stopped, ""]
 
 
@@ -80,4 +82,4 @@ def cost_section(manifest: Manifest, summaries: Sequence[CellSummary]) -> list[s
         out += [f"The cells' processes cost {usd(sum(spent))} in all (each process's wall time, "
                 "start-up and compilation included, × the per-GPU price). Cost never changes "
                 "a verdict: faster and slower are the time's.", ""]
-    return out + estimate_lines(manifest.get("cost") or {})
+    return out + estimate_lines(manifest.get("cost") or {}, manifest.get("stopped_by"))
