@@ -28,6 +28,9 @@ from .history_times import PastCell
 # (docs/gpu-check.md and the CPU smoke runs: 6–33 s a process).
 FAMILY_DEFAULT_S = {"diagnostic": 3.0, "ops": 12.0, "model": 30.0, "hub": 45.0, "user": 30.0}
 DEFAULT_S = 30.0
+# ... at the full size; the smaller presets' processes are shorter (a tiny matmul process took
+# 4 s and a tiny CNN 6–15 s on this project's 2-core VMs, 2026-11-27)
+SIZE_FACTOR = {"full": 1.0, "small": 0.6, "tiny": 0.4}
 BUILD_DEFAULT_S = 60.0          # an environment from its lock, cold (FACTS: 54–105 s on 2 cores)
 # A calibration process: the H200 check's 38–42 s on a GPU (at least 3 s a size, two passes);
 # on a CPU the largest sizes are not timed (a step over 1 s): 41 s for 8 on this project's VMs.
@@ -120,8 +123,8 @@ def cell_span(cell: Any, device: str | None, past: Sequence[PastCell],
     """One worker process of `cell` on `device`, and where the figure came from."""
     same = [p.wall_s for p in past
             if (p.cell_id == cell.id or p.cell_name == cell.name) and p.device == device][:RECENT]
-    if same:
-        span = Span(min(same) * 0.9, _median(same), max(same) * 1.25)
+    if same:        # fewer runs, a wider interval: a shared VM swings by 1.5× and more
+        span = Span(min(same) * 0.8, _median(same), max(same) * (1.3 if len(same) >= 3 else 1.6))
         return span.capped(cell.timeout), HERE
     size = cell.axes.get("size")
     like = [p for p in past if (p.workload, p.task, p.api, p.size) ==
@@ -136,7 +139,7 @@ def cell_span(cell: Any, device: str | None, past: Sequence[PastCell],
         if ratio is not None:
             return Span.around(value * ratio, 0.5, 2.0).capped(cell.timeout), SCALED
         return Span.around(value, 0.33, 3.0).capped(cell.timeout), UNSCALED
-    default = FAMILY_DEFAULT_S.get(family(cell.workload), DEFAULT_S)
+    default = FAMILY_DEFAULT_S.get(family(cell.workload), DEFAULT_S) * SIZE_FACTOR.get(size, 1.0)
     return Span.around(default, 0.3, 3.0).capped(cell.timeout), DEFAULT
 
 

@@ -146,7 +146,8 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
 
     def done(entry: Entry, record: Mapping[str, Any], progress: Progress) -> None:
         blocks.finished(entry, record)
-        progress.console.print(cell_line(entry, record, pace.finish(entry) if pace else ""))
+        progress.console.print(cell_line(entry, record, pace.finish(entry) if pace else ""),
+                               soft_wrap=True)
 
     lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
               alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,

@@ -57,7 +57,10 @@ def test_the_same_cell_on_the_same_device_comes_first():
     history = [past("cnn-a", 20.0), past("cnn-a", 24.0), past("cnn-a", 90.0, device=H100)]
     span, source = est.cell_span(FakeCell("cnn-a"), A100, history, family)
     assert source == est.HERE
-    assert (span.low, span.expected, span.high) == pytest.approx((18.0, 22.0, 30.0))
+    assert (span.low, span.expected, span.high) == pytest.approx((16.0, 22.0, 38.4))
+    history += [past("cnn-a", 22.0)]
+    span, _ = est.cell_span(FakeCell("cnn-a"), A100, history, family)
+    assert (span.low, span.expected, span.high) == pytest.approx((16.0, 22.0, 31.2))
 
 
 def test_a_like_cell_on_this_device_next():
@@ -89,6 +92,8 @@ def test_nothing_like_it_takes_the_familys_default_capped_by_the_timeout():
     assert span.expected == est.FAMILY_DEFAULT_S["ops"]
     capped, _ = est.cell_span(FakeCell("slow", workload="cnn", timeout=40.0), A100, [], family)
     assert (capped.expected, capped.high) == (30.0, 40.0)
+    tiny = FakeCell("t", workload="matmul", axes={"size": "tiny", "device": "auto"})
+    assert est.cell_span(tiny, A100, [], family)[0].expected == pytest.approx(12.0 * 0.4)
 
 
 def test_builds_from_the_logs_per_package_else_a_default():
