@@ -24,6 +24,7 @@ SHIPPED = Path(__file__).with_name("prices.csv")
 STALE_DAYS = 90               # a table older than this warns wherever its prices are shown
 MAX_PRICE = 1e6               # USD per hour: beyond any VM; a typo, not a price
 MAX_ROWS = 200_000
+MAX_BYTES = 64 * 2**20         # a table is a few hundred KB; a file far bigger is not one
 
 
 class PriceError(ValueError):
@@ -101,6 +102,8 @@ def stale_note(retrieved_at: datetime.date | str | None,
 def read_table(path: Path) -> PriceTable:
     """A price table, checked (PriceError when it cannot be used)."""
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise PriceError(f"{path}: over {MAX_BYTES // 2**20} MB, not a price table")
         data = path.read_bytes()
     except OSError as exc:
         raise PriceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
