@@ -1,5 +1,5 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
-compare, doctor, export, import, reproduce, history, bisect, lock, profile.
+compare, doctor, export, import, reproduce, history, bisect, lock, profile, prices.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
@@ -53,6 +53,8 @@ COMMANDS = {
                      "command behind every lock)"),
     "profile": ("profile", "a per-op profile of cells of a finished run (`profile RUN_DIR`), "
                            "or two profiles side by side (`profile diff`)"),
+    "prices": ("prices", "the price tables a matrix's [cost] reads: show, check, import a "
+                         "SkyPilot catalog (offline)"),
 }
 SUBCOMMANDS = tuple(COMMANDS)
 

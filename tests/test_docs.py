@@ -118,7 +118,8 @@ def test_the_cli_reference_is_generated_from_the_parsers(site):
     page = (site / "cli.html").read_text()
     reference = manual.cli_reference()
     all_parsers = parsers()
-    assert len(all_parsers) == len(cli.COMMANDS) + 6 + 2       # history's six actions, profile's two
+    # history's six actions, profile's two, prices' three
+    assert len(all_parsers) == len(cli.COMMANDS) + 6 + 2 + 3
     for parser in all_parsers:
         assert f"<code>{parser.prog}</code>" in page, parser.prog
         for action in parser._actions:

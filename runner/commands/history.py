@@ -136,13 +136,14 @@ def do_show(engine, args, console) -> int:
     from ..history.queries import resolve_cell, series
 
     name = resolve_cell(engine, args.cell)
-    points = series(engine, name)
+    points, previous = series(engine, name), None
     table = Table(title=f"{name}: {points[0].label}, batch {points[0].batch_size}",
                   title_justify="left")
     generate = any(point.ttft_ms is not None for point in points)
+    priced = any(point.usd_per_1k_items is not None for point in points)
     for column in ("run", "started", "median ms", "95 % interval",
                    *(("first token ms", "decode ms/token") if generate else ()),
-                   "repeats", "stack"):
+                   *(("$ per 1k items (list price)",) if priced else ()), "repeats", "stack"):
         table.add_column(column, overflow="fold", no_wrap=column in ("median ms",))
     for point in points:
         median = _fmt(point.median_ms) if point.status == "ok" else point.status
@@ -150,10 +151,28 @@ def do_show(engine, args, console) -> int:
                     if point.ci_low_ms is not None else "–")
         stack = "first" if point.change is None else user_text(point.change.text())
         first = (_fmt(point.ttft_ms), _fmt(point.decode_ms_per_token)) if generate else ()
+        price = (price_text(point, previous),) if priced else ()
         table.add_row(user_text(point.run_id), point.started_at or "–", median, interval, *first,
-                      str(len(point.repeat_medians_ms)), stack)
+                      *price, str(len(point.repeat_medians_ms)), stack)
+        previous = point
     console.print(table)
     return EXIT_OK
+
+
+def price_text(point, previous) -> str:
+    """A point's cost per 1,000 items, and against the point before in time and price."""
+    from ..results.analysis.cost import versus
+    from ..results.formatting import usd
+
+    if point.usd_per_1k_items is None:
+        return "–"
+    text = usd(point.usd_per_1k_items)
+    if previous is not None and previous.usd_per_1k_items and previous.median_ms \
+            and point.median_ms:
+        time_ratio = point.median_ms / previous.median_ms
+        said = versus(time_ratio, point.usd_per_1k_items / previous.usd_per_1k_items / time_ratio)
+        text += f": {said} than before" if said else ""
+    return text
 
 
 def do_diff(engine, args, console) -> int:

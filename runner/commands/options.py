@@ -36,6 +36,27 @@ def add_matrix_options(parser: argparse.ArgumentParser) -> None:
                              "[profiling] cells")
 
 
+def add_cost_options(parser: argparse.ArgumentParser) -> None:
+    """The caps a run stops before passing (run, plan)."""
+    parser.add_argument("--budget", type=positive, default=None, metavar="USD",
+                        help="stop before a cell × repeat whose estimate would take the run's "
+                             "cost past USD at the [cost] VM's list price (overrides [cost] "
+                             "budget; --resume carries what was spent)")
+    parser.add_argument("--max-hours", type=positive, default=None, metavar="H",
+                        help="stop before a cell × repeat whose estimate would take the run "
+                             "past H hours (--resume carries the time taken)")
+
+
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
+
+
 def parallel(text: str) -> int | str:
     if text == "auto":
         return text
@@ -48,9 +69,11 @@ def run_options(args: argparse.Namespace, **overrides: Any) -> Options:
     """pipeline.Options from run, plan and build's arguments."""
     from ..run.pipeline import Options
 
+    caps = {k: getattr(args, k) for k in ("budget", "max_hours") if hasattr(args, k)}
     opts = Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
                    executor=args.executor, parallel=args.parallel,
-                   ray_address=args.ray_address, profile_cells=args.profile_cells, **overrides)
+                   ray_address=args.ray_address, profile_cells=args.profile_cells, **caps,
+                   **overrides)
     if args.results_dir is not None:
         opts.results_dir = args.results_dir
     return opts

@@ -7,11 +7,12 @@ import argparse
 
 from rich.console import Console
 
-from .options import add_matrix_options, run_options
+from .options import add_cost_options, add_matrix_options, run_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_matrix_options(parser)
+    add_cost_options(parser)
 
 
 def main(args: argparse.Namespace, console: Console) -> int:

@@ -8,11 +8,15 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .options import add_matrix_options, run_options
+from .options import add_cost_options, add_matrix_options, run_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_matrix_options(parser)
+    add_cost_options(parser)
+    parser.add_argument("--recalibrate", action="store_true",
+                        help="[run] calibrate: measure the peaks again, even where this "
+                             "machine's cache holds them for the same locks")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
                         metavar="RUN_DIR",
@@ -23,5 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, console: Console) -> int:
     from ..run import pipeline
 
-    opts = run_options(args, resume=args.resume, dry_run=args.dry_run)
+    opts = run_options(args, resume=args.resume, dry_run=args.dry_run,
+                       recalibrate=args.recalibrate)
     return pipeline.execute(pipeline.RUN, pipeline.RunState(opts, console))

@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -190,6 +191,23 @@ def build_unlocked(env: LocalEnv, on_line: Callable[[str], None]) -> None:
         step(installer_command(env, lock, machine_config=bool(notes)))
     (env.path / ".complete").write_text(
         f"{env.lock_sha256}\nbuilt in {time.monotonic() - started:.0f} s\n", encoding="utf-8")
+
+
+def build_logs(root: Path | None = None) -> list[tuple[float, int | None]]:
+    """(seconds, distributions installed) of every environment built under `root`, from the
+    completion markers its builds wrote ("built in N s"): what the estimate of a build reads."""
+    found = []
+    for marker in sorted((root or ENV_ROOT).glob("*/.complete")):
+        try:
+            text = marker.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        seconds = re.search(r"built in (\d+(?:\.\d+)?) s", text)
+        if seconds is None:
+            continue
+        count = len(list(marker.parent.glob("lib/python*/site-packages/*.dist-info")))
+        found.append((float(seconds.group(1)), count or None))
+    return found
 
 
 def record_seed(env: LocalEnv, into: LocalEnv | None = None) -> set[str]:

@@ -148,6 +148,11 @@ class Executor:
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         raise NotImplementedError
 
+    def is_ready(self, source: Source) -> bool | None:
+        """Whether `prepare` would find the source's environment built (nothing to build), for
+        the estimate before a run; None when this executor cannot tell without building."""
+        return None
+
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:
         raise NotImplementedError
 

@@ -195,6 +195,16 @@ class LocalExecutor(Executor):
             return flavour, derived_uses(source, venvs.sha256_file(lock))
         return flavour, f"images/{source.folder}/{lock.name}"
 
+    def is_ready(self, source: Source) -> bool | None:
+        if source.existing:
+            return True
+        flavour = folder_flavour(self.flavour, source.image_folder)
+        try:
+            return venvs.is_built(venvs.env_for(source.image_folder, flavour, self.env_root,
+                                                lock_of(source, flavour)))
+        except venvs.EnvironmentBuildError:
+            return None                 # its lock is missing: preparing it says so
+
     def prepare(self, source: Source, on_line: Callable[[str], None]) -> Prepared:
         flavour, uses = self.would_use(source)
         if source.python is not None:       # an existing interpreter

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results.analysis import comparison
+from ..results.analysis import comparison, cost
 from ..results.analysis.summaries import cell_summaries
 from ..results.data.records import summarize
 from ..results.data.types import CellSummary, Manifest, Record
@@ -23,7 +23,8 @@ def summaries(records: list[Record], manifest: Manifest) -> list[CellSummary]:
     """A run's cells, its repeats pooled, as its report shows them."""
     order = [c["id"] for c in manifest.get("cells") or []]
     peaks = (manifest.get("calibration") or {}).get("peaks")
-    return cell_summaries(records, order, peaks, manifest.get("machine_profile"))
+    return cell_summaries(records, order, peaks, manifest.get("machine_profile"),
+                          cost.price_of(manifest))
 
 
 def headline(summary: Mapping[str, Any]) -> dict[str, Any]:

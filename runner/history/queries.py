@@ -105,6 +105,7 @@ class Point:
     # (results/analysis/decoding.py)
     ttft_ms: float | None = None
     decode_ms_per_token: float | None = None
+    usd_per_1k_items: float | None = None     # at the run's list price ([cost]), where it had one
 
 
 def series(engine: Engine, cell_name: str) -> list[Point]:
@@ -124,6 +125,7 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
                             row.environment, row.environment_name, row.label, row.batch_size))
         code[id(points[-1])] = user_code_digest(row.summary)
         points[-1].ttft_ms, points[-1].decode_ms_per_token = first_token(row.summary)
+        points[-1].usd_per_1k_items = summary_figure(row.summary, "usd_per_1k_items")
     stacks = environment_stacks(engine, [p.environment_pk for p in points if p.environment_pk])
     runs: dict[int | None, dict[str, Any]] = {row["id"]: row for row in (dict(x._mapping) for x in _all(
         engine, select(r).where(r.c.id.in_([p.run_pk for p in points]))))}
@@ -136,6 +138,11 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
             point.change = diff_stacks(previous.stack, point.stack)
         previous = point
     return points
+
+
+def summary_figure(summary: Any, key: str) -> float | None:
+    value = summary.get(key) if isinstance(summary, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def first_token(summary: Any) -> tuple[float | None, float | None]:

@@ -85,6 +85,20 @@ def check_gpus(facts: dict[str, Any]) -> Check:
     return Check("GPUs", True, f"{count} × {facts.get('gpu_name', 'GPU')}")
 
 
+def check_prices(facts: dict[str, Any]) -> Check:
+    """The shipped price table's VMs with this machine's GPUs (what a [cost] table names)."""
+    from ..cost import gpus, prices
+
+    table = prices.read_table(prices.SHIPPED)
+    found, detail = gpus.doctor_text(facts.get("gpu_name"), facts.get("gpu_count") or 1,
+                                     table.rows)
+    stale = prices.stale_note(table.retrieved_at)
+    return Check("prices", found, detail + f" (list prices of {table.retrieved_at}"
+                 + ("; old" if stale else "") + ")",
+                 "name the VM in the matrix's [cost] (python -m runner prices show)",
+                 blocking=False)
+
+
 def check_disk(path: Path) -> Check:
     try:
         free_gb = shutil.disk_usage(path).free / 1e9
@@ -227,6 +241,8 @@ def diagnose(matrix_path: Path | None, executor: str | None,
 
     facts = hostinfo.gpu_facts()
     checks = [check_gpus(facts)]
+    if facts.get("gpu_count"):
+        checks.append(check_prices(facts))
     matrix = matrix_mod.load(matrix_path, gpu_found=bool(facts.get("gpu_count"))) \
         if matrix_path else None
     setup = choose_setup(matrix, executor, ray_address=ray_address)

@@ -34,6 +34,16 @@ def fmt(value: float | None, significant: int = SIGNIFICANT) -> str:
     return f"{value:#.{significant}g}".rstrip(".")   # '#' keeps trailing zeros: 1.50, not 1.5
 
 
+def usd(value: float | None) -> str:
+    """Dollars: cents from $1 ($3.67, $1,204.50), significant figures below ($0.412,
+    $0.00123), "–" for unknown."""
+    if value is None:
+        return "–"
+    if abs(value) >= 1 or value == 0:
+        return f"${value:,.2f}"
+    return f"${fmt(value)}"
+
+
 def percent(fraction: float | None) -> str:
     """A fraction as a percentage with significant figures: 0.0004 → "0.0400 %"."""
     return "–" if fraction is None else f"{fmt(fraction * 100)} %"

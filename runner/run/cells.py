@@ -6,6 +6,7 @@ only a lost executor (RunStopped), a nearly full disk or Ctrl-C stop the cells."
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import threading
 import time
@@ -17,11 +18,13 @@ from rich.console import Console
 from rich.progress import Progress
 
 from .. import settings
+from ..environments import Source, folder_flavour, lock_of
 from ..errors import UsageError, user_text
 from ..executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from ..machine import gpustate
+from ..machine.peak_cache import PeakCache
 from ..results.analysis import peaks
-from ..results.data import records as record_mod
+from ..results.data import records as record_mod, schemas
 from ..results.data.store import Store
 from ..results.data.types import Record
 from ..schema.matrix import Cell
@@ -30,6 +33,8 @@ from ..version import runner_version
 from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec
 from . import scheduling
 from .console import calibration_line, calibration_summary, cell_line
+from .displays import calibration_display
+from .pace import Pace
 from .plan import Entry, Plan
 from .scheduling import Lane
 from .setup import Setup
@@ -49,9 +54,10 @@ class RunStopped(Exception):
     """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
     stops after the cell that found out (its record stored), keeping every finished record."""
 
-    def __init__(self, reason: str, cell: str = "", record: Mapping[str, Any] | None = None):
+    def __init__(self, reason: str, cell: str = "", record: Mapping[str, Any] | None = None,
+                 by: str = "executor"):
         super().__init__(reason)
-        self.reason, self.cell, self.record = reason, cell, record
+        self.reason, self.cell, self.record, self.by = reason, cell, record, by
 
 
 def stop_if_lost(executor: Executor, cell: str = "", record: Mapping[str, Any] | None = None) -> None:
@@ -121,8 +127,10 @@ class BlockSizes:
 
 
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
-              console: Console) -> None:
-    """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time)."""
+              console: Console, pace: Pace | None = None) -> None:
+    """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time); with a
+    pace, each line says [k/N] and the expected finish, each record its `usd`, and a cap
+    (--budget, --max-hours) stops the run before a cell × repeat (RunStopped, by the cap)."""
     lanes = scheduling.Lanes(setup.lanes()[0], console)
     blocks = BlockSizes(store.records(), plan.to_run)
 
@@ -131,23 +139,32 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         executor = setup.executor_for(source)
         record = run_entry(executor, entry, prepared[source.key], store, seed,
                            lane=lane, stop=lanes.stop, on_status=show,
-                           calls_per_sample=blocks.size(entry.cell))
+                           calls_per_sample=blocks.size(entry.cell),
+                           usd_per_s=pace.usd_per_s() if pace else None)
         stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
         return record
 
     def done(entry: Entry, record: Mapping[str, Any], progress: Progress) -> None:
         blocks.finished(entry, record)
-        progress.console.print(cell_line(entry, record))
+        progress.console.print(cell_line(entry, record, pace.finish(entry) if pace else ""),
+                               soft_wrap=True)
 
     lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
               alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
-              interrupt=setup.interrupt, ready=blocks.ready)
+              interrupt=setup.interrupt, ready=blocks.ready,
+              gate=pace.gate if pace else lambda entry: None)
+    if lanes.stopped is not None:
+        raise RunStopped(lanes.stopped, by=pace.stopped_by if pace and pace.stopped_by
+                         else "executor")
 
 
 def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],
-                    store: Store, seed: int, console: Console) -> dict[str, Any] | None:
+                    store: Store, seed: int, console: Console,
+                    cache: PeakCache | None = None, recalibrate: bool = False,
+                    usd_per_s: float | None = None) -> dict[str, Any] | None:
     """[run] calibrate: measure each device's peak per precision before the cells (kept in
-    calibration/ and in the manifest; on --resume the stored ones are reused)."""
+    calibration/ and in the manifest; on --resume the stored ones are reused, and a peak the
+    machine's cache holds for the same environment lock too, unless `recalibrate`)."""
     if not calibrations:
         return None
     sub = store.calibration()
@@ -155,22 +172,59 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
     todo = [c for c in calibrations
             if Entry(c, 1).key not in done and setup.source_of(c).key in prepared]
     records: list[Mapping[str, Any]] = []
-    started = time.monotonic()
-    with console.status("calibration") as status:    # transient: one line when done
-        for n, cell in enumerate(todo, 1):
-            status.update(f"calibration {n}/{len(todo)}: {user_text(cell.environment)} "
-                          f"{cell.axes['precision']}")
+    started, measure = time.monotonic(), []
+    for cell in todo:
+        lock = source_identity(setup, setup.source_of(cell))
+        cached = cache.get(lock, cell.id) if cache is not None and not recalibrate else None
+        if cached is not None:
+            sub.write_record(Entry(cell, 1).key, reused_record(cached, store.run_id))
+        else:
+            measure.append((cell, lock))
+    with calibration_display(console, len(measure)) as show:    # transient: one line when done
+        for n, (cell, lock) in enumerate(measure, 1):
+            show(n, f"{user_text(cell.environment)} {cell.axes['precision']}")
             source = setup.source_of(cell)
             executor = setup.executor_for(source)
             record = run_entry(executor, Entry(cell, 1), prepared[source.key], sub, seed,
-                               lane=setup.lanes()[0][0])
+                               lane=setup.lanes()[0][0], usd_per_s=usd_per_s)
             records.append(record)
+            if cache is not None:
+                cache.put(lock, cell.id, dict(record), store.run_id)
             if record["status"] != "ok":
                 console.print(calibration_line(cell, record))
             stop_if_lost(executor)
-    if records:
-        console.print(calibration_summary(records, time.monotonic() - started), soft_wrap=True)
-    return {"method": CALIBRATION_METHOD, "peaks": peaks.peaks_from(sub.records())}
+    reused = len(todo) - len(measure)
+    if todo:
+        console.print(calibration_summary(records, time.monotonic() - started, reused,
+                                          cache.path if cache is not None else None),
+                      soft_wrap=True)
+    return {"method": CALIBRATION_METHOD, "peaks": peaks.peaks_from(sub.records()),
+            **({"cache": {"path": str(cache.path), "reused": reused, "measured": len(records)}}
+               if cache is not None else {})}
+
+
+def reused_record(cached: Mapping[str, Any], run_id: str) -> Record:
+    """A cached calibration record as this run's: where it came from in its `extra`."""
+    record = schemas.record_of(cached["record"])
+    record["extra"] = {**(record.get("extra") or {}),
+                       "peak_cache": {"run_id": cached.get("run_id"),
+                                      "cached_at": cached.get("cached_at")}}
+    record["run_id"] = run_id
+    return record
+
+
+def source_identity(setup: Setup, source: Source) -> str | None:
+    """What a cached peak is kept under: the hash of the lock an environment is built from, or
+    the image reference (a digest); None for an existing interpreter (its packages can change)."""
+    if source.by_digest:
+        return source.reference
+    if source.folder is None:
+        return None
+    lock = lock_of(source, folder_flavour(setup.flavour, source.folder))
+    try:
+        return "lock:" + hashlib.sha256(lock.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> None:
@@ -184,10 +238,11 @@ def record_not_applicable(store: Store, plan: Plan, run_id: str, seed: int) -> N
 def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store,
               seed: int, lane: Lane = scheduling.CPU_LANE, stop: threading.Event | None = None,
               on_status: Callable[[str], None] = lambda text: None,
-              calls_per_sample: int | None = None) -> Record:
+              calls_per_sample: int | None = None, usd_per_s: float | None = None) -> Record:
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
     (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
-    calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes)."""
+    calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes);
+    usd_per_s: the per-GPU share of the VM's price, which makes the record's `usd`."""
     check_free_disk(store)
     placement = lane.placement()
     adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))
@@ -215,6 +270,8 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  f"logs/{entry.key}.log")
     record["settle"] = settled
+    wall = record.get("wall_s")
+    record["usd"] = wall * usd_per_s if usd_per_s is not None and wall is not None else None
     store.write_record(entry.key, record)
     return record
 

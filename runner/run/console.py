@@ -231,11 +231,13 @@ def show_ready(took: Mapping[str, float], console: Console) -> None:
             f"{user_text(key)} ({seconds:.0f} s)" for key, seconds in took.items()), soft_wrap=True)
 
 
-def cell_line(entry: Entry, record: Mapping[str, Any]) -> str:
-    """✓ name r2 [GPU 1]: 12.3 ms/step — a cell × repeat as it finishes."""
+def cell_line(entry: Entry, record: Mapping[str, Any], pace: str = "") -> str:
+    """✓ name r2 [GPU 1]: 12.3 ms/step — a cell × repeat as it finishes; `pace` after it:
+    "[k/N] finish ~17:42 (9 min left)" (run/pace.py)."""
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
     return (f"{mark} {user_text(entry.cell.name)} r{entry.repeat}"
-            f"{user_text(ran_on(record))}: {user_text(outcome_text(record))}")
+            f"{user_text(ran_on(record))}: {user_text(outcome_text(record))}"
+            f"{f' · {pace}' if pace else ''}")
 
 
 def calibration_line(cell: Cell, record: Mapping[str, Any]) -> str:
@@ -244,14 +246,20 @@ def calibration_line(cell: Cell, record: Mapping[str, Any]) -> str:
             f"{cell.axes['precision']}: {user_text(peak_text(record))}")
 
 
-def calibration_summary(records: list[Mapping[str, Any]], took: float) -> str:
-    """One line for the calibrations that went well (each failure has its own line)."""
+def calibration_summary(records: list[Mapping[str, Any]], took: float, reused: int = 0,
+                        cache: Path | None = None) -> str:
+    """One line for the calibrations that went well (each failure has its own line), and the
+    peaks the machine's cache gave (measured before on this VM, with the same locks)."""
     ok = [r for r in records if r["status"] == "ok"]
     peaks = sorted(float(r["achieved_tflops"]) for r in ok)
     span = f": {fmt(peaks[0])}–{fmt(peaks[-1])} TFLOP/s" if peaks else ""
+    cached = (f"{reused} cached peak(s) reused from {user_text(str(cache))} (--recalibrate "
+              "measures them again)" if reused else "")
+    if not records:
+        return f"[green]✓[/] calibration: {cached}"
     return (f"[green]✓[/] calibration: {len(ok)} peak(s) in "
             f"{len({r['environment'] for r in ok})} environment(s){span} ({took:.0f} s; "
-            "the report lists them)")
+            f"the report lists them){f'; {cached}' if cached else ''}")
 
 
 def peak_text(record: Mapping[str, Any]) -> str:

@@ -13,7 +13,6 @@ cell becomes a record with a status; only invalid input stops the run before any
 
 from __future__ import annotations
 
-import time
 from typing import Any
 from collections.abc import Sequence
 
@@ -27,6 +26,9 @@ from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
 from . import console as show, profiles, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
+from .costing import estimate_the_run, price_the_run, start_the_meter
+from .places import results_folder
+from .preparing import prepare_environments
 from .plan import make_plan
 from .recording import history_destination, write_history
 from .setup import choose_setup, resolve_stacks as resolve
@@ -190,38 +192,22 @@ def stage_user_workloads(matrix: matrix_mod.Matrix, run_dir: Any) -> None:
 
 # --- measuring ------------------------------------------------------------------------------------
 
-def prepare_environments(state: RunState) -> None:
-    """Build (or find ready) each source's environment: a transient status line while it
-    builds, then one line for those ready (a failure or a warning at once)."""
-    ready_in: dict[str, float] = {}
-    with state.console.status("preparing environments") as status:
-        for source in state.sources:
-            label = user_text(source.key)
-            started = time.monotonic()
-
-            def say(line: str, label: str = label, started: float = started) -> None:
-                status.update(f"environment {label}: {user_text(line[:90])} "
-                              f"({time.monotonic() - started:.0f} s)")
-
-            say("preparing")
-            ready = state.setup.executor_for(source).prepare(source, say)
-            state.progress.prepared[source.key] = ready
-            if show.show_prepared(source.key, ready, state.console):
-                ready_in[source.key] = time.monotonic() - started
-    show.show_ready(ready_in, state.console)
-
-
 def calibrate(state: RunState) -> None:
+    """[run] calibrate's peaks, a peak the machine's cache holds for the same lock reused."""
+    from ..machine.peak_cache import PeakCache
+
     run_manifest.add_prepared(state)
+    pace = state.progress.pace
     manifest_mod.add_calibration(state.progress.manifest, run_calibration(
         state.setup, list(state.calibrations), state.progress.prepared, state.store,
-        state.matrix.spec.run.seed, state.console))
+        state.matrix.spec.run.seed, state.console, PeakCache(results_folder(state)),
+        state.opts.recalibrate, pace.usd_per_s() if pace else None))
     state.store.write_manifest(state.progress.manifest)
 
 
 def run_planned_cells(state: RunState) -> None:
     run_cells(state.setup, state.plan, state.progress.prepared, state.store,
-              state.matrix.spec.run.seed, state.console)
+              state.matrix.spec.run.seed, state.console, state.progress.pace)
 
 
 MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells, profiles.step)
@@ -323,7 +309,8 @@ def exit_code(state: RunState) -> int:
 
 # A matrix's cells, its matrix and setup made by the caller (reproduce, doctor --measure, bisect).
 CELLS: tuple[Step, ...] = (
-    open_resumed_store, plan_cells, refuse_an_empty_selection, plan_calibrations,
-    resolve_stacks, choose_sources, show_setup, stop_at_the_plan, open_store, start_run, measure,
-    refuse_to_go_on_halted, show_results, stop_if_lost, write_history, exit_code)
+    price_the_run, open_resumed_store, plan_cells, refuse_an_empty_selection, plan_calibrations,
+    resolve_stacks, choose_sources, show_setup, estimate_the_run, stop_at_the_plan, open_store,
+    start_run, start_the_meter, measure, refuse_to_go_on_halted, show_results, stop_if_lost,
+    write_history, exit_code)
 RUN: tuple[Step, ...] = (load_matrix, lock_clocks, *CELLS)     # `run` and `plan`

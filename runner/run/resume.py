@@ -65,8 +65,9 @@ def recorded_matrix(store: Store) -> dict[str, Any] | None:
 
 
 # What a resume may change: how many repeats (more processes of the very same cells; each
-# record says its repeat). Anything else would pool measurements of different settings.
-ALLOWED_CHANGE = re.compile(r"^(run|benchmarks\[\d+\]|profiles\.[^.]+)\.repeats: ")
+# record says its repeat), and the budget that stopped it. Anything else would pool
+# measurements of different settings (or price them differently).
+ALLOWED_CHANGE = re.compile(r"^((run|benchmarks\[\d+\]|profiles\.[^.]+)\.repeats|cost\.budget): ")
 
 
 def check_same_matrix(store: Store, manifest: Mapping[str, Any], resolved: dict[str, Any],
@@ -156,7 +157,9 @@ def resume_command(opts: Any, executor: str, run_dir: Path) -> str:
     for pattern in opts.only:
         args += ["--only", pattern]
     for flag, value in (("--profile", opts.profile), ("--parallel", opts.parallel),
-                        ("--ray-address", opts.ray_address)):
+                        ("--ray-address", opts.ray_address),
+                        ("--budget", getattr(opts, "budget", None)),
+                        ("--max-hours", getattr(opts, "max_hours", None))):
         if value is not None:
             args += [flag, str(value)]
     return shlex.join(args)

@@ -90,31 +90,38 @@ class Lanes:
         self.lanes = lanes
         self.console = console
         self.stop = threading.Event()     # set on Ctrl-C: a cell that finishes now is dropped
+        self.stopped: str | None = None   # why `gate` stopped the run before an entry
 
     def run(self, entries: Iterable[Entry], *, label: Callable[[Entry], str],
             alone: Callable[[Entry], bool],
             run_one: Callable[[Entry, Lane, Callable[[str], None]], Any],
             done: Callable[[Entry, Any, Progress], None],
             interrupt: Callable[[], None],
-            ready: Callable[[Entry], bool] = lambda entry: True) -> None:
+            ready: Callable[[Entry], bool] = lambda entry: True,
+            gate: Callable[[Entry], str | None] = lambda entry: None) -> None:
         """run_one(entry, lane, show) -> result, in a thread of its own when several lanes;
         done(entry, result, progress) in the calling thread, in the order cells finish. With
         several lanes an entry starts only once ready(entry) (one whose input another entry
         makes, e.g. a later repeat waiting for its cell's first); the next ready entry goes
-        ahead of it meanwhile. One lane runs the entries in their order."""
+        ahead of it meanwhile. One lane runs the entries in their order. gate(entry), asked
+        before each entry starts, returns why the run stops there (a budget) or None: then
+        nothing more starts, the running entries finish, and `stopped` says why."""
         entries = list(entries)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), _CellsOnly(),
                       _CountCellsOnly(), TimeElapsedColumn(), console=self.console) as progress:
             bar = progress.add_task("cells", total=len(entries))
             if len(self.lanes) == 1:
-                self._serial(entries, label, alone, run_one, done, progress, bar)
+                self._serial(entries, label, alone, run_one, done, progress, bar, gate)
             else:
                 self._parallel(entries, label, alone, run_one, done, interrupt, progress, bar,
-                               ready)
+                               ready, gate)
 
-    def _serial(self, entries, label, alone, run_one, done, progress, bar) -> None:
+    def _serial(self, entries, label, alone, run_one, done, progress, bar, gate) -> None:
         lane = self.lanes[0]
         for entry in entries:
+            self.stopped = gate(entry)
+            if self.stopped is not None:
+                return
             where = CPU_LANE if alone(entry) else lane
             progress.update(bar, description=user_text(label(entry)))
 
@@ -139,7 +146,7 @@ class Lanes:
         return (entry, free[0]) if free else None
 
     def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar,
-                  ready) -> None:
+                  ready, gate) -> None:
         rows = {lane: progress.add_task(user_text(f"{lane.label}: idle"), total=None, lane=True)
                 for lane in [*self.lanes, CPU_LANE]}
         progress.update(rows[CPU_LANE], visible=False)
@@ -165,6 +172,10 @@ class Lanes:
                     if chosen is None:
                         break
                     entry, lane = chosen
+                    self.stopped = gate(entry)
+                    if self.stopped is not None:
+                        pending.clear()             # the running ones finish; none starts
+                        break
                     pending.remove(entry)
                     if lane is not CPU_LANE:
                         free.remove(lane)

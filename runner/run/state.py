@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 from rich.console import Console
 
+from ..cost.estimate import Estimate
+from ..cost.pricing import RunPrice
 from ..environments import Source
 from ..executors.base import Prepared
 from ..paths import RESULTS_DIR
@@ -21,6 +23,7 @@ from ..results.data.store import Store
 from ..results.data.types import CellSummary, Manifest
 from ..schema.matrix import Cell, Matrix
 from .cells import RunStopped
+from .pace import Pace
 from .plan import Plan
 from .setup import Setup
 
@@ -42,6 +45,9 @@ class Options:
     history: bool = True                  # write the finished run to the history database
     # --profile-cells: cells profiled after their timed repeats, besides [profiling] cells.
     profile_cells: list[str] = field(default_factory=list)
+    budget: float | None = None           # --budget USD: overrides [cost] budget
+    max_hours: float | None = None        # --max-hours: stop before a cell would pass it
+    recalibrate: bool = False             # measure the peaks even where the cache has them
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,9 @@ class Decisions:
     plan: Plan | None = None
     calibrations: tuple[Cell, ...] = ()
     sources: tuple[Source, ...] = ()
+    price: RunPrice | None = None         # [cost], priced (price_the_run)
+    budget: float | None = None           # --budget, else [cost] budget
+    estimate: Estimate | None = None      # the run's time before it runs (estimate_the_run)
 
 
 @dataclass
@@ -72,6 +81,7 @@ class Progress:
     interrupted: KeyboardInterrupt | None = None   # Ctrl-C, SIGTERM, SIGHUP: 130, 143, 129
     stopped: RunStopped | None = None              # an executor lost: exit 1
     halted: str | None = None                      # the disk or the folder said no: exit 2
+    pace: Pace | None = None                       # [k/N], finish time, caps (start_the_meter)
 
 
 @dataclass

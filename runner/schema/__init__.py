@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import did_you_mean
 from .benchmark import BenchmarkSpec
+from .cost import CostSettings
 from .tables import (BASELINE_AXES, PROFILE_KEYS, PROFILE_RUN_KEYS, EnvironmentSpec,
                      HistorySettings, MatrixSpec, ReportSettings, RunSettings)
 from .workloads import BASE, WorkloadSpec
@@ -27,7 +28,8 @@ from .values import (AXES, AXIS_CHECKS, IMAGE_REFERENCE, MAX_REPEATS, MAX_RUNS, 
 __all__ = ["AXES", "AXIS_CHECKS", "BASELINE_AXES", "IMAGE_REFERENCE", "MAX_REPEATS", "MAX_RUNS",
            "MAX_SEED", "MAX_TIMEOUT_S", "NAME", "PROFILE_KEYS", "PROFILE_RUN_KEYS",
            "PROTECTED_ENV", "PROTECTED_ENV_NAMES", "RUN_NAME_PATTERN", "BenchmarkSpec",
-           "EnvironmentSpec", "HistorySettings", "MatrixSpec", "ReportSettings", "RunSettings",
+           "CostSettings", "EnvironmentSpec", "HistorySettings", "MatrixSpec", "ReportSettings",
+           "RunSettings",
            "WorkloadSpec",
            "axis_check", "check_axis", "format_error", "is_image_reference", "protected_env",
            "shown", "validate"]
@@ -49,6 +51,8 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             model = RunSettings
         elif model is MatrixSpec and key == "report":
             model = ReportSettings
+        elif model is MatrixSpec and key == "cost":
+            model = CostSettings
         elif model is MatrixSpec and key in ("environments", "benchmarks", "workloads"):
             tables: dict[str, type[BaseModel]] = {
                 "environments": EnvironmentSpec, "benchmarks": BenchmarkSpec,

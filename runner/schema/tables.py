@@ -13,6 +13,7 @@ from ..errors import did_you_mean
 from ..worker import catalog
 from .benchmark import BenchmarkSpec, check_option
 from .profiling import ProfilingSettings
+from .cost import CostSettings
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
                      RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
                      check_parallel, check_run_name, check_stack, check_steps, is_image_reference,
@@ -237,6 +238,7 @@ class MatrixSpec(Strict):
     run: RunSettings = Field(default_factory=RunSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
+    cost: CostSettings | None = None      # [cost]: the VM's price, the budget (schema/cost.py)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     profiling: ProfilingSettings = Field(default_factory=ProfilingSettings)
     # Validated before the benchmarks (field order), which read what it declares.

@@ -1,7 +1,8 @@
 """The first screen: what a run says before its first cell fits one 100-column terminal screen
-(25 lines) — the variables every environment shares said once, the environments one line each,
-one line for the environments ready and one for the calibration — on matrix.toml's dry run and
-on a real run of eight environments; and the tables at 100 columns keep names whole."""
+(26 lines) — the variables every environment shares said once, the environments one line each,
+one line for the estimate, one for the environments ready and one for the calibration — on
+matrix.toml's dry run and on a real run of eight environments; and the tables at 100 columns
+keep names whole."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from runner.paths import REPO_ROOT
 
 MATRIX = REPO_ROOT / "matrix.toml"
-SCREEN = 25
+SCREEN = 26
 
 
 def screen_lines(lines: list[str], width: int = 100) -> int:

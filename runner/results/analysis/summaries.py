@@ -14,7 +14,7 @@ from ...worker import catalog
 from ...worker.catalog import AXIS_DEFAULTS, default_sizes
 from ..data.records import throughput
 from ..data.types import CellSummary, Record
-from . import conditions, decoding, derived, stats
+from . import conditions, cost, decoding, derived, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
                     tf32_state)
 
@@ -196,10 +196,12 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
 
 def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
                    peaks: list[dict[str, Any]] | None = None,
-                   profile: dict[str, Any] | None = None) -> list[CellSummary]:
+                   profile: dict[str, Any] | None = None,
+                   price: dict[str, Any] | None = None) -> list[CellSummary]:
     """One summary per cell, the repeat as the unit (stats.across_repeats); in plan order (the
     manifest's cell list); % of peak against the run's calibration peaks (the manifest's);
-    warnings grouped by kind, clocks judged against the machine profile (the manifest's)."""
+    warnings grouped by kind, clocks judged against the machine profile (the manifest's); the
+    cost figures at the run's price (the manifest's cost.price; cost.py)."""
     rank = {cell_id: i for i, cell_id in enumerate(cell_order or [])}
     by_cell: dict[str, list[Record]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (rank.get(r["cell_id"], len(rank)), r["cell_id"],
@@ -226,6 +228,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
                                          first["workload"])
         summary.update(throughput({**summary, "median_ms": summary[TIME_KEY]}))
+        summary.update(cost.figures(summary, reps, price))
         out.append(cast(CellSummary, summary))
     seen: set[tuple[str, int, str]] = set()
     for cell in out:

@@ -115,7 +115,7 @@ def resumed(recorded: Manifest, matrix: Matrix, plan: Plan, executor: str) -> Ma
     repeats); the digest of the matrix now; the resume noted; the ending of the last attempt
     cleared until this one ends."""
     manifest = cast(Manifest, {k: v for k, v in recorded.items()
-                               if k not in ("finished_at", "interrupted", "stopped")})
+                               if k not in ("finished_at", "interrupted", "stopped", "stopped_by")})
     planned = {c["id"]: c for c in cell_entries(matrix, plan)}
     listed = {c["id"]: c for c in recorded.get("cells", [])}
     order = dict.fromkeys([c.id for c in matrix.cells] + list(listed))
@@ -136,6 +136,29 @@ def add_ending(manifest: Manifest, interrupted: bool, stopped: str | None) -> No
     manifest["interrupted"] = interrupted
     if stopped:
         manifest["stopped"] = one_line(stopped)
+
+
+def add_cost(manifest: Manifest, price: dict[str, Any] | None, estimate: dict[str, Any] | None,
+             budget: float | None, max_hours: float | None) -> None:
+    """What the run pays (runner/cost/pricing.py: the price, its table, hash and date), its
+    estimate before it ran, its caps; a resumed run keeps what its sessions spent before."""
+    before = manifest.get("cost") or {}
+    sessions = [*(before.get("sessions") or []),
+                {"at": now(), "estimate_s": (estimate or {}).get("seconds")}]
+    manifest["cost"] = {"price": price, "estimate": estimate, "budget": budget,
+                        "max_hours": max_hours, "spent_s": before.get("spent_s") or 0.0,
+                        "spent_usd": before.get("spent_usd"), "sessions": sessions}
+
+
+def add_spending(manifest: Manifest, spent_s: float, spent_usd: float | None) -> None:
+    """What the run has taken so far, all its sessions (the estimate's actual)."""
+    manifest["cost"] = {**(manifest.get("cost") or {}), "spent_s": spent_s,
+                        "spent_usd": spent_usd}
+
+
+def add_stop(manifest: Manifest, by: str) -> None:
+    """A cap stopped the run: "budget" or "max_hours" (its `stopped` says why)."""
+    manifest["stopped_by"] = by
 
 
 def add_reproduces(manifest: Manifest, original: str) -> None:

@@ -151,6 +151,7 @@ class Record(CellCoordinates, StepSummary, Throughput):
     distributions: Document | None
     returncode: int | None
     wall_s: Figure | None
+    usd: Figure | None
     log: str | None
 
 
@@ -229,6 +230,15 @@ class CellSummary(CellCoordinates, total=False):
     peak_kind: str | None
     peak_tflops: float | None
     fraction_of_peak: float | None
+    # at the run's list price (cost.py; None without [cost]): what its processes cost, and
+    # per 1,000 items (with the time's interval), per million tokens, per epoch, per image
+    usd: float | None
+    usd_per_1k_items: float | None
+    usd_per_1k_items_low: float | None
+    usd_per_1k_items_high: float | None
+    usd_per_1m_tokens: float | None
+    usd_per_epoch: float | None
+    usd_per_image: float | None
     # the same-answer check (answers.py)
     answer: Any
     answer_note: str | None
@@ -278,3 +288,5 @@ class Manifest(TypedDict, total=False):
     stopped: str
     reproduces: str
     resumed: list[dict[str, Any]]    # each resume: when, with which executor
+    cost: dict[str, Any] | None      # price, estimate, caps, what it spent (runner/cost/)
+    stopped_by: str                  # "budget" | "max_hours": a cap stopped the run

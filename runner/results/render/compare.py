@@ -103,6 +103,18 @@ def stack_table(comparison: Comparison):
     return table
 
 
+def cost_line(comparison: Comparison, run_a: Path, run_b: Path) -> str | None:
+    """B against A in price too, where both runs have one: the geometric mean time ratio of the
+    comparable cells with the ratio of the two VMs' per-GPU list prices (never a verdict)."""
+    from ..analysis import cost
+    from ..data.store import open_run
+
+    prices = cost.price_ratio(*(cost.price_of(open_run(run)[1]) for run in (run_a, run_b)))
+    said = cost.versus(comparison.geometric_mean_ratio, prices)
+    return f"cost: B is {said} (list-price estimates; the verdicts are the time's)" \
+        if said else None
+
+
 def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
                 markdown_path: Path | None, console,
                 environments: tuple[str, str] | None = None) -> int:
@@ -112,9 +124,12 @@ def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
     console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
     console.print(user_text(summary_line(comparison)), soft_wrap=True)
+    priced = cost_line(comparison, run_a, run_b)
+    if priced:
+        console.print(user_text(priced), soft_wrap=True)
     console.print(f"threshold: {user_text(comparison.threshold_source)}", soft_wrap=True,
                   style="yellow" if "without a profile" in comparison.threshold_source else None)
     target = markdown_path or run_b / f"compare-{run_a.resolve().name}.md"
-    write_text_atomic(target, markdown(comparison))
+    write_text_atomic(target, markdown(comparison) + (f"\n{priced}\n" if priced else ""))
     console.print(f"compare: {user_text(str(target))}", soft_wrap=True)
     return comparison.exit_code

@@ -23,7 +23,9 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "rss_peak_mb", "vram_initial_mb", "vram_peak_mb", "nvml_memory_peak_mb",
                "gpu_energy_j", "energy_per_step_j", "energy_per_item_j",
                "energy_per_step_above_idle_j", "gpu_idle_power_w", "energy_note",
-               "gpu_power_mean_w", "cpu_util_mean", "loss_first", "loss_last",
+               "gpu_power_mean_w", "cpu_util_mean", "usd", "usd_per_1k_items",
+               "usd_per_1k_items_low", "usd_per_1k_items_high", "usd_per_1m_tokens",
+               "usd_per_epoch", "usd_per_image", "loss_first", "loss_last",
                "accuracy", "answer_check", "answer_reference", "answer_detail", "warnings",
                "error")
 

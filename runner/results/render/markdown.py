@@ -9,13 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import answers, decoding, findings, native
+from ..analysis import answers, cost, decoding, findings, native
 from ..analysis.effects import Analysis, keras_speedups
 from ..analysis.keras_table import keras_view
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
 from ..formatting import best_text, cell_text, comparable_values, fmt, md_code, md_text, percent
 from ..analysis.profiles import Profiled
+from .markdown_cost import cost_section
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
                              effects_section, no_interval_note, plots_lines, ratio_text,
                              tf32_section, training_table, warnings_section)
@@ -102,7 +103,7 @@ def findings_section(r: Report) -> list[str]:
     if r.analysis is None:
         return []
     said = findings.sentences(r.summaries, r.analysis, r.keras[0] if r.keras else None)
-    said += native.sentences(r.keras)
+    said += native.sentences(r.keras) + cost.sentences(r.summaries)
     said += profile_findings(r.profiled)
     return ["", "## Findings", "", *[f"- {sentence}" for sentence in said]] if said else []
 
@@ -317,7 +318,7 @@ def plots_section(r: Report) -> list[str]:
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
-    effects_part,
+    lambda r: cost_section(r.manifest, r.summaries), effects_part,
     answers_part, warnings_part, left_out_section, fixed_costs_section, training_section,
     first_token_part, memory_section,
     energy_section, cells_section, tf32_part, published_part, peak_part,

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ...errors import one_line
-from ..analysis import answers, effects, stack_diff
+from ..analysis import answers, cost, effects, stack_diff
 from ..analysis.summaries import cell_summaries
 from ..analysis.profiles import Profiled, rows_of
 from ..data.profiles import read_profiles
@@ -51,7 +51,7 @@ def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
         _warn(str(store.ledger.missing()))
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
                                (manifest.get("calibration") or {}).get("peaks"),
-                               manifest.get("machine_profile"))
+                               manifest.get("machine_profile"), cost.price_of(manifest))
     answers.check(summaries, answers.unchecked_cells(manifest))
     analysis = effects.analyse(summaries, effects.Settings.from_manifest(
         manifest, stack_diff.installed(records)))

@@ -1,0 +1,207 @@
+"""How long a run will take (and, with a price, what it will cost) before anything runs: low,
+expected and high wall time of each part, and where each figure came from.
+
+- a cell × repeat (one worker process): from the history database, the same cell on the same
+  device model (its recent runs); else a cell of the same workload, task, size and API — on this
+  device as it is, on another scaled by the two devices' ratio over the cells both ran (unscaled,
+  with a wider interval, when they share none); else a default per workload family; never
+  beyond the cell's timeout;
+- an environment to build: none when it is ready; else from the build logs of the environments
+  built before on this machine (their time per package × its lock's packages); else a minute;
+- the calibration: none for a peak the machine's cache holds; else the time the cache recorded
+  for it, else a default.
+
+The run's total is the builds, then the calibration, then the cells spread over its lanes. The
+interval is wide on purpose: it says how much the figure can be trusted, not a statistic."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .history_times import PastCell
+
+# Seconds of one worker process by workload family, where the history knows nothing like it
+# (docs/gpu-check.md and the CPU smoke runs: 6–33 s a process).
+FAMILY_DEFAULT_S = {"diagnostic": 3.0, "ops": 12.0, "model": 30.0, "hub": 45.0, "user": 30.0}
+DEFAULT_S = 30.0
+# ... at the full size; the smaller presets' processes are shorter (a tiny matmul process took
+# 4 s and a tiny CNN 6–15 s on this project's 2-core VMs, 2026-11-27)
+SIZE_FACTOR = {"full": 1.0, "small": 0.6, "tiny": 0.4}
+BUILD_DEFAULT_S = 60.0          # an environment from its lock, cold (FACTS: 54–105 s on 2 cores)
+# A calibration process: the H200 check's 38–42 s on a GPU (at least 3 s a size, two passes);
+# on a CPU the largest sizes are not timed (a step over 1 s): 41 s for 8 on this project's VMs.
+CALIBRATION_DEFAULT_S = {"gpu": 40.0, "cpu": 6.0}
+RECENT = 5                      # runs of the same cell that count
+
+HERE, LIKE_HERE, SCALED, UNSCALED, DEFAULT = (
+    "history: this cell on this device", "history: a like cell on this device",
+    "history: a like cell elsewhere, scaled", "history: a like cell elsewhere, unscaled",
+    "default per workload family")
+SHORT = {HERE: "history here", LIKE_HERE: "like cells here", SCALED: "scaled from elsewhere",
+         UNSCALED: "unscaled from elsewhere", DEFAULT: "default", "build logs": "build logs",
+         "cached peak": "cached", "last calibration here": "as last time here"}
+
+
+@dataclass(frozen=True)
+class Span:
+    """Low, expected and high seconds."""
+
+    low: float = 0.0
+    expected: float = 0.0
+    high: float = 0.0
+
+    def __add__(self, other: Span) -> Span:
+        return Span(self.low + other.low, self.expected + other.expected, self.high + other.high)
+
+    def scaled(self, factor: float) -> Span:
+        return Span(self.low * factor, self.expected * factor, self.high * factor)
+
+    def capped(self, limit: float) -> Span:
+        return Span(min(self.low, limit), min(self.expected, limit), min(self.high, limit))
+
+    @classmethod
+    def around(cls, value: float, low: float, high: float) -> Span:
+        return cls(value * low, value, value * high)
+
+
+def total(spans: Sequence[Span]) -> Span:
+    out = Span()
+    for span in spans:
+        out = out + span
+    return out
+
+
+@dataclass
+class Estimate:
+    entries: dict[str, Span]                # entry key (cell-r<k>) → one worker process
+    cells: Span
+    builds: Span
+    calibration: Span
+    lanes: int
+    sources: dict[str, Counter] = field(default_factory=dict)   # part → source → count
+
+    @property
+    def total(self) -> Span:
+        return self.builds + self.calibration + self.cells
+
+    def entry(self) -> dict[str, Any]:
+        """The manifest's cost.estimate (seconds; the sources counted)."""
+        return {"seconds": _span(self.total), "cells_s": _span(self.cells),
+                "builds_s": _span(self.builds), "calibration_s": _span(self.calibration),
+                "runs": len(self.entries), "lanes": self.lanes,
+                "sources": {part: dict(counts) for part, counts in self.sources.items()}}
+
+
+def _span(span: Span) -> dict[str, float]:
+    return {"low": round(span.low, 1), "expected": round(span.expected, 1),
+            "high": round(span.high, 1)}
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def device_ratio(past: Sequence[PastCell], here: str | None, there: str | None) -> float | None:
+    """How much longer a process takes on `here` than on `there`: the median ratio over the
+    cells (by name) both devices ran; None when they share none."""
+    on: dict[str | None, dict[str, list[float]]] = {here: {}, there: {}}
+    for p in past:
+        if p.device in on:
+            on[p.device].setdefault(p.cell_name, []).append(p.wall_s)
+    shared = set(on[here]) & set(on[there])
+    if not shared:
+        return None
+    return _median([_median(on[here][n]) / _median(on[there][n]) for n in sorted(shared)])
+
+
+def cell_span(cell: Any, device: str | None, past: Sequence[PastCell],
+              family: Callable[[str], str]) -> tuple[Span, str]:
+    """One worker process of `cell` on `device`, and where the figure came from."""
+    same = [p.wall_s for p in past
+            if (p.cell_id == cell.id or p.cell_name == cell.name) and p.device == device][:RECENT]
+    if same:        # fewer runs, a wider interval: a shared VM swings by 1.5× and more
+        span = Span(min(same) * 0.8, _median(same), max(same) * (1.3 if len(same) >= 3 else 1.6))
+        return span.capped(cell.timeout), HERE
+    size = cell.axes.get("size")
+    like = [p for p in past if (p.workload, p.task, p.api, p.size) ==
+            (cell.workload, cell.task, cell.api, size)]
+    here = [p.wall_s for p in like if p.device == device]
+    if here:
+        return Span.around(_median(here), 0.6, 1.7).capped(cell.timeout), LIKE_HERE
+    if like:
+        there = Counter(p.device for p in like).most_common(1)[0][0]
+        value = _median([p.wall_s for p in like if p.device == there])
+        ratio = device_ratio(past, device, there)
+        if ratio is not None:
+            return Span.around(value * ratio, 0.5, 2.0).capped(cell.timeout), SCALED
+        return Span.around(value, 0.33, 3.0).capped(cell.timeout), UNSCALED
+    default = FAMILY_DEFAULT_S.get(family(cell.workload), DEFAULT_S) * SIZE_FACTOR.get(size, 1.0)
+    return Span.around(default, 0.3, 3.0).capped(cell.timeout), DEFAULT
+
+
+@dataclass(frozen=True)
+class Build:
+    """An environment the run prepares: ready already (True), to build (False) or unknown (None:
+    an executor that cannot tell), with its lock's package count where known."""
+
+    label: str
+    ready: bool | None
+    packages: int | None = None
+
+
+def build_span(build: Build, logs: Sequence[tuple[float, int | None]]) -> tuple[Span, str]:
+    """`logs`: (seconds, packages) of the builds done before on this machine."""
+    if build.ready:
+        return Span(), "ready"
+    if build.ready is None:
+        return Span(), "not known (the executor cannot tell whether it is built)"
+    per_package = [s / n for s, n in logs if n]
+    if per_package and build.packages:
+        return Span.around(_median(per_package) * build.packages, 0.6, 2.0), "build logs"
+    if logs:
+        return Span.around(_median([s for s, _ in logs]), 0.5, 2.5), "build logs"
+    return Span.around(BUILD_DEFAULT_S, 0.5, 3.0), "default"
+
+
+def calibration_span(cached: bool, last_s: float | None, gpu: bool) -> tuple[Span, str]:
+    if cached:
+        return Span(), "cached peak"
+    if last_s is not None:
+        return Span.around(last_s, 0.7, 1.5), "last calibration here"
+    return Span.around(CALIBRATION_DEFAULT_S["gpu" if gpu else "cpu"], 0.3, 3.0), "default"
+
+
+def estimate(entries: Sequence[Any], device_of: Callable[[Any], str | None],
+             past: Sequence[PastCell] | None, family: Callable[[str], str],
+             builds: Sequence[Build] = (), logs: Sequence[tuple[float, int | None]] = (),
+             calibrations: Sequence[tuple[bool, float | None]] = (), lanes: int = 1,
+             gpu: bool = False) -> Estimate:
+    """The run's estimate: `entries` (plan entries: .cell, .key) to run; `calibrations`: per
+    calibration run, (its peak cached, the time it took last); `gpu`: the run has a GPU."""
+    sources: dict[str, Counter] = {"cells": Counter(), "builds": Counter(),
+                                   "calibration": Counter()}
+    per_cell: dict[str, tuple[Span, str]] = {}
+    spans: dict[str, Span] = {}
+    for entry in entries:
+        cell = entry.cell
+        if cell.id not in per_cell:
+            per_cell[cell.id] = cell_span(cell, device_of(cell), past or (), family)
+        spans[entry.key], source = per_cell[cell.id]
+        sources["cells"][source] += 1
+    built = []
+    for build in builds:
+        span, source = build_span(build, logs)
+        built.append(span)
+        sources["builds"][source] += 1
+    calibrated = []
+    for cached, last_s in calibrations:
+        span, source = calibration_span(cached, last_s, gpu)
+        calibrated.append(span)
+        sources["calibration"][source] += 1
+    cells = total(list(spans.values())).scaled(1.0 / max(1, lanes))
+    return Estimate(spans, cells, total(built), total(calibrated), max(1, lanes), sources)
+

@@ -1,0 +1,133 @@
+"""A run's pace as its cells go: `[k/N]` and the expected finish time on each cell's line (the
+estimate's remaining time, corrected by how the cells done so far compare with theirs), what
+the run has spent so far (its wall time, carried over resumes, × the VM's price), each record's
+`usd`, and the budget and time caps: before each cell × repeat, the run stops when what it has
+spent plus that run's estimate would pass --budget (or [cost] budget) or --max-hours."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..cost.estimate import Estimate, Span
+from ..cost.pricing import RunPrice
+from ..results.data import manifest as manifest_mod
+from ..results.data.types import Manifest
+from ..results.formatting import usd
+from .plan import Entry
+
+MIN_PACE, MAX_PACE = 0.25, 4.0     # how far the cells done so far may correct the estimate
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class Pace:
+    """The cells of one session of a run (a resume is a new session; `carried_s` is what the
+    sessions before it took)."""
+
+    def __init__(self, to_run: Sequence[Entry], estimate: Estimate | None,
+                 price: RunPrice | None, manifest: Manifest, *, done_before: int = 0,
+                 budget: float | None = None, max_hours: float | None = None,
+                 carried_s: float = 0.0, on_stop: Callable[[str, float], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.entries = list(to_run)
+        self.estimate, self.price, self.manifest = estimate, price, manifest
+        self.done_before, self.budget, self.max_hours = done_before, budget, max_hours
+        self.carried_s, self.on_stop, self.clock = carried_s, on_stop, clock
+        self.started = clock()
+        self.first_cell: float | None = None
+        self.finished: list[str] = []
+        self.stopped_by: str | None = None
+
+    # --- what the run has spent -------------------------------------------------------------
+
+    def spent_s(self) -> float:
+        return self.carried_s + (self.clock() - self.started)
+
+    def spent_usd(self) -> float | None:
+        return self.price.vm_usd_for(self.spent_s()) if self.price else None
+
+    def usd_per_s(self) -> float | None:
+        """A record's rate: the per-GPU share of the VM's price, per second (one GPU a cell)."""
+        return self.price.per_gpu_usd_per_hour / 3600.0 if self.price else None
+
+    def expected(self, entry: Entry) -> Span:
+        spans = self.estimate.entries if self.estimate else {}
+        return spans.get(entry.key, Span())
+
+    def lanes(self) -> int:
+        return self.estimate.lanes if self.estimate else 1
+
+    def left_s(self, after: Entry | None = None) -> float:
+        """The estimate of the entries not finished yet (from `after` on), over the lanes."""
+        keys = set(self.finished)
+        todo = self.entries[self.entries.index(after):] if after in self.entries else self.entries
+        return sum(self.expected(e).expected for e in todo if e.key not in keys) / self.lanes()
+
+    def record_spending(self) -> None:
+        """The manifest's running figures (written with it: every write carries them)."""
+        manifest_mod.add_spending(self.manifest, round(self.spent_s(), 1),
+                                  None if self.price is None else round(self.spent_usd() or 0, 4))
+
+    # --- before each cell × repeat: the caps ------------------------------------------------
+
+    def gate(self, entry: Entry) -> str | None:
+        """Why the run stops before `entry`, or None to go on."""
+        if self.first_cell is None:
+            self.first_cell = self.clock()
+        self.record_spending()
+        next_s = self.expected(entry).expected / self.lanes()
+        spent_s, name = self.spent_s(), f"{entry.cell.name} r{entry.repeat}"
+        rest_s = self.left_s(entry)
+        if self.budget is not None and self.price is not None:
+            spent, following = self.price.vm_usd_for(spent_s), self.price.vm_usd_for(next_s)
+            if spent + following > self.budget:
+                rest = self.price.vm_usd_for(rest_s)
+                wanted = math.ceil((spent + rest) * 1.1 * 100) / 100
+                return self._stop("budget", wanted, (
+                    f"budget {usd(self.budget)}: {usd(spent)} spent, the next run ({name}, "
+                    f"~{usd(following)}) would pass it; the rest is estimated at {usd(rest)}"))
+        if self.max_hours is not None and (spent_s + next_s) / 3600.0 > self.max_hours:
+            wanted = math.ceil((spent_s + rest_s) * 1.1 / 360.0) / 10
+            return self._stop("max_hours", wanted, (
+                f"--max-hours {self.max_hours:g}: {duration_text(spent_s)} spent, the next run "
+                f"({name}, ~{duration_text(next_s)}) would pass it; the rest is estimated at "
+                f"{duration_text(rest_s)}"))
+        return None
+
+    def _stop(self, by: str, wanted: float, reason: str) -> str:
+        self.stopped_by = by
+        manifest_mod.add_stop(self.manifest, by)
+        if self.on_stop is not None:
+            self.on_stop(by, wanted)
+        return reason
+
+    # --- after each cell × repeat: its line ---------------------------------------------------
+
+    def finish(self, entry: Entry, record: dict[str, Any] | None = None) -> str:
+        """`[k/N]` and the expected finish, for the cell's line."""
+        if entry.key not in self.finished:
+            self.finished.append(entry.key)
+        self.record_spending()
+        k, n = self.done_before + len(self.finished), self.done_before + len(self.entries)
+        count = f"[{k}/{n}]"
+        left = self.left_s()
+        if left <= 0 or self.estimate is None:
+            return count
+        pace = 1.0
+        done_expected = sum(self.expected(e).expected for e in self.entries
+                            if e.key in set(self.finished)) / self.lanes()
+        if self.first_cell is not None and done_expected > 0:
+            taken = self.clock() - self.first_cell
+            pace = min(MAX_PACE, max(MIN_PACE, taken / done_expected))
+        left *= pace
+        at = time.strftime("%H:%M", time.localtime(time.time() + left))
+        return f"{count} finish ~{at} ({duration_text(left)} left)"
