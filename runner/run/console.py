@@ -18,7 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import user_text
+from ..errors import shortened, user_text
 from ..executors.base import Prepared
 from ..machine.profile import MEASURE_HINT
 from ..results.data.types import CellSummary, Manifest
@@ -231,11 +231,19 @@ def show_ready(took: Mapping[str, float], console: Console) -> None:
             f"{user_text(key)} ({seconds:.0f} s)" for key, seconds in took.items()), soft_wrap=True)
 
 
+# A cell's name on its line (the record keeps it whole): room left for the outcome and pace.
+CELL_LABEL_CHARACTERS = 240
+
+
+def cell_label(name: str) -> str:
+    return user_text(shortened(name, CELL_LABEL_CHARACTERS))
+
+
 def cell_line(entry: Entry, record: Mapping[str, Any], pace: str = "") -> str:
     """✓ name r2 [GPU 1]: 12.3 ms/step — a cell × repeat as it finishes; `pace` after it:
     "[k/N] finish ~17:42 (9 min left)" (run/pace.py)."""
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
-    return (f"{mark} {user_text(entry.cell.name)} r{entry.repeat}"
+    return (f"{mark} {cell_label(entry.cell.name)} r{entry.repeat}"
             f"{user_text(ran_on(record))}: {user_text(outcome_text(record))}"
             f"{f' · {pace}' if pace else ''}")
 

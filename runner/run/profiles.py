@@ -23,6 +23,7 @@ from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
 from .cells import attempt_for, cell_spec, stop_if_lost
+from .console import cell_label
 from .plan import Entry, matches
 from .setup import Setup
 from .state import RunState
@@ -139,7 +140,7 @@ def profile_of(cell: Cell, worker: Mapping[str, Any] | None, outcome: Outcome,
 
 def profile_line(cell: Cell, profile: Mapping[str, Any]) -> str:
     """One line per profiled cell: its figures, or why it has none."""
-    name = user_text(cell.name)
+    name = cell_label(cell.name)
     if profile.get("status") != "ok":
         error = user_text(str(profile.get("error") or "").strip().splitlines()[-1:][0][:200]
                           if profile.get("error") else "failed")
