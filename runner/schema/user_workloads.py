@@ -1,12 +1,13 @@
 """User workloads: a matrix's [workloads.<name>] tables, whose code lives in the user's own file.
 
 The host never imports a user's file. It parses it with `ast` to learn which functions it
-defines, so validation knows the APIs and tasks that apply before anything runs; it hashes the
-file with the .py files beside it (the modules of its folder, which it may import: the
-workload's code is all of them), so that an edit changes the cell ids and reads as "not
-comparable"; and it stages a read-only copy of them into the run folder
-(workloads/<sha256[:12]>/), from where every executor hands them to the worker (the worker's
-side: runner/worker/apis/user_common.py).
+defines, so validation knows the APIs and tasks that apply before anything runs. The workload's
+code is the file and the modules of its folder that it imports (`import helpers`, `from helpers
+import x`, anywhere in the file; followed with `ast`, transitively): those are read, parsed and
+hashed — an edit changes the cell ids and reads as "not comparable" — and a read-only copy of
+them is staged into the run folder (workloads/<sha256[:12]>/), from where every executor hands
+them to the worker (the worker's side: runner/worker/apis/user_common.py). Nothing else in the
+folder counts: an unrelated script beside it, broken or edited, changes nothing.
 
 What a file defines (docs/user-workloads.md has the whole contract):
 - `keras_model(spec)` and `keras_data(spec)`: fit and predict on every Keras API (Keras 3 on each
@@ -29,6 +30,7 @@ from typing import Any
 
 from ..worker import catalog
 from ..worker.user_code import STAGED_ENV, digest
+from .workload_code import read_code, read_sources
 
 __all__ = ["STAGED", "STAGED_ENV", "UserWorkload", "read", "stage"]
 
@@ -43,8 +45,6 @@ HOOKS = ("items_per_step", "flops_per_step", "answer")
 RESERVED_MODULES = frozenset({"runner", "numpy", "torch", "jax", "jaxlib", "tensorflow",
                               "keras", "tf_keras", "keras_hub", "keras_nlp", "keras_cv", "flax",
                               "optax", "psutil", "pynvml", "sitecustomize", "usercustomize"})
-MAX_FILES = 200                 # .py files in the workload's folder
-MAX_BYTES = 16 << 20            # their total size
 STAGED = "workloads"            # the run folder's folder of staged copies
 
 
@@ -55,8 +55,8 @@ class UserWorkload:
     name: str
     file: str                       # as the matrix names it
     path: Path                      # the file, absolute
-    sha256: str                     # of the file's name and every .py file of its folder
-    modules: tuple[str, ...]        # the folder's .py files, by name
+    sha256: str                     # of the file's name and its code (the modules it imports)
+    modules: tuple[str, ...]        # its code's .py files, by name
     functions: tuple[str, ...]      # the module-level names the file defines
     defaults: dict[str, Any]        # its options' default values
     workload: catalog.Workload = field(repr=False)
@@ -100,62 +100,6 @@ def defined_names(tree: ast.Module) -> set[str]:
 def string_constants(tree: ast.Module) -> set[str]:
     return {node.value for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-
-
-def folder_modules(path: Path, where: str) -> list[Path]:
-    """The .py files beside the workload file (regular files only), bounded."""
-    try:
-        found = sorted(p for p in path.parent.iterdir()
-                       if p.suffix == ".py" and p.is_file() and not p.is_symlink())
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot list {path.parent}: {exc.strerror}") from None
-    if len(found) > MAX_FILES:
-        raise ValueError(f"{where}: {path.parent} holds {len(found)} .py files (at most "
-                         f"{MAX_FILES}: its .py files are the workload's code); give the "
-                         "workload a folder of its own")
-    return found
-
-
-def read_sources(path: Path, file: str, where: str) -> dict[str, bytes]:
-    """The workload's code: every .py file of its folder, name → bytes."""
-    if not path.exists():
-        raise ValueError(f"{where}: {file!r}: no such file ({path})")
-    if not path.is_file() or path.suffix != ".py":
-        raise ValueError(f"{where}: {file!r} is not a Python file (.py)")
-    too_big = ValueError(f"{where}: the .py files of {path.parent} hold more than "
-                         f"{MAX_BYTES >> 20} MB; give the workload a folder of its own")
-    modules = folder_modules(path, where)
-    try:
-        # Sizes first: a 2 GB (sparse) file beside the workload is refused unread.
-        if sum(module.stat().st_size for module in modules) > MAX_BYTES:
-            raise too_big
-        sources, total = {}, 0
-        for module in modules:
-            with module.open("rb") as handle:      # bounded: a file may grow meanwhile
-                data = handle.read(MAX_BYTES - total + 1)
-            total += len(data)
-            if total > MAX_BYTES:
-                raise too_big
-            sources[module.name] = data
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read {exc.filename}: {exc.strerror}") from None
-    return sources
-
-
-def parse(path: Path, source: bytes, where: str, beside: str | None = None) -> ast.Module:
-    """A module of the workload's folder, parsed; `beside`: the workload file's name when this
-    is another module of its folder (the error says why a file the user did not name counts)."""
-    name = path.name if beside is None else f"{path.name} (beside {beside}: the folder's .py " \
-        "files are the workload's code)"
-    try:
-        return ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        raise ValueError(f"{where}: {name} line {exc.lineno}: not Python: {exc.msg}") from None
-    except ValueError as exc:                       # NUL bytes
-        raise ValueError(f"{where}: {name}: not Python: {exc}") from None
-    except (RecursionError, MemoryError):           # 20 000 unary minus signs: the parser's stack
-        raise ValueError(f"{where}: {name}: Python nested too deeply for the parser "
-                         "(expressions inside each other)") from None
 
 
 def api_tasks(names: set[str], tasks: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -235,7 +179,7 @@ def check_options(defaults: dict[str, Any], strings: set[str], where: str, file:
     for name in defaults:
         if name not in strings:
             raise ValueError(f"{where}.options.{name}: {file} never reads it (no string "
-                             f"{name!r} in the .py files of its folder)")
+                             f"{name!r} in its code: the file and the modules it imports)")
 
 
 def check_module_names(sources: dict[str, bytes], where: str) -> None:
@@ -271,11 +215,8 @@ def read_checked(name: str, file: str, tasks: tuple[str, ...], defaults: dict[st
     path = Path(os.path.expanduser(file))
     # Resolved: a link's target is the code, and the modules beside the target its folder.
     path = (path if path.is_absolute() else base / path).resolve()
-    sources = read_sources(path, file, f"{where}.file")
+    sources, trees = read_code(path, file, f"{where}.file")
     check_module_names(sources, where)
-    trees = {module: parse(path.parent / module, source, f"{where}.file",
-                           None if module == path.name else path.name)
-             for module, source in sources.items()}
     names = defined_names(trees[path.name])
     found = api_tasks(names, tasks)
     check_functions(names, tasks, where, file, found)
@@ -283,7 +224,7 @@ def read_checked(name: str, file: str, tasks: tuple[str, ...], defaults: dict[st
     check_options(defaults, set().union(*map(string_constants, trees.values())), where, file)
     sha = digest(path.name, sources)
     if pinned is not None and pinned != sha:
-        raise ValueError(f"{where}.sha256: {file} and the .py files beside it hash to "
+        raise ValueError(f"{where}.sha256: {file} and the modules it imports hash to "
                          f"{sha[:12]}…, the matrix pins {pinned[:12]}… (the code changed)")
     workload = catalog.Workload(
         name, tasks, tuple(found), needs_batch_size=bool(set(tasks) - {"run"}),
@@ -299,8 +240,8 @@ def read_checked(name: str, file: str, tasks: tuple[str, ...], defaults: dict[st
 
 
 def stage(workloads: list[UserWorkload], run_dir: Path) -> None:
-    """Read-only copies of each workload's folder of .py files under run_dir/workloads/, checked
-    against its digest (a file edited since the matrix was read is refused: ValueError)."""
+    """Read-only copies of each workload's code under run_dir/workloads/, checked against its
+    digest (a file edited since the matrix was read is refused: ValueError)."""
     for user in workloads:
         target = run_dir / STAGED / user.folder
         if target.is_dir():

@@ -266,13 +266,21 @@ def test_a_2_gb_file_beside_a_workload_is_refused_unread(tmp_path):
     matrix = user_workload_matrix(tmp_path, "def numpy_run(spec):\n    return lambda: 1\n")
     with (tmp_path / "bench" / "huge.py").open("wb") as sparse:     # 2 GB, no disk used
         sparse.truncate(2 << 30)
-    # The runner may not hold even half of it: reading it whole is a MemoryError here.
-    done = subprocess.run([HOST_PYTHON, "-m", "runner", "plan", str(matrix)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120,
-                          preexec_fn=at_most_1_gb_of_memory)
+
+    def plan() -> subprocess.CompletedProcess:
+        # The runner may not hold even half of it: reading it whole is a MemoryError here.
+        return subprocess.run([HOST_PYTHON, "-m", "runner", "plan", str(matrix)], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=120,
+                              preexec_fn=at_most_1_gb_of_memory)
+
+    done = plan()               # beside it and not imported: no part of its code, never read
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "bench" / "deep.py").write_text(
+        "import huge\n\ndef numpy_run(spec):\n    return lambda: 1\n")
+    done = plan()
     assert done.returncode == 2 and done.stderr.strip() == \
-        f"error: {matrix}: workloads.deep.file: the .py files of {tmp_path / 'bench'} hold " \
-        "more than 16 MB; give the workload a folder of its own", done.stderr
+        f"error: {matrix}: workloads.deep.file: the workload's code (its file and the modules " \
+        f"of {tmp_path / 'bench'} it imports) holds more than 16 MB", done.stderr
 
 
 # --- 4. a long option value ---------------------------------------------------------------------

@@ -82,7 +82,7 @@ BAD = [
     (STEP, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n',
      '[[benchmarks]]\nworkload = "v"\n', "'v' is not a built-in workload"),
     (STEP, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\nsha256 = "' + "0" * 64
-     + '"\n', "", "workloads.w.sha256: bench/bench.py and the .py files beside it hash to"),
+     + '"\n', "", "workloads.w.sha256: bench/bench.py and the modules it imports hash to"),
     (STEP, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = [8, 16] }\n', "",
      "a default is one number, string or boolean"),
     (STEP, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\nfiles = 1\n', "",
@@ -138,22 +138,29 @@ def test_a_workload_may_not_take_a_built_in_name_or_shadow_a_framework(tmp_path,
     line = assert_one_line_exit_2(*run_cli(path)[::2])
     assert "workloads: matmul: a built-in workload has this name" in line
     assert "torch" in RESERVED_MODULES
+    matrix = 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'
+    # A module of the folder that shadows what the worker imports counts once the file imports
+    # it: its name is refused.
     workload_file(tmp_path / "bench", "x = 1\n", name="torch.py")
-    line = assert_one_line_exit_2(*run_cli(user_matrix(
-        tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))[::2])
+    assert run_cli(user_matrix(tmp_path, matrix), "--dry-run")[0] == 0   # not imported: no code
+    workload_file(tmp_path / "bench", "import torch\n" + STEP)
+    line = assert_one_line_exit_2(*run_cli(user_matrix(tmp_path, matrix))[::2])
     assert "torch.py beside it shares its name with a package the worker imports" in line
     (tmp_path / "bench" / "torch.py").unlink()
     workload_file(tmp_path / "bench", "x = 1\n", name="json.py")
-    line = assert_one_line_exit_2(*run_cli(user_matrix(
-        tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))[::2])
+    workload_file(tmp_path / "bench", "import json\n" + STEP)
+    line = assert_one_line_exit_2(*run_cli(user_matrix(tmp_path, matrix))[::2])
     assert "json.py beside it shares its name with a standard-library module" in line
     (tmp_path / "bench" / "json.py").unlink()
-    # a broken file beside the workload's counts (its folder is its code) and says so
+    # A broken script beside the workload that it does not import is no part of it; a module
+    # it imports (in a function too, and what that one imports) is, and says so.
     workload_file(tmp_path / "bench", "def helper(:\n", name="scratch.py")
-    line = assert_one_line_exit_2(*run_cli(user_matrix(
-        tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n'))[::2])
-    assert "workloads.w.file: scratch.py (beside bench.py: the folder's .py files are the " \
-           "workload's code) line 1: not Python" in line
+    workload_file(tmp_path / "bench", STEP)
+    assert run_cli(user_matrix(tmp_path, matrix), "--dry-run")[0] == 0
+    workload_file(tmp_path / "bench", "def lazy():\n    import helpers\n" + STEP)
+    workload_file(tmp_path / "bench", "from scratch import helper\n", name="helpers.py")
+    line = assert_one_line_exit_2(*run_cli(user_matrix(tmp_path, matrix))[::2])
+    assert "workloads.w.file: scratch.py (imported by helpers.py) line 1: not Python" in line
     assert list(results_dir.iterdir()) == []
 
 
@@ -203,10 +210,13 @@ def test_the_code_digest_is_in_the_cell_id_and_the_run_folder_matrix(tmp_path):
     first = matrix_mod.load(path)
     (tmp_path / "notes.txt").write_text("not code")            # beside the matrix: no code
     assert [c.id for c in matrix_mod.load(path).cells] == [c.id for c in first.cells]
-    workload_file(tmp_path / "bench", "def helper():\n    return 1\n", name="helpers.py")
-    with_helper = matrix_mod.load(path)                       # a module beside it is its code
-    assert [c.id for c in with_helper.cells] != [c.id for c in first.cells]
-    source.write_text(source.read_text() + "\n# an edit\n")
+    helpers = workload_file(tmp_path / "bench", "def helper():\n    return 1\n", name="helpers.py")
+    beside = matrix_mod.load(path)                  # beside it, not imported: no part of its code
+    assert [c.id for c in beside.cells] == [c.id for c in first.cells]
+    source.write_text("from helpers import helper\n" + source.read_text())
+    with_helper = matrix_mod.load(path)             # imported: its code
+    assert with_helper.cells[0].user_workload.modules == ("bench.py", "helpers.py")
+    helpers.write_text(helpers.read_text() + "\n# an edit of the imported module\n")
     edited = matrix_mod.load(path)
     assert len({c.id for c in (*first.cells, *with_helper.cells, *edited.cells)}) == 3
     assert [c.name for c in edited.cells] == [c.name for c in first.cells] == ["w-run-numpy-b1"]
@@ -373,3 +383,34 @@ def answer(spec, output):
     record = records(only_run(results_dir, "d"))["w"]
     assert record["status"] == "ok" and record["metadata"]["executor"] == "docker"
     assert record["answer"] == {"writable": 0.0, "output": 8 * 8 * 8 * 0.25}
+
+
+def test_a_benchmark_naming_no_task_runs_every_task_of_the_workload(tmp_path):
+    """The README's example as it stands: `tasks = ["fit", "predict"]` and a benchmark with
+    no `task` (before: "task: my-mlp needs one of fit, predict")."""
+    workload_file(tmp_path / "bench", """
+        def keras_model(spec):
+            return spec.options["units"]
+
+        def keras_data(spec):
+            return None
+    """, name="my_mlp.py")
+    (tmp_path / "matrix.toml").write_text(textwrap.dedent("""
+        [environments.keras-jax]
+        image = "jax"
+        api = "keras"
+        backend = "jax"
+
+        [workloads.my-mlp]
+        file = "bench/my_mlp.py"
+        tasks = ["fit", "predict"]
+        options = { units = 64 }
+
+        [[benchmarks]]
+        workload = "my-mlp"
+        environments = ["*"]
+        batch_size = [32, 256]
+    """))
+    cells = matrix_mod.load(tmp_path / "matrix.toml").cells
+    assert sorted((c.task, c.batch_size) for c in cells) == [
+        ("fit", 32), ("fit", 256), ("predict", 32), ("predict", 256)]
