@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from ..errors import EXIT_FAILED_CELLS, UsageError, user_text
 from ..executors import kinds
 from ..executors.base import as_image_executor
 from .options import add_matrix_options, run_options
+from ..timestamps import iso_now
 
 if TYPE_CHECKING:
     from ..run.pipeline import RunState
@@ -102,7 +102,7 @@ def write_pushed(target: Path, earlier: dict[str, Any], registry: str, matrix: A
     target.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(target, {
         "schema": 1, "registry": registry, "matrix": str(matrix.path),
-        "pushed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "pushed_at": iso_now(),
         "environments": environments})
 
 

@@ -21,7 +21,6 @@ import hashlib
 import io
 import shutil
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from ..schema.matrix import load as load_matrix, read_toml
 from . import measures, tables
 from .ingest import now
 from .queries import StackDiff, diff_stacks
+from ..timestamps import folder_stamp
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Bisect:
         meta = (bad_records[0].get("metadata") or {})
         self.python = ".".join(str(meta.get("python_version") or "3.11").split(".")[:2])
         self.repeats = repeats or max(3, max(r["repeat"] for r in bad_records))
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        stamp = folder_stamp()
         self.work = work or RESULTS_DIR / "bisect" / f"{bad_records[0]['cell_id']}-{stamp}"
         self.work.mkdir(parents=True, exist_ok=True)
         self.steps: list[Step] = []

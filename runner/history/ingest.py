@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -19,6 +18,7 @@ from ..results.data.types import Manifest, Record
 from ..worker.distributions import canonical
 from . import measures, tables
 from .db import hold_for_writing
+from ..timestamps import iso_now
 
 ENV_KEYS = ("lock_sha256", "image_id", "image_digest", "distributions_sha256", "python_version",
             "framework_name", "framework_version", "driver_version", "gpu_name")
@@ -50,7 +50,7 @@ def jsonable(value: Any) -> Any:
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return iso_now()
 
 
 def run_folders(path: Path) -> list[Path]:

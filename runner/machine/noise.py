@@ -42,6 +42,7 @@ from ..version import runner_version
 from ..worker import catalog, protocol
 from ..worker.protocol import write_json_atomic
 from . import gpustate, profile as machine_profile
+from ..timestamps import iso_now
 
 DEFAULT_RUNS = 3
 OVERHEAD_N = {"gpu": 4096, "cpu": 512}   # the overhead's matmul side: ~1 ms on a GPU or a CPU
@@ -82,7 +83,7 @@ def measure(console: Console, matrix_path: Path, *, runs: int = DEFAULT_RUNS,
             aa = measure_aa(matrix, cells, setup, opts, runs, folder, log, console)
     measured = {"schema": machine_profile.SCHEMA, "key": machine_profile.profile_key(host, gpu),
                 "host": host, "gpu_name": gpu,
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "measured_at": iso_now(),
                 "runner_version": runner_version(), "matrix": str(matrix.path),
                 "matrix_profile": matrix.profile, "executor": setup.executor.name,
                 "clocks_locked": (setup.clocks or {}).get("setting"), "gpus": states,

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from ..worker.protocol import write_json_atomic
 from . import profile
+from ..timestamps import iso_now
 
 SCHEMA = 1
 SUFFIX = "-peaks.json"
@@ -73,6 +73,6 @@ class PeakCache:
             return
         self.data()["peaks"][self.key(environment, cell_id)] = {
             "record": record, "run_id": run_id,
-            "cached_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "cached_at": iso_now()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.path, self.data())

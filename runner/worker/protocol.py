@@ -25,12 +25,9 @@ SCHEMA_VERSION: Final = 1
 ENERGY_WINDOW_RESOLUTIONS = 20
 ENERGY_RESOLUTION_UNKNOWN_S = 0.1
 
-# Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
-# worker, `runner.results.records.status_from_outcome` on the host.
 # Set by an executor that handed the worker a GPU (a container's device request, or a local
-# worker on a host with a GPU): there,
-# device = "auto" means the GPU, and a framework that does not see it is a broken image, never a
-# silent CPU run.
+# worker on a host with a GPU): there, device = "auto" means the GPU, and a framework that does
+# not see it is a broken image, never a silent CPU run.
 GPU_GIVEN_ENV = "DL_BENCH_GPU_GIVEN"
 
 # Set by the executor: "fresh" when the worker's compilation caches (inductor, Triton, CUDA's
@@ -39,9 +36,11 @@ GPU_GIVEN_ENV = "DL_BENCH_GPU_GIVEN"
 # ([run] keep_compile_caches). The worker copies it into the record's compile_cache.
 COMPILE_CACHE_ENV = "DL_BENCH_COMPILE_CACHE"
 
-# no_gpu: the host has a GPU and the cell asked for it (device = "auto" or "gpu"), but the
-# framework in the environment cannot see it (a CPU build, CUDA libraries it cannot load): the
-# cell fails rather than measuring the CPU silently.
+# Every outcome a cell × repeat can have, decided in one place each: `status_for_exception` in the
+# worker, `runner.results.data.records.status_from_outcome` on the host. no_gpu: the host has a
+# GPU and the cell asked for it (device = "auto" or "gpu"), but the framework in the environment
+# cannot see it (a CPU build, CUDA libraries it cannot load): the cell fails rather than
+# measuring the CPU silently.
 Status = Literal["ok", "failed", "crashed", "timeout", "oom", "no_gpu", "not_applicable"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 

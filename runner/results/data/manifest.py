@@ -4,7 +4,6 @@ ManifestModel; the pipeline gathers the facts and these functions lay them out."
 
 from __future__ import annotations
 
-import time
 from typing import Any, cast
 
 from ...environments import Flavour
@@ -19,12 +18,13 @@ from ...schema import EnvironmentSpec
 from ...schema.matrix import Matrix
 from ...version import runner_version
 from .types import Manifest, ManifestCell
+from ...timestamps import iso_now
 
 SCHEMA = 1
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return iso_now()
 
 
 def environment_entry(env: EnvironmentSpec, executor: str, flavour: str | None, uses: str,

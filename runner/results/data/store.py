@@ -14,7 +14,6 @@ import fcntl
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,6 +26,7 @@ from . import schemas
 from .ledger import Ledger
 from .types import Manifest, Record
 from .untrusted import MAX_FILE_BYTES, describe_os_error, read_file
+from ...timestamps import folder_stamp
 
 __all__ = ["MAX_FILE_BYTES", "SET_ASIDE", "Store", "describe_os_error", "open_run", "read_file",
            "results_root"]
@@ -78,7 +78,7 @@ class Store:
             parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
             raise UsageError(f"{parent}: is a file, not a folder") from None
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        stamp = folder_stamp()
         for suffix in range(1, 10_000):
             root = parent / (stamp if suffix == 1 else f"{stamp}-{suffix}")
             try:
