@@ -54,7 +54,7 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
             cells.append(ratio_text(entry["estimate"])
                          + (f" {TF32_MARK}" if entry["tf32_mixed"] else "")
                          if entry and entry["speedup"] else "–")
-        cells += [native.cost_text(costs[(label, batch)][title])
+        cells += [native.ratio_cell(costs[(label, batch)][title])
                   if title in costs.get((label, batch), {}) else "–" for title in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {label}{mark} | {batch} | " + " | ".join(cells) + " |")

@@ -55,7 +55,7 @@ def terminal_table(summaries: list[CellSummary], title: str,
             if cell is not None and to_act_on(cell):
                 text += " [yellow]![/]"
             cells.append(text)
-        cells += [native.cost_text(costs[(label, batch)][name])
+        cells += [native.ratio_cell(costs[(label, batch)][name])
                   if name in costs.get((label, batch), {}) else "–" for name in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(escape(label) + mark, str(batch), *cells)

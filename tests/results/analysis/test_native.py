@@ -110,6 +110,53 @@ def test_the_report_shows_the_ratios_in_the_keras_table_the_effects_and_the_find
            "4.75–5.31), bert (predict), batch 8." in findings
 
 
+def on_a100(run: list, tf32: dict[str, bool]) -> list:
+    """The run's cells as an A100 records them: each environment's matmul path TF32 or not."""
+    for s in run:
+        s["tf32_paths"] = {"matmul": tf32[s["environment"]]}
+        s["tf32_effective"] = tf32[s["environment"]]
+    return run
+
+
+A100_TF32 = {"keras-jax": True, "keras-torch": False, "hf-torch": False}
+
+
+def test_keras_over_native_compares_like_with_like_and_marks_tf32_ratios(bert_run):
+    """Before: JAX's TF32 cell was "the best Keras 3" against HF's full-float32 one (0.400× on
+    such records) and entered the mean unmarked."""
+    run = on_a100(bert_run, A100_TF32)
+    view = keras_table.keras_view(run)
+    ratios = native.keras_over_native(view)
+    by = {(r.label, r.keras, r.native): r for r in ratios}
+    jax = by[("bert (fit)", "Keras 3 (JAX)", "HF PyTorch (eager)")]
+    assert jax.tf32_mixed and not jax.in_means
+    best = by[("bert (fit)", native.BEST, "HF PyTorch (eager)")]
+    # Like with like: keras-torch (full float32, 90 ms) rather than JAX (TF32, 50 ms).
+    assert best.keras_cell["environment"] == "keras-torch" and best.narrowed
+    assert not best.tf32_mixed and best.estimate.ratio == pytest.approx(1.5, rel=0.02)
+    assert native.ratio_cell(jax).endswith("†")
+    mean, rows = native.overall(ratios, "Keras 3 (JAX)", "HF PyTorch (eager)")
+    assert rows == 0 and mean.ratio is None
+    said = native.sentences(view)
+    assert not any("Keras 3 (JAX) takes" in s for s in said)
+    assert any(s.startswith("Keras over native: The best Keras 3 backend of the native cell's "
+                            "arithmetic (TF32 or full float32) takes 2.45× the time of HF PyTorch "
+                            "(eager)") for s in said)
+    assert any("ratio(s) compare a Keras cell" in s and "†" in s for s in said)
+    text = report_markdown({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
+    section = text.split("#### Against HF PyTorch (eager)")[1].split("\n#### ")[0]
+    assert "| bert (fit) | 8 | 0.833× (" in section and ") † |" in section
+    assert native.TF32_RATIO_NOTE in section
+
+
+def test_with_no_keras_cell_of_the_native_arithmetic_best_is_marked(bert_run):
+    run = on_a100(bert_run, {**A100_TF32, "keras-torch": True})
+    ratios = native.keras_over_native(keras_table.keras_view(run))
+    best = next(r for r in ratios if r.keras == native.BEST and r.label == "bert (fit)")
+    assert best.keras_cell["environment"] == "keras-jax" and best.tf32_mixed
+    assert not best.in_means and not best.narrowed
+
+
 def test_the_terminal_keras_table_has_the_ratio_columns(bert_run):
     from rich.console import Console
 
