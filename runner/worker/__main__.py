@@ -19,7 +19,7 @@ from typing import Any
 
 from . import distributions, overhead
 from .apis import NoGpuError
-from .bench import BLOCK_TARGET_S, StepClock, run_loop
+from .bench import BLOCK_TARGET_S, StepClock, run_loop, short_block
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
 from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
@@ -145,6 +145,9 @@ def record_window(result: dict[str, Any], bench: Any, clock: StepClock, monitor:
         items_per_step=bench.items_per_step,
         flops_per_step=bench.flops_per_step,
     )
+    short = short_block(clock, bench.returns_to_host)
+    if short is not None:
+        result["extra"]["block_short"] = short
 
 
 def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, clock: StepClock,

@@ -278,6 +278,28 @@ def block_cap(clock: StepClock) -> int:
     return min(MAX_CALLS_PER_SAMPLE, max(1, clock.timed_calls // clock.min_samples))
 
 
+# A block whose median sample lasts under this share of BLOCK_TARGET_S (while the block could have
+# been larger) was chosen by a disturbed calibration: a stall in its trials made a short block
+# look long enough, and handing it over froze it for every repeat of the cell.
+SHORT_BLOCK_SHARE = 0.25
+
+
+def short_block(clock: StepClock, returns_to_host: bool = False) -> dict[str, Any] | None:
+    """{"median_sample_ms", "calls_per_sample", "target_ms"} where the cell's block (calibrated
+    here or handed over) no longer meets its target: median sample × … under SHORT_BLOCK_SHARE of
+    BLOCK_TARGET_S, below the block's cap. None where it does, where the calls are timed one by
+    one by design (a step that returns to the host), or where the cap (a fixed step count)
+    chose the block. The host warns on it (runner/results/analysis/stats.py)."""
+    if returns_to_host or clock.block_source not in ("calibrated", "handed_over") \
+            or not clock.timed_s or clock.calls_per_sample >= block_cap(clock):
+        return None
+    median = statistics.median(clock.timed_s)
+    if median >= SHORT_BLOCK_SHARE * BLOCK_TARGET_S:
+        return None
+    return {"median_sample_ms": median * 1000.0, "calls_per_sample": clock.calls_per_sample,
+            "target_ms": BLOCK_TARGET_S * 1000.0}
+
+
 def run_loop(bench: Bench, clock: StepClock) -> None:
     """Drive a bench through warm-up and timed calls. A step-based bench whose step leaves work
     on the device is timed in calibrated blocks (one synchronisation per block); one whose step

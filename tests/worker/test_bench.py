@@ -313,3 +313,29 @@ def test_a_bench_with_neither_a_step_nor_a_drive_says_so():
     clock = StepClock(warmup_calls=1, timed_calls=2, sync=lambda out: None)
     with pytest.raises(TypeError, match="neither a step nor a drive"):
         run_loop(Bench(items_per_step=1), clock)
+
+
+# --- a frozen bad calibration (issue 49) ---------------------------------------------------------
+
+def test_a_handed_block_that_no_longer_meets_its_target_is_reported():
+    """A first repeat disturbed by a stall calibrated a block of 1 call for a 0.5 ms step and
+    handed it to every repeat (seen: 150 per-call samples). The repeat now says its block is far
+    under the 10 ms target (the host warns on it); a block that meets it, a block the fixed
+    step count capped and a step timed call by call by design say nothing."""
+    from runner.worker.bench import BLOCK_TARGET_S, short_block
+
+    def repeat(handed: int | None, timed_calls: int | None) -> StepClock:
+        bench = Bench(items_per_step=1, step=Counted(0.0005).step)
+        clock = StepClock(warmup_calls=1, timed_calls=timed_calls, sync=lambda out: None,
+                          min_time_s=0.05, max_time_s=1.0, calls_per_sample=handed or 1,
+                          block_source="handed_over" if handed else "per_call")
+        run_loop(bench, clock)
+        return clock
+
+    frozen = repeat(1, None)
+    found = short_block(frozen)
+    assert found is not None and found["calls_per_sample"] == 1
+    assert found["median_sample_ms"] < BLOCK_TARGET_S * 1000 / 4 == found["target_ms"] / 4
+    assert short_block(repeat(None, None)) is None           # calibrated: ≥ 10 ms a block
+    assert short_block(repeat(1, 10)) is None                # 10 steps: the cap is 1 call
+    assert short_block(frozen, returns_to_host=True) is None

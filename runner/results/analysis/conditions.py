@@ -56,6 +56,9 @@ WARNING_KINDS = (
     # compilation inside the window, which they may also be, is counted apart (compilations).
     Kind("statistics", "timed sample(s) above", "timed samples above 10× the median (a stall, "
          "or a recompilation)"),
+    # A block chosen by a disturbed calibration and handed to every repeat: re-run the cell.
+    Kind("statistics", "too short: median sample", "a block of calls too short for its target "
+         "(a disturbed calibration)", act=True),
     Kind("statistics", "CV ", "a step-to-step CV above the limit"),
     Kind("statistics", "timed window ", "a timed window under 1 s"),
     Kind("statistics", "energy window ", "an energy window under 1 s (NVML's counter is "

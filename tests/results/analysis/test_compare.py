@@ -230,10 +230,12 @@ def test_cells_pair_by_name_whatever_their_ids(runs):
 
 
 @pytest.mark.parametrize("key, a, b", [("steps", 20, 10), ("warmup_steps", 2, 5),
-                                       ("min_time_s", 1.0, 5.0), ("max_time_s", 60.0, 10.0)])
+                                       ("min_time_s", 1.0, 5.0), ("max_time_s", 60.0, 10.0),
+                                       ("calls_per_sample", 1, 16)])
 def test_a_changed_timing_setting_is_named_not_compared(runs, key, a, b):
     """The timed window's settings decide comparability (issue 37 item 7): before, a run timed
-    over 10 steps was judged against one timed over 20 as if alike."""
+    over 10 steps was judged against one timed over 20 as if alike; and (issue 49) one timed in
+    blocks of 16 calls against one synchronised after every call."""
     for side, value in (("base", a), ("same", b)):
         for path in (runs / side / "cells").glob("f2cnnkrjax-*.json"):
             record = json.loads(path.read_text())
