@@ -142,6 +142,16 @@ def test_every_model_and_task(environment, results_of):
                 assert len(r["extra"]["prefill_ms"]) >= 3, where
                 assert all(t > 0 for t in r["extra"]["prefill_ms"]), where
                 assert 2 <= r["extra"]["generated_tokens"] < options["max_length"], where
+                # The same work as the hf cells' (issue 49): prompts of one length, as many
+                # loop iterations as new tokens, greedy on every model; the prefill keras-hub's
+                # own, over its whole buffer.
+                work = r["effective"]
+                assert work["decode_iterations"] == work["new_tokens_per_sequence"] == \
+                    r["extra"]["generated_tokens"] == options["max_length"] - \
+                    work["prompt_positions"], where
+                assert work["prefill_positions"] == options["max_length"], where
+                assert r["extra"]["prompt_tokens"] == batch * work["prompt_positions"], where
+                assert r["extra"]["sampler"] == "GreedySampler", where
         if workload == "stable_diffusion":
             # The model is built for options.image_size (not the config's default side).
             assert r["effective"]["image_size"] == r["extra"]["image_size"] == 96, where

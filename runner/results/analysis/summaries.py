@@ -181,7 +181,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
         epoch_measured_s=_median([derived.measured_epoch_s(r) for r in ok]),
         study_step_ms=_median([derived.study_step_ms(r) for r in ok]),
-        **decoding.first_token_figures(ok),
+        generate_work=decoding.generate_work(ok),
         device_name=device_name(ok[0]) if ok else None,
         on_gpu=bool(ok) and ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
@@ -223,6 +223,7 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         warning_groups(summary, reps, profile)
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(repeat_figures(ok, first))
+        summary.update(decoding.first_token_figures(ok, summary[TIME_KEY]))
         summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
                                          first["workload"])
         summary.update(throughput({**summary, "median_ms": summary[TIME_KEY]}))

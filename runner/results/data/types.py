@@ -195,6 +195,7 @@ class CellSummary(CellCoordinates, total=False):
     ttft_ms: float | None
     decode_ms_per_token: float | None
     tokens_per_s: float | None
+    generate_work: dict[str, int] | None
     items_per_step: float | None
     flops_per_step: float | None
     rss_initial_mb: float | None
@@ -227,6 +228,7 @@ class CellSummary(CellCoordinates, total=False):
     peak_kind: str | None
     peak_tflops: float | None
     fraction_of_peak: float | None
+    peak_note: str | None           # above 100 % of the peak: why (peaks.over_peak_note)
     # the same-answer check (answers.py)
     answer: Any
     answer_note: str | None

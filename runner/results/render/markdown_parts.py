@@ -116,8 +116,9 @@ def answers_section(summaries: list[CellSummary]) -> list[str]:
     if not ok:
         return []
     counts = {status: sum(1 for s in ok if s.get("answer_check") == status)
-              for status in (answers.SAME, answers.DIFFERENT, answers.NO_MAJORITY, answers.ALONE,
-                             answers.NOT_RECORDED, answers.UNCHECKED)}
+              for status in (answers.SAME, answers.DIFFERENT, answers.NO_MAJORITY,
+                             answers.DIFFERENT_WORK, answers.ALONE, answers.NOT_RECORDED,
+                             answers.UNCHECKED)}
     parts = ["## Different answers", "",
              "Every cell records a small fingerprint of what it computed on the seeded inputs "
              "(norms of the output, the initial loss and logits, the first step's loss, the "
@@ -125,7 +126,9 @@ def answers_section(summaries: list[CellSummary]) -> list[str]:
              "with a relative tolerance set by their arithmetic: float32 "
              f"{answers.TOLERANCES['float32']:g}, TF32 and float16 "
              f"{answers.TOLERANCES['tf32']:g}, bfloat16 {answers.TOLERANCES['bfloat16']:g}. "
-             "The row's majority is the reference.", "",
+             "The row's majority is the reference. A generate cell whose call did other work "
+             "(other prompts, another number of generation-loop iterations) than its row's is "
+             "marked too: different work.", "",
              "Cells: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n) + ".", ""]
     differing = [s for s in ok if s.get("answer_differs")]
     if differing:

@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from runner.results.analysis import decoding, effects, keras_table, native
+from runner.results.analysis import answers, decoding, effects, keras_table, native
 from runner.results.analysis import summaries as summarize
 from runner.results.render import files, terminal
 from runner.results.render.markdown import report_markdown
@@ -182,15 +182,72 @@ def test_no_native_columns_without_hf_cells():
 def test_first_token_and_decode_latency_per_repeat_and_per_cell():
     reps = records("hf-torch", "gemma", "generate", [400.0, 420.0, 410.0],
                    extra={"prefill_ms": [22.0, 20.0, 21.0], "generated_tokens": 40,
-                          "tokens_per_s": 1000.0})
+                          "tokens_per_s": 1000.0, "new_tokens_per_call": 320})
     assert decoding.repeat_first_token(reps[0]) == (21.0, pytest.approx((400 - 21) / 39))
     (cell,) = summarize.cell_summaries(reps)
-    assert cell["ttft_ms"] == 21.0
-    assert cell["decode_ms_per_token"] == pytest.approx((410 - 21) / 39)
-    assert cell["tokens_per_s"] == 1000.0
+    call = (400.0 * 420.0 * 410.0) ** (1 / 3)
+    assert cell["geomean_ms"] == pytest.approx(call)
+    assert cell["ttft_ms"] == pytest.approx(21.0)
+    # One estimator (issue 49): the cell's time, its decode latency and its tokens/s all from
+    # the geometric mean of the repeat medians; the worker's own mean rate (1000) is not used.
+    assert cell["decode_ms_per_token"] == pytest.approx((call - 21) / 39)
+    assert cell["tokens_per_s"] == pytest.approx(320 * 1000 / call)
     header, row = files.summary_csv([cell]).splitlines()
     assert "ttft_ms,decode_ms_per_token,tokens_per_s" in header
     assert ",21.0," in row
+
+
+def test_the_first_token_table_uses_the_tables_estimator():
+    """Before: its "ms per call" was the median of the repeat medians (1.0 for repeats 1, 1, 3)
+    beside a Keras table showing their geometric mean (1.44)."""
+    reps = records("hf-torch", "gemma", "generate", [1.0, 1.0, 3.0],
+                   extra={"prefill_ms": [0.2], "generated_tokens": 4, "new_tokens_per_call": 32})
+    cells = summarize.cell_summaries(reps)
+    section = "\n".join(decoding.markdown_lines(cells))
+    assert "| gemma (generate) | 8 | hf-torch | 1.44 | 0.200 |" in section
+
+
+def work(prompt: int, new: int, prefill: int) -> dict:
+    return {"prompt_positions": prompt, "new_tokens_per_sequence": new, "decode_iterations": new,
+            "prefill_positions": prefill}
+
+
+def generate_row(keras_work: dict, hf_work: dict) -> list:
+    out = []
+    for env, medians, done in (("keras-jax", [900.0], keras_work), ("keras-torch", [950.0],
+                               keras_work), ("hf-torch", [400.0], hf_work)):
+        reps = records(env, "gemma", "generate", medians,
+                       extra={"prefill_ms": [30.0], "generated_tokens": done[
+                           "new_tokens_per_sequence"], "new_tokens_per_call": 8})
+        for r in reps:
+            r["effective"] |= done
+            r["answer"] = {"next_token_logits": {"rms": 1.0}}
+        out += reps
+    cells = summarize.cell_summaries(out)
+    answers.check(cells)
+    return cells
+
+
+def test_generate_cells_that_do_other_work_are_marked_like_a_different_answer():
+    """Before: keras-hub's loop ran 42 iterations from the shortest prompt where HF made 40
+    tokens after the longest, and nothing said so."""
+    cells = generate_row(work(8, 42, 50), work(10, 40, 10))
+    by = {c["environment"]: c for c in cells}
+    assert by["hf-torch"]["answer_check"] == answers.DIFFERENT_WORK
+    assert by["hf-torch"]["answer_differs"] and not by["keras-jax"]["answer_differs"]
+    assert "decode iterations 40 against 42" in by["hf-torch"]["answer_detail"]
+    assert by["hf-torch"]["generate_work"]["prefill_positions"] == 10
+    view = keras_table.keras_view(cells)
+    assert all(r.differs for r in native.keras_over_native(view))
+    section = "\n".join(decoding.markdown_lines(cells, view))
+    assert "| HF PyTorch (eager) ≠ |" in section and "| 10 / 40 | 40 | 10 |" in section
+
+
+def test_generate_cells_doing_the_same_work_pass_with_their_own_prefill():
+    cells = generate_row(work(8, 42, 50), work(8, 42, 8))
+    assert {c["answer_check"] for c in cells} == {answers.SAME}
+    section = "\n".join(decoding.markdown_lines(cells, keras_table.keras_view(cells)))
+    assert "| 8 / 42 | 42 | 50 |" in section and "| 8 / 42 | 42 | 8 |" in section
 
 
 @pytest.mark.parametrize("extra", [{}, {"prefill_ms": "fast"}, {"prefill_ms": [float("nan")]},
