@@ -52,7 +52,7 @@ from ..data.types import CellSummary, Manifest, Record
 from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
 from .ratios import welch_ratio
 from .stats import repeat_medians
-from .summaries import cell_summaries
+from .summaries import TIME_KEY, cell_summaries
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -71,8 +71,10 @@ class CellComparison:
     environment: str
     verdict: str
     reason: str = ""
-    median_a_ms: float | None = None
-    median_b_ms: float | None = None
+    # A's and B's time: the geometric means of the repeat medians (TIME_KEY), the estimator of
+    # the ratio beside them and of every table
+    time_a_ms: float | None = None
+    time_b_ms: float | None = None
     samples_a: int = 0
     samples_b: int = 0
     ratio: float | None = None           # B / A, geometric means of the repeat medians
@@ -172,7 +174,7 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     ok_a = [r for r in records_a if r["status"] == "ok"]
     ok_b = [r for r in records_b if r["status"] == "ok"]
     samples_a, samples_b = _samples(ok_a), _samples(ok_b)
-    out.median_a_ms, out.median_b_ms = summary_a.get("median_ms"), summary_b.get("median_ms")
+    out.time_a_ms, out.time_b_ms = summary_a.get(TIME_KEY), summary_b.get(TIME_KEY)
     out.samples_a, out.samples_b = len(samples_a), len(samples_b)
     if not ok_a or not ok_b:
         out.reason = f"status A {summary_a['status']}, B {summary_b['status']}"

@@ -261,3 +261,22 @@ def test_host_variables_passed_by_inherit_env_are_named(runs):
     assert "inherited_env {OMP_NUM_THREADS=4} → {OMP_NUM_THREADS=1}" in cell.reason
     assert all(s.differs == ["inherited_env {OMP_NUM_THREADS=4} → {OMP_NUM_THREADS=1}"]
                for s in result.stacks if s.only_in is None)
+
+
+def test_the_times_beside_the_ratio_come_from_its_estimator():
+    """Before: repeats 1, 1, 3 ms against 1.2 ms ×3 printed "A 1.0, B 1.2, B/A 0.832": the
+    medians of the repeat medians beside a ratio of their geometric means (issue 49 item 5)."""
+    from runner.results.analysis import summaries as summarize
+
+    def side(medians):
+        records = [{"cell_id": "c", "cell_name": "c", "environment": "e", "api": "jax",
+                    "backend": None, "image": "e", "workload": "elementwise", "task": "run",
+                    "batch_size": 1, **summarize.AXIS_DEFAULTS, "options": {"n": 1024},
+                    "repeat": i + 1, "status": "ok", "samples_ms": [m] * 5, "metadata": {},
+                    "extra": {}, "effective": {}} for i, m in enumerate(medians)]
+        return summarize.cell_summaries(records)[0], records
+
+    (a, ra), (b, rb) = side([1.0, 1.0, 3.0]), side([1.2, 1.2, 1.2])
+    cell = compare.compare_cell(a, b, ra, rb, 0.05, 0.05)
+    assert cell.time_a_ms == pytest.approx(3 ** (1 / 3)) and cell.time_b_ms == pytest.approx(1.2)
+    assert cell.ratio == pytest.approx(cell.time_b_ms / cell.time_a_ms)

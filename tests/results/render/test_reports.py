@@ -411,3 +411,13 @@ def test_a_cpu_run_has_no_tf32_marks_or_section():
     text = markdown.report_markdown({"name": "t"}, summaries)
     assert "†" not in text and "## TF32" not in text
     assert [s["peak_kind"] for s in summaries] == ["float32", "float32"]
+
+
+def test_the_time_plot_draws_the_tables_estimator():
+    """Before: time.png drew the median of the repeat medians (1.0 for repeats 1, 1, 3) beside
+    tables showing their geometric mean (1.44); now its bar is that, its whisker their range."""
+    from tests.results.synthetic import summary_of
+
+    value, below, above = plots.time_bar(summary_of("jax", [1.0, 1.0, 3.0]))
+    assert value == pytest.approx(3 ** (1 / 3))
+    assert (value - below, value + above) == (pytest.approx(1.0), pytest.approx(3.0))
