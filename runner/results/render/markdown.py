@@ -14,7 +14,7 @@ from ..analysis.effects import Analysis, keras_speedups
 from ..analysis.keras_table import keras_view
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
-from ..formatting import best_text, cell_text, comparable_values, fmt, percent
+from ..formatting import best_text, cell_text, comparable_values, fmt, peak_notes, percent
 from ..analysis.profiles import Profiled
 from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
                              effects_section, no_interval_note, plots_lines, ratio_text,
@@ -235,7 +235,7 @@ def _cell_row(s: CellSummary) -> str:
             f"{fmt(s.get('iqr_ms'))} | "
             f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
             f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
-            f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
+            f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'), over=True)} | {loss} | {acc} |")
 
 
 def cells_section(r: Report) -> list[str]:
@@ -264,7 +264,7 @@ def cells_section(r: Report) -> list[str]:
                   "float32; none where a GPU cell's TF32 state is not recorded): dense matmuls "
                   "timed before the cells, sustained, the size and environment chosen by one pass "
                   "and the peak measured by another — never a cell of the run and never a "
-                  "datasheet figure; – without `[run] calibrate = true`.", ""]
+                  "datasheet figure; – without `[run] calibrate = true`.", ""] + peak_notes(r.summaries)
 
 
 def tf32_part(r: Report) -> list[str]:
