@@ -13,7 +13,7 @@ from typing import Any
 from ..data.types import CellSummary
 from ..formatting import fmt
 from . import answers
-from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
+from .effects import BETWEEN_ENVIRONMENTS, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
 from .ratios import Ratio
 from .summaries import TF32_MARK, pivot, tf32_rows
 
@@ -42,12 +42,12 @@ def ratio_words(ratio: float) -> str:
 
 def _where(effect, factor: str) -> str:
     batch = f", batch {effect.batch_size}" if factor != "batch_size" else ""
-    on = "" if factor == ENVIRONMENT else f" on {effect.environment}"
+    on = "" if factor in BETWEEN_ENVIRONMENTS else f" on {effect.environment}"
     return f"{effect.label}{batch}{on}"
 
 
 def _subject(table: EffectTable, value: Any) -> str:
-    if table.factor == ENVIRONMENT:
+    if table.factor in BETWEEN_ENVIRONMENTS:
         changed = f" ({table.changes[value]})" if value in table.changes else ""
         return f"{value}{changed} against {table.baseline}"
     per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
@@ -182,6 +182,8 @@ def sentences(summaries: list[CellSummary], analysis: Analysis,
         out += table_sentences(table)
     if analysis.environments:
         out += table_sentences(analysis.environments)
+    for table in analysis.stacks:
+        out += table_sentences(table)
     if keras_rows:
         out += fastest_sentences(keras_rows, " of the Keras table")
     out += fastest_sentences(summaries)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..analysis import answers, conditions, stats
-from ..analysis.effects import ENVIRONMENT, Analysis, EffectTable, shown
+from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, EffectTable, shown
 from ..analysis.ratios import Ratio
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
@@ -42,7 +42,7 @@ def ratio_text(estimate: Ratio) -> str:
 def effect_table(table: EffectTable) -> list[str]:
     """One factor's effects: rows (workload and settings, batch, environment) × its values, then
     the geometric mean of each column."""
-    axis = table.factor != ENVIRONMENT
+    axis = table.factor not in BETWEEN_ENVIRONMENTS
     keyed: dict[tuple[Any, ...], dict[str, str]] = {}
     for effect in table.effects:
         row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),

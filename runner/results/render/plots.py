@@ -12,7 +12,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ...worker.protocol import atomic_target
-from ..analysis.effects import Analysis, keras_speedups, shown
+from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, keras_speedups, shown
 from ..analysis.summaries import TIME_KEY, pivot
 from ..data.types import CellSummary
 
@@ -174,12 +174,12 @@ def _forest_rows(analysis: Analysis) -> list[dict[str, Any]]:
             effects = [e for e in table.of(value) if e.estimate.ratio is not None]
             if not effects:
                 continue
-            subject = (f"{value} vs {table.baseline}" if table.factor == "environment"
+            subject = (f"{value} vs {table.baseline}" if table.factor in BETWEEN_ENVIRONMENTS
                        else f"{table.factor}={shown(value)} vs {shown(table.baseline)}")
             if every:
                 for e in effects:
                     where = e.label + ("" if table.factor == "batch_size" else f", b{e.batch_size}")
-                    where += "" if table.factor == "environment" else f" · {e.environment}"
+                    where += "" if table.factor in BETWEEN_ENVIRONMENTS else f" · {e.environment}"
                     lines.append({"text": f"{subject}: {where}", "estimate": e.estimate,
                                   "differs": e.differs, "mean": False})
             overall, rows = table.overall(value)
