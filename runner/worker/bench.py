@@ -52,9 +52,11 @@ MAX_CALLS_PER_SAMPLE = 1024
 # Under steps = "auto": the timed window runs until it holds MIN_SAMPLES samples and lasts
 # min_time_s, or until max_time_s (whichever comes first once one sample is in).
 MIN_SAMPLES = 10
-# A timed sample this many times the median is an outlier (a recompilation, a stall): counted
-# and reported with its index, never removed.
+# A timed sample that holds one call this many times the median call is an outlier (a
+# recompilation, a stall): counted and reported with its index, never removed (outliers()).
 OUTLIER_FACTOR = 10.0
+# ... and, in a block of calls, stands this many robust deviations (1.4826 × MAD) above the median.
+NOISE_MADS = 5.0
 
 
 @dataclass
@@ -208,11 +210,18 @@ class StepClock:
         return epoch * per_epoch < end
 
     def outliers(self) -> list[list[float]]:
-        """[index, seconds] of every timed sample above OUTLIER_FACTOR × the median."""
+        """[index, seconds] of every timed sample that holds a stall: one call of it at
+        OUTLIER_FACTOR × the median call, or more. A sample of k calls (a block) is their sum,
+        so one such call lifts it by (OUTLIER_FACTOR − 1) × the median call: the rule applied
+        to the block's mean alone (a block above 10× the median block) needed ten stalls in a
+        block of ten. Where the blocks' own spread is wider than that (large blocks), a sample
+        must also stand NOISE_MADS robust deviations above the median, so noise is no stall."""
         if len(self.timed_s) < 3:
             return []
         median = statistics.median(self.timed_s)
-        return [[i, t] for i, t in enumerate(self.timed_s) if t > OUTLIER_FACTOR * median]
+        spread = statistics.median(abs(t - median) for t in self.timed_s) * 1.4826
+        excess = max((OUTLIER_FACTOR - 1) * median / self.calls_per_sample, NOISE_MADS * spread)
+        return [[i, t] for i, t in enumerate(self.timed_s) if t - median > excess]
 
 
 def calibration_schedule(calls: int) -> list[int]:

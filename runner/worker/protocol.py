@@ -183,8 +183,9 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
                      "calibrated it), or per_call (a step that returns to the host, one call "
                      "per sample)"),
     "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
-    "outliers": ("worker", "[index, ms] of timed samples above 10× the median (counted, never "
-                 "removed)"),
+    "outliers": ("worker", "[index, ms] of timed samples that hold a stall: a call of 10× the "
+                 "median call or more, in a block of k calls an excess over the median block of "
+                 "9/k of it and beyond the blocks' own spread (counted, never removed)"),
     "epoch_boundary_samples": ("worker", "indices of timed samples that contain the first step "
                                "of a new epoch (iterator rebuild, reshuffle); null without epochs"),
     "import_s": ("worker", "importing the framework and the workload module, s"),

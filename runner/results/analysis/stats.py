@@ -203,8 +203,9 @@ def warnings_for(ok_records: Sequence[Mapping[str, Any]], summary: Mapping[str, 
     if outliers:
         shown = ", ".join(f"r{rep}#{i}" for rep, i in outliers[:5])
         more = f" and {len(outliers) - 5} more" if len(outliers) > 5 else ""
-        out.append(f"{len(outliers)} timed sample(s) above 10× the median (a recompilation or "
-                   f"a stall inside the timed window): {shown}{more}")
+        out.append(f"{len(outliers)} timed sample(s) above the median by a stall (a call of "
+                   f"10× the median call or more: a recompilation or a stall inside the timed "
+                   f"window): {shown}{more}")
     blocks = [(r.get("repeat"), b) for r in ok_records
               if isinstance(b := (r.get("extra") or {}).get("block_short"), dict)]
     if blocks:
