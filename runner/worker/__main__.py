@@ -165,7 +165,7 @@ def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, cloc
     result["vram_peak_mb"] = vram[1] if vram else None
     result["vram_source"] = fw.vram_source if vram else None
     result["allocator"] = fw.allocator()
-    result["effective"] = {**fw.effective, **bench.effective,
+    result["effective"] = {**fw.effective, **fw.in_effect(), **bench.effective,
                            "gc_in_timed_window": clock.gc_in_timed_window}
     result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)

@@ -144,6 +144,9 @@ def test_every_model_and_task_runs_offline_and_fetches_nothing(offline):
         assert len(r["samples_ms"]) >= 1 and all(s > 0 for s in r["samples_ms"]), where
         assert r["effective"]["parameter_dtype"] == f"torch.{precision}", where
         assert r["effective"]["jit_compile"] is (jit is True), where
+        # cuDNN's autotuner recorded as it was after the window (issue 49: it was not)
+        assert r["effective"]["cudnn_benchmark"] is False, where
+        assert r["effective"]["cudnn_deterministic"] is False, where
         if task == "fit":
             assert math.isfinite(r["loss_first"]) and r["loss_first"] != r["loss_last"], where
         if workload == "bert":

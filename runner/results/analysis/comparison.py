@@ -152,7 +152,8 @@ def _samples(records: list[Record]) -> list[float]:
 def repeat_test(medians_a: list[float],
                 medians_b: list[float]) -> tuple[float | None, float | None, float]:
     """(ratio B/A, two-sided p of Welch's t-test on the logs, run-to-run spread): the ratio and
-    test of ratios.welch_ratio (the one used by the effects too), from 2 repeats per side."""
+    test of ratios.welch_ratio (the one used by the effects too, min(n_A, n_B) − 1 degrees of
+    freedom), from 3 repeats per side (MIN_REPEATS); with fewer, no p."""
     estimate = welch_ratio(medians_b, medians_a, min_repeats=MIN_REPEATS)
     spread = max(max(m) / min(m) for m in (medians_a, medians_b)) - 1
     return estimate.ratio, estimate.p_value, spread

@@ -16,9 +16,9 @@ from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pi
 from ..data.types import CellSummary, Manifest
 from ..formatting import best_text, cell_text, comparable_values, fmt, peak_notes, percent
 from ..analysis.profiles import Profiled
-from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
-                             effects_section, no_interval_note, plots_lines, ratio_text,
-                             tf32_section, training_table, warnings_section)
+from .markdown_parts import (ABOVE_IDLE, _ci_text, _sanity, _tf32_text, allocator_lines,
+                             answers_section, effects_section, no_interval_note, plots_lines,
+                             ratio_text, tf32_section, training_table, warnings_section)
 from .markdown_profiles import profile_findings, profiles_section
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
@@ -212,8 +212,7 @@ def energy_section(r: Report) -> list[str]:
            "20 of the counter's update intervals (measured at rest; 0.1 s assumed where it "
            "was not), never 0.", ""]
     if any(s.get("energy_per_step_above_idle_j") is not None for s in summaries):
-        out += ["Above idle: the same, less the device's power at rest (measured before each "
-                "repeat's warm-up) over the window — the energy the work itself added:", "",
+        out += [ABOVE_IDLE, "",
                 markdown_table(summaries, "energy_per_step_above_idle_j"), "",
                 "Power at rest (W): " + ", ".join(
                     f"`{s['cell_name']}` {fmt(s['gpu_idle_power_w'])}" for s in summaries

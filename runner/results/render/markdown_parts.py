@@ -16,6 +16,12 @@ from ..data.types import CellSummary, Manifest
 from ..formatting import fmt
 
 
+ABOVE_IDLE = ("Above idle: the same, less the device's power at rest (measured before each "
+              "repeat's warm-up, with the worker's framework started and its CUDA context open: "
+              "a JAX worker's rest reads higher, 122 W against torch's 80 W and 79.8 W with "
+              "nothing running on an H200) over the window — the energy the work itself added:")
+
+
 def allocator_lines(summaries: list[CellSummary]) -> list[str]:
     """One line per environment: its allocator settings (every distinct set, should cells differ)."""
     seen: dict[str, list[str]] = defaultdict(list)

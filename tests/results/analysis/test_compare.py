@@ -280,3 +280,16 @@ def test_the_times_beside_the_ratio_come_from_its_estimator():
     cell = compare.compare_cell(a, b, ra, rb, 0.05, 0.05)
     assert cell.time_a_ms == pytest.approx(3 ** (1 / 3)) and cell.time_b_ms == pytest.approx(1.2)
     assert cell.ratio == pytest.approx(cell.time_b_ms / cell.time_a_ms)
+
+
+def test_the_repeat_test_says_what_it_does():
+    """Stale text (issue 49 item 9): its docstring said "from 2 repeats per side" and the
+    ratio's `df` "Welch–Satterthwaite" after both had changed (3 repeats, min(n) − 1)."""
+    from runner.results.analysis import ratios
+
+    assert f"from {compare.MIN_REPEATS} repeats per side" in (compare.repeat_test.__doc__ or "")
+    assert compare.repeat_test([1.0, 1.1], [1.2, 1.3])[1] is None
+    estimate = ratios.welch_ratio([1.0, 1.1, 1.05], [1.2, 1.3, 1.25, 1.22])
+    assert estimate.df == 2                                  # min(3, 4) − 1, as documented
+    import inspect
+    assert "Welch-Satterthwaite degrees of freedom" not in inspect.getsource(ratios.Ratio)

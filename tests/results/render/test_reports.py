@@ -237,6 +237,8 @@ def test_the_energy_window_is_judged_by_the_counters_resolution_and_idle_is_show
     text = markdown.report_markdown({"name": "t"}, list(by_id.values()))
     energy = text.split("## Energy per step")[1].split("\n## ")[0]
     assert "Above idle:" in energy and "| 1.05 |" in energy and "`x` 60.0" in energy
+    # Said where the power at rest comes from (issue 49): the worker's CUDA context is open.
+    assert "with the worker's framework started and its CUDA context open" in energy
 
 
 def test_each_environments_fixed_cost_per_process_is_shown():
