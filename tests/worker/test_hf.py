@@ -149,6 +149,9 @@ def test_every_model_and_task_runs_offline_and_fetches_nothing(offline):
         assert r["effective"]["cudnn_deterministic"] is False, where
         if task == "fit":
             assert math.isfinite(r["loss_first"]) and r["loss_first"] != r["loss_last"], where
+            # Timed as keras-hub's fit is (issue 49): call by call, the loss read each call.
+            assert r["effective"]["fit_sync"] == "per_call_loss_read", where
+            assert r["calls_per_sample"] == 1 and r["block_source"] != "calibrated", where
         if workload == "bert":
             assert r["extra"]["sequence_length"] == options["sequence_length"], where
 

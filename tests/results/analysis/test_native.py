@@ -277,3 +277,18 @@ def test_the_report_and_the_terminal_show_time_to_first_token():
     for table in terminal.tables(cells, "t"):
         console.print(table)
     assert "Generate: time to first token" in console.file.getvalue()
+
+
+def test_the_method_line_says_how_fit_rows_were_synchronised(bert_run):
+    """Before: keras-hub fit read its loss every call while HF fit synchronised once per block,
+    and nothing said so; now both are timed call by call and the method line states it."""
+    from runner.results.analysis import findings
+
+    said = findings.method_sentence(bert_run)
+    assert "Fit rows of the Keras table are timed the same way on every side: call by call, " \
+           "each step's loss read back to the host" in said and "except" not in said
+    older = [dict(s, calls_per_sample=8) if s["api"] == "hf" and s["task"] == "fit" else s
+             for s in bert_run]
+    assert "except bert-fit-hf-torch (timed in blocks" in findings.method_sentence(older)
+    predict_only = [s for s in bert_run if s["task"] == "predict"]
+    assert "Fit rows" not in findings.method_sentence(predict_only)
