@@ -20,7 +20,10 @@ Cells whose comparability metadata or timing settings differ (comparability.py: 
 power limit, CUDA, framework version, lock hash, image digest, CPU model, the runner's version,
 the worker's and the inherited environment variables, steps, warm-up, min and max time, ...)
 are never merged into a verdict: they are "not comparable", naming the keys. So are cells with
-fewer than three repeats or too few samples on a side.
+fewer than three repeats or too few samples on a side. A "same" verdict says what it could have
+seen: the smallest change detected with 80 % power at the two sides' repeats and spread between
+processes, never below the practical margin (power.py: "no change larger than 9.4 % would have
+gone unseen").
 
 Per environment, the stack is compared as a whole first (pyperf refuses to mix incomparable
 runs): the lock hash or image digest and id, the installed distributions (each one that changed
@@ -49,6 +52,7 @@ from ...errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
 from ...machine.profile import compare_threshold
 from ..data.store import Store, open_run
 from ..data.types import CellSummary, Manifest, Record
+from . import power
 from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
 from .ratios import welch_ratio
 from .stats import repeat_medians
@@ -83,6 +87,9 @@ class CellComparison:
     threshold: float | None = None       # the practical threshold this cell was judged with
     differing_keys: list[str] = field(default_factory=list)
     stack_differs: bool = False          # its environment ran on different stacks in A and B
+    # The smallest change the verdict would have seen (80 % power at both sides' repeats and
+    # spread between processes, power.py), and never below the practical margin
+    detectable: float | None = None
 
 
 @dataclass
@@ -207,15 +214,19 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     out.ratio, out.p_value = ratio, p_value
     significant = p_value < alpha
     margin = max(threshold, out.spread)
+    seen = power.detectable_change(power.log_spread(medians_a), len(medians_a),
+                                   power.log_spread(medians_b), len(medians_b), alpha=alpha)
+    out.detectable = None if seen is None else max(seen, margin)
     if significant and out.ratio > 1 + margin:
         out.verdict = SLOWER
     elif significant and out.ratio < 1 / (1 + margin):
         out.verdict = FASTER
     else:
         out.verdict = SAME
+        notes = [out.reason] if out.reason else []
         if significant and abs(math.log(out.ratio)) > math.log(1 + threshold):
-            note = f"within the run-to-run spread ({out.spread * 100:.0f} %)"
-            out.reason = f"{out.reason}; {note}" if out.reason else note
+            notes.append(f"within the run-to-run spread ({out.spread * 100:.0f} %)")
+        out.reason = "; ".join(notes + [power.unseen_text(out.detectable)])
     return out
 
 

@@ -14,7 +14,7 @@ from ...worker import catalog
 from ...worker.catalog import AXIS_DEFAULTS, default_sizes
 from ..data.records import throughput
 from ..data.types import CellSummary, Record
-from . import conditions, decoding, derived, stats
+from . import conditions, decoding, derived, power, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
                     tf32_state)
 
@@ -224,6 +224,11 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(repeat_figures(ok, first))
         summary.update(decoding.first_token_figures(ok, summary[TIME_KEY]))
+        medians = summary["repeat_medians_ms"]
+        spread = power.log_spread(medians)
+        # What a comparison of this cell with a re-run like it could have seen (power.py)
+        summary["detectable_change"] = power.detectable_change(spread, len(medians), spread,
+                                                               len(medians))
         summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
                                          first["workload"])
         summary.update(throughput({**summary, "median_ms": summary[TIME_KEY]}))

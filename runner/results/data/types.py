@@ -176,6 +176,9 @@ class CellSummary(CellCoordinates, total=False):
     iqr_ms: float | None
     median_ci_low_ms: float | None
     median_ci_high_ms: float | None
+    # the smallest change against a re-run like this cell that the ratio test detects with 80 %
+    # power, at its repeats and spread between processes (analysis/power.py)
+    detectable_change: float | None
     cv: float | None
     warnings: list[str]
     warning_groups: dict[str, list[str]]

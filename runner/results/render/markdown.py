@@ -16,9 +16,10 @@ from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pi
 from ..data.types import CellSummary, Manifest
 from ..formatting import best_text, cell_text, comparable_values, fmt, peak_notes, percent
 from ..analysis.profiles import Profiled
-from .markdown_parts import (ABOVE_IDLE, _ci_text, _sanity, _tf32_text, allocator_lines,
-                             answers_section, effects_section, no_interval_note, plots_lines,
-                             ratio_text, tf32_section, training_table, warnings_section)
+from .markdown_parts import (ABOVE_IDLE, CELLS_NOTE, _ci_text, _sanity, _tf32_text,
+                             allocator_lines, answers_section, effects_section, no_interval_note,
+                             plots_lines, ratio_text, tf32_section, training_table,
+                             warnings_section)
 from .markdown_profiles import profile_findings, profiles_section
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
@@ -231,6 +232,7 @@ def _cell_row(s: CellSummary) -> str:
     mark = f" {answers.MARK}" if s.get("answer_differs") else ""
     return (f"| `{s['cell_name']}`{mark} | {s['status']} | {s['repeats_ok']}/{s['repeats']} | "
             f"{fmt(s.get(TIME_KEY))} | {fmt(s['median_ms'])} | {_ci_text(s)} | "
+            f"{percent(s.get('detectable_change'))} | "
             f"{fmt(s.get('iqr_ms'))} | "
             f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
             f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
@@ -240,30 +242,12 @@ def _cell_row(s: CellSummary) -> str:
 def cells_section(r: Report) -> list[str]:
     out = ["## Cells", "",
            "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI of median (across "
-           "repeats) | IQR ms | p10–p90 ms | "
+           "repeats) | Detectable change | IQR ms | p10–p90 ms | "
            "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
            "Loss first → last | Accuracy |",
-           "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
+           "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     out += [_cell_row(s) for s in r.summaries]
-    return out + ["", "Time ms: the geometric mean of the repeat medians, what every table, "
-                  "ratio, items/s and TFLOP/s use. Median ms: the median of the repeat medians "
-                  "(one aberrant process of three cannot move it). 95 % CI of the median (across "
-                  "repeats): computed on the repeat medians, each repeat (a process) one "
-                  "observation — "
-                  "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
-                  "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
-                  "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "
-                  "(the typical process's step-to-step spread; for a cell timed in blocks of k "
-                  "calls, one synchronisation per block, the spread between blocks, per step); "
-                  "CV of repeat medians: the spread between processes. TF32: whether the cell's "
-                  "float32 matmuls or convolutions (the paths its workload uses) ran on TF32 "
-                  "tensor cores, as recorded (off on a CPU). % of peak, for work bound by dense "
-                  "arithmetic only (none for elementwise): achieved TFLOP/s over the run's "
-                  "calibration peak for the same device and precision (TF32 counted apart from "
-                  "float32; none where a GPU cell's TF32 state is not recorded): dense matmuls "
-                  "timed before the cells, sustained, the size and environment chosen by one pass "
-                  "and the peak measured by another — never a cell of the run and never a "
-                  "datasheet figure; – without `[run] calibrate = true`.", ""] + peak_notes(r.summaries)
+    return out + ["", CELLS_NOTE, ""] + peak_notes(r.summaries)
 
 
 def tf32_part(r: Report) -> list[str]:

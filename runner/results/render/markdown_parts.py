@@ -16,6 +16,29 @@ from ..data.types import CellSummary, Manifest
 from ..formatting import fmt
 
 
+# The Cells table's legend (markdown.cells_section).
+CELLS_NOTE = ("Time ms: the geometric mean of the repeat medians, what every table, ratio, "
+              "items/s and TFLOP/s use. Median ms: the median of the repeat medians (one aberrant"
+              " process of three cannot move it). 95 % CI of the median (across repeats): "
+              "computed on the repeat medians, each repeat (a process) one observation — a "
+              "Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
+              "binomial order-statistic interval from 6; none with fewer than 3 repeats. "
+              "Detectable change: the smallest change against a re-run like this cell that the "
+              "ratio test of compare and the effects detects with 80 % power, at its repeats and "
+              "spread between processes (3 repeats at 2 % spread: 9.4 %). IQR, p10–p90 and CV "
+              "(stdev / mean): each repeat's own, then the median across repeats (the typical "
+              "process's step-to-step spread; for a cell timed in blocks of k calls, one "
+              "synchronisation per block, the spread between blocks, per step); CV of repeat "
+              "medians: the spread between processes. TF32: whether the cell's float32 matmuls or"
+              " convolutions (the paths its workload uses) ran on TF32 tensor cores, as recorded "
+              "(off on a CPU). % of peak, for work bound by dense arithmetic only (none for "
+              "elementwise): achieved TFLOP/s over the run's calibration peak for the same device"
+              " and precision (TF32 counted apart from float32; none where a GPU cell's TF32 "
+              "state is not recorded): dense matmuls timed before the cells, sustained, the size "
+              "and environment chosen by one pass and the peak measured by another — never a cell"
+              " of the run and never a datasheet figure; – without `[run] calibrate = true`.")
+
+
 ABOVE_IDLE = ("Above idle: the same, less the device's power at rest (measured before each "
               "repeat's warm-up, with the worker's framework started and its CUDA context open: "
               "a JAX worker's rest reads higher, 122 W against torch's 80 W and 79.8 W with "
