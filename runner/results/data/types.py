@@ -147,6 +147,9 @@ class Record(CellCoordinates, StepSummary, Throughput):
     effective: Document | None
     metadata: Document | None
     distributions: Document | None
+    # a profiled pass (runner/worker/profiling/): its capture and its spec; null in timed records
+    profile: Document | None
+    profile_pass: Document | None
     returncode: int | None
     wall_s: Figure | None
     log: str | None
