@@ -79,6 +79,9 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
               preprocessor.generate_preprocess(prompts, sequence_length=max_length).items()}
     length = first_token.equal_prompts(
         [int(n) for n in inputs["padding_mask"].astype(bool).sum(axis=1)])
+    if max_length - length < 2:     # as the hf cells: a decode latency needs two new tokens
+        raise ValueError(f"max_length {max_length} leaves {max_length - length} new token(s) "
+                         f"after prompts of {length}: at least 2 are needed")
     inputs = cut_prompts(inputs, length)
     model = lm_cls(backbone=backbone, preprocessor=None)
     seed_weights(model, spec, facts, preset)
