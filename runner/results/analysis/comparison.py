@@ -212,22 +212,29 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     if ratio is None or p_value is None:     # two repeats a side, each positive: never here
         return out
     out.ratio, out.p_value = ratio, p_value
-    significant = p_value < alpha
-    margin = max(threshold, out.spread)
     seen = power.detectable_change(power.log_spread(medians_a), len(medians_a),
                                    power.log_spread(medians_b), len(medians_b), alpha=alpha)
+    judge(out, ratio, p_value < alpha, threshold, seen)
+    return out
+
+
+def judge(out: CellComparison, ratio: float, significant: bool, threshold: float,
+          seen: float | None) -> None:
+    """The verdict: slower or faster only when significant and beyond both the threshold and
+    the run-to-run spread; a "same" says what it could have seen (`seen`, never below that
+    margin)."""
+    margin = max(threshold, out.spread or 0.0)
     out.detectable = None if seen is None else max(seen, margin)
-    if significant and out.ratio > 1 + margin:
+    if significant and ratio > 1 + margin:
         out.verdict = SLOWER
-    elif significant and out.ratio < 1 / (1 + margin):
+    elif significant and ratio < 1 / (1 + margin):
         out.verdict = FASTER
     else:
         out.verdict = SAME
         notes = [out.reason] if out.reason else []
-        if significant and abs(math.log(out.ratio)) > math.log(1 + threshold):
-            notes.append(f"within the run-to-run spread ({out.spread * 100:.0f} %)")
+        if significant and abs(math.log(ratio)) > math.log(1 + threshold):
+            notes.append(f"within the run-to-run spread ({(out.spread or 0.0) * 100:.0f} %)")
         out.reason = "; ".join(notes + [power.unseen_text(out.detectable)])
-    return out
 
 
 def pairing_keys(summaries: list[CellSummary]) -> dict[str, str]:
