@@ -23,6 +23,15 @@ for each cell, one process in its interpreter (--python: an existing one, as the
 `python = …` environments; else the image's CPU environment) builds the cell's step as the worker
 does, with the run's block size, and alternates the worker's clock with a bare loop; printed and
 written: the run's ms/step ÷ that bare loop's, and the in-process clock ÷ bare.
+
+    .venv/bin/python benchmarks/overhead.py --snippets [--apis ...] [--n 3000] [--rounds 4]
+
+pairs the runner's matmul cell with the JAX-basics study's own `%timeit` snippet per native API
+(numpy, torch, JAX, TensorFlow), interleaved (ABBA rounds), in the runner's own environments:
+runner ÷ the study's statement (`x @ x`; JAX `x @ x.T`; TensorFlow eager) and runner ÷ the
+runner's work as a snippet (`a @ b`, jit as the runner's), each with its 95 % interval over the
+rounds and the ratio of the fastest of each side; their quotient is the part that is different
+work, the rest is the runner's.
 """
 
 from __future__ import annotations
@@ -212,6 +221,93 @@ def runner_record(api: str, n: int, folder: Path) -> dict:
     return record
 
 
+# --- the study's own snippets, paired with the runner's cells (issue 49 item 11) ----------------
+# The JAX-basics study timed its products with %timeit lines; the runner multiplies two seeded
+# matrices (a @ b, jax.jit / tf.function at jit "auto"). Each API's snippet runs in its own
+# environment as %timeit does (timeit's autorange, then the best of REPEATS runs per call), once
+# as the study wrote it and once doing the runner's work, so the ratio runner ÷ snippet splits
+# into different work (study ÷ same-work) and the rest (runner ÷ same-work).
+SNIPPETS = {   # api: (setup, the study's statement, the runner's work as a snippet)
+    "numpy": ("import numpy as np\nrng = np.random.default_rng(0)\n"
+              "x = rng.standard_normal(({n}, {n}), dtype=np.float32)\n"
+              "a = rng.standard_normal(({n}, {n}), dtype=np.float32); b = a.copy()",
+              "x @ x", "a @ b"),
+    "torch": ("import torch\nx = torch.randn({n}, {n})\na = torch.randn({n}, {n}); "
+              "b = torch.randn({n}, {n})", "x @ x", "a @ b"),
+    "jax": ("import jax, jax.numpy as jnp\nx = jax.random.normal(jax.random.key(0), ({n}, {n}))"
+            "\na = x + 1; b = x - 1\nf = jax.jit(jnp.matmul)\nf(a, b).block_until_ready()",
+            "(x @ x.T).block_until_ready()", "f(a, b).block_until_ready()"),
+    "tensorflow": ("import tensorflow as tf\nx = tf.random.normal(({n}, {n}))\na = x + 1; "
+                   "b = x - 1\nf = tf.function(tf.matmul)\nf(a, b)",
+                   "tf.matmul(x, x).numpy()", "f(a, b).numpy()"),
+}
+SNIPPET_REPEATS = 7
+SNIPPET = """
+import json, timeit
+{setup}
+out = {{}}
+for name, stmt in (("study", {study!r}), ("same_work", {same!r})):
+    timer = timeit.Timer(stmt, globals=globals())
+    number, _ = timer.autorange()
+    out[name] = min(timer.repeat({repeats}, number)) / number * 1000
+print(json.dumps(out))
+"""
+
+
+def snippet_ms(api: str, n: int) -> dict[str, float]:
+    """ms per call of the study's statement and of the runner's work, best of SNIPPET_REPEATS
+    autoranged runs, in the API's CPU environment (one process)."""
+    setup, study, same = SNIPPETS[api]
+    code = SNIPPET.format(setup=setup.format(n=n), study=study, same=same, repeats=SNIPPET_REPEATS)
+    out = subprocess.run([interpreter(api, None), "-c", code], check=True, capture_output=True,
+                         text=True, env={"PATH": "/usr/bin:/bin"})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def interval(ratios: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of per-round ratios and its 95 % t interval (rounds are pairs: each
+    round's two sides ran back to back)."""
+    import math
+
+    from scipy.stats import t
+
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = float(t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def snippets(apis: list[str], n: int, rounds: int) -> None:
+    """Per API, `rounds` rounds in ABBA order of the runner's matmul cell (a run of its own, one
+    repeat) and the snippets; each ratio printed with its interval over the rounds, and the
+    ratio of the fastest of each side (the study's own way of reading %timeit)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for api in apis:
+            runner, study, same = [], [], []
+            for k in range(rounds):
+                first, second = (("runner", "snippet") if k % 2 == 0 else ("snippet", "runner"))
+                for side in (first, second):
+                    if side == "runner":
+                        runner.append(runner_record(api, n, Path(tmp))["median_ms"])
+                    else:
+                        found = snippet_ms(api, n)
+                        study.append(found["study"])
+                        same.append(found["same_work"])
+                print(f"{api} round {k + 1}: runner {runner[-1]:.2f} ms, study snippet "
+                      f"{study[-1]:.2f} ms, same-work snippet {same[-1]:.2f} ms", flush=True)
+            for name, side in (("study snippet", study), ("same-work snippet", same)):
+                mean, low, high = interval([r / s for r, s in zip(runner, side, strict=True)])
+                print(f"== {api} n={n}: runner ÷ {name} {mean:.3f} (95 % CI {low:.3f}–{high:.3f},"
+                      f" {rounds} rounds); fastest of each side {min(runner) / min(side):.3f}",
+                      flush=True)
+            mean, low, high = interval([s / w for s, w in zip(study, same, strict=True)])
+            print(f"== {api} n={n}: the study's statement ÷ the runner's work as a snippet "
+                  f"{mean:.3f} (95 % CI {low:.3f}–{high:.3f}): the part that is different work",
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--apis", nargs="+", default=list(IMAGES), choices=list(IMAGES))
@@ -222,7 +318,15 @@ def main() -> None:
     parser.add_argument("--python", help="an existing interpreter for every API (the run's "
                                          "`python = …`) instead of the images' CPU environments")
     parser.add_argument("--json", type=Path, help="with --from-run: write the pairs here")
+    parser.add_argument("--snippets", action="store_true",
+                        help="pair the runner's matmul cell with the study's %%timeit snippet "
+                             "(and the runner's work as a snippet), interleaved, per API "
+                             "(the study's n = 3000 unless --n is given)")
     args = parser.parse_args()
+    if args.snippets:
+        n = args.n if args.n != parser.get_default("n") else 3000
+        snippets(args.apis, n, args.rounds if args.rounds != parser.get_default("rounds") else 4)
+        return
     if args.from_run:
         rounds = args.rounds if args.rounds != parser.get_default("rounds") else ROUNDS_IN_PROCESS
         rows = from_run(args.from_run, args.apis, args.python, rounds)

@@ -40,6 +40,9 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
                              "workload)")
     parser.add_argument("--profile", choices=PROFILES,
                         help="--measure: override [run] profile")
+    parser.add_argument("--detect", type=float, default=5.0, metavar="PCT",
+                        help="--measure: the change (in %%) compare should see with 80 %% power: "
+                             "prints the repeats a side this machine needs for it (default 5)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="--measure: the results folder whose machine-profiles/ to write "
                              "(default: results/ of the repository)")
@@ -56,10 +59,12 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
         if matrix is None:
             raise UsageError("doctor --measure: name the matrix whose environments to measure")
+        if not 0 < args.detect < 100:
+            raise UsageError(f"--detect {args.detect}: a change in % between 0 and 100")
         return noise.measure(console, matrix, runs=args.runs, only=args.only,
                              profile=args.profile, executor=args.executor,
-                             results_dir=args.results_dir)
-    if args.only or args.profile or args.results_dir or args.runs != 3:
-        raise UsageError("doctor: --only, --profile, --results-dir and --runs go with "
-                         "--measure")
+                             results_dir=args.results_dir, detect=args.detect / 100)
+    if args.only or args.profile or args.results_dir or args.runs != 3 or args.detect != 5.0:
+        raise UsageError("doctor: --only, --profile, --results-dir, --runs and --detect go "
+                         "with --measure")
     return doctor.main(console, matrix, args.executor, ray_address=args.ray_address)

@@ -52,7 +52,7 @@ class Step:
     records: list[Record] = field(default_factory=list)
     verdict: str | None = None             # good | bad | unresolvable | failed
     ratio: float | None = None
-    median_ms: float | None = None
+    median_ms: float | None = None        # the bad side's time in compare (TIME_KEY since issue 49)
 
 
 class Bisect:
@@ -231,7 +231,7 @@ class Bisect:
         assert self.good_step is not None       # run() measures the good end first
         verdict = measures.compare_repeats(self.good_step.records, step.records)
         step.ratio = verdict.ratio
-        step.median_ms = verdict.median_b_ms
+        step.median_ms = verdict.time_b_ms
         step.verdict = "bad" if verdict.verdict == self.direction else "good"
 
     # -- the history --------------------------------------------------------------------------
@@ -299,7 +299,7 @@ class Bisect:
                                 + (good.error or bad.error or ""))
         self.good_step = good
         verdict = measures.compare_repeats(good.records, bad.records)
-        bad.ratio, bad.median_ms = verdict.ratio, verdict.median_b_ms
+        bad.ratio, bad.median_ms = verdict.ratio, verdict.time_b_ms
         if verdict.verdict not in (measures.SLOWER, measures.FASTER):
             return self.give_up("inconclusive", f"the bad stack measures {verdict.verdict} as the "
                                 f"good one here ({verdict.ratio:.3f}×; {verdict.reason}): "

@@ -12,10 +12,9 @@ here trust? On this machine, in the matrix's environments:
    each cell's headline (the median of its repeat medians) per workload class, and the
    `compare` threshold that spread supports.
 
-Written to results/machine-profiles/<host>-<gpu>.json (profile.py), which later runs on
-this machine copy into their manifest and `compare` reads; the measuring runs are kept beside
-it (results/machine-profiles/<host>-<gpu>/), their output in measure.log there.
-"""
+Written to results/machine-profiles/<host>-<gpu>.json (profile.py), which later runs on this
+machine copy into their manifest and `compare` reads; the measuring runs are kept beside it
+(results/machine-profiles/<host>-<gpu>/, their output in measure.log)."""
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ from ..schema.matrix import Cell, Matrix, worker_env
 from ..version import runner_version
 from ..worker import catalog, protocol
 from ..worker.protocol import write_json_atomic
-from . import gpustate, profile as machine_profile
+from . import gpustate, profile as machine_profile, repeats
 from ..timestamps import iso_now
 
 DEFAULT_RUNS = 3
@@ -50,9 +49,9 @@ OVERHEAD_N = {"gpu": 4096, "cpu": 512}   # the overhead's matmul side: ~1 ms on 
 
 def measure(console: Console, matrix_path: Path, *, runs: int = DEFAULT_RUNS,
             only: Sequence[str] = (), profile: str | None = None, executor: str | None = None,
-            results_dir: Path | None = None) -> int:
-    """doctor --measure: the GPU's state, the overhead, the A/A runs (`runs` of them, of the
-    cells `only` names), the profile written under `results_dir`."""
+            results_dir: Path | None = None, detect: float = repeats.DEFAULT_DETECT) -> int:
+    """doctor --measure: the GPU's state, the overhead, the A/A runs (`runs`, of the cells `only`
+    names), the profile under `results_dir`, the repeats that detect `detect` (repeats.py)."""
     if runs < 2:
         raise UsageError(f"--runs {runs}: an A/A run needs at least 2 runs")
     results_dir = results_dir or RESULTS_DIR
@@ -90,6 +89,8 @@ def measure(console: Console, matrix_path: Path, *, runs: int = DEFAULT_RUNS,
                 "overhead": overhead, "aa": aa, "log": str(log_path)}
     write_json_atomic(path, measured)
     show_aa(aa, console)
+    for line in repeats.lines(aa, detect):
+        console.print(user_text(line), soft_wrap=True, highlight=False)
     console.print(f"machine profile: {user_text(str(path))} (runs on this machine read it; "
                   f"log: {user_text(str(log_path))})", soft_wrap=True)
     return EXIT_OK if aa["classes"] else EXIT_FAILED_CELLS

@@ -44,9 +44,17 @@ def usd(value: float | None) -> str:
     return f"${fmt(value)}"
 
 
-def percent(fraction: float | None) -> str:
-    """A fraction as a percentage with significant figures: 0.0004 → "0.0400 %"."""
-    return "–" if fraction is None else f"{fmt(fraction * 100)} %"
+def percent(fraction: float | None, over: bool = False) -> str:
+    """A fraction as a percentage with significant figures: 0.0004 → "0.0400 %"; with `over`
+    (a % of peak), marked ‼ above 100 % (the cell's peak_note says why)."""
+    if fraction is None:
+        return "–"
+    return f"{fmt(fraction * 100)} %" + (" ‼" if over and fraction > 1 else "")
+
+
+def peak_notes(summaries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The notes of the cells above 100 % of their peak, each a paragraph."""
+    return [line for s in summaries if s.get("peak_note") for line in (s["peak_note"], "")]
 
 
 def best_text(values: Iterable[float | None], lower_is_better: bool = True,

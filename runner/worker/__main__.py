@@ -19,7 +19,7 @@ from typing import Any
 
 from . import distributions, overhead
 from .apis import NoGpuError
-from .bench import BLOCK_TARGET_S, StepClock, run_loop
+from .bench import BLOCK_TARGET_S, StepClock, run_loop, short_block
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
 from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
@@ -145,6 +145,9 @@ def record_window(result: dict[str, Any], bench: Any, clock: StepClock, monitor:
         items_per_step=bench.items_per_step,
         flops_per_step=bench.flops_per_step,
     )
+    short = short_block(clock, bench.returns_to_host)
+    if short is not None:
+        result["extra"]["block_short"] = short
 
 
 def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, clock: StepClock,
@@ -162,7 +165,7 @@ def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, cloc
     result["vram_peak_mb"] = vram[1] if vram else None
     result["vram_source"] = fw.vram_source if vram else None
     result["allocator"] = fw.allocator()
-    result["effective"] = {**fw.effective, **bench.effective,
+    result["effective"] = {**fw.effective, **fw.in_effect(), **bench.effective,
                            "gc_in_timed_window": clock.gc_in_timed_window}
     result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)

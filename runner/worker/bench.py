@@ -52,9 +52,11 @@ MAX_CALLS_PER_SAMPLE = 1024
 # Under steps = "auto": the timed window runs until it holds MIN_SAMPLES samples and lasts
 # min_time_s, or until max_time_s (whichever comes first once one sample is in).
 MIN_SAMPLES = 10
-# A timed sample this many times the median is an outlier (a recompilation, a stall): counted
-# and reported with its index, never removed.
+# A timed sample that holds one call this many times the median call is an outlier (a
+# recompilation, a stall): counted and reported with its index, never removed (outliers()).
 OUTLIER_FACTOR = 10.0
+# ... and, in a block of calls, stands this many robust deviations (1.4826 × MAD) above the median.
+NOISE_MADS = 5.0
 
 
 @dataclass
@@ -208,11 +210,18 @@ class StepClock:
         return epoch * per_epoch < end
 
     def outliers(self) -> list[list[float]]:
-        """[index, seconds] of every timed sample above OUTLIER_FACTOR × the median."""
+        """[index, seconds] of every timed sample that holds a stall: one call of it at
+        OUTLIER_FACTOR × the median call, or more. A sample of k calls (a block) is their sum,
+        so one such call lifts it by (OUTLIER_FACTOR − 1) × the median call: the rule applied
+        to the block's mean alone (a block above 10× the median block) needed ten stalls in a
+        block of ten. Where the blocks' own spread is wider than that (large blocks), a sample
+        must also stand NOISE_MADS robust deviations above the median, so noise is no stall."""
         if len(self.timed_s) < 3:
             return []
         median = statistics.median(self.timed_s)
-        return [[i, t] for i, t in enumerate(self.timed_s) if t > OUTLIER_FACTOR * median]
+        spread = statistics.median(abs(t - median) for t in self.timed_s) * 1.4826
+        excess = max((OUTLIER_FACTOR - 1) * median / self.calls_per_sample, NOISE_MADS * spread)
+        return [[i, t] for i, t in enumerate(self.timed_s) if t - median > excess]
 
 
 def calibration_schedule(calls: int) -> list[int]:
@@ -276,6 +285,28 @@ def block_cap(clock: StepClock) -> int:
     if clock.timed_calls is None:
         return MAX_CALLS_PER_SAMPLE
     return min(MAX_CALLS_PER_SAMPLE, max(1, clock.timed_calls // clock.min_samples))
+
+
+# A block whose median sample lasts under this share of BLOCK_TARGET_S (while the block could have
+# been larger) was chosen by a disturbed calibration: a stall in its trials made a short block
+# look long enough, and handing it over froze it for every repeat of the cell.
+SHORT_BLOCK_SHARE = 0.25
+
+
+def short_block(clock: StepClock, returns_to_host: bool = False) -> dict[str, Any] | None:
+    """{"median_sample_ms", "calls_per_sample", "target_ms"} where the cell's block (calibrated
+    here or handed over) no longer meets its target: median sample × … under SHORT_BLOCK_SHARE of
+    BLOCK_TARGET_S, below the block's cap. None where it does, where the calls are timed one by
+    one by design (a step that returns to the host), or where the cap (a fixed step count)
+    chose the block. The host warns on it (runner/results/analysis/stats.py)."""
+    if returns_to_host or clock.block_source not in ("calibrated", "handed_over") \
+            or not clock.timed_s or clock.calls_per_sample >= block_cap(clock):
+        return None
+    median = statistics.median(clock.timed_s)
+    if median >= SHORT_BLOCK_SHARE * BLOCK_TARGET_S:
+        return None
+    return {"median_sample_ms": median * 1000.0, "calls_per_sample": clock.calls_per_sample,
+            "target_ms": BLOCK_TARGET_S * 1000.0}
 
 
 def run_loop(bench: Bench, clock: StepClock) -> None:

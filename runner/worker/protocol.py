@@ -182,8 +182,9 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
                      "calibrated it), or per_call (a step that returns to the host, one call "
                      "per sample)"),
     "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
-    "outliers": ("worker", "[index, ms] of timed samples above 10× the median (counted, never "
-                 "removed)"),
+    "outliers": ("worker", "[index, ms] of timed samples that hold a stall: a call of 10× the "
+                 "median call or more, in a block of k calls an excess over the median block of "
+                 "9/k of it and beyond the blocks' own spread (counted, never removed)"),
     "epoch_boundary_samples": ("worker", "indices of timed samples that contain the first step "
                                "of a new epoch (iterator rebuild, reshuffle); null without epochs"),
     "import_s": ("worker", "importing the framework and the workload module, s"),
@@ -218,7 +219,10 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "gpu_power_mean_w": ("worker", "NVML power over the timed window, W"),
     "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
     "gpu_idle_power_w": ("worker", "the device's power at rest before the warm-up, from the "
-                         "energy counter's delta over a second, W (energy above idle: host)"),
+                         "energy counter's delta over a second, W (energy above idle: host); "
+                         "read with the framework started and its CUDA context open, so a "
+                         "framework whose context keeps the GPU busier at rest reads higher "
+                         "(H200: JAX 122 W, torch 80 W, nothing running 79.8 W)"),
     "gpu_energy_resolution_s": ("worker", "the NVML energy counter's update interval, measured "
                                 "at rest, s: the timed window's energy is trusted from "
                                 "ENERGY_WINDOW_RESOLUTIONS of them"),
@@ -262,7 +266,9 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
                   "the framework and the device's compute capability; false on a CPU), "
                   "tf32_detail (the flags read: matmul and conv paths, the setting, the "
                   "capability) and gc_in_timed_window ('disabled': Python's GC was off during "
-                  "the timed samples)"),
+                  "the timed samples); on torch (and Keras on torch, hf) cudnn_benchmark and "
+                  "cudnn_deterministic as they were after the window; on generate cells the "
+                  "work of one call (apis/first_token.py WORK_KEYS)"),
     "metadata": ("worker", "flat dict of prefixed keys from runner.worker.metadata.KEYS"),
     "distributions": ("worker", "distributions installed in the environment, name → version "
                       "(their digest is metadata.distributions_sha256)"),

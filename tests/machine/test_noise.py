@@ -100,8 +100,9 @@ def test_the_aa_measure_runs_here_prints_a_threshold_and_runs_use_it(tmp_path, r
     monkeypatch.setattr(machine_profile, "this_machine", lambda: ("test-vm", None))
     matrix = write(tmp_path, extra="", text=MATRIX + '\n[[benchmarks]]\nworkload = "elementwise"\n'
                    'options = {{ n = 4096 }}\n')
-    code, out, err = run_cli("doctor", matrix, "--measure", "--runs", "2")
+    code, out, err = run_cli("doctor", matrix, "--measure", "--runs", "2", "--detect", "10")
     assert code == 0, out + err
+    assert "to detect a 10 % change with 80 % power in matmul" in out.replace("\n", " ")
     print(out)                      # the measure's own output, for the record
     assert "overhead:" in out and "numpy: clock ÷ bare loop" in out
     assert "A/A: 2 cell(s) × 2 repeat(s), run 2 times as separate runs" in out
@@ -203,6 +204,26 @@ def test_lock_clocks_takes_a_boolean_or_a_clock(tmp_path, run_cli, results_dir):
 def test_measure_options_need_measure(tmp_path, run_cli):
     code, _, err = run_cli("doctor", write(tmp_path), "--runs", "5")
     assert code == 2 and "go with --measure" in err
+    code, _, err = run_cli("doctor", write(tmp_path), "--detect", "2")
+    assert code == 2 and "go with --measure" in err
+
+
+def test_measure_recommends_the_repeats_a_chosen_change_needs():
+    """doctor --measure --detect (issue 49 item 6): from the A/A's spread between processes,
+    the repeats a side at which the ratio test sees the chosen change with 80 % power."""
+    from runner.machine import repeats
+
+    aa = {"classes": {"matmul": {}, "cnn": {}},
+          "cells": [{"workload": "matmul", "cv_repeats": 0.02},
+                    {"workload": "matmul", "cv_repeats": 0.01},
+                    {"workload": "cnn", "cv_repeats": 0.2}]}
+    matmul, cnn = repeats.advice(aa, 0.05)
+    assert matmul["spread"] == 0.02 and matmul["repeats"] == 5     # the worst cell's spread
+    assert matmul["at_3"] == pytest.approx(0.094, abs=0.002)
+    assert cnn["repeats"] is None                                  # beyond 100 a side
+    (line, _) = repeats.lines(aa, 0.05)
+    assert line == ("to detect a 5 % change with 80 % power in matmul (spread between processes "
+                    "2.00 %): 5 repeats a side (3 a side detect 9.34 %)")
 
 
 def test_measure_with_no_matching_cell_is_one_line_and_measures_nothing(tmp_path, run_cli,

@@ -32,6 +32,7 @@ class FakeDevice:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
         self.stall_at: int | None = None
+        self.stall_s = 0.1
         self.launched = 0
 
     def _run(self) -> None:
@@ -44,7 +45,7 @@ class FakeDevice:
         """Enqueue one kernel and return at once (asynchronous dispatch)."""
         done = threading.Event()
         stall = self.stall_at is not None and self.launched == self.stall_at
-        self.work.put((0.1 if stall else KERNEL_S, done))
+        self.work.put((self.stall_s if stall else KERNEL_S, done))
         self.launched += 1
         return done
 
@@ -313,3 +314,55 @@ def test_a_bench_with_neither_a_step_nor_a_drive_says_so():
     clock = StepClock(warmup_calls=1, timed_calls=2, sync=lambda out: None)
     with pytest.raises(TypeError, match="neither a step nor a drive"):
         run_loop(Bench(items_per_step=1), clock)
+
+
+# --- a frozen bad calibration (issue 49) ---------------------------------------------------------
+
+def test_a_handed_block_that_no_longer_meets_its_target_is_reported():
+    """A first repeat disturbed by a stall calibrated a block of 1 call for a 0.5 ms step and
+    handed it to every repeat (seen: 150 per-call samples). The repeat now says its block is far
+    under the 10 ms target (the host warns on it); a block that meets it, a block the fixed
+    step count capped and a step timed call by call by design say nothing."""
+    from runner.worker.bench import BLOCK_TARGET_S, short_block
+
+    def repeat(handed: int | None, timed_calls: int | None) -> StepClock:
+        bench = Bench(items_per_step=1, step=Counted(0.0005).step)
+        clock = StepClock(warmup_calls=1, timed_calls=timed_calls, sync=lambda out: None,
+                          min_time_s=0.05, max_time_s=1.0, calls_per_sample=handed or 1,
+                          block_source="handed_over" if handed else "per_call")
+        run_loop(bench, clock)
+        return clock
+
+    frozen = repeat(1, None)
+    found = short_block(frozen)
+    assert found is not None and found["calls_per_sample"] == 1
+    assert found["median_sample_ms"] < BLOCK_TARGET_S * 1000 / 4 == found["target_ms"] / 4
+    assert short_block(repeat(None, None)) is None           # calibrated: ≥ 10 ms a block
+    assert short_block(repeat(1, 10)) is None                # 10 steps: the cap is 1 call
+    assert short_block(frozen, returns_to_host=True) is None
+
+
+def test_a_stall_inside_a_block_is_an_outlier():
+    """Before: the outlier rule compared a block's time with 10× the median block, so a 50 ms
+    stall of one call (25× its 2 ms) in a block of 4 to 8 calls (a block 3–6× the median) went
+    unseen. (The loaded machine may add stalls of its own: they are outliers too.)"""
+    device = FakeDevice()
+    device.stall_at, device.stall_s = 150, 0.05
+    clock = measure(device, per_step=False, steps=240)
+    assert clock.calls_per_sample >= 4
+    stalls = [t for _, t in clock.outliers() if t >= 0.05]
+    assert len(stalls) == 1 and stalls[0] < 10 * statistics.median(clock.timed_s)
+
+
+def test_the_spread_of_large_blocks_is_no_stall():
+    """Blocks of 1024 calls whose spread (1 %) is far above 9/1024 of a block: no outlier until
+    a block holds a stall beyond that spread."""
+    import random
+
+    rng = random.Random(0)
+    clock = StepClock(warmup_calls=0, timed_calls=None, sync=lambda out: None,
+                      calls_per_sample=1024)
+    clock.timed_s = [1.0 + rng.gauss(0, 0.01) for _ in range(200)]
+    assert clock.outliers() == []
+    clock.timed_s[7] += 0.2                  # one call of 200× the median call (~1 ms)
+    assert [i for i, _ in clock.outliers()] == [7]

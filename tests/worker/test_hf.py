@@ -144,8 +144,14 @@ def test_every_model_and_task_runs_offline_and_fetches_nothing(offline):
         assert len(r["samples_ms"]) >= 1 and all(s > 0 for s in r["samples_ms"]), where
         assert r["effective"]["parameter_dtype"] == f"torch.{precision}", where
         assert r["effective"]["jit_compile"] is (jit is True), where
+        # cuDNN's autotuner recorded as it was after the window (issue 49: it was not)
+        assert r["effective"]["cudnn_benchmark"] is False, where
+        assert r["effective"]["cudnn_deterministic"] is False, where
         if task == "fit":
             assert math.isfinite(r["loss_first"]) and r["loss_first"] != r["loss_last"], where
+            # Timed as keras-hub's fit is (issue 49): call by call, the loss read each call.
+            assert r["effective"]["fit_sync"] == "per_call_loss_read", where
+            assert r["calls_per_sample"] == 1 and r["block_source"] != "calibrated", where
         if workload == "bert":
             assert r["extra"]["sequence_length"] == options["sequence_length"], where
 
@@ -186,7 +192,7 @@ def keras_torch(tmp_path_factory):
 def test_the_same_answer_as_keras_where_the_weights_are_the_same(offline, keras_torch):
     """BERT, Gemma and Mistral take the keras-hub cells' seeded weights: their answers agree
     with Keras on torch within the precision's tolerance; SAM and SD3 record none and say why."""
-    from runner.results.analysis import answers
+    from runner.results.analysis import answers, decoding
 
     results, _, _ = offline
     cells = []
@@ -200,6 +206,7 @@ def test_the_same_answer_as_keras_where_the_weights_are_the_same(offline, keras_
                           "label": f"{workload} ({task})", "batch_size": batch,
                           "precision": precision, "tf32_effective": False, "on_gpu": False,
                           "answer": record["answer"],
+                          "generate_work": decoding.generate_work([record]),
                           "answer_note": record["extra"].get("answer_note")})
     answers.check(cells)
     verdicts = {c["cell_id"]: (c["answer_check"], c["answer_detail"]) for c in cells}
@@ -207,6 +214,17 @@ def test_the_same_answer_as_keras_where_the_weights_are_the_same(offline, keras_
                            ("mistral", "fit"), ("mistral", "generate")):
         assert verdicts[f"{workload}-{task}-hf-torch"][0] == "same", verdicts
         assert verdicts[f"{workload}-{task}-keras-torch"][0] == "same", verdicts
+    # The same work per generate call (issue 49): the same prompts, as many loop iterations and
+    # new tokens, greedy on both sides (Mistral's tokens are an answer now); the prefill each
+    # library's own (keras-hub's over its whole buffer).
+    for workload in ("gemma", "mistral"):
+        keras = next(c for c in cells if c["cell_id"] == f"{workload}-generate-keras-torch")
+        hf = next(c for c in cells if c["cell_id"] == f"{workload}-generate-hf-torch")
+        assert {k: keras["generate_work"][k] for k in answers.WORK_CHECKED} == \
+            {k: hf["generate_work"][k] for k in answers.WORK_CHECKED}
+        assert keras["generate_work"]["prefill_positions"] == 14
+        assert hf["generate_work"]["prefill_positions"] == hf["generate_work"]["prompt_positions"]
+        assert "tokens" in keras["answer"] and "tokens" in hf["answer"], workload
     for workload, task in (("sam", "fit"), ("sam", "predict"), ("stable_diffusion", "fit"),
                            ("stable_diffusion", "predict"), ("bert", "fit")):
         cell = next(c for c in cells if c["cell_id"] == f"{workload}-{task}-hf-torch")

@@ -24,6 +24,10 @@ cells only (answer_family). The reference of a row is its majority: the cell tha
 first column). Cells outside the reference's agreement are "different"; with no strict majority
 (two cells that disagree, say) every disagreeing cell is "no majority": nothing tells which is
 right. Either way such a cell is marked in every table and never bold "best".
+
+Generate cells also record the work one call did (first_token.generate_work, in `effective`): a
+cell whose prompts or generation-loop iterations differ from its row's majority is marked the
+same way, "different work" (check_work): its time is not comparable either.
 """
 
 from __future__ import annotations
@@ -44,7 +48,13 @@ TOKEN_PREFIX = {"float32": 4, "tf32": 2, "float16": 1, "bfloat16": 1}
 
 SAME, DIFFERENT, NO_MAJORITY = "same", "different", "no majority"
 UNCHECKED, NOT_RECORDED, ALONE = "not checked", "not recorded", "alone"
-DIFFERING = (DIFFERENT, NO_MAJORITY)
+# A generate cell whose call did other work than its row's (first_token.generate_work).
+DIFFERENT_WORK = "different work"
+DIFFERING = (DIFFERENT, NO_MAJORITY, DIFFERENT_WORK)
+# The parts of a generate call's work that must be equal across a row: the same prompts and as
+# many iterations of the generation loop. The prefill's positions are each library's own (keras-hub
+# seeds its cache over its whole buffer): recorded and shown, not checked.
+WORK_CHECKED = ("prompt_positions", "new_tokens_per_sequence", "decode_iterations")
 MARK = DIFFERENT_MARK
 NOTE = (f"{MARK} This cell computed a different answer from the rest of its row (see Different "
         "answers): its time is not comparable, and it is never bold.")
@@ -189,6 +199,36 @@ def check(summaries: list[CellSummary], unchecked: Collection[str] = frozenset()
             v = verdicts[cell["cell_id"]]
             cell["answer_check"], cell["answer_reference"] = v.status, v.reference
             cell["answer_detail"], cell["answer_differs"] = v.detail, v.status in DIFFERING
+    check_work(summaries)
+
+
+def check_work(summaries: list[CellSummary]) -> None:
+    """Mark the generate cells whose call did other work than their row's majority (WORK_CHECKED
+    of their `generate_work`) as a different answer is marked: `answer_check` "different work",
+    `answer_differs`, the figures in `answer_detail`. With no strict majority every cell whose
+    work differs from another's is marked."""
+    rows: dict[tuple[Any, ...], list[CellSummary]] = defaultdict(list)
+    for s in summaries:
+        if s["status"] == "ok" and s.get("generate_work"):
+            rows[(s["label"], s["batch_size"])].append(s)
+    for cells in rows.values():
+        keys = [tuple((c.get("generate_work") or {}).get(k) for k in WORK_CHECKED) for c in cells]
+        if len(set(keys)) < 2:
+            continue
+        top = max(keys, key=keys.count)
+        majority = 2 * keys.count(top) > len(cells)
+        for cell, key in zip(cells, keys, strict=True):
+            if majority and key == top:
+                continue
+            other = next(c for c, k in zip(cells, keys, strict=True)
+                         if (k == top if majority else k != key))
+            mine, theirs = cell.get("generate_work") or {}, other.get("generate_work") or {}
+            what = "; ".join(f"{k.replace('_', ' ')} {mine.get(k)} against {theirs.get(k)}"
+                             for k in WORK_CHECKED if mine.get(k) != theirs.get(k))
+            cell["answer_check"], cell["answer_reference"] = DIFFERENT_WORK, other["environment"]
+            cell["answer_detail"] = "; ".join(filter(None, [cell.get("answer_detail"),
+                                                            f"other work per call: {what}"]))
+            cell["answer_differs"] = True
 
 
 def answer_family(summary: CellSummary) -> str:

@@ -37,9 +37,11 @@ def metadata_values(records: Sequence[Mapping[str, Any]],
     return values
 
 
-# Record fields (the run's settings, copied from the cell spec) that change what the timed
-# window holds: a cell timed over 10 steps after 2 warm-up steps is not the one timed for 60 s.
-SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s")
+# Record fields (the run's settings, copied from the cell spec, and the block size its
+# calibration chose) that change what the timed window holds: a cell timed over 10 steps after
+# 2 warm-up steps is not the one timed for 60 s, nor one timed in blocks of 64 calls the one
+# timed call by call (a synchronisation per call).
+SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s", "calls_per_sample")
 # What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
 STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
               "driver_version", "gpu_name", "gpu_power_limit_w", "runner_version", "worker_env",

@@ -20,7 +20,10 @@ Cells whose comparability metadata or timing settings differ (comparability.py: 
 power limit, CUDA, framework version, lock hash, image digest, CPU model, the runner's version,
 the worker's and the inherited environment variables, steps, warm-up, min and max time, ...)
 are never merged into a verdict: they are "not comparable", naming the keys. So are cells with
-fewer than three repeats or too few samples on a side.
+fewer than three repeats or too few samples on a side. A "same" verdict says what it could have
+seen: the smallest change detected with 80 % power at the two sides' repeats and spread between
+processes, never below the practical margin (power.py: "no change larger than 9.4 % would have
+gone unseen").
 
 Per environment, the stack is compared as a whole first (pyperf refuses to mix incomparable
 runs): the lock hash or image digest and id, the installed distributions (each one that changed
@@ -49,10 +52,11 @@ from ...errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
 from ...machine.profile import compare_threshold
 from ..data.store import Store, open_run
 from ..data.types import CellSummary, Manifest, Record
+from . import power
 from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
 from .ratios import welch_ratio
 from .stats import repeat_medians
-from .summaries import cell_summaries
+from .summaries import TIME_KEY, cell_summaries
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -71,8 +75,10 @@ class CellComparison:
     environment: str
     verdict: str
     reason: str = ""
-    median_a_ms: float | None = None
-    median_b_ms: float | None = None
+    # A's and B's time: the geometric means of the repeat medians (TIME_KEY), the estimator of
+    # the ratio beside them and of every table
+    time_a_ms: float | None = None
+    time_b_ms: float | None = None
     samples_a: int = 0
     samples_b: int = 0
     ratio: float | None = None           # B / A, geometric means of the repeat medians
@@ -81,6 +87,9 @@ class CellComparison:
     threshold: float | None = None       # the practical threshold this cell was judged with
     differing_keys: list[str] = field(default_factory=list)
     stack_differs: bool = False          # its environment ran on different stacks in A and B
+    # The smallest change the verdict would have seen (80 % power at both sides' repeats and
+    # spread between processes, power.py), and never below the practical margin
+    detectable: float | None = None
 
 
 @dataclass
@@ -152,7 +161,8 @@ def _samples(records: list[Record]) -> list[float]:
 def repeat_test(medians_a: list[float],
                 medians_b: list[float]) -> tuple[float | None, float | None, float]:
     """(ratio B/A, two-sided p of Welch's t-test on the logs, run-to-run spread): the ratio and
-    test of ratios.welch_ratio (the one used by the effects too), from 2 repeats per side."""
+    test of ratios.welch_ratio (the one used by the effects too, min(n_A, n_B) − 1 degrees of
+    freedom), from 3 repeats per side (MIN_REPEATS); with fewer, no p."""
     estimate = welch_ratio(medians_b, medians_a, min_repeats=MIN_REPEATS)
     spread = max(max(m) / min(m) for m in (medians_a, medians_b)) - 1
     return estimate.ratio, estimate.p_value, spread
@@ -174,7 +184,7 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     ok_a = [r for r in records_a if r["status"] == "ok"]
     ok_b = [r for r in records_b if r["status"] == "ok"]
     samples_a, samples_b = _samples(ok_a), _samples(ok_b)
-    out.median_a_ms, out.median_b_ms = summary_a.get("median_ms"), summary_b.get("median_ms")
+    out.time_a_ms, out.time_b_ms = summary_a.get(TIME_KEY), summary_b.get(TIME_KEY)
     out.samples_a, out.samples_b = len(samples_a), len(samples_b)
     if not ok_a or not ok_b:
         out.reason = f"status A {summary_a['status']}, B {summary_b['status']}"
@@ -204,18 +214,29 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     if ratio is None or p_value is None:     # two repeats a side, each positive: never here
         return out
     out.ratio, out.p_value = ratio, p_value
-    significant = p_value < alpha
-    margin = max(threshold, out.spread)
-    if significant and out.ratio > 1 + margin:
+    seen = power.detectable_change(power.log_spread(medians_a), len(medians_a),
+                                   power.log_spread(medians_b), len(medians_b), alpha=alpha)
+    judge(out, ratio, p_value < alpha, threshold, seen)
+    return out
+
+
+def judge(out: CellComparison, ratio: float, significant: bool, threshold: float,
+          seen: float | None) -> None:
+    """The verdict: slower or faster only when significant and beyond both the threshold and
+    the run-to-run spread; a "same" says what it could have seen (`seen`, never below that
+    margin)."""
+    margin = max(threshold, out.spread or 0.0)
+    out.detectable = None if seen is None else max(seen, margin)
+    if significant and ratio > 1 + margin:
         out.verdict = SLOWER
-    elif significant and out.ratio < 1 / (1 + margin):
+    elif significant and ratio < 1 / (1 + margin):
         out.verdict = FASTER
     else:
         out.verdict = SAME
-        if significant and abs(math.log(out.ratio)) > math.log(1 + threshold):
-            note = f"within the run-to-run spread ({out.spread * 100:.0f} %)"
-            out.reason = f"{out.reason}; {note}" if out.reason else note
-    return out
+        notes = [out.reason] if out.reason else []
+        if significant and abs(math.log(ratio)) > math.log(1 + threshold):
+            notes.append(f"within the run-to-run spread ({(out.spread or 0.0) * 100:.0f} %)")
+        out.reason = "; ".join(notes + [power.unseen_text(out.detectable)])
 
 
 def pairing_keys(summaries: list[CellSummary]) -> dict[str, str]:

@@ -56,6 +56,9 @@ WARNING_KINDS = (
     # compilation inside the window, which they may also be, is counted apart (compilations).
     Kind("statistics", "timed sample(s) above", "timed samples above 10× the median (a stall, "
          "or a recompilation)"),
+    # A block chosen by a disturbed calibration and handed to every repeat: re-run the cell.
+    Kind("statistics", "too short: median sample", "a block of calls too short for its target "
+         "(a disturbed calibration)", act=True),
     Kind("statistics", "CV ", "a step-to-step CV above the limit"),
     Kind("statistics", "timed window ", "a timed window under 1 s"),
     Kind("statistics", "energy window ", "an energy window under 1 s (NVML's counter is "
@@ -125,11 +128,27 @@ def other_cpu_load(ok: Sequence[Mapping[str, Any]]) -> list[str]:
             cores = load["other_cpu_s"] / load["window_s"] if load.get("window_s") else None
             out.append(f"other processes used {load['share'] * 100:.0f} % of the host's CPU "
                        f"time during r{record.get('repeat')}'s timed window"
-                       + (f" ({fmt(cores)} of {load.get('cpus')} CPUs)" if cores else ""))
+                       + (f" ({fmt(cores)} of {load.get('cpus')} CPUs)" if cores else "")
+                       + threads_note(record, load.get("cpus")))
         if (load.get("steal_share") or 0) > OTHER_LOAD_SHARE:
             out.append(f"the hypervisor gave {load['steal_share'] * 100:.0f} % of the host's "
                        f"CPU time to other VMs (steal) during r{record.get('repeat')}")
     return out
+
+
+def threads_note(record: Mapping[str, Any], cpus: Any) -> str:
+    """Why such load hurts a CPU cell whose framework runs as many threads as the host has CPUs:
+    its multi-threaded kernels wait at every barrier for the thread another process displaced
+    (a 256² float32 torch matmul on a shared 2-core VM, 2026-11-27: 0.35 ms a step with one
+    thread, 1.9–22 ms with two; docs/noise.md)."""
+    threads = (record.get("metadata") or {}).get("torch_num_threads")
+    on_cpu = "cpu" in str((record.get("effective") or {}).get("device") or "cpu").lower()
+    if not on_cpu or not isinstance(threads, int) or not isinstance(cpus, int) \
+            or threads < cpus:
+        return ""
+    return (f"; the cell ran {threads} threads on {cpus} CPUs, so each kernel waited for the "
+            "thread another process displaced: its figure may be many times its quiet one "
+            "(compare it only beside cells timed at the same moment, or set OMP_NUM_THREADS)")
 
 
 def clock_spread(ok: Sequence[Mapping[str, Any]], spread: float | None) -> list[str]:

@@ -2,9 +2,9 @@
 api's), from what their workers recorded in `extra` (runner/worker/apis/first_token.py): the times
 of generate calls that make one new token (`prefill_ms`), and N, the tokens each timed call makes
 per sequence (`generated_tokens`). As optimum-benchmark: the time to first token is the
-one-new-token call; the decode latency per token is (T(N) − T(1)) / (N − 1), T the median call
-times of a repeat. Each repeat (a process) gives one value; a cell's figure is their median, as
-its median ms.
+one-new-token call; the decode latency per token is (T(N) − T(1)) / (N − 1). A cell's figures
+come from the estimator of its time (the geometric mean of the repeat medians), and the work one
+call did (first_token.WORK_KEYS in `effective`) is carried for the row check (answers.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...worker.apis.first_token import WORK_KEYS
 from ..formatting import fmt, md_text
 
 
@@ -41,17 +42,42 @@ def repeat_first_token(record: Mapping[str, Any]) -> tuple[float | None, float |
     return ttft, (float(median) - ttft) / (tokens - 1)
 
 
-def first_token_figures(ok: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """ttft_ms, decode_ms_per_token and tokens_per_s of a cell: medians over its ok repeats
-    (None where no repeat recorded them: a workload other than generate, or a run made before
-    they were)."""
-    pairs = [repeat_first_token(r) for r in ok]
-    ttft = [t for t, _ in pairs if t is not None]
-    decode = [d for _, d in pairs if d is not None]
-    rates = [v for r in ok for v in _samples([(r.get("extra") or {}).get("tokens_per_s")])]
-    return {"ttft_ms": statistics.median(ttft) if ttft else None,
-            "decode_ms_per_token": statistics.median(decode) if decode else None,
-            "tokens_per_s": statistics.median(rates) if rates else None}
+def generate_work(ok: Sequence[Mapping[str, Any]]) -> dict[str, int] | None:
+    """What one generate call of the cell did (first_token.WORK_KEYS of its records'
+    `effective`: prompt positions, new tokens per sequence, the generation loop's iterations,
+    the positions its prefill covers), from its first ok repeat that recorded them; None for
+    other cells and older records."""
+    for record in ok:
+        effective = record.get("effective") or {}
+        work = {k: v for k in WORK_KEYS if isinstance(v := effective.get(k), int)
+                and not isinstance(v, bool)}
+        if work:
+            return work
+    return None
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+
+
+def first_token_figures(ok: Sequence[Mapping[str, Any]],
+                        call_ms: float | None) -> dict[str, float | None]:
+    """ttft_ms, decode_ms_per_token and tokens_per_s of a cell, from the estimator of its time
+    (`call_ms`, the geometric mean of its repeat medians: summaries.TIME_KEY), so no figure a
+    reader sets beside another comes from another: the time to first token is the geometric
+    mean of the repeats' (each a median of its one-token calls, as a repeat's median ms), the
+    decode latency (call_ms − ttft) ÷ (N − 1), tokens/s the new tokens of a call ÷ call_ms.
+    None where no repeat recorded them (a workload other than generate, an older run)."""
+    ttft = _geomean([t for t, _ in map(repeat_first_token, ok) if t is not None])
+    tokens = {(r.get("extra") or {}).get("generated_tokens") for r in ok}
+    n = tokens.pop() if len(tokens) == 1 else None
+    decode = None
+    if ttft is not None and call_ms is not None and isinstance(n, int) \
+            and not isinstance(n, bool) and n >= 2:
+        decode = (call_ms - ttft) / (n - 1)
+    new = [v for r in ok for v in _samples([(r.get("extra") or {}).get("new_tokens_per_call")])]
+    rate = new[0] * 1000.0 / call_ms if new and call_ms else None
+    return {"ttft_ms": ttft, "decode_ms_per_token": decode, "tokens_per_s": rate}
 
 
 def markdown_lines(summaries: Sequence[Mapping[str, Any]], keras_view: Any = None) -> list[str]:
@@ -63,20 +89,34 @@ def markdown_lines(summaries: Sequence[Mapping[str, Any]], keras_view: Any = Non
     titles = keras_titles(keras_view)
     out = ["## Generate: time to first token", "",
            "| Workload (task) | Batch size | Environment | ms per call | Time to first token "
-           "ms | Decode ms per token | Tokens/s |", "|---|---:|---|---:|---:|---:|---:|"]
+           "ms | Decode ms per token | Tokens/s | Prompt / new tokens per sequence | Loop "
+           "iterations | Prefill positions |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in cells:
         env = titles.get((s["cell_id"]), s["environment"])
-        out.append(f"| {md_text(s['label'])} | {s['batch_size']} | {md_text(env)} | "
-                   f"{fmt(s.get('median_ms'))} | "
-                   f"{fmt(s.get('ttft_ms'))} | {fmt(s.get('decode_ms_per_token'))} | "
-                   f"{fmt(s.get('tokens_per_s'))} |")
-    return out + ["", "Time to first token: a generate call from the same prompts that makes one "
-                  "new token per sequence (its prefill and one decoding step), timed after the "
-                  "cell's timed calls; decode ms per token: (ms per call − time to first token) ÷ "
-                  "(N − 1), N the tokens a timed call makes per sequence (optimum-benchmark's "
-                  "method); medians over repeats. keras-hub pads every prompt to max_length "
-                  "before its prefill, so its first token costs a prefill over the whole "
-                  "sequence; Hugging Face's prefill covers the prompts only.", ""]
+        work = s.get("generate_work") or {}
+        mark = " ≠" if s.get("answer_check") == "different work" else ""
+        out.append(f"| {md_text(s['label'])} | {s['batch_size']} | {md_text(env)}{mark} | "
+                   f"{fmt(s.get('geomean_ms'))} | {fmt(s.get('ttft_ms'))} | "
+                   f"{fmt(s.get('decode_ms_per_token'))} | {fmt(s.get('tokens_per_s'))} | "
+                   f"{_pair(work.get('prompt_positions'), work.get('new_tokens_per_sequence'))} | "
+                   f"{work.get('decode_iterations', '–')} | {work.get('prefill_positions', '–')} |")
+    return out + ["", "ms per call: the geometric mean of the repeat medians, the estimator of "
+                  "every table. Time to first token: the library's generate call that makes one "
+                  "new token per sequence from the same prompts (keras-hub: a buffer of the "
+                  "prompt and one position, one iteration of its loop; Hugging Face: "
+                  "max_new_tokens = 1), timed after the cell's timed calls, the geometric mean of "
+                  "the repeats' medians; decode ms per token: (ms per call − time to first "
+                  "token) ÷ (N − 1), N the new tokens per sequence (optimum-benchmark's method); "
+                  "tokens/s: a call's new tokens ÷ ms per call. Every row's prompts have one "
+                  "length and every cell makes as many tokens with a greedy sampler, so the loop "
+                  "iterations are equal across a row (a cell where they are not is marked ≠, "
+                  "different work). The prefill is each library's own: keras-hub seeds its cache "
+                  "with one forward over its whole buffer (max_length positions) whatever the "
+                  "prompts' length; Hugging Face's covers the prompts.", ""]
+
+
+def _pair(a: Any, b: Any) -> str:
+    return "–" if a is None or b is None else f"{a} / {b}"
 
 
 def keras_titles(view: Any) -> dict[str, str]:

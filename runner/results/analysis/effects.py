@@ -17,6 +17,9 @@ fewer than 3 repeats. An interval that covers 1 is not distinguishable from nois
   a version change, e.g. numpy 2.4.6 → 1.26.4).
 - The **geometric mean** of a column's ratios, over the rows that computed the same answer,
   with the interval of that mean (ratios.geometric_mean_ratio).
+- **Stack effects**: every two environments that share an image folder, API, backend and
+  variables and differ only in their pins and packages (one framework at two stacks), the
+  second against the first, named by what moved (stack_tables).
 - The Keras 3 benchmark table's "best Keras 3 over Keras 2" is one environment effect: the Keras 2
   cell against the row's fastest Keras 3 cell (keras_speedups).
 """
@@ -24,17 +27,22 @@ fewer than 3 repeats. An interval that covers 1 is not distinguishable from nois
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.types import CellSummary, Manifest
-from . import stack_diff, stats
-from .ratios import Ratio, geometric_mean_ratio, welch_ratio
-from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, TIME_KEY, model_family, option_preset,
-                        pivot, row_label, tf32_differ)
+from . import stack_diff
+from .ratios import Ratio, geometric_mean_ratio
+from .speedups import fastest, keras_speedups, speedup
+from .summaries import AXIS_KEYS, option_preset, pivot, row_label, tf32_differ
+
+__all__ = ["fastest", "keras_speedups", "speedup"]   # speedups.py's, read from here too
 
 ENVIRONMENT = "environment"
+# Two environments that differ only in their pins and packages (stack_diff.stack_pairs).
+STACK = "stack"
+BETWEEN_ENVIRONMENTS = (ENVIRONMENT, STACK)
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,8 @@ class Settings:
     environments: tuple[str, ...] = ()                          # the matrix's order
     # environment → the distributions installed there (stack_diff.installed of the records)
     stacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    # environment → its declaration in the manifest (image, api, backend, env, pins, packages)
+    declared: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest,
@@ -54,22 +64,9 @@ class Settings:
         baselines = {k: v for k, v in (report.get("baselines") or {}).items() if k != "options"}
         baselines |= {f"options.{k}": v
                       for k, v in ((report.get("baselines") or {}).get("options") or {}).items()}
-        return cls(baselines, report.get("baseline_environment"),
-                   tuple(manifest.get("environments") or ()), stacks or {})
-
-
-def speedup(base: Mapping[str, Any], cell: Mapping[str, Any],
-            confidence: float = stats.CONFIDENCE) -> Ratio:
-    """base ms ÷ cell ms (geometric means of repeat medians) with its interval; above 1: `cell`
-    is faster. No ratio where either is not ok or the two run different models."""
-    for side in (base, cell):
-        if side["status"] != "ok":
-            return Ratio(None, why=f"{side['environment']}: {side['status']}")
-    if model_family(base) != model_family(cell):
-        return Ratio(None, why="different models (Keras 2's Stable Diffusion is v1.4, "
-                                     "Keras 3's is SD3)")
-    return welch_ratio(base.get("repeat_medians_ms") or [],
-                             cell.get("repeat_medians_ms") or [], confidence)
+        declared = manifest.get("environments") or {}
+        return cls(baselines, report.get("baseline_environment"), tuple(declared), stacks or {},
+                   {k: v for k, v in declared.items() if isinstance(v, dict)})
 
 
 @dataclass
@@ -125,6 +122,8 @@ class EffectTable:
     def title(self) -> str:
         if self.factor == ENVIRONMENT:
             return f"Environments against {self.baseline}"
+        if self.factor == STACK:
+            return f"Stack: {', '.join(self.values)} against {self.baseline}"
         per = " (time per item)" if self.factor == PER_ITEM_FACTOR else ""
         return f"{self.factor}: against {self.factor} = {shown(self.baseline)}{per}"
 
@@ -229,13 +228,20 @@ def baseline_environment(summaries: list[CellSummary], settings: Settings) -> st
 def environment_table(summaries: list[CellSummary], settings: Settings) -> EffectTable | None:
     """Every environment against the baseline environment, row by row; None with one
     environment."""
-    environments, rows, grid = pivot(summaries)
-    if len(environments) < 2:
-        return None
-    baseline = baseline_environment(summaries, settings)
+    environments = pivot(summaries)[0]
+    baseline = baseline_environment(summaries, settings) if len(environments) > 1 else None
     if baseline is None:
         return None
-    table = EffectTable(ENVIRONMENT, baseline, [e for e in environments if e != baseline], [])
+    table = against(summaries, ENVIRONMENT, baseline, [e for e in environments if e != baseline])
+    table.changes = version_changes(table, settings.stacks)
+    return table if table.effects else None
+
+
+def against(summaries: list[CellSummary], factor: str, baseline: str,
+            others: list[str]) -> EffectTable:
+    """`others` against the `baseline` environment, row by row (the rows both measured)."""
+    _, rows, grid = pivot(summaries)
+    table = EffectTable(factor, baseline, others, [])
     for label, batch in rows:
         base = grid.get((label, batch, baseline))
         if base is None or base["status"] == "not_applicable":
@@ -247,8 +253,24 @@ def environment_table(summaries: list[CellSummary], settings: Settings) -> Effec
             table.effects.append(Effect(env, label, batch, env, base, cell, speedup(base, cell),
                                         tf32_differ(base, cell)))
     table.values = [env for env in table.values if table.of(env)]   # shares no row: no column
-    table.changes = version_changes(table, settings.stacks)
-    return table if table.effects else None
+    return table
+
+
+def stack_tables(summaries: list[CellSummary], settings: Settings) -> list[EffectTable]:
+    """A stack effect for every two environments that differ only in their pins and packages
+    (stack_diff.stack_pairs: `torch` against `torch-2-15`), named by what moved; a pair with the
+    baseline environment is already in the environment table."""
+    present = pivot(summaries)[0]
+    baseline = baseline_environment(summaries, settings)
+    out = []
+    for first, second in stack_diff.stack_pairs(settings.declared, present):
+        if baseline in (first, second):
+            continue
+        table = against(summaries, STACK, first, [second])
+        table.changes = {second: stack_diff.moved(settings.declared, settings.stacks, first,
+                                                  second)}
+        out += [table] if table.effects else []
+    return out
 
 
 def version_changes(table: EffectTable, stacks: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -271,64 +293,14 @@ class Analysis:
     settings: Settings
     axes: list[EffectTable]
     environments: EffectTable | None
+    stacks: list[EffectTable] = field(default_factory=list)     # stack_tables
 
     @property
     def tables(self) -> list[EffectTable]:
-        return self.axes + ([self.environments] if self.environments else [])
+        return self.axes + ([self.environments] if self.environments else []) + self.stacks
 
 
 def analyse(summaries: list[CellSummary], settings: Settings | None = None) -> Analysis:
     settings = settings or Settings()
     return Analysis(settings, axis_tables(summaries, settings),
-                    environment_table(summaries, settings))
-
-
-def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool | None] | None:
-    """The fastest of a row's ok cells that computed the same answer (by TIME_KEY, the ratios'
-    own estimator), and whether it is fastest beyond noise (None with one cell): ahead of every
-    other such cell, each lead's interval at confidence 1 − 0.05 / (k − 1) above 1. Testing the
-    winner against the runner-up alone ignores that the winner was picked by the same noisy
-    numbers, and that a noisier cell further down may still be faster; against all of them,
-    Bonferroni-corrected, a cell is called fastest beyond noise when it is not at most 5 % of
-    the time (simulated in tests/results/analysis/test_effects.py)."""
-    eligible = sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
-                       and not c.get("answer_differs")), key=lambda c: c[TIME_KEY])
-    if not eligible:
-        return None
-    best, others = eligible[0], eligible[1:]
-    if not others:
-        return best, None
-    level = 1 - (1 - stats.CONFIDENCE) / len(others)
-    leads = [speedup(other, best, level) for other in others]
-    return best, all(lead.low is not None and lead.low > 1 for lead in leads)
-
-
-def keras_speedups(summaries: list[CellSummary]) -> dict[tuple[str, int], dict[str, Any]]:
-    """Per (row label, batch size): the best (fastest) Keras 3 environment and, where a Keras 2
-    (tf-keras) cell of the row ran, its speedup = Keras 2 ÷ best Keras 3 (an environment effect,
-    with its interval: `estimate`). Cells with a different answer are never the best. Empty
-    unless the run has both kinds of environment."""
-    apis = {s["api"] for s in summaries}
-    if not {KERAS3_API, KERAS2_API} <= apis:
-        return {}
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    _, rows, grid = pivot(summaries)
-    for row in rows:
-        cells = [s for (label, batch, _), s in grid.items() if (label, batch) == row]
-        found = fastest([s for s in cells if s["api"] == KERAS3_API])
-        if found is None:
-            continue
-        best = found[0]
-        entry = {"best_env": best["environment"], "best_backend": best.get("backend"),
-                 "best_ms": best[TIME_KEY], "keras2_env": None, "keras2_ms": None,
-                 "speedup": None, "estimate": None, "tf32_mixed": False}
-        keras2 = fastest([s for s in cells if s["api"] == KERAS2_API])
-        if keras2:
-            entry.update(keras2_env=keras2[0]["environment"], keras2_ms=keras2[0][TIME_KEY])
-            estimate = speedup(keras2[0], best)
-            entry.update(estimate=estimate, speedup=estimate.ratio)
-        # Its Keras cells ran their dense paths differently: "best" compares other arithmetic.
-        entry["tf32_mixed"] = any(tf32_differ(a, b) for a in cells for b in cells
-                                  if {a["api"], b["api"]} <= {KERAS3_API, KERAS2_API})
-        out[row] = entry
-    return out
+                    environment_table(summaries, settings), stack_tables(summaries, settings))

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ...worker.catalog import is_hub
 from ..data.types import CellSummary
 from ..formatting import fmt, md_code, md_text
 from . import answers
-from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
+from .effects import BETWEEN_ENVIRONMENTS, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
 from .ratios import Ratio
-from .summaries import TF32_MARK, pivot, tf32_rows
+from .keras_table import NATIVE_API
+from .summaries import KERAS2_API, KERAS3_API, TF32_MARK, pivot, tf32_rows
 
 ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
 FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" sentences
@@ -42,12 +44,12 @@ def ratio_words(ratio: float) -> str:
 
 def _where(effect, factor: str) -> str:
     batch = f", batch {effect.batch_size}" if factor != "batch_size" else ""
-    on = "" if factor == ENVIRONMENT else f" on {effect.environment}"
+    on = "" if factor in BETWEEN_ENVIRONMENTS else f" on {effect.environment}"
     return md_text(f"{effect.label}{batch}{on}")
 
 
 def _subject(table: EffectTable, value: Any) -> str:
-    if table.factor == ENVIRONMENT:
+    if table.factor in BETWEEN_ENVIRONMENTS:
         changed = f" ({table.changes[value]})" if value in table.changes else ""
         return md_text(f"{value}{changed} against {table.baseline}")
     per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
@@ -137,7 +139,24 @@ def method_sentence(summaries: list[CellSummary]) -> str:
             "garbage collector is off inside every timed window; warm-up steps, the block "
             "calibration and its pre-roll (the same untimed calls in every repeat) are outside "
             "it" + ("; blocked cells' step-to-step spread is between blocks of calls, each "
-                    "timed with one device synchronisation." if blocked else "."))
+                    "timed with one device synchronisation." if blocked else ".")
+            + fit_sync_clause(summaries))
+
+
+def fit_sync_clause(summaries: list[CellSummary]) -> str:
+    """How the Keras table's fit rows were timed, where the run has them: call by call, each
+    step's loss read back to the host, on keras-hub (train_on_batch returns it) and Hugging Face
+    (loss.item()) alike; an older run's HF fit cells timed in blocks are named."""
+    fits = [s for s in summaries if s["task"] == "fit" and is_hub(s["workload"])
+            and s.get("api") in (KERAS3_API, KERAS2_API, NATIVE_API) and s["status"] == "ok"]
+    if not fits:
+        return ""
+    blocked = [s["cell_name"] for s in fits if (s.get("calls_per_sample") or 1) > 1]
+    return (" Fit rows of the Keras table are timed the same way on every side: call by call, "
+            "each step's loss read back to the host (Keras' train_on_batch returns it; the "
+            "Hugging Face loop calls loss.item())"
+            + (f", except {', '.join(blocked)} (timed in blocks: a run made before this rule)"
+               if blocked else "") + ".")
 
 
 def answer_sentences(summaries: list[CellSummary]) -> list[str]:
@@ -183,6 +202,8 @@ def sentences(summaries: list[CellSummary], analysis: Analysis,
         out += table_sentences(table)
     if analysis.environments:
         out += table_sentences(analysis.environments)
+    for table in analysis.stacks:
+        out += table_sentences(table)
     if keras_rows:
         out += fastest_sentences(keras_rows, " of the Keras table")
     out += fastest_sentences(summaries)

@@ -3,7 +3,13 @@ best Keras 3's divided by the time of Hugging Face's model code on native PyTorc
 eager and compiled, with the effects' interval (effects.speedup: geometric means of repeat
 medians, Welch t interval on their logarithms). Above 1, Keras takes that many times longer;
 below 1, it is faster. The rows' geometric mean per column spans the rows whose cells computed the
-same answer (as every effect's mean). The Keras table is keras_table.keras_view: the hf cells are
+same answer with the same arithmetic (as every effect's mean).
+
+TF32: in a float32 row on an A100 the JAX and TensorFlow cells run their matmuls on TF32 while
+HF's PyTorch runs them in full float32 (torch's default). A Keras column's ratio against a native
+cell of other arithmetic is marked † and left out of the means and sentences, as the effects do;
+"best Keras 3" compares like with like: the fastest Keras 3 cell among those that ran their dense
+paths as the native cell did, and only where none did, the fastest, marked †. The Keras table is keras_table.keras_view: the hf cells are
 its native columns (keras_table.native_cells), compiled ones moved into their Keras rows.
 
 Its parts of report.md (the effects section's table, the findings' sentences, the Keras table's
@@ -21,7 +27,7 @@ from ..formatting import fmt, md_text
 from .effects import fastest, speedup
 from .keras_table import NATIVE_API
 from .ratios import Ratio, geometric_mean_ratio
-from .summaries import KERAS3_API, pivot
+from .summaries import KERAS3_API, TF32_MARK, pivot, tf32_differ
 
 BEST = "best Keras 3"
 KerasView = tuple[list[CellSummary], list[str], dict[str, str]]
@@ -38,10 +44,25 @@ class NativeRatio:
     keras_cell: Mapping[str, Any]
     native_cell: Mapping[str, Any]
     estimate: Ratio
+    # BEST only: a faster Keras 3 cell of other arithmetic (TF32 against full float32) was
+    # passed over for the fastest of the native cell's own.
+    narrowed: bool = False
 
     @property
     def differs(self) -> bool:
         return bool(self.keras_cell.get("answer_differs") or self.native_cell.get("answer_differs"))
+
+    @property
+    def tf32_mixed(self) -> bool:
+        """The two float32 cells ran their dense paths differently (TF32 in one, full float32 or
+        not recorded in the other): the ratio compares other arithmetic (†)."""
+        return tf32_differ(self.keras_cell, self.native_cell)
+
+    @property
+    def in_means(self) -> bool:
+        """Whether the ratio joins the means and the sentences: it has a value, and both cells
+        computed the same answer with the same arithmetic."""
+        return self.estimate.ratio is not None and not self.differs and not self.tf32_mixed
 
 
 def keras_over_native(view: KerasView | None) -> list[NativeRatio]:
@@ -57,16 +78,27 @@ def keras_over_native(view: KerasView | None) -> list[NativeRatio]:
     for label, batch in keys:
         present = {c: grid[(label, batch, c)] for c in natives + keras3
                    if (label, batch, c) in grid and grid[(label, batch, c)]["status"] != "not_applicable"}
-        found = fastest([present[c] for c in keras3 if c in present])
         for native in (c for c in natives if c in present):
             base = present[native]
             pairs: list[tuple[str, Mapping[str, Any]]] = [(titles[c], present[c])
                                                           for c in keras3 if c in present]
-            if found is not None:
-                pairs.append((BEST, found[0]))
             out += [NativeRatio(label, batch, title, titles[native], cell, base,
                                 speedup(cell, base)) for title, cell in pairs]
+            cells = [cell for _, cell in pairs]
+            found, anyhow = best_keras(base, cells), fastest(cells)
+            if found is not None:
+                out.append(NativeRatio(label, batch, BEST, titles[native], found[0], base,
+                                       speedup(found[0], base),
+                                       anyhow is not None and anyhow[0] is not found[0]))
     return out
+
+
+def best_keras(native: Mapping[str, Any],
+               cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool | None] | None:
+    """The row's best Keras 3 against `native`: the fastest cell among those that ran their dense
+    paths as the native cell did (like with like); where none did, the fastest of all (its
+    ratio then carries †)."""
+    return fastest([c for c in cells if not tf32_differ(c, native)]) or fastest(cells)
 
 
 def columns_of(ratios: Sequence[NativeRatio]) -> tuple[list[str], list[str]]:
@@ -78,8 +110,7 @@ def columns_of(ratios: Sequence[NativeRatio]) -> tuple[list[str], list[str]]:
 def overall(ratios: Sequence[NativeRatio], keras: str, native: str) -> tuple[Ratio, int]:
     """The geometric mean of a column's ratios over the rows whose answers agree, and how many
     rows it spans."""
-    used = [r.estimate for r in ratios if r.keras == keras and r.native == native
-            and r.estimate.ratio is not None and not r.differs]
+    used = [r.estimate for r in ratios if r.keras == keras and r.native == native and r.in_means]
     return geometric_mean_ratio(used), len(used)
 
 
@@ -92,6 +123,13 @@ def cost_text(estimate: Ratio) -> str:
     return f"{fmt(estimate.ratio)}× ({fmt(estimate.low)}–{fmt(estimate.high)})"
 
 
+def ratio_cell(ratio: NativeRatio) -> str:
+    """A table's cell: cost_text with † where the two cells ran other arithmetic and ≠ where one
+    computed a different answer."""
+    return cost_text(ratio.estimate) + (f" {TF32_MARK}" if ratio.tf32_mixed else "") \
+        + (" ≠" if ratio.differs else "")
+
+
 def cost_words(estimate: Ratio, native: str) -> str:
     """'takes 2.10× the time of HF PyTorch (eager) (95 % CI 1.90–2.32)', with "— not
     distinguishable from noise" when the interval covers 1."""
@@ -102,12 +140,12 @@ def cost_words(estimate: Ratio, native: str) -> str:
     return text if estimate.distinguishable else text + " — not distinguishable from noise"
 
 
-def best_columns(view: KerasView | None) -> dict[tuple[str, int], dict[str, Ratio]]:
+def best_columns(view: KerasView | None) -> dict[tuple[str, int], dict[str, NativeRatio]]:
     """Per Keras table row: best Keras 3 ÷ each native column (the Keras table's ratio columns)."""
-    out: dict[tuple[str, int], dict[str, Ratio]] = {}
+    out: dict[tuple[str, int], dict[str, NativeRatio]] = {}
     for r in keras_over_native(view):
         if r.keras == BEST:
-            out.setdefault((r.label, r.batch_size), {})[r.native] = r.estimate
+            out.setdefault((r.label, r.batch_size), {})[r.native] = r
     return out
 
 
@@ -129,9 +167,11 @@ def markdown_lines(view: KerasView | None) -> list[str]:
     out = ["### Keras over native (Hugging Face PyTorch)", "",
            "Each Keras 3 column's time ÷ the native column's time on the same row (geometric "
            "means of repeat medians; above 1 Keras takes longer, below 1 it is faster), with its "
-           "95 % interval as every effect's; best Keras 3: the row's fastest Keras 3 cell. The "
-           "native cells run Hugging Face's model code (transformers, diffusers, peft) on "
-           "PyTorch, built from the same configurations with the same inputs.", ""]
+           "95 % interval as every effect's; best Keras 3: the row's fastest Keras 3 cell among "
+           "those that ran their float32 matmuls and convolutions as the native cell did (TF32 "
+           "or full float32), the fastest of all only where none did. The native cells run "
+           "Hugging Face's model code (transformers, diffusers, peft) on PyTorch, built from the "
+           "same configurations with the same inputs.", ""]
     for native in natives:
         mine = [r for r in ratios if r.native == native]
         out += [f"#### Against {md_text(native)}", "",
@@ -140,10 +180,8 @@ def markdown_lines(view: KerasView | None) -> list[str]:
                 "|---|---:|" + "---:|" * len(keras_columns)]
         keyed: dict[tuple[str, int], dict[str, str]] = {}
         for r in mine:
-            keyed.setdefault((r.label, r.batch_size), {})[r.keras] = \
-                cost_text(r.estimate) + (" ≠" if r.differs else "")
-        out += [f"| {md_text(label)} | {batch} | "
-                + " | ".join(cells.get(k, "") for k in keras_columns)
+            keyed.setdefault((r.label, r.batch_size), {})[r.keras] = ratio_cell(r)
+        out += [f"| {md_text(label)} | {batch} | " + " | ".join(cells.get(k, "") for k in keras_columns)
                 + " |" for (label, batch), cells in keyed.items()]
         means = []
         for keras in keras_columns:
@@ -151,7 +189,15 @@ def markdown_lines(view: KerasView | None) -> list[str]:
             means.append(f"{cost_text(mean)} over {rows} row{'s' if rows != 1 else ''}"
                          if mean.ratio is not None else "–")
         out += ["| **Geometric mean** | | " + " | ".join(means) + " |", ""]
+        if any(r.tf32_mixed for r in mine):
+            out += [TF32_RATIO_NOTE, ""]
     return out
+
+
+TF32_RATIO_NOTE = (f"{TF32_MARK} The Keras cell ran its float32 matmuls and convolutions "
+                   "differently from the native one (TF32 tensor cores in one, full float32 or "
+                   "not recorded in the other): the ratio compares other arithmetic and is left "
+                   "out of the geometric mean and the findings.")
 
 
 def sentences(view: KerasView | None) -> list[str]:
@@ -167,7 +213,15 @@ def sentences(view: KerasView | None) -> list[str]:
                 continue
             where = f"geometric mean over {rows} rows" if rows > 1 else next(
                 f"{md_text(r.label)}, batch {r.batch_size}" for r in ratios if r.keras == keras
-                and r.native == native and r.estimate.ratio is not None and not r.differs)
+                and r.native == native and r.in_means)
             who = "The best Keras 3 backend" if keras == BEST else md_text(keras)
+            if keras == BEST and any(r.narrowed for r in ratios if r.native == native):
+                who += " of the native cell's arithmetic (TF32 or full float32)"
             out.append(f"Keras over native: {who} {cost_words(mean, native)}, {where}.")
+    mixed = sum(r.tf32_mixed for r in ratios)
+    if mixed:
+        out.append(f"Keras over native: {mixed} ratio(s) compare a Keras cell that ran its "
+                   "float32 matmuls or convolutions differently from the native one (TF32 in "
+                   f"one, full float32 in the other): marked {TF32_MARK}, left out of the means "
+                   "and the sentences above.")
     return out

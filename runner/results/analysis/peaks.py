@@ -128,9 +128,29 @@ def add_fraction_of_peak(summaries: list[CellSummary],
     """Set peak_tflops and fraction_of_peak on each summary from the run's calibration (the
     manifest's peaks; None without one: never from the cells themselves), for the cells whose
     work is dense arithmetic (their peak_kind says which peak; none for elementwise)."""
-    table = {(p["device"], p["kind"]): p["tflops"] for p in peaks or []}
+    table = {(p["device"], p["kind"]): p for p in peaks or []}
     for s in summaries:
-        peak = table.get((s.get("device_name"), s.get("peak_kind")))
+        entry = table.get((s.get("device_name"), s.get("peak_kind")))
+        peak = entry["tflops"] if entry else None
         s["peak_tflops"] = peak
         s["fraction_of_peak"] = (s["achieved_tflops"] / peak
                                  if peak and s.get("achieved_tflops") and s["status"] == "ok" else None)
+        s["peak_note"] = over_peak_note(s, entry) \
+            if entry and (s["fraction_of_peak"] or 0) > 1 else None
+
+
+OVER_PEAK_MARK = "‼"
+
+
+def over_peak_note(summary: Mapping[str, Any], peak: Mapping[str, Any]) -> str:
+    """Why a cell reads above 100 % of its peak: the peak is a figure the run measured (a matmul
+    at the calibration's sizes, in one environment), a floor of what the device does there, not
+    its ceiling. Where that environment is not the cell's, the peak came from a slower one."""
+    where = f"`{peak.get('environment')}`" + (f" at n = {peak['n']}" if peak.get("n") else "")
+    other = peak.get("environment") != summary.get("environment")
+    return (f"{OVER_PEAK_MARK} {summary.get('cell_name')}: {summary['fraction_of_peak'] * 100:.0f} "
+            f"% of the measured {summary.get('peak_kind')} peak ({peak.get('tflops'):.3g} TFLOP/s, "
+            f"measured in {where}" + (", another environment, slower there than this cell's"
+                                      if other else ", this cell's own environment, slower at "
+                                      "that size or moment")
+            + "): the peak is not this device's ceiling, so its % of peak says little.")

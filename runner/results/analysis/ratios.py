@@ -32,7 +32,9 @@ class Ratio:
     high: float | None = None
     p_value: float | None = None        # Welch's t-test on the logs, two-sided
     log_se: float | None = None         # standard error of log(ratio)
-    df: float | None = None             # Welch-Satterthwaite degrees of freedom
+    # degrees of freedom: min(n_a, n_b) − 1 for a ratio (welch_ratio); for a geometric mean of
+    # rows, the Welch–Satterthwaite combination of its rows' (geometric_mean_ratio)
+    df: float | None = None
     why: str | None = None              # why no ratio or no interval
 
     @property

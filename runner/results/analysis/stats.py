@@ -203,8 +203,18 @@ def warnings_for(ok_records: Sequence[Mapping[str, Any]], summary: Mapping[str, 
     if outliers:
         shown = ", ".join(f"r{rep}#{i}" for rep, i in outliers[:5])
         more = f" and {len(outliers) - 5} more" if len(outliers) > 5 else ""
-        out.append(f"{len(outliers)} timed sample(s) above 10× the median (a recompilation or "
-                   f"a stall inside the timed window): {shown}{more}")
+        out.append(f"{len(outliers)} timed sample(s) above the median by a stall (a call of "
+                   f"10× the median call or more: a recompilation or a stall inside the timed "
+                   f"window): {shown}{more}")
+    blocks = [(r.get("repeat"), b) for r in ok_records
+              if isinstance(b := (r.get("extra") or {}).get("block_short"), dict)]
+    if blocks:
+        block = blocks[0][1]
+        out.append(f"block of {block.get('calls_per_sample')} call(s) too short: median sample "
+                   f"{fmt(block.get('median_sample_ms'))} ms, under a quarter of its "
+                   f"{fmt(block.get('target_ms'))} ms target in "
+                   + ", ".join(f"r{rep}" for rep, _ in blocks)
+                   + " (the calibration that chose it was disturbed; run the cell again)")
     disagree, p = repeats_disagree([r.get("samples_ms") or [] for r in ok_records])
     if disagree:
         medians = summary.get("repeat_medians_ms") or []

@@ -14,7 +14,7 @@ from ...worker import catalog
 from ...worker.catalog import AXIS_DEFAULTS, default_sizes
 from ..data.records import throughput
 from ..data.types import CellSummary, Record
-from . import conditions, cost, decoding, derived, stats
+from . import conditions, cost, decoding, derived, power, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
                     tf32_state)
 
@@ -181,7 +181,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         epoch_s=_median([(r.get("extra") or {}).get("epoch_s") for r in ok]),
         epoch_measured_s=_median([derived.measured_epoch_s(r) for r in ok]),
         study_step_ms=_median([derived.study_step_ms(r) for r in ok]),
-        **decoding.first_token_figures(ok),
+        generate_work=decoding.generate_work(ok),
         device_name=device_name(ok[0]) if ok else None,
         on_gpu=bool(ok) and ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
@@ -225,6 +225,12 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         warning_groups(summary, reps, profile)
         ok = [r for r in reps if r["status"] == "ok"]
         summary.update(repeat_figures(ok, first))
+        summary.update(decoding.first_token_figures(ok, summary[TIME_KEY]))
+        medians = summary["repeat_medians_ms"]
+        spread = power.log_spread(medians)
+        # What a comparison of this cell with a re-run like it could have seen (power.py)
+        summary["detectable_change"] = power.detectable_change(spread, len(medians), spread,
+                                                               len(medians))
         summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
                                          first["workload"])
         summary.update(throughput({**summary, "median_ms": summary[TIME_KEY]}))

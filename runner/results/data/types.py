@@ -179,6 +179,9 @@ class CellSummary(CellCoordinates, total=False):
     iqr_ms: float | None
     median_ci_low_ms: float | None
     median_ci_high_ms: float | None
+    # the smallest change against a re-run like this cell that the ratio test detects with 80 %
+    # power, at its repeats and spread between processes (analysis/power.py)
+    detectable_change: float | None
     cv: float | None
     warnings: list[str]
     warning_groups: dict[str, list[str]]
@@ -198,6 +201,7 @@ class CellSummary(CellCoordinates, total=False):
     ttft_ms: float | None
     decode_ms_per_token: float | None
     tokens_per_s: float | None
+    generate_work: dict[str, int] | None
     items_per_step: float | None
     flops_per_step: float | None
     rss_initial_mb: float | None
@@ -239,6 +243,7 @@ class CellSummary(CellCoordinates, total=False):
     usd_per_1m_tokens: float | None
     usd_per_epoch: float | None
     usd_per_image: float | None
+    peak_note: str | None           # above 100 % of the peak: why (peaks.over_peak_note)
     # the same-answer check (answers.py)
     answer: Any
     answer_note: str | None

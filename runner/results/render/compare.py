@@ -33,7 +33,8 @@ def summary_line(comparison: Comparison) -> str:
 def markdown(comparison: Comparison) -> str:
     c = comparison
     lines = [f"# Compare: {md_code(c.run_b)} (B) against {md_code(c.run_a)} (A)", "",
-             f"Ratio = B ÷ A of the geometric means of the repeat medians (below 1: B faster). "
+             f"A ms and B ms: each cell's geometric mean of its repeat medians; ratio = B ÷ A of "
+             f"those (below 1: B faster). "
              f"A cell is faster or slower only when Welch's t-test on the log repeat medians (the "
              f"repeat, a fresh process, is the independent unit) gives p < {c.alpha:g} **and** "
              f"the ratio is beyond both the threshold ({md_text(c.threshold_source)}; up to "
@@ -56,7 +57,7 @@ def markdown(comparison: Comparison) -> str:
         stack_text = "**differs**" if cell.stack_differs else "same"
         lines.append(f"| {md_text(cell.label)} | {cell.batch_size} | {md_text(cell.environment)} | "
                      f"{stack_text} | "
-                     f"{_fmt(cell.median_a_ms, '.4g')} | {_fmt(cell.median_b_ms, '.4g')} | "
+                     f"{_fmt(cell.time_a_ms, '.4g')} | {_fmt(cell.time_b_ms, '.4g')} | "
                      f"{_fmt(cell.ratio, '.3f')} | {_fmt(cell.p_value, '.2g')} | {verdict} | "
                      f"{md_text(cell.reason)} |")
     return "\n".join(lines) + "\n"
@@ -81,10 +82,10 @@ def terminal_table(comparison: Comparison):
         verdict = f"[{style}]{cell.verdict}[/]" if style else cell.verdict
         table.add_row(user_text(f"{cell.label}, b{cell.batch_size}"), user_text(cell.environment),
                       "[yellow]differs[/]" if cell.stack_differs else "same",
-                      _fmt(cell.median_a_ms, ".4g"), _fmt(cell.median_b_ms, ".4g"),
+                      _fmt(cell.time_a_ms, ".4g"), _fmt(cell.time_b_ms, ".4g"),
                       _fmt(cell.ratio, ".3f"), _fmt(cell.p_value, ".2g"), verdict,
                       user_text(cell.reason))
-    table.caption = (f"B/A: ratio of repeat medians; p: Welch's t-test on log repeat medians "
+    table.caption = (f"A ms, B ms: geometric means of the repeat medians; B/A: their ratio; p: Welch's t-test on log repeat medians "
                      f"(alpha {comparison.alpha:g}); threshold: {comparison.threshold_source} "
                      f"(up to {comparison.threshold * 100:g} %), and the run-to-run spread")
     return table

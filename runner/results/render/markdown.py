@@ -14,12 +14,14 @@ from ..analysis.effects import Analysis, keras_speedups
 from ..analysis.keras_table import keras_view
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
-from ..formatting import best_text, cell_text, comparable_values, fmt, md_code, md_text, percent
+from ..formatting import (best_text, cell_text, comparable_values, fmt, md_code, md_text,
+                          peak_notes, percent)
 from ..analysis.profiles import Profiled
 from .markdown_cost import cost_section
-from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, answers_section,
-                             effects_section, no_interval_note, plots_lines, ratio_text,
-                             tf32_section, training_table, warnings_section)
+from .markdown_parts import (ABOVE_IDLE, CELLS_NOTE, _ci_text, _sanity, _tf32_text,
+                             allocator_lines, answers_section, effects_section, no_interval_note,
+                             ratio_text, tf32_section, training_table,
+                             warnings_section)
 from .markdown_profiles import profile_findings, profiles_section
 from .markdown_reference import peak_section, published_section
 
@@ -57,7 +59,7 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
             cells.append(ratio_text(entry["estimate"])
                          + (f" {TF32_MARK}" if entry["tf32_mixed"] else "")
                          if entry and entry["speedup"] else "–")
-        cells += [native.cost_text(costs[(label, batch)][title])
+        cells += [native.ratio_cell(costs[(label, batch)][title])
                   if title in costs.get((label, batch), {}) else "–" for title in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {md_text(label)}{mark} | {batch} | " + " | ".join(cells) + " |")
@@ -227,8 +229,7 @@ def energy_section(r: Report) -> list[str]:
            "20 of the counter's update intervals (measured at rest; 0.1 s assumed where it "
            "was not), never 0.", ""]
     if any(s.get("energy_per_step_above_idle_j") is not None for s in summaries):
-        out += ["Above idle: the same, less the device's power at rest (measured before each "
-                "repeat's warm-up) over the window — the energy the work itself added:", "",
+        out += [ABOVE_IDLE, "",
                 markdown_table(summaries, "energy_per_step_above_idle_j"), "",
                 "Power at rest (W): " + ", ".join(
                     f"{md_code(s['cell_name'])} {fmt(s['gpu_idle_power_w'])}" for s in summaries
@@ -248,39 +249,22 @@ def _cell_row(s: CellSummary) -> str:
     return (f"| {md_code(s['cell_name'], in_table=True)}{mark} | {md_text(s['status'])} | "
             f"{s['repeats_ok']}/{s['repeats']} | "
             f"{fmt(s.get(TIME_KEY))} | {fmt(s['median_ms'])} | {_ci_text(s)} | "
+            f"{percent(s.get('detectable_change'))} | "
             f"{fmt(s.get('iqr_ms'))} | "
             f"{spread} | {cv} | {cv_repeats} | {fmt(s['compile_s'])} | "
             f"{fmt(s['items_per_s'])} | {fmt(s['achieved_tflops'], 4)} | "
-            f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'))} | {loss} | {acc} |")
+            f"{_tf32_text(s)} | {percent(s.get('fraction_of_peak'), over=True)} | {loss} | {acc} |")
 
 
 def cells_section(r: Report) -> list[str]:
     out = ["## Cells", "",
            "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI of median (across "
-           "repeats) | IQR ms | p10–p90 ms | "
+           "repeats) | Detectable change | IQR ms | p10–p90 ms | "
            "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
            "Loss first → last | Accuracy |",
-           "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
+           "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     out += [_cell_row(s) for s in r.summaries]
-    return out + ["", "Time ms: the geometric mean of the repeat medians, what every table, "
-                  "ratio, items/s and TFLOP/s use. Median ms: the median of the repeat medians "
-                  "(one aberrant process of three cannot move it). 95 % CI of the median (across "
-                  "repeats): computed on the repeat medians, each repeat (a process) one "
-                  "observation — "
-                  "a Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
-                  "binomial order-statistic interval from 6; none with fewer than 3 repeats. IQR, "
-                  "p10–p90 and CV (stdev / mean): each repeat's own, then the median across repeats "
-                  "(the typical process's step-to-step spread; for a cell timed in blocks of k "
-                  "calls, one synchronisation per block, the spread between blocks, per step); "
-                  "CV of repeat medians: the spread between processes. TF32: whether the cell's "
-                  "float32 matmuls or convolutions (the paths its workload uses) ran on TF32 "
-                  "tensor cores, as recorded (off on a CPU). % of peak, for work bound by dense "
-                  "arithmetic only (none for elementwise): achieved TFLOP/s over the run's "
-                  "calibration peak for the same device and precision (TF32 counted apart from "
-                  "float32; none where a GPU cell's TF32 state is not recorded): dense matmuls "
-                  "timed before the cells, sustained, the size and environment chosen by one pass "
-                  "and the peak measured by another — never a cell of the run and never a "
-                  "datasheet figure; – without `[run] calibrate = true`.", ""]
+    return out + ["", CELLS_NOTE, ""] + peak_notes(r.summaries)
 
 
 def tf32_part(r: Report) -> list[str]:
@@ -313,6 +297,19 @@ def profiles_part(r: Report) -> list[str]:
 
 def plots_section(r: Report) -> list[str]:
     return plots_lines(r.plots, r.analysis is not None)
+
+
+def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
+    """The plots at the report's end (the forest plot is drawn with the effects)."""
+    if not plots:
+        return []
+    out = ["## Plots", ""]
+    for plot in plots:
+        if effects_drawn and plot.path and plot.path.endswith("effects.png"):
+            continue
+        out += [f"![{plot.title}]({plot.path})" if plot.path
+                else f"{plot.title}: skipped, {plot.note}.", ""]
+    return out
 
 
 # The report, section by section, in order (each returns its lines, none when it has nothing).

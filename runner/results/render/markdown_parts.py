@@ -9,11 +9,40 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..analysis import answers, conditions, stats
-from ..analysis.effects import ENVIRONMENT, Analysis, EffectTable, shown
+from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, EffectTable, shown
 from ..analysis.ratios import Ratio
 from ..analysis.summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
 from ..data.types import CellSummary, Manifest
 from ..formatting import fmt, md_code, md_text
+
+
+# The Cells table's legend (markdown.cells_section).
+CELLS_NOTE = ("Time ms: the geometric mean of the repeat medians, what every table, ratio, "
+              "items/s and TFLOP/s use. Median ms: the median of the repeat medians (one aberrant"
+              " process of three cannot move it). 95 % CI of the median (across repeats): "
+              "computed on the repeat medians, each repeat (a process) one observation — a "
+              "Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
+              "binomial order-statistic interval from 6; none with fewer than 3 repeats. "
+              "Detectable change: the smallest change against a re-run like this cell that the "
+              "ratio test of compare and the effects detects with 80 % power, at its repeats and "
+              "spread between processes (3 repeats at 2 % spread: 9.4 %). IQR, p10–p90 and CV "
+              "(stdev / mean): each repeat's own, then the median across repeats (the typical "
+              "process's step-to-step spread; for a cell timed in blocks of k calls, one "
+              "synchronisation per block, the spread between blocks, per step); CV of repeat "
+              "medians: the spread between processes. TF32: whether the cell's float32 matmuls or"
+              " convolutions (the paths its workload uses) ran on TF32 tensor cores, as recorded "
+              "(off on a CPU). % of peak, for work bound by dense arithmetic only (none for "
+              "elementwise): achieved TFLOP/s over the run's calibration peak for the same device"
+              " and precision (TF32 counted apart from float32; none where a GPU cell's TF32 "
+              "state is not recorded): dense matmuls timed before the cells, sustained, the size "
+              "and environment chosen by one pass and the peak measured by another — never a cell"
+              " of the run and never a datasheet figure; – without `[run] calibrate = true`.")
+
+
+ABOVE_IDLE = ("Above idle: the same, less the device's power at rest (measured before each "
+              "repeat's warm-up, with the worker's framework started and its CUDA context open: "
+              "a JAX worker's rest reads higher, 122 W against torch's 80 W and 79.8 W with "
+              "nothing running on an H200) over the window — the energy the work itself added:")
 
 
 def allocator_lines(summaries: list[CellSummary]) -> list[str]:
@@ -42,7 +71,7 @@ def ratio_text(estimate: Ratio) -> str:
 def effect_table(table: EffectTable) -> list[str]:
     """One factor's effects: rows (workload and settings, batch, environment) × its values, then
     the geometric mean of each column."""
-    axis = table.factor != ENVIRONMENT
+    axis = table.factor not in BETWEEN_ENVIRONMENTS
     keyed: dict[tuple[Any, ...], dict[str, str]] = {}
     for effect in table.effects:
         row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),
@@ -119,8 +148,9 @@ def answers_section(summaries: list[CellSummary]) -> list[str]:
     if not ok:
         return []
     counts = {status: sum(1 for s in ok if s.get("answer_check") == status)
-              for status in (answers.SAME, answers.DIFFERENT, answers.NO_MAJORITY, answers.ALONE,
-                             answers.NOT_RECORDED, answers.UNCHECKED)}
+              for status in (answers.SAME, answers.DIFFERENT, answers.NO_MAJORITY,
+                             answers.DIFFERENT_WORK, answers.ALONE, answers.NOT_RECORDED,
+                             answers.UNCHECKED)}
     parts = ["## Different answers", "",
              "Every cell records a small fingerprint of what it computed on the seeded inputs "
              "(norms of the output, the initial loss and logits, the first step's loss, the "
@@ -128,7 +158,9 @@ def answers_section(summaries: list[CellSummary]) -> list[str]:
              "with a relative tolerance set by their arithmetic: float32 "
              f"{answers.TOLERANCES['float32']:g}, TF32 and float16 "
              f"{answers.TOLERANCES['tf32']:g}, bfloat16 {answers.TOLERANCES['bfloat16']:g}. "
-             "The row's majority is the reference.", "",
+             "The row's majority is the reference. A generate cell whose call did other work "
+             "(other prompts, another number of generation-loop iterations) than its row's is "
+             "marked too: different work.", "",
              "Cells: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n) + ".", ""]
     differing = [s for s in ok if s.get("answer_differs")]
     if differing:
@@ -308,16 +340,3 @@ def _ci_text(s: Mapping[str, Any]) -> str:
         too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
         return "–, too few repeats" if too_few else "–"
     return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"
-
-
-def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
-    """The plots at the report's end (the forest plot is drawn with the effects)."""
-    if not plots:
-        return []
-    out = ["## Plots", ""]
-    for plot in plots:
-        if effects_drawn and plot.path and plot.path.endswith("effects.png"):
-            continue
-        out += [f"![{plot.title}]({plot.path})" if plot.path
-                else f"{plot.title}: skipped, {plot.note}.", ""]
-    return out

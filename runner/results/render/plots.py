@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from ...errors import shortened
 from ...worker.protocol import atomic_target
-from ..analysis.effects import Analysis, keras_speedups, shown
-from ..analysis.summaries import pivot
+from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, keras_speedups, shown
+from ..analysis.summaries import TIME_KEY, pivot
 from ..data.types import CellSummary
 
 DPI = 110
@@ -65,10 +65,19 @@ def _ok(summary: CellSummary | None, key: str) -> bool:
     return summary is not None and summary["status"] == "ok" and summary.get(key) is not None
 
 
+def time_bar(cell: CellSummary) -> tuple[float, float, float]:
+    """(value, below, above) of a cell's bar: the tables' estimator (TIME_KEY, the geometric mean
+    of the repeat medians), its whisker the range of the repeat medians (which holds it)."""
+    value = float(cell.get(TIME_KEY) or 0.0)
+    medians = cell.get("repeat_medians_ms") or [value]
+    return value, max(0.0, value - min(medians)), max(0.0, max(medians) - value)
+
+
 def time_plot(summaries: list[CellSummary], path: Path) -> str | None:
-    """One panel per workload row, one bar per environment: median ms/step with p10–p90 bars."""
+    """One panel per workload row, one bar per environment: ms/step as every table gives it (the
+    geometric mean of the repeat medians), whiskers the range of the repeat medians."""
     environments, rows, grid = pivot(summaries)
-    rows = [r for r in rows if any(_ok(grid.get((*r, e)), "median_ms") for e in environments)]
+    rows = [r for r in rows if any(_ok(grid.get((*r, e)), TIME_KEY) for e in environments)]
     if not rows:
         return "no cell finished"
     colors = _colors(environments)
@@ -77,18 +86,18 @@ def time_plot(summaries: list[CellSummary], path: Path) -> str | None:
     fig = _figure(6.0 * columns, 0.35 * len(environments) * lines + 1.2 * lines)
     axes = fig.subplots(lines, columns, squeeze=False)
     for ax, (label, batch) in zip(axes.flat, rows, strict=False):
-        envs = [e for e in environments if _ok(grid.get((label, batch, e)), "median_ms")]
-        cells = [grid[(label, batch, e)] for e in envs]
-        medians = [c.get("median_ms") or 0.0 for c in cells]      # every one is set (_ok)
-        low = [m - (c.get("p10_ms") or m) for c, m in zip(cells, medians, strict=True)]
-        high = [(c.get("p90_ms") or m) - m for c, m in zip(cells, medians, strict=True)]
+        envs = [e for e in environments if _ok(grid.get((label, batch, e)), TIME_KEY)]
+        bars = [time_bar(grid[(label, batch, e)]) for e in envs]
+        medians = [value for value, _, _ in bars]
+        low, high = [below for _, below, _ in bars], [above for _, _, above in bars]
         positions = range(len(envs))
         ax.barh(positions, medians, xerr=[low, high], color=[colors[e] for e in envs],
                 capsize=3, error_kw={"elinewidth": 1})
         ax.set_yticks(list(positions), envs)
         ax.invert_yaxis()
         ax.set_title(f"{shortened(label, PLOT_LABEL)}, batch {batch}", fontsize=9)
-        ax.set_xlabel("ms/step (median, bars p10–p90)", fontsize=8)
+        ax.set_xlabel("ms/step (geometric mean of the repeat medians; bars: their range)",
+                      fontsize=8)
         ax.tick_params(labelsize=8)
         for y, value, above in zip(positions, medians, high, strict=True):
             ax.annotate(f"{value:.3g}", (value + above, y), xytext=(4, 0),
@@ -176,13 +185,13 @@ def _forest_rows(analysis: Analysis) -> list[dict[str, Any]]:
             effects = [e for e in table.of(value) if e.estimate.ratio is not None]
             if not effects:
                 continue
-            subject = (f"{value} vs {table.baseline}" if table.factor == "environment"
+            subject = (f"{value} vs {table.baseline}" if table.factor in BETWEEN_ENVIRONMENTS
                        else f"{table.factor}={shown(value)} vs {shown(table.baseline)}")
             if every:
                 for e in effects:
                     where = shortened(e.label, PLOT_LABEL) + (
                         "" if table.factor == "batch_size" else f", b{e.batch_size}")
-                    where += "" if table.factor == "environment" else f" · {e.environment}"
+                    where += "" if table.factor in BETWEEN_ENVIRONMENTS else f" · {e.environment}"
                     lines.append({"text": f"{subject}: {where}", "estimate": e.estimate,
                                   "differs": e.differs, "mean": False})
             overall, rows = table.overall(value)

@@ -55,7 +55,7 @@ def terminal_table(summaries: list[CellSummary], title: str,
             if cell is not None and to_act_on(cell):
                 text += " [yellow]![/]"
             cells.append(text)
-        cells += [native.cost_text(costs[(label, batch)][name])
+        cells += [native.ratio_cell(costs[(label, batch)][name])
                   if name in costs.get((label, batch), {}) else "–" for name in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(user_text(label) + mark, str(batch), *cells)
@@ -177,7 +177,8 @@ def first_token_table(summaries: list[CellSummary], keras: Any):
         return None
     titles = decoding.keras_titles(keras)
     table = Table(title="Generate: time to first token", title_justify="left",
-                  caption="ms; decode per token = (ms per call − first token) ÷ (tokens − 1)",
+                  caption="ms (geometric means of the repeat medians); decode per token = (ms per "
+                          "call − first token) ÷ (tokens − 1)",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for name in ("Workload (task)", "Batch", "Environment", "ms per\ncall", "first\ntoken",
                  "decode per\ntoken", "tokens/s"):
@@ -187,7 +188,9 @@ def first_token_table(summaries: list[CellSummary], keras: Any):
                          min_width=14 if label else None)
     for s in cells:
         table.add_row(user_text(s["label"]), str(s["batch_size"]),
-                      escape(titles.get(s["cell_id"], s["environment"])), fmt(s.get("median_ms")),
+                      escape(titles.get(s["cell_id"], s["environment"]))
+                      + (" ≠" if s.get("answer_check") == "different work" else ""),
+                      fmt(s.get(TIME_KEY)),
                       fmt(s.get("ttft_ms")), fmt(s.get("decode_ms_per_token")),
                       fmt(s.get("tokens_per_s")))
     return table

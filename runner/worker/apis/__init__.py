@@ -38,6 +38,11 @@ class FrameworkBase:
     def metadata(self) -> dict[str, Any]:
         return {}
 
+    def in_effect(self) -> dict[str, Any]:
+        """Settings read after the timed window, as they were then (the workload may set them):
+        joins `effective` in the record."""
+        return {}
+
     # What compilation_count counts, in words (the record's compilations.counted).
     compilations_counted: str = ""
 

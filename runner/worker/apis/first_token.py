@@ -3,6 +3,20 @@ Mistral, and the hf api's), measured as optimum-benchmark measures them: the pre
 call that makes one new token per sequence, from the same inputs as the timed calls; the decode
 latency per token is then (T(N tokens) − T(1 token)) / (N − 1), T being median call times.
 
+Both sides do the same work per call (`generate_work`, recorded in `effective` and checked
+equal across a row by the host, runner/results/analysis/answers.py): the same prompts, cut to the
+shortest prompt's length so that no row starts its loop before another (`equal_prompts`), the
+same number of new tokens per sequence, the same greedy sampler. The generation loop's iterations
+(one new token per sequence each) are then equal on both sides. The prefill is each library's
+own: keras-hub seeds its cache with one forward over its whole buffer (max_length positions) and
+then recomputes the last prompt position in its loop's first iteration; Hugging Face's prefill
+runs over the prompt and gives the first token. Those positions are recorded too
+(`prefill_positions`), not equalised: no keras-hub call prefills the prompt alone.
+
+The time to first token is the same quantity on both sides: the library's generate call that
+makes one new token per sequence from the same prompts (keras-hub: a buffer of prompt + 1
+positions, one loop iteration; Hugging Face: max_new_tokens = 1).
+
 The worker only records raw figures, in the record's `extra` (they belong to generate rows
 alone): `prefill_ms`, the one-new-token calls' times, and `generated_tokens`, N. The host turns
 them into `ttft_ms` and `decode_ms_per_token` (runner/results/summaries.py), as it turns samples
@@ -18,6 +32,27 @@ from typing import Any
 from collections.abc import Callable
 
 MIN_CALLS, MAX_CALLS = 3, 10
+# The keys of `effective` that say what work one generate call did; the host checks the first
+# three equal across a row (runner/results/analysis/answers.py GENERATE_WORK_CHECKED).
+WORK_KEYS = ("prompt_positions", "new_tokens_per_sequence", "decode_iterations",
+             "prefill_positions")
+
+
+def equal_prompts(lengths: list[int]) -> int:
+    """The prompt length every row is cut to: the shortest prompt's. keras-hub's sampler starts
+    at the shortest prompt (its rows with longer prompts keep their own tokens for a while) and
+    Hugging Face's after the longest (left padding): with rows of one length both start at the
+    same position and make the same number of new tokens."""
+    return min(lengths)
+
+
+def generate_work(prompt_positions: int, max_length: int, prefill_positions: int) -> dict[str, int]:
+    """What one generate call does, per sequence: prompt positions, new tokens (max_length −
+    prompt), the generation loop's iterations (one new token each) and the positions its
+    prefill forward covers."""
+    new = max_length - prompt_positions
+    return {"prompt_positions": prompt_positions, "new_tokens_per_sequence": new,
+            "decode_iterations": new, "prefill_positions": prefill_positions}
 
 
 def prefill_facts(one_token_call: Callable[[], Any], timed_calls: int,

@@ -116,29 +116,58 @@ def step_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench
 
     note = {} if answer_hook is not None else {
         "answer_note": f"{spec.user_workload['file']} defines no answer(spec, output) hook"}
-    return Bench(step=step, sync=checked_sync(fw, spec, name), items_per_step=spec.batch_size,
-                 loss=scalar if spec.task == "fit" else None,
-                 timing=f"one call of the step {name}(spec) returned",
-                 effective={"jit": fw.effective.get("jit", "the step function's own")},
+    effective = {"jit": fw.effective.get("jit", "the step function's own")}
+    return Bench(step=step, sync=checked_sync(fw, spec, name, effective),
+                 items_per_step=spec.batch_size, loss=scalar if spec.task == "fit" else None,
+                 timing=f"one call of the step {name}(spec) returned", effective=effective,
                  extra=note, answer=answer if answer_hook is not None else None)
 
 
-def checked_sync(fw: Any, spec: Any, name: str) -> Callable[[Any], None]:
+def checked_sync(fw: Any, spec: Any, name: str,
+                 effective: dict[str, Any] | None = None) -> Callable[[Any], None]:
     """fw.sync, after checking once (the first call's output) that the step returns something
-    the device can be waited on: else every timing would stop the clock before the work."""
+    the device can be waited on: else every timing would stop the clock before the work. An
+    output copied to the host (`loss.cpu()`) passes that check but waits for the device in
+    every call: `effective["step_output"]` says so (host_copy_note)."""
     checked = False
 
     def sync(out: Any) -> None:
         nonlocal checked
         if not checked:
-            if not any(is_array(spec, leaf) for leaf in parts(out)):
+            arrays = [leaf for leaf in parts(out) if is_array(spec, leaf)]
+            if not arrays:
                 raise TypeError(f"the step {name}(spec) returned {type(out).__name__}: return "
                                 f"what it computed (a {array_kind(spec)}), which the runner "
                                 "waits for before it reads the clock")
+            note = host_copy_note(fw.device, [on_host(spec, leaf) for leaf in arrays])
+            if note is not None and effective is not None:
+                effective["step_output"] = note
             checked = True
         fw.sync(out)
 
     return sync
+
+
+def host_copy_note(device: str, on_host: list[bool]) -> str | None:
+    """What a record says of a step on a GPU whose every returned array is in host memory: the
+    copy waits for the device in every call, so its blocks time a synchronisation per call (the
+    runner's one per block adds nothing), as a plain loop of that step would."""
+    if device != "gpu" or not on_host or not all(on_host):
+        return None
+    return ("a host copy (every array the step returns is in host memory): each call waits for "
+            "the device to copy it, so each block holds one synchronisation per call")
+
+
+def on_host(spec: Any, leaf: Any) -> bool:
+    """Whether an array the step returned lives in host memory (a CPU device's)."""
+    framework = spec.backend if spec.api == "keras" else spec.api
+    if framework == "torch":
+        return leaf.device.type == "cpu"
+    if framework == "jax":
+        return all(d.platform == "cpu" for d in leaf.devices())
+    if framework in ("tensorflow", "tf-keras"):
+        return "CPU" in str(getattr(leaf, "device", "")).upper()
+    return True
 
 
 def parts(out: Any) -> list[Any]:

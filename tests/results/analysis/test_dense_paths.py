@@ -71,3 +71,23 @@ def test_elementwise_work_has_no_tf32_and_no_percent_of_peak():
     assert by_id["mm-jax"]["fraction_of_peak"] == pytest.approx(1.1e12 / 2.96e-3 / 1e12 / 150)
     text = markdown.report_markdown({"name": "t"}, cells)
     assert "| elementwise (run) |" in text and "| elementwise (run) †" not in text
+
+
+def test_above_one_hundred_percent_of_peak_is_flagged_and_explained():
+    """Before: a CPU matmul cell printed "175 %" of the run's peak without a word (issue 49
+    item 7); the peak was a floor measured elsewhere, not the device's ceiling."""
+    cpu = {"cpu_model": "EPYC"}
+    cells = summarize.cell_summaries(
+        [record("mm-torch", "torch", "matmul", {"device": "cpu"}, 1.0, metadata=cpu),
+         record("mm-numpy", "numpy", "matmul", {"device": "cpu"}, 4.0, metadata=cpu)],
+        peaks=[{"device": "EPYC", "kind": "float32", "tflops": 1 / 1.75, "environment": "numpy",
+                "n": 256}])
+    torch, numpy = sorted(cells, key=lambda c: c["environment"], reverse=True)
+    assert torch["fraction_of_peak"] == pytest.approx(1.75)
+    assert numpy["fraction_of_peak"] < 1 and numpy["peak_note"] is None
+    assert torch["peak_note"].startswith("‼ mm-torch: 175 % of the measured float32 peak "
+                                         "(0.571 TFLOP/s, measured in `numpy` at n = 256, "
+                                         "another environment, slower there")
+    text = markdown.report_markdown({"name": "t"}, cells)
+    cells_part = text.split("## Cells")[1].split("\n## ")[0]
+    assert "| 175 % ‼ |" in cells_part and torch["peak_note"] in cells_part

@@ -232,3 +232,36 @@ def test_the_range_of_an_overall_effect_says_faster_or_slower_never_a_bare_fract
     assert sentence.startswith("jax against numpy: ") and "geometric mean over 4 rows" in sentence
     assert "; from 2.00× slower (w1 (run) [n=1024], batch 1) to 4.00× faster (w0 (run)" in sentence
     assert "0.500×" not in sentence
+
+
+def test_two_stacks_of_one_framework_get_a_stack_effect_of_their_own():
+    """Before: `torch` against `torch-2-15` was named only when the user made one of them the
+    baseline; every other environment was compared with numpy alone (issue 49 item 8)."""
+    cells = [summary(env, medians, api=api) for env, medians, api in (
+        ("numpy", [10.0, 10.2, 9.9], "numpy"), ("torch", [5.0, 5.1, 4.9], "torch"),
+        ("torch-2-15", [4.0, 4.1, 3.9], "torch"), ("torch-env", [5.0, 5.0, 5.0], "torch"))]
+    declared = {"numpy": {"image": "numpy", "api": "numpy"},
+                "torch": {"image": "torch", "api": "torch"},
+                "torch-2-15": {"image": "torch", "api": "torch", "pins": ["torch==2.15.0"]},
+                # the same stack with other variables: not a stack effect
+                "torch-env": {"image": "torch", "api": "torch", "env": {"OMP_NUM_THREADS": "1"}}}
+    stacks = {"torch": {"torch": "2.13.0", "numpy": "2.4.6"},
+              "torch-2-15": {"torch": "2.15.0", "numpy": "2.4.6"}}
+    settings = effects.Settings.from_manifest({"environments": declared}, stacks)
+    analysis = effects.analyse(cells, settings)
+    assert analysis.environments.baseline == "numpy"
+    (table,) = analysis.stacks
+    assert table.factor == effects.STACK and table.baseline == "torch"
+    assert table.values == ["torch-2-15"] and table.title == "Stack: torch-2-15 against torch"
+    assert table.effects[0].estimate.ratio == pytest.approx(5.0 / 4.0, rel=0.02)
+    assert table.changes == {"torch-2-15": "torch 2.13.0 → 2.15.0"}
+    said = findings.sentences(cells, analysis)
+    assert any(s.startswith("torch-2-15 (torch 2.13.0 → 2.15.0) against torch: 1.25× faster")
+               for s in said), said
+    text = "\n".join(markdown.effects_section(analysis, None))
+    assert "### Stack: torch-2-15 against torch" in text
+    assert "- torch-2-15: torch 2.13.0 → 2.15.0" in text
+    # Made the baseline, torch's pair is in the environment table and not repeated.
+    own = effects.analyse(cells, effects.Settings.from_manifest(
+        {"environments": declared, "report": {"baseline_environment": "torch"}}, stacks))
+    assert own.stacks == [] and "torch-2-15" in own.environments.changes

@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from runner.results.analysis import decoding, effects, keras_table, native
+from runner.results.analysis import answers, decoding, effects, keras_table, native
 from runner.results.analysis import summaries as summarize
 from runner.results.render import files, terminal
 from runner.results.render.markdown import report_markdown
@@ -110,6 +110,53 @@ def test_the_report_shows_the_ratios_in_the_keras_table_the_effects_and_the_find
            "4.75–5.31), bert (predict), batch 8." in findings
 
 
+def on_a100(run: list, tf32: dict[str, bool]) -> list:
+    """The run's cells as an A100 records them: each environment's matmul path TF32 or not."""
+    for s in run:
+        s["tf32_paths"] = {"matmul": tf32[s["environment"]]}
+        s["tf32_effective"] = tf32[s["environment"]]
+    return run
+
+
+A100_TF32 = {"keras-jax": True, "keras-torch": False, "hf-torch": False}
+
+
+def test_keras_over_native_compares_like_with_like_and_marks_tf32_ratios(bert_run):
+    """Before: JAX's TF32 cell was "the best Keras 3" against HF's full-float32 one (0.400× on
+    such records) and entered the mean unmarked."""
+    run = on_a100(bert_run, A100_TF32)
+    view = keras_table.keras_view(run)
+    ratios = native.keras_over_native(view)
+    by = {(r.label, r.keras, r.native): r for r in ratios}
+    jax = by[("bert (fit)", "Keras 3 (JAX)", "HF PyTorch (eager)")]
+    assert jax.tf32_mixed and not jax.in_means
+    best = by[("bert (fit)", native.BEST, "HF PyTorch (eager)")]
+    # Like with like: keras-torch (full float32, 90 ms) rather than JAX (TF32, 50 ms).
+    assert best.keras_cell["environment"] == "keras-torch" and best.narrowed
+    assert not best.tf32_mixed and best.estimate.ratio == pytest.approx(1.5, rel=0.02)
+    assert native.ratio_cell(jax).endswith("†")
+    mean, rows = native.overall(ratios, "Keras 3 (JAX)", "HF PyTorch (eager)")
+    assert rows == 0 and mean.ratio is None
+    said = native.sentences(view)
+    assert not any("Keras 3 (JAX) takes" in s for s in said)
+    assert any(s.startswith("Keras over native: The best Keras 3 backend of the native cell's "
+                            "arithmetic (TF32 or full float32) takes 2.45× the time of HF PyTorch "
+                            "(eager)") for s in said)
+    assert any("ratio(s) compare a Keras cell" in s and "†" in s for s in said)
+    text = report_markdown({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
+    section = text.split("#### Against HF PyTorch (eager)")[1].split("\n#### ")[0]
+    assert "| bert (fit) | 8 | 0.833× (" in section and ") † |" in section
+    assert native.TF32_RATIO_NOTE in section
+
+
+def test_with_no_keras_cell_of_the_native_arithmetic_best_is_marked(bert_run):
+    run = on_a100(bert_run, {**A100_TF32, "keras-torch": True})
+    ratios = native.keras_over_native(keras_table.keras_view(run))
+    best = next(r for r in ratios if r.keras == native.BEST and r.label == "bert (fit)")
+    assert best.keras_cell["environment"] == "keras-jax" and best.tf32_mixed
+    assert not best.in_means and not best.narrowed
+
+
 def test_the_terminal_keras_table_has_the_ratio_columns(bert_run):
     from rich.console import Console
 
@@ -135,15 +182,72 @@ def test_no_native_columns_without_hf_cells():
 def test_first_token_and_decode_latency_per_repeat_and_per_cell():
     reps = records("hf-torch", "gemma", "generate", [400.0, 420.0, 410.0],
                    extra={"prefill_ms": [22.0, 20.0, 21.0], "generated_tokens": 40,
-                          "tokens_per_s": 1000.0})
+                          "tokens_per_s": 1000.0, "new_tokens_per_call": 320})
     assert decoding.repeat_first_token(reps[0]) == (21.0, pytest.approx((400 - 21) / 39))
     (cell,) = summarize.cell_summaries(reps)
-    assert cell["ttft_ms"] == 21.0
-    assert cell["decode_ms_per_token"] == pytest.approx((410 - 21) / 39)
-    assert cell["tokens_per_s"] == 1000.0
+    call = (400.0 * 420.0 * 410.0) ** (1 / 3)
+    assert cell["geomean_ms"] == pytest.approx(call)
+    assert cell["ttft_ms"] == pytest.approx(21.0)
+    # One estimator (issue 49): the cell's time, its decode latency and its tokens/s all from
+    # the geometric mean of the repeat medians; the worker's own mean rate (1000) is not used.
+    assert cell["decode_ms_per_token"] == pytest.approx((call - 21) / 39)
+    assert cell["tokens_per_s"] == pytest.approx(320 * 1000 / call)
     header, row = files.summary_csv([cell]).splitlines()
     assert "ttft_ms,decode_ms_per_token,tokens_per_s" in header
     assert ",21.0," in row
+
+
+def test_the_first_token_table_uses_the_tables_estimator():
+    """Before: its "ms per call" was the median of the repeat medians (1.0 for repeats 1, 1, 3)
+    beside a Keras table showing their geometric mean (1.44)."""
+    reps = records("hf-torch", "gemma", "generate", [1.0, 1.0, 3.0],
+                   extra={"prefill_ms": [0.2], "generated_tokens": 4, "new_tokens_per_call": 32})
+    cells = summarize.cell_summaries(reps)
+    section = "\n".join(decoding.markdown_lines(cells))
+    assert "| gemma (generate) | 8 | hf-torch | 1.44 | 0.200 |" in section
+
+
+def work(prompt: int, new: int, prefill: int) -> dict:
+    return {"prompt_positions": prompt, "new_tokens_per_sequence": new, "decode_iterations": new,
+            "prefill_positions": prefill}
+
+
+def generate_row(keras_work: dict, hf_work: dict) -> list:
+    out = []
+    for env, medians, done in (("keras-jax", [900.0], keras_work), ("keras-torch", [950.0],
+                               keras_work), ("hf-torch", [400.0], hf_work)):
+        reps = records(env, "gemma", "generate", medians,
+                       extra={"prefill_ms": [30.0], "generated_tokens": done[
+                           "new_tokens_per_sequence"], "new_tokens_per_call": 8})
+        for r in reps:
+            r["effective"] |= done
+            r["answer"] = {"next_token_logits": {"rms": 1.0}}
+        out += reps
+    cells = summarize.cell_summaries(out)
+    answers.check(cells)
+    return cells
+
+
+def test_generate_cells_that_do_other_work_are_marked_like_a_different_answer():
+    """Before: keras-hub's loop ran 42 iterations from the shortest prompt where HF made 40
+    tokens after the longest, and nothing said so."""
+    cells = generate_row(work(8, 42, 50), work(10, 40, 10))
+    by = {c["environment"]: c for c in cells}
+    assert by["hf-torch"]["answer_check"] == answers.DIFFERENT_WORK
+    assert by["hf-torch"]["answer_differs"] and not by["keras-jax"]["answer_differs"]
+    assert "decode iterations 40 against 42" in by["hf-torch"]["answer_detail"]
+    assert by["hf-torch"]["generate_work"]["prefill_positions"] == 10
+    view = keras_table.keras_view(cells)
+    assert all(r.differs for r in native.keras_over_native(view))
+    section = "\n".join(decoding.markdown_lines(cells, view))
+    assert "| HF PyTorch (eager) ≠ |" in section and "| 10 / 40 | 40 | 10 |" in section
+
+
+def test_generate_cells_doing_the_same_work_pass_with_their_own_prefill():
+    cells = generate_row(work(8, 42, 50), work(8, 42, 8))
+    assert {c["answer_check"] for c in cells} == {answers.SAME}
+    section = "\n".join(decoding.markdown_lines(cells, keras_table.keras_view(cells)))
+    assert "| 8 / 42 | 42 | 50 |" in section and "| 8 / 42 | 42 | 8 |" in section
 
 
 @pytest.mark.parametrize("extra", [{}, {"prefill_ms": "fast"}, {"prefill_ms": [float("nan")]},
@@ -173,3 +277,18 @@ def test_the_report_and_the_terminal_show_time_to_first_token():
     for table in terminal.tables(cells, "t"):
         console.print(table)
     assert "Generate: time to first token" in console.file.getvalue()
+
+
+def test_the_method_line_says_how_fit_rows_were_synchronised(bert_run):
+    """Before: keras-hub fit read its loss every call while HF fit synchronised once per block,
+    and nothing said so; now both are timed call by call and the method line states it."""
+    from runner.results.analysis import findings
+
+    said = findings.method_sentence(bert_run)
+    assert "Fit rows of the Keras table are timed the same way on every side: call by call, " \
+           "each step's loss read back to the host" in said and "except" not in said
+    older = [dict(s, calls_per_sample=8) if s["api"] == "hf" and s["task"] == "fit" else s
+             for s in bert_run]
+    assert "except bert-fit-hf-torch (timed in blocks" in findings.method_sentence(older)
+    predict_only = [s for s in bert_run if s["task"] == "predict"]
+    assert "Fit rows" not in findings.method_sentence(predict_only)

@@ -321,3 +321,25 @@ def test_compare_refuses_a_verdict_below_three_repeats_a_side():
     from runner.results.analysis import comparison as compare
 
     assert compare.MIN_REPEATS == 3
+
+
+def test_a_block_too_short_for_its_target_is_a_warning_to_act_on():
+    """A repeat whose block no longer met its target (the worker's extra.block_short: a frozen
+    bad calibration) is a warning its user must act on; before, nothing said so."""
+    from runner.results.analysis import conditions
+    from tests.results.synthetic import summary_of
+
+    quiet = summary_of("jax", [0.48, 0.5, 0.49])
+    assert not any("too short" in w for w in quiet["warnings"])
+    records = [{"cell_id": "c", "cell_name": "c", "environment": "jax", "api": "jax",
+                "backend": None, "image": "jax", "workload": "matmul", "task": "run",
+                "batch_size": 1, **summarize.AXIS_DEFAULTS, "options": {"n": 64},
+                "repeat": i + 1, "status": "ok", "samples_ms": [0.48] * 150,
+                "calls_per_sample": 1, "metadata": {}, "effective": {},
+                "extra": {"block_short": {"median_sample_ms": 0.48, "calls_per_sample": 1,
+                                          "target_ms": 10.0}}} for i in range(3)]
+    (cell,) = summarize.cell_summaries(records)
+    (warning,) = [w for w in cell["warnings"] if "too short" in w]
+    assert warning.startswith("block of 1 call(s) too short: median sample 0.480 ms, under a "
+                              "quarter of its 10.0 ms target in r1, r2, r3")
+    assert conditions.to_act_on(cell)

@@ -237,6 +237,8 @@ def test_the_energy_window_is_judged_by_the_counters_resolution_and_idle_is_show
     text = markdown.report_markdown({"name": "t"}, list(by_id.values()))
     energy = text.split("## Energy per step")[1].split("\n## ")[0]
     assert "Above idle:" in energy and "| 1.05 |" in energy and "`x` 60.0" in energy
+    # Said where the power at rest comes from (issue 49): the worker's CUDA context is open.
+    assert "with the worker's framework started and its CUDA context open" in energy
 
 
 def test_each_environments_fixed_cost_per_process_is_shown():
@@ -411,3 +413,25 @@ def test_a_cpu_run_has_no_tf32_marks_or_section():
     text = markdown.report_markdown({"name": "t"}, summaries)
     assert "†" not in text and "## TF32" not in text
     assert [s["peak_kind"] for s in summaries] == ["float32", "float32"]
+
+
+def test_the_time_plot_draws_the_tables_estimator():
+    """Before: time.png drew the median of the repeat medians (1.0 for repeats 1, 1, 3) beside
+    tables showing their geometric mean (1.44); now its bar is that, its whisker their range."""
+    from tests.results.synthetic import summary_of
+
+    value, below, above = plots.time_bar(summary_of("jax", [1.0, 1.0, 3.0]))
+    assert value == pytest.approx(3 ** (1 / 3))
+    assert (value - below, value + above) == (pytest.approx(1.0), pytest.approx(3.0))
+
+
+def test_the_cells_table_says_what_a_comparison_could_see():
+    """Per cell, the smallest change against a re-run like it that the ratio test detects with
+    80 % power (issue 49 item 6): 9.4 % at 3 repeats with a 2 % spread between processes."""
+    from tests.results.synthetic import summary_of
+
+    cell = summary_of("jax", [1.0, 1.02, 0.98])
+    cells = markdown.report_markdown({"name": "t"}, [cell]).split("## Cells")[1]
+    assert "| Detectable change |" in cells
+    assert f"| {formatting.percent(cell['detectable_change'])} |" in cells
+    assert summary_of("jax", [1.0, 1.0])["detectable_change"] is None      # too few repeats

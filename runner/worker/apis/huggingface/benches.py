@@ -28,7 +28,12 @@ from ..kerashub.inputs import rng
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 FIT_TIMING = ("one training step per call (zero_grad, forward and loss, backward, optimizer "
-              "step) on one batch made once on the device; the loss stays on the device")
+              "step) on one batch made once on the device; its loss is read back to the host "
+              "(loss.item()), as the keras-hub cell's train_on_batch returns it, so the device "
+              "has finished: timed call by call on both sides")
+# How the fit cells of the Keras table's rows are timed, on Keras and Hugging Face alike: the
+# method line of the report says it (findings.method_sentence reads it from the records).
+FIT_SYNC = "per_call_loss_read"
 PREDICT_TIMING = ("one forward pass per call under torch.inference_mode on one batch made once on "
                   "the device; outputs copied to the host")
 
@@ -87,7 +92,7 @@ def fit_bench(fw, precision: Precision, loss_of: Callable[[], torch.Tensor], opt
     """One training step per call; `loss_of()` runs the forward pass and returns the loss."""
     scaler = precision.scaler()
 
-    def step() -> torch.Tensor:
+    def step() -> float:
         optimizer.zero_grad(set_to_none=True)
         with precision.autocast():
             loss = loss_of()
@@ -98,12 +103,13 @@ def fit_bench(fw, precision: Precision, loss_of: Callable[[], torch.Tensor], opt
         else:
             loss.backward()
             optimizer.step()
-        return loss.detach()
+        return loss.item()
 
     return Bench(step=step, items_per_step=batch, sync=fw.sync, loss=lambda out: float(out),
-                 timing=FIT_TIMING, first_loss_in_answer=first_loss_in_answer,
+                 returns_to_host=True, timing=FIT_TIMING,
+                 first_loss_in_answer=first_loss_in_answer,
                  effective={**precision.effective, "grad_scaler": scaler is not None,
-                            **effective}, extra=extra)
+                            "fit_sync": FIT_SYNC, **effective}, extra=extra)
 
 
 def predict_bench(fw, precision: Precision, forward: Callable[[], Any], *, batch: int,

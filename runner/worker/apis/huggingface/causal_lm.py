@@ -8,9 +8,10 @@ AdamW as the Keras cell (learning rate 5e-5, weight decay 0.01 except biases and
 epsilon 1e-7), next-token cross-entropy on random ids (apis/kerashub/inputs.causal_lm_inputs).
 
 generate: the keras-hub cell's prompts tokenised by the same in-memory SentencePiece model (a
-start token first), left-padded as Hugging Face batches them, and model.generate with
-min_new_tokens == max_new_tokens and no end token, so every call makes the same number of
-tokens: from the longest prompt to options.max_length in all (50 by default). Greedy, transformers'
+start token first), cut to the shortest one's length as the keras-hub cell's (so no padding is
+needed), and model.generate with min_new_tokens == max_new_tokens and no end token, so every call
+makes the same number of tokens: from the prompts to options.max_length in all (50 by default),
+as many as the keras-hub cell's loop (apis/first_token.py: the same work, in effective). Greedy, transformers'
 default. jit = true: transformers' own compiled generate, a static key/value cache with the
 decoding forward torch.compile'd (its CompileConfig, in the jit axis's mode). Time to first token
 and per-token decode latency after the timed calls (apis/first_token.py).
@@ -33,8 +34,8 @@ from . import benches
 from .weights import Transplant, transplant
 
 GENERATE_TIMING = ("one model.generate call per sample (greedy, min_new_tokens = max_new_tokens, "
-                   "no end token: every call makes the same number of tokens); the token ids are "
-                   "copied to the host")
+                   "no end token: every call makes the same number of tokens, from prompts of "
+                   "one length); the token ids are copied to the host")
 
 
 def causal_lm_bench(spec, fw, *, table: dict[str, Any], hf_config: Callable[[dict], Any],
@@ -138,6 +139,8 @@ def generate(spec, fw, model, precision, special: dict[str, tuple[int, str]],
     pad = 0 if model.config.pad_token_id is None else int(model.config.pad_token_id)
     model.config.pad_token_id = model.generation_config.pad_token_id = pad
     rows = prompt_rows(special, batch)
+    length = first_token.equal_prompts([len(row) for row in rows])
+    rows = [row[:length] for row in rows]
     ids, mask = padded(rows, pad, left=True)
     width = ids.shape[1]
     tokens = max_length - width
@@ -162,7 +165,10 @@ def generate(spec, fw, model, precision, special: dict[str, tuple[int, str]],
         return out
 
     facts.update(max_length=max_length, prompt_tokens=int(mask.sum()), prompt_width=width,
-                 new_tokens_per_call=batch * tokens, sampler="greedy (do_sample=False)")
+                 new_tokens_per_call=batch * tokens, sampler="greedy (do_sample=False)",
+                 first_token_call={"prefill_positions": width, "decode_iterations": 1})
+    # Hugging Face's prefill covers the prompt; its loop's first iteration is that prefill.
+    work = first_token.generate_work(width, max_length, prefill_positions=width)
     fw.effective["jit"] = ("transformers' compiled generate (static cache, decoding forward "
                            f"torch.compile'd, mode {configs[tokens].compile_config.mode!r})"
                            if compiled else "eager")
@@ -173,7 +179,7 @@ def generate(spec, fw, model, precision, special: dict[str, tuple[int, str]],
                 **first_token.prefill_facts(lambda: call(1), len(timed), tokens)}
 
     return Bench(step=step, items_per_step=batch, returns_to_host=True, timing=GENERATE_TIMING,
-                 effective={**precision.effective, **effective,
+                 effective={**precision.effective, **effective, **work,
                             "cache": "static" if compiled else "dynamic"},
                  extra=facts, evaluate=evaluate,
                  answer=lambda: generate_answer(model, precision, rows, pad, step, width))

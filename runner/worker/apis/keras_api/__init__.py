@@ -72,6 +72,9 @@ class Framework(FrameworkBase):
     def allocator(self) -> dict[str, Any]:
         return self.native.allocator()
 
+    def in_effect(self) -> dict[str, Any]:
+        return self.native.in_effect()
+
     def metadata(self) -> dict[str, Any]:
         meta = self.native.metadata()
         meta["backend_version"] = meta.pop("framework_version")

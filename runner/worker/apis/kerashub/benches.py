@@ -105,9 +105,11 @@ def _fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, e
             return model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)
 
         feed = KERAS3_FEED
+    # Timed call by call, the loss read back each call: as the hf cells' fit (their FIT_SYNC).
     return Bench(step=step, items_per_step=batch, loss=lambda logs: float(logs["loss"]),
                  returns_to_host=True, timing=FIT_TIMING,
-                 effective={**(effective or {}), "feed": feed}, extra=dict(extra or {}))
+                 effective={**(effective or {}), "feed": feed, "fit_sync": "per_call_loss_read"},
+                 extra=dict(extra or {}))
 
 
 def predict_bench(model, x, *, batch: int, effective=None, extra=None) -> Bench:

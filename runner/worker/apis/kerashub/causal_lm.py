@@ -6,7 +6,9 @@ size, next-token cross-entropy through train_on_batch; the study ran it in bfloa
 sets precision). generate: a SentencePiece tokenizer trained in memory tokenises a few prompts,
 then model.generate runs keras-hub's real sampling loop on the token ids (preprocessor=None) to
 options.max_length, 50 by default (time per call, tokens/s in extra); after the timed calls, the
-time to first token (apis/first_token.py: prefill_ms and generated_tokens in extra).
+time to first token (apis/first_token.py: prefill_ms and generated_tokens in extra). The prompts
+are cut to the shortest one's length and the sampler is greedy on every model, as the hf cells'
+(apis/first_token.py: the same work on both sides, recorded in effective).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from .configs import config
 from .inputs import PROMPTS, causal_lm_inputs, seed_weights, sentencepiece_proto
 from .models import local_preset
 
-GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (the model's "
-                   "default sampler, extra.sampler: greedy for Gemma, top-k for Mistral) from the "
-                   "prompts to max_length tokens, stop_token_ids=None so every call generates the "
-                   "same number of tokens; the token ids are copied to the host")
+GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (greedy on every "
+                   "model) from prompts of one length to max_length tokens, stop_token_ids=None "
+                   "so every call generates the same number of tokens; the token ids are copied "
+                   "to the host")
 
 
 def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokenizer_cls,
@@ -75,15 +77,24 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
     # preprocessor=None, which is why stop_token_ids must be None (no end token is known).
     inputs = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in
               preprocessor.generate_preprocess(prompts, sequence_length=max_length).items()}
+    length = first_token.equal_prompts(
+        [int(n) for n in inputs["padding_mask"].astype(bool).sum(axis=1)])
+    if max_length - length < 2:     # as the hf cells: a decode latency needs two new tokens
+        raise ValueError(f"max_length {max_length} leaves {max_length - length} new token(s) "
+                         f"after prompts of {length}: at least 2 are needed")
+    inputs = cut_prompts(inputs, length)
     model = lm_cls(backbone=backbone, preprocessor=None)
     seed_weights(model, spec, facts, preset)
-    model.compile(jit_compile=fw.jit_compile())
-    prompt_tokens = int(inputs["padding_mask"].astype(bool).sum())
-    new_tokens = int(batch * max_length - prompt_tokens)
-    facts.update(max_length=max_length, prompt_tokens=prompt_tokens,
+    # Greedy on every model, as the hf cells (keras-hub's Mistral samples top-k by default).
+    model.compile(sampler="greedy", jit_compile=fw.jit_compile())
+    # keras-hub seeds its cache with one forward over the whole buffer: max_length positions.
+    work = first_token.generate_work(length, max_length, prefill_positions=max_length)
+    new_tokens = batch * work["new_tokens_per_sequence"]
+    facts.update(max_length=max_length, prompt_tokens=batch * length,
                  new_tokens_per_call=new_tokens,
                  tokenizer_vocabulary=preprocessor.tokenizer.vocabulary_size(),
-                 sampler=type(model.sampler).__name__ if hasattr(model, "sampler") else None)
+                 sampler=type(model.sampler).__name__ if hasattr(model, "sampler") else None,
+                 first_token_call={"prefill_positions": length + 1, "decode_iterations": 1})
     durations: list[float] = []
 
     def step():
@@ -98,33 +109,39 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
         # Tokens per second over the timed calls (the first call, which compiles, is excluded).
         timed = durations[spec.warmup_steps:] or durations
         return {"tokens_per_s": new_tokens * len(timed) / sum(timed),
-                **prefill(keras, model, inputs, len(timed))}
+                **prefill(keras, model, inputs, length, len(timed),
+                          work["new_tokens_per_sequence"])}
 
     return Bench(items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
-                 effective={"jit_compile": jit_in_effect(model)}, extra=facts, step=step,
-                 evaluate=evaluate, answer=lambda: generate_answer(keras, model, inputs, step,
-                                                                   facts["sampler"]))
+                 effective={"jit_compile": jit_in_effect(model), **work}, extra=facts,
+                 step=step, evaluate=evaluate,
+                 answer=lambda: generate_answer(keras, model, inputs, step, facts["sampler"]))
 
 
-def prefill(keras, model, inputs: dict[str, np.ndarray], timed_calls: int) -> dict[str, Any]:
-    """Time to first token (apis/first_token.py): generate on the same token ids with every
-    position but the last marked as prompt, so that the call makes one new token per sequence.
-    keras-hub's prefill runs over the whole padded sequence (max_length positions) whatever the
-    prompts' lengths, and so does this call: it is the prefill of the timed calls, the same shapes
-    (no new compilation), followed by one step of the decoding loop. N, the loop's steps in a
-    timed call, runs from the shortest prompt's end to max_length."""
-    mask = np.ones_like(inputs["padding_mask"])
-    mask[:, -1] = 0
-    one_token = {"token_ids": inputs["token_ids"], "padding_mask": mask.astype(
-        inputs["padding_mask"].dtype)}
+def cut_prompts(inputs: dict[str, np.ndarray], length: int) -> dict[str, np.ndarray]:
+    """Every prompt cut to `length` tokens (first_token.equal_prompts), the positions after it
+    padding as the shortest prompt's are."""
+    ids, mask = inputs["token_ids"].copy(), inputs["padding_mask"].copy()
+    shortest = int(np.argmin(mask.astype(bool).sum(axis=1)))
+    ids[:, length:] = ids[shortest, length:]
+    mask[:, length:] = 0
+    return {"token_ids": ids, "padding_mask": mask}
+
+
+def prefill(keras, model, inputs: dict[str, np.ndarray], length: int, timed_calls: int,
+            tokens: int) -> dict[str, Any]:
+    """Time to first token (apis/first_token.py): keras-hub's generate call that makes one new
+    token per sequence from the same prompts, a buffer of the prompts and one position (its
+    prefill over length + 1 positions, one iteration of its loop), as a keras-hub user asking
+    for one token gets; Hugging Face's is its generate with max_new_tokens = 1. N, the tokens a
+    timed call makes per sequence, is `tokens`."""
+    one_token = {k: v[:, :length + 1] for k, v in inputs.items()}
 
     def call():
         out = model.generate(dict(one_token), stop_token_ids=None)
         return np.asarray(keras.ops.convert_to_numpy(out["token_ids"]))
 
-    rows = inputs["padding_mask"].astype(bool).sum(axis=1)
-    return first_token.prefill_facts(call, timed_calls,
-                                     inputs["token_ids"].shape[1] - int(rows.min()))
+    return first_token.prefill_facts(call, timed_calls, tokens)
 
 
 def generate_answer(keras, model, inputs: dict[str, np.ndarray], step,

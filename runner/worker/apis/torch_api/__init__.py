@@ -53,6 +53,14 @@ class Framework(FrameworkBase):
         if self.device == "gpu":
             torch.cuda.synchronize()
 
+    def in_effect(self) -> dict[str, Any]:
+        """cuDNN's autotuner and determinism as the cell ran (a workload or Keras may set them):
+        benchmark = True picks each convolution's fastest algorithm by timing them on first use
+        (a faster steady state, a slower first step), so two torch CNN cells compare only with
+        the same setting."""
+        return {"cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+                "cudnn_deterministic": bool(torch.backends.cudnn.deterministic)}
+
     ops = torch
 
     def tensor(self, values: Any) -> torch.Tensor:
