@@ -101,6 +101,8 @@ class Record(CellCoordinates, StepSummary, Throughput):
     calibration_sizes: Any
     calls_per_sample: Count | None
     harness_overhead: Any
+    profile_pass: Any
+    profile: Any
     samples_ms: list[Sample]
     steps_per_call: Count | None
     block_source: str | None
