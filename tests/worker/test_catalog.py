@@ -103,9 +103,12 @@ def spec_axis_drift(spec: type = CellSpec, axes: dict | None = None) -> dict[str
     drift: dict[str, object] = {}
     if declared != list(axes):
         drift["names"] = (declared, list(axes))
+    defaults = {f.name: f.default for f in dataclasses.fields(spec)}
     for name, axis in axes.items():
         if name in hints and hints[name] != axis.type:
             drift[name] = (hints[name], axis.type)
+        elif defaults.get(name, dataclasses.MISSING) not in (dataclasses.MISSING, axis.default):
+            drift[name] = ("default", defaults[name], axis.default)      # an old spec's value
     return drift
 
 
@@ -117,6 +120,9 @@ def test_the_cell_spec_declares_every_axis_with_its_type():
     assert spec_axis_drift(axes={**catalog.AXES, "toy": toy})["names"][1][-1] == "toy"
     retyped = dataclasses.replace(catalog.AXES["jit"], type=bool)
     assert spec_axis_drift(axes={**catalog.AXES, "jit": retyped}) == {"jit": (bool | str, bool)}
+    redefaulted = dataclasses.replace(catalog.AXES["devices"], default=2)
+    assert spec_axis_drift(axes={**catalog.AXES, "devices": redefaulted}) == {
+        "devices": ("default", 1, 2)}
 
 
 def test_a_cell_carries_every_setting_axis(tmp_path):

@@ -52,7 +52,8 @@ def row_label(record: Mapping[str, Any], without: str | None = None) -> str:
     rows of that axis's effects."""
     workload = catalog.WORKLOADS.get(record["workload"])
     uses_data = workload is not None and workload.uses_data_axis
-    extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]
+    extras = [f"{k}={record[k]}" for k in AXIS_KEYS
+              if record.get(k, AXIS_DEFAULTS[k]) != AXIS_DEFAULTS[k]
               and (k != "data" or uses_data) and k != without]
     preset = option_preset(record)
     extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v

@@ -60,6 +60,8 @@ class CellCoordinates(TypedDict):
     steps_per_execution: int | None
     data: str | None
     device: str | None
+    devices: int | None
+    scaling: str | None
     options: Document
     # A user workload's spec entry (name, file, sha256, option defaults, ...); None: built-in.
     user_workload: Document | None
