@@ -100,7 +100,7 @@ def fit_bench(fw, precision: Precision, loss_of: Callable[[], torch.Tensor], opt
             optimizer.step()
         return loss.detach()
 
-    return Bench(step=step, items_per_step=batch, sync=fw.sync, loss=lambda out: float(out),
+    return Bench(step=step, items_per_step=batch, sync=fw.sync, loss=fw.mean_over_ranks,
                  timing=FIT_TIMING, first_loss_in_answer=first_loss_in_answer,
                  effective={**precision.effective, "grad_scaler": scaler is not None,
                             **effective}, extra=extra)
