@@ -96,7 +96,7 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
                    COMPILE_CACHE_ENV: "fresh"}
     devices = []
     if gpu_id is not None:
-        devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],
+        devices.append(DeviceRequest(driver="nvidia", device_ids=str(gpu_id).split(","),
                                      capabilities=GPU_CAPABILITIES))
         # A framework that does not see the GPU it was given fails the cell instead of running on
         # the CPU (JAX, for one, falls back silently; JAX_PLATFORMS=cuda makes it fail loudly).

@@ -26,7 +26,7 @@ from ..results.data import manifest as manifest_mod
 from ..results.data.store import Store
 from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
-from . import console as show, profiles, resume, manifest as run_manifest
+from . import console as show, devices, profiles, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .plan import make_plan
 from .setup import choose_setup, resolve_stacks as resolve
@@ -94,7 +94,8 @@ def open_resumed_store(state: RunState) -> None:
 
 def plan_cells(state: RunState) -> None:
     finished = state.store.finished() if state.progress.store is not None else set()
-    state.decide(plan=make_plan(state.matrix.cells, state.opts.only, finished))
+    cells = state.matrix.cells = devices.fit_to_machine(state.setup, state.matrix.cells)
+    state.decide(plan=make_plan(cells, state.opts.only, finished))
 
 
 def refuse_an_empty_selection(state: RunState) -> None:
@@ -317,7 +318,6 @@ def history_destination(state: RunState) -> tuple[str, str]:
     """Where the run's history goes and why (history/destination.py); by default beside the
     run folders its own folder lies among (a resumed run's, wherever --results-dir points)."""
     from ..history import destination
-
     if state.progress.store is not None:
         results = state.store.root.parent.parent
     elif isinstance(state.opts.resume, Path):
