@@ -160,8 +160,7 @@ class DockerExecutor(ImageExecutor):
         return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
 
     def gpu_for(self, attempt: Attempt) -> str | None:
-        """The GPU a cell's container is given: its lane's (a data-parallel cell's lane: its
-        GPUs, comma-separated), else the default one."""
+        """The GPU a cell's container is given: its lane's (several: comma-separated), else the default."""
         gpu = given_gpu(attempt, self.gpu)
         if gpu is None:
             return None

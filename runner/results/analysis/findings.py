@@ -13,7 +13,7 @@ from typing import Any
 from ..data.types import CellSummary
 from ..formatting import fmt
 from . import answers
-from .effects import ENVIRONMENT, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
+from .effects import ENVIRONMENT, PER_ITEM_FACTORS, Analysis, EffectTable, fastest, shown
 from .ratios import Ratio
 from .summaries import TF32_MARK, pivot, tf32_rows
 
@@ -50,7 +50,7 @@ def _subject(table: EffectTable, value: Any) -> str:
     if table.factor == ENVIRONMENT:
         changed = f" ({table.changes[value]})" if value in table.changes else ""
         return f"{value}{changed} against {table.baseline}"
-    per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
+    per = " (per item)" if table.factor in PER_ITEM_FACTORS else ""
     return f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}"
 
 

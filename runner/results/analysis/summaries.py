@@ -186,6 +186,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         device_name=device_name(ok[0]) if ok else None,
         on_gpu=bool(ok) and ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
+        data_parallel=((ok[0] if ok else first).get("effective") or {}).get("data_parallel"),
         **tf32_summary(ok),
         allocator=allocator_settings(ok[0]) if ok else None,
         # What the cell computed on the seeded inputs (its first ok repeat's fingerprint);

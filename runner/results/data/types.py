@@ -221,6 +221,8 @@ class CellSummary(CellCoordinates, total=False):
     device_name: str | None
     on_gpu: bool
     jit_compile: Any
+    # a data-parallel cell's strategy, world size, batches, all-reduce (effective.data_parallel)
+    data_parallel: dict[str, Any] | None
     tf32_effective: bool | None
     tf32_paths: dict[str, bool | None] | None
     tf32_detail: dict[str, Any] | None

@@ -20,6 +20,7 @@ from .markdown_parts import (_ci_text, _sanity, _tf32_text, allocator_lines, ans
                              effects_section, no_interval_note, plots_lines, ratio_text,
                              tf32_section, training_table, warnings_section)
 from .markdown_profiles import profile_findings, profiles_section
+from .markdown_scaling import scaling_part
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
            "ratio_text", "report_markdown"]
@@ -334,10 +335,9 @@ def plots_section(r: Report) -> list[str]:
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
-    effects_part,
+    effects_part, scaling_part,
     answers_part, warnings_part, fixed_costs_section, training_section, first_token_part,
-    memory_section,
-    energy_section, cells_section, tf32_part, published_section, peak_section,
+    memory_section, energy_section, cells_section, tf32_part, published_section, peak_section,
     problems_section, profiles_part, plots_section)
 
 

@@ -307,7 +307,8 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
         return []
     out = ["## Plots", ""]
     for plot in plots:
-        if effects_drawn and plot.path and plot.path.endswith("effects.png"):
+        if effects_drawn and plot.path and plot.path.endswith("effects.png") or \
+                plot.path and plot.path.startswith("plots/scaling-"):    # shown in Scaling
             continue
         out += [f"![{plot.title}]({plot.path})" if plot.path
                 else f"{plot.title}: skipped, {plot.note}.", ""]
