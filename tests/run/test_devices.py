@@ -24,6 +24,7 @@ from runner.executors.ray import RayExecutor
 from runner.executors.ray_node import node_attempt
 from runner.machine import hostinfo
 from runner.machine.hostinfo import Gpu
+from runner.paths import REPO_ROOT as REPO
 from runner.run import devices, scheduling
 from runner.run.cells import gpu_request
 from runner.run.setup import choose_setup
@@ -164,3 +165,24 @@ def test_a_ray_cluster_is_judged_by_its_largest_node():
     assert devices.width(setup, cell) == 16
     cpu_cell = SimpleNamespace(axes={"device": "cpu", "devices": 2})
     assert devices.capacity(setup, cpu_cell)[0] == 8 and devices.width(setup, cpu_cell) == 1
+
+
+def test_the_canonical_matrix_plans_its_scaling_rows_on_a_gpu_vm(eight_gpu_host, monkeypatch):
+    matrix = matrix_mod.load(REPO / "matrix.toml", "full", gpu_found=True)
+    cells = devices.fit_to_machine(choose_setup(matrix, None), matrix.cells)
+    scaling = {(c.workload, c.environment, c.axes["devices"]): c.not_applicable for c in cells
+               if c.task == "fit" and c.workload in ("cnn", "bert")
+               and c.axes["precision"] == "float32" and c.axes["jit"] == "auto"}
+    for env in ("keras-tensorflow", "keras-jax", "keras2", "torch", "jax", "tensorflow"):
+        assert [scaling[("cnn", env, n)] for n in (1, 2, 4, 8)] == [None] * 4, env
+    for env in ("keras-tensorflow", "keras-jax", "keras2", "hf-torch"):
+        assert [scaling[("bert", env, n)] for n in (1, 2, 4, 8)] == [None] * 4, env
+    assert "no data-parallel model.fit" in scaling[("cnn", "keras-torch", 2)]
+    facts = {**EIGHT_GPUS, "gpu_count": 4, "gpus": GPUS[:4]}
+    monkeypatch.setattr(hostinfo, "gpu_facts", lambda: facts)           # a 4-GPU VM
+    cells = devices.fit_to_machine(choose_setup(matrix, None), matrix.cells)
+    assert {c.not_applicable for c in cells if c.axes["devices"] == 8 and c.environment ==
+            "jax"} == {"devices = 8, but this run has 4: the run's GPU lanes (4 of this host's "
+                       "GPUs)"}
+    smoke = matrix_mod.load(REPO / "matrix.toml", "smoke")
+    assert all(c.not_applicable for c in smoke.cells if c.axes["devices"] > 1)
