@@ -186,3 +186,15 @@ def test_the_canonical_matrix_plans_its_scaling_rows_on_a_gpu_vm(eight_gpu_host,
                        "GPUs)"}
     smoke = matrix_mod.load(REPO / "matrix.toml", "smoke")
     assert all(c.not_applicable for c in smoke.cells if c.axes["devices"] > 1)
+
+
+def test_compare_and_history_key_on_the_devices(write_matrix):
+    """compare pairs cells by name, the history's series are by name, a cell's id hashes its
+    coordinates: each device count is its own cell everywhere (weak scaling named by default)."""
+    path = write_matrix(MATRIX.replace("[1, 2, 4, 8, 16]", "[1, 2]") + 'scaling = ["weak", '
+                        '"strong"]\n', with_environments=False)
+    cells = matrix_mod.load(path, "full").cells
+    assert [c.name for c in cells] == [
+        "cnn-fit-torch-b64", "cnn-fit-torch-b64-scaling=strong", "cnn-fit-torch-b64-devices=2",
+        "cnn-fit-torch-b64-devices=2-scaling=strong"]
+    assert len({c.id for c in cells}) == 4
