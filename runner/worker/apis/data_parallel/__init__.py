@@ -9,13 +9,16 @@ batch is batch_size × devices (the Keras and PyTorch guides' way); strong scali
 `batch_size` as the global batch. A workload builds its bench for the global batch (the worker
 hands it a spec whose batch_size is that), and the API splits it:
 
-- Keras on JAX: keras.distribution.DataParallel over a DeviceMesh of the devices;
-- Keras on TensorFlow, Keras 2 and native TensorFlow: tf.distribute.MirroredStrategy;
-- native JAX: jax.sharding, a Mesh with one "batch" axis (batch sharded, parameters
-  replicated);
+- Keras on JAX: keras.distribution.DataParallel over a DeviceMesh of the devices
+  (keras_api/__init__.py, on jax_sharding.py's devices);
+- Keras on TensorFlow, Keras 2 and native TensorFlow: tf.distribute.MirroredStrategy
+  (tf_mirrored.py);
+- native JAX: jax.sharding, a Mesh with one "batch" axis, batch sharded, parameters
+  replicated (jax_sharding.py);
 - native torch (and the hf API): DistributedDataParallel, one process per device launched by
   the worker itself (runner/worker/ranks.py), NCCL on GPUs and gloo on a CPU; rank 0 times and
-  reports, every rank's memory is recorded.
+  reports, every rank's memory is recorded (torch_ddp.py).
+- Keras on torch: none (catalog/rules.py says why).
 
 On a CPU the devices are virtual: XLA's host platform split into `devices` devices, TensorFlow's
 CPU split into as many logical devices, or as many torch processes (each with its share of the
