@@ -169,7 +169,7 @@ def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, cloc
                            "gc_in_timed_window": clock.gc_in_timed_window}
     result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)
-    if spec.harness_overhead and fw.agree is None:   # after the window: none of it is timed
+    if spec.harness_overhead and getattr(fw, "agree", None) is None:   # after the window
         result["extra"]["harness_overhead"] = overhead.paired_rounds(bench, clock.calls_per_sample)
     # The answer last, once the peaks are read: its copies to the host are no part of the cell.
     result["rss_peak_mb"] = peak_rss_mb()
@@ -204,7 +204,7 @@ def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClo
                       on_timed_end=monitor.stop_counters,
                       min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
                       epoch_calls=bench.calls_per_epoch, keep_outputs=bench.loss is not None,
-                      agree=fw.agree)
+                      agree=getattr(fw, "agree", None))
     try:
         run_loop(bench, clock)
     finally:
