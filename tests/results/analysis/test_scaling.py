@@ -76,3 +76,12 @@ def test_a_finding_per_row_and_one_per_different_answer(rows):
     assert "at 4 devices, torch 0.95 (95 % CI" in said[0] and said[0].endswith("at 4 devices.")
     assert said[1].startswith("cnn (fit) [scaling=strong], batch 128: torch at 4 devices "
                               "computed a different answer from one device")
+
+
+def test_a_data_parallel_cells_energy_is_not_one_gpus_energy():
+    from runner.results.analysis.stats import energy_of
+
+    record = {"gpu_energy_j": 500.0, "devices": 4, "samples_ms": [10.0] * 50, "train_s": 5.0}
+    figures, why = energy_of(record)
+    assert figures is None and "first GPU only" in why
+    assert energy_of({**record, "devices": 1})[0] is not None
