@@ -59,9 +59,21 @@ class Prepared:
 class GpuRequest:
     """A cell that runs on the GPU where there is one (device "auto" or "gpu"), decided once
     where the cell is placed: the GPU its lane gives it. device_id None: the executor's default
-    GPU (no lane GPU: a Ray slot, whose node says which)."""
+    GPU (no lane GPU: a Ray slot, whose node says which). A data-parallel cell (devices = N)
+    holds `count` GPUs: its lane's (device_id and `others`), or, on a Ray slot, the node's."""
 
     device_id: str | None = None     # a GPU UUID or NVML index (hostinfo.Gpu.device_id)
+    others: tuple[str, ...] = ()     # a data-parallel cell's other GPUs, in its lane's order
+    count: int = 1                   # GPUs the cell holds
+
+    @property
+    def device_ids(self) -> list[str]:
+        return [self.device_id, *self.others] if self.device_id is not None else []
+
+    @property
+    def visible(self) -> str | None:
+        """CUDA_VISIBLE_DEVICES for the worker: its GPUs, comma-separated (None: no names)."""
+        return ",".join(self.device_ids) or None
 
 
 @dataclass

@@ -3,8 +3,9 @@
 Each container gets the repository's `runner` package read-only, the cell's work folder (spec.json
 in, result.json out) as its only writable mount, a read-only root filesystem with a tmpfs /tmp, no
 network, no capabilities, no new privileges, a non-root user, a cap on its processes, NVIDIA's
-recommended shm size and ulimits, and one GPU through a device request when the cell runs on the
-GPU (`run_options`, a pure function: the unit tests check exactly what the engine is asked for).
+recommended shm size and ulimits, and its GPU (a data-parallel cell: its GPUs) through a device
+request when the cell runs on the GPU (`run_options`, a pure function: the unit tests check
+exactly what the engine is asked for).
 Containers carry the runner's labels and are removed afterwards; leftovers of a killed run are
 removed when the next executor connects. Its output goes to the cell's log, capped as a local
 worker's is; its GPU is sampled from the host over its life.
@@ -96,7 +97,7 @@ def run_options(image: str, work_dir: Path, env: dict[str, str], *, labels: dict
                    COMPILE_CACHE_ENV: "fresh"}
     devices = []
     if gpu_id is not None:
-        devices.append(DeviceRequest(driver="nvidia", device_ids=[str(gpu_id)],
+        devices.append(DeviceRequest(driver="nvidia", device_ids=str(gpu_id).split(","),
                                      capabilities=GPU_CAPABILITIES))
         # A framework that does not see the GPU it was given fails the cell instead of running on
         # the CPU (JAX, for one, falls back silently; JAX_PLATFORMS=cuda makes it fail loudly).

@@ -160,11 +160,11 @@ class DockerExecutor(ImageExecutor):
         return Prepared(source.key, uses, metadata.get("flavour"), metadata=metadata)
 
     def gpu_for(self, attempt: Attempt) -> str | None:
-        """The GPU a cell's container is given: its lane's, else the default one."""
+        """The GPU a cell's container is given: its lane's (several: comma-separated), else the default."""
         gpu = given_gpu(attempt, self.gpu)
         if gpu is None:
             return None
-        return gpu.device_id if gpu.device_id is not None else self.gpu_id
+        return gpu.visible if gpu.visible is not None else self.gpu_id
 
     def options_for(self, prepared: Prepared, attempt: Attempt) -> dict[str, Any]:
         labels = {LABEL_OWNER: owner_label(), LABEL_RUN: attempt.spec.run_id,

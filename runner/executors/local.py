@@ -258,10 +258,11 @@ class LocalExecutor(Executor):
         gpu = given_gpu(attempt, self.gpu)
         if gpu is not None:
             env.update(gpu_hand_off())
-        if gpu is not None and gpu.device_id is not None:
-            # The worker sees its lane's GPU only (as device 0); an index is read in NVML's
-            # (PCI bus) order, the order the runner numbered the GPUs in.
-            env["CUDA_VISIBLE_DEVICES"] = gpu.device_id
+        if gpu is not None and gpu.visible is not None:
+            # The worker sees its lane's GPU only (as device 0; a data-parallel cell its lane's
+            # GPUs, as 0 … N−1); an index is read in NVML's (PCI bus) order, the order the
+            # runner numbered the GPUs in.
+            env["CUDA_VISIBLE_DEVICES"] = gpu.visible
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         return env
 

@@ -205,11 +205,12 @@ class RayExecutor(Executor):
                             error="no Ray node could prepare it: " + "; ".join(failures))
         return Prepared(source.key, uses, flavour, metadata=metadata, warnings=failures + notes)
 
-    def resources(self, wants_gpu: bool) -> dict[str, Any]:
-        """A GPU cell: one GPU (and one CPU for its host threads). A CPU cell: every CPU of the
+    def resources(self, gpus: int) -> dict[str, Any]:
+        """A GPU cell: its GPUs (one; a data-parallel cell's devices, which Ray gives a task on
+        one node) and one CPU for its host threads. A CPU cell (gpus 0): every CPU of the
         smallest node, so that it runs alone on whichever node it lands."""
-        if wants_gpu and self.facts.get("gpus"):
-            return {"num_gpus": 1, "num_cpus": 1}
+        if gpus and self.facts.get("gpus"):
+            return {"num_gpus": gpus, "num_cpus": 1}
         return {"num_gpus": 0, "num_cpus": self.facts.get("cpus_per_node") or 1}
 
     def request_for(self, prepared: Prepared, attempt: Attempt, source: Source) -> dict[str, Any]:
@@ -221,7 +222,8 @@ class RayExecutor(Executor):
 
     def submit(self, request: dict[str, Any], attempt: Attempt) -> Any:
         return self._task.options(
-            **self.resources(attempt.gpu is not None), max_retries=0,   # resubmitted in run()
+            **self.resources(attempt.gpu.count if attempt.gpu is not None else 0),
+            max_retries=0,                                               # resubmitted in run()
             name=f"dl-bench cell {attempt.spec.cell_name} r{attempt.spec.repeat}").remote(request)
 
     def run(self, prepared: Prepared, attempt: Attempt) -> Outcome:

@@ -77,6 +77,8 @@ def node_placement() -> dict[str, Any]:
                 placement["gpu_uuid"] = match[0].uuid
         elif ids[0].isdigit():                   # a GPU Ray knows of but NVML does not list
             placement["gpu_index"] = int(ids[0])
+    if len(ids) > 1:                             # a data-parallel cell: every GPU it was given
+        placement["gpu_indices"] = [int(i) if i.isdigit() else i for i in ids]
     return placement
 
 
@@ -125,6 +127,9 @@ def node_attempt(request: dict[str, Any], placement: dict[str, Any], work: Path,
         device_id = placement.get("gpu_uuid") or (str(placement["gpu_index"])
                                                   if "gpu_index" in placement else None)
         gpu = GpuRequest(device_id)
+        every = [str(i) for i in placement.get("gpu_indices", [])]
+        if every:                                # a data-parallel cell: all of them, as Ray names them
+            gpu = GpuRequest(every[0], tuple(every[1:]), count=len(every))
     spec = CellSpec.from_dict(request["spec"])
     return Attempt(spec=spec, work_dir=work, log_path=log_path, env=request["env"],
                    timeout=request["timeout"], gpu=gpu,

@@ -31,7 +31,7 @@ from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
 from ..version import runner_version
 from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec
-from . import scheduling
+from . import devices, scheduling
 from .console import calibration_line, calibration_summary, cell_line
 from .displays import calibration_display
 from .pace import Pace
@@ -152,7 +152,8 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
     lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
               alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
               interrupt=setup.interrupt, ready=blocks.ready,
-              gate=pace.gate if pace else lambda entry: None)
+              gate=pace.gate if pace else lambda entry: None,
+              width=lambda e: devices.width(setup, e.cell))
     if lanes.stopped is not None:
         raise RunStopped(lanes.stopped, by=pace.stopped_by if pace and pace.stopped_by
                          else "executor")
@@ -290,10 +291,12 @@ def attempt_for(entry: Entry, spec: CellSpec, work: Path, log_path: Path, lane: 
 
 def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
     """What the cell asks of the GPU on its lane: none for a CPU cell, else the lane's GPU (or
-    the executor's default where the lane has none)."""
+    the executor's default where the lane has none); a data-parallel cell, its lane's GPUs
+    (a joined lane: Lanes gave it one per device)."""
     if cell.axes["device"] == "cpu":
         return None
-    return GpuRequest(lane.gpu.device_id if lane.gpu is not None else None)
+    ids = [gpu.device_id for gpu in lane.gpus]
+    return GpuRequest(ids[0] if ids else None, tuple(ids[1:]), count=cell.axes["devices"])
 
 
 def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
@@ -340,5 +343,8 @@ def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
     GPU is on its node; a CPU cell needs none); the record's `settle`."""
     if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
         return None
-    return gpustate.settle_gpu(lane.gpu.device_id, cell.settle_s, cell.settle_temp_c, on_status,
-                               stop)
+    settled = [gpustate.settle_gpu(gpu.device_id, cell.settle_s, cell.settle_temp_c, on_status,
+                                   stop) for gpu in lane.gpus]      # a joined lane: each GPU
+    if len(settled) > 1 and settled[0] is not None:
+        return {**settled[0], "others": settled[1:]}
+    return settled[0]

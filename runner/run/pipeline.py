@@ -24,7 +24,7 @@ from ..results.data import manifest as manifest_mod
 from ..results.data.store import Store
 from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
-from . import console as show, profiles, resume, manifest as run_manifest
+from . import console as show, devices, profiles, resume, manifest as run_manifest
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .costing import estimate_the_run, price_the_run, start_the_meter
 from .places import results_folder
@@ -96,7 +96,8 @@ def open_resumed_store(state: RunState) -> None:
 
 def plan_cells(state: RunState) -> None:
     finished = state.store.finished() if state.progress.store is not None else set()
-    state.decide(plan=make_plan(state.matrix.cells, state.opts.only, finished))
+    cells = state.matrix.cells = devices.fit_to_machine(state.setup, state.matrix.cells)
+    state.decide(plan=make_plan(cells, state.opts.only, finished))
 
 
 def refuse_an_empty_selection(state: RunState) -> None:

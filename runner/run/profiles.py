@@ -41,12 +41,13 @@ def step(state: RunState) -> None:
 
 def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]],
                      patterns: list[str], root: Any) -> list[Cell]:
-    """The named cells that have an ok repeat and no finished profile, in the matrix's order."""
+    """The named cells that have an ok repeat and no finished profile, in the matrix's order;
+    one-device cells only (a profiled pass runs on one lane; docs/scaling.md)."""
     if not patterns:
         return []
     ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
     return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
-            and not stored.has_profile(root, c.id)]
+            and c.axes["devices"] == 1 and not stored.has_profile(root, c.id)]
 
 
 def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | None:

@@ -5,7 +5,10 @@ CPU (a host without GPUs, or a cell with device = "cpu"), or one of a Ray cluste
 (Ray itself then picks the node and GPU). With one lane the plan runs in order in the calling
 thread, exactly as a serial run; with several, GPU cells run concurrently, one per lane, and a
 CPU cell runs alone: it waits until the running cells finish and nothing starts beside it (CPU
-cells would disturb each other and the GPU cells' host threads).
+cells would disturb each other and the GPU cells' host threads). A data-parallel cell
+(devices = N, docs/scaling.md) holds N lanes at once, joined into one: it starts when N are free
+(the first ready entry waits for them; nothing smaller goes ahead of it, so it is never starved),
+so no GPU ever holds two cells and no cell more GPUs than the run has.
 
 Ctrl-C stops the run as in a serial run: the executors kill what is in flight, cells that did
 not finish write nothing, every finished record is already stored (--resume goes on).
@@ -36,9 +39,27 @@ Entry = TypeVar("Entry")
 
 @dataclass(frozen=True)
 class Lane:
-    label: str                    # "GPU 0", "CPU", "ray 1"
+    label: str                    # "GPU 0", "CPU", "ray 1"; joined: "GPU 0+1"
     gpu: Gpu | None = None        # the GPU its cells are pinned to (None: none, or Ray's pick)
     local: bool = True            # a lane of this host (False: a Ray slot; the node says where)
+    # A lane of several (a data-parallel cell's): the lanes it joins; `gpu` is the first's.
+    joined: tuple[Lane, ...] = ()
+
+    @classmethod
+    def join(cls, lanes: list[Lane]) -> Lane:
+        if len(lanes) == 1:
+            return lanes[0]
+        first = lanes[0]
+        label = first.label + "".join(f"+{lane.label.split()[-1]}" for lane in lanes[1:])
+        return cls(label, first.gpu, first.local, tuple(lanes))
+
+    @property
+    def parts(self) -> tuple[Lane, ...]:
+        return self.joined or (self,)
+
+    @property
+    def gpus(self) -> list[Gpu]:
+        return [lane.gpu for lane in self.parts if lane.gpu is not None]
 
     def placement(self) -> dict[str, Any]:
         """Metadata keys of where a cell of this lane runs (a Ray slot: the node tells)."""
@@ -49,6 +70,8 @@ class Lane:
             out["gpu_index"] = self.gpu.index
             if self.gpu.uuid:
                 out["gpu_uuid"] = self.gpu.uuid
+        if len(self.gpus) > 1:
+            out["gpu_indices"] = [gpu.index for gpu in self.gpus]
         return out
 
 
@@ -99,13 +122,15 @@ class Lanes:
             done: Callable[[Entry, Any, Progress], None],
             interrupt: Callable[[], None],
             ready: Callable[[Entry], bool] = lambda entry: True,
-            gate: Callable[[Entry], str | None] = lambda entry: None) -> None:
+            gate: Callable[[Entry], str | None] = lambda entry: None,
+            width: Callable[[Entry], int] = lambda entry: 1) -> None:
         """run_one(entry, lane, show) -> result, in a thread of its own when several lanes;
         done(entry, result, progress) in the calling thread, in the order cells finish. With
         several lanes an entry starts only once ready(entry) (one whose input another entry
         makes, e.g. a later repeat waiting for its cell's first); the next ready entry goes
-        ahead of it meanwhile. One lane runs the entries in their order. gate(entry), asked
-        before each entry starts, returns why the run stops there (a budget) or None: then
+        ahead of it meanwhile; it holds width(entry) lanes, joined (a data-parallel
+        cell's). One lane runs the entries in their order. gate(entry), asked before
+        each entry starts, returns why the run stops there (a budget) or None: then
         nothing more starts, the running entries finish, and `stopped` says why."""
         entries = list(entries)
         # Redrawn once a second, not rich's ten: a cell's timed window shares the host with
@@ -118,7 +143,7 @@ class Lanes:
                 self._serial(entries, label, alone, run_one, done, progress, bar, gate)
             else:
                 self._parallel(entries, label, alone, run_one, done, interrupt, progress, bar,
-                               ready, gate)
+                               ready, gate, width)
 
     def _serial(self, entries, label, alone, run_one, done, progress, bar, gate) -> None:
         lane = self.lanes[0]
@@ -136,10 +161,12 @@ class Lanes:
             progress.advance(bar)
 
     @staticmethod
-    def _next_start(pending, running, free, ready, alone) -> tuple[Any, Lane] | None:
+    def _next_start(pending, running, free, ready, alone,
+                    width=lambda entry: 1) -> tuple[Any, Lane] | None:
         """The next entry to start now and its lane, or None: the first ready entry (the first
-        of all when nothing runs: nothing could make the others ready) on the first free lane;
-        a CPU cell alone, once the running cells have finished."""
+        of all when nothing runs: nothing could make the others ready) on the first free lane
+        (its first width(entry) free lanes, joined, in order); a CPU cell alone, once the
+        running cells have finished."""
         entry = next((e for e in pending if ready(e)), None if running else pending[0])
         if entry is None:
             return None                     # every entry waits for a running one
@@ -147,10 +174,13 @@ class Lanes:
             return None                     # a CPU cell runs alone
         if alone(entry):
             return None if running else (entry, CPU_LANE)   # after the GPU cells finish
-        return (entry, free[0]) if free else None
+        wanted = width(entry)
+        if not running and len(free) < wanted:      # the plan makes such a cell NA (devices.py)
+            raise RuntimeError(f"a cell wants {wanted} lanes, the run has {len(free)}")
+        return (entry, Lane.join(free[:wanted])) if len(free) >= wanted else None
 
     def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar,
-                  ready, gate) -> None:
+                  ready, gate, width) -> None:
         rows = {lane: progress.add_task(user_text(f"{lane.label}: idle"), total=None, lane=True)
                 for lane in [*self.lanes, CPU_LANE]}
         progress.update(rows[CPU_LANE], visible=False)
@@ -160,7 +190,7 @@ class Lanes:
         pool = ThreadPoolExecutor(max_workers=len(self.lanes), thread_name_prefix="lane")
 
         def start(entry: Any, lane: Lane) -> None:
-            row = rows[lane]
+            row = rows[lane.parts[0]]
             progress.reset(row, description=user_text(f"{lane.label}: {label(entry)}"),
                            visible=True)
 
@@ -172,7 +202,7 @@ class Lanes:
         try:
             while pending or running:
                 while pending:
-                    chosen = self._next_start(pending, running, free, ready, alone)
+                    chosen = self._next_start(pending, running, free, ready, alone, width)
                     if chosen is None:
                         break
                     entry, lane = chosen
@@ -182,7 +212,8 @@ class Lanes:
                         break
                     pending.remove(entry)
                     if lane is not CPU_LANE:
-                        free.remove(lane)
+                        for part in lane.parts:
+                            free.remove(part)
                     start(entry, lane)
                 finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in finished:
@@ -191,9 +222,10 @@ class Lanes:
                     if lane is CPU_LANE:
                         progress.update(rows[lane], visible=False)
                     else:
-                        free.append(lane)
+                        free.extend(lane.parts)
                         free.sort(key=self.lanes.index)
-                        progress.update(rows[lane], description=user_text(f"{lane.label}: idle"))
+                        progress.update(rows[lane.parts[0]],
+                                        description=user_text(f"{lane.parts[0].label}: idle"))
                     done(entry, result, progress)
                     progress.advance(bar)
         except BaseException:

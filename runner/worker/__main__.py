@@ -17,8 +17,9 @@ import time
 import traceback
 from typing import Any
 
-from . import distributions, overhead
+from . import distributions, overhead, ranks
 from .apis import NoGpuError
+from .apis import data_parallel as parallel
 from .bench import BLOCK_TARGET_S, StepClock, run_loop, short_block
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
@@ -52,6 +53,7 @@ def prepare_process_environment(spec: CellSpec) -> None:
     if spec.api == "tf-keras":
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    parallel.prepare_environment(spec)
 
 
 def measure(spec: CellSpec, result: dict[str, Any]) -> None:
@@ -59,14 +61,15 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     if spec.profile_pass is not None:     # a profiled pass: no timed window, no telemetry
         from .profiling.profiled import profile_cell
 
-        profile_cell(spec, result, fw, workload)
+        profile_cell(parallel.global_spec(spec), result, fw, workload)
         return
     spec = energy_window(spec, gpu, result)
     if spec.calibration_sizes:
         bench, clock, monitor = calibrate(spec, fw, workload, gpu, result)
     else:
         started = time.perf_counter()
-        bench = workload.build(spec, fw)
+        # A data-parallel cell's workload builds for the global batch, which the API splits.
+        bench = workload.build(parallel.global_spec(spec), fw)
         result["setup_s"] = time.perf_counter() - started
         clock, monitor = timed_window(spec, bench, gpu, fw)
     record_window(result, bench, clock, monitor)
@@ -88,7 +91,7 @@ def start_framework(spec: CellSpec, result: dict[str, Any]) -> tuple[Any, Any, A
     result["rss_initial_mb"] = rss_mb()
     vram = fw.vram_mb()
     result["vram_initial_mb"] = vram[0] if vram else None
-    gpu = Nvml.open() if fw.device == "gpu" else None
+    gpu = Nvml.open(ranks.own_gpu()) if fw.device == "gpu" else None
     meta = base_metadata()
     if gpu is not None:
         meta.update(gpu.metadata())
@@ -169,7 +172,7 @@ def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, cloc
                            "gc_in_timed_window": clock.gc_in_timed_window}
     result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)
-    if spec.harness_overhead:   # after the timed window: none of this is in the cell's figures
+    if spec.harness_overhead and getattr(fw, "agree", None) is None:   # after the window
         result["extra"]["harness_overhead"] = overhead.paired_rounds(bench, clock.calls_per_sample)
     # The answer last, once the peaks are read: its copies to the host are no part of the cell.
     result["rss_peak_mb"] = peak_rss_mb()
@@ -203,7 +206,8 @@ def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClo
                       sync=bench.sync, on_timed_start=monitor.__enter__,
                       on_timed_end=monitor.stop_counters,
                       min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
-                      epoch_calls=bench.calls_per_epoch, keep_outputs=bench.loss is not None)
+                      epoch_calls=bench.calls_per_epoch, keep_outputs=bench.loss is not None,
+                      agree=getattr(fw, "agree", None))
     try:
         run_loop(bench, clock)
     finally:
@@ -307,6 +311,9 @@ def main(argv: list[str]) -> int:
     spec = dataclasses.replace(spec, result_path=result_path)
     result = empty_result(spec)
     started = time.perf_counter()
+    followers = ranks.launch(spec, spec_path, result_path)    # a DDP cell's other ranks
+    if followers is not None:
+        followers.watch(lambda why: abandon(spec, result, result_path, started, why))
     try:
         measure(spec, result)
         result["status"] = "ok"
@@ -318,11 +325,31 @@ def main(argv: list[str]) -> int:
     finally:
         if result.get("rss_peak_mb") is None:        # a cell that failed before its answer
             result["rss_peak_mb"] = peak_rss_mb()
+        if followers is not None:
+            ranks.merge(result, followers.finish(ok=result["status"] == "ok"))
         record_distributions(result)
         result["worker_s"] = time.perf_counter() - started
         write_json_atomic(result_path, result)
-    print(f"runner.worker: {spec.cell_name} r{spec.repeat}: {result['status']}", flush=True)
+    print(f"runner.worker: {spec.cell_name} r{spec.repeat}{rank_text()}: {result['status']}",
+          flush=True)
     return 0
+
+
+def rank_text() -> str:
+    return f" rank {ranks.rank()}" if ranks.rank() else ""
+
+
+def abandon(spec: CellSpec, result: dict[str, Any], result_path: str, started: float,
+            why: str) -> None:
+    """Rank 0 of a DDP cell whose follower failed (it waits for it in a collective): the
+    cell's failed record, then the end of this process."""
+    result.update(status="failed", error=f"a data-parallel rank failed: {why}"[-4000:],
+                  worker_s=time.perf_counter() - started)
+    if result.get("rss_peak_mb") is None:
+        result["rss_peak_mb"] = peak_rss_mb()
+    write_json_atomic(result_path, result)
+    print(f"runner.worker: {spec.cell_name} r{spec.repeat}: failed ({why})", flush=True)
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,12 @@ class StepClock:
     # between samples, as a bare loop: a held output keeps one more buffer alive, which changes
     # what the allocator does on every step (measured: torch's 512² CPU matmul 5 % slower).
     keep_outputs: bool = True
+    # A cell of several processes (torch DDP, one per device; docs/scaling.md): after each read
+    # of the clock, every process takes the reading of rank 0 (`agree(seconds)` returns it), so
+    # that every rank makes the same decisions (block size, end of the window) and runs the
+    # same calls, which their collectives need. The exchange itself is filed in no sample (the
+    # clock restarts after it). None: one process.
+    agree: Callable[[float], float] | None = None
     warmup_s: list[float] = field(default_factory=list)
     timed_s: list[float] = field(default_factory=list)
     epoch_boundaries: list[int] = field(default_factory=list)   # timed samples that start an epoch
@@ -151,7 +157,11 @@ class StepClock:
         """File the interval since the last tick, which covered `calls` calls."""
         self.sync(out)
         now = time.perf_counter()
-        elapsed, self._last = now - self._last, now
+        elapsed = now - self._last
+        if self.agree is not None:
+            elapsed = self.agree(elapsed)
+            now = time.perf_counter()
+        self._last = now
         before, self.calls = self.calls, self.calls + calls
         if len(self.warmup_s) < self.warmup_calls:
             self.warmup_s.append(elapsed)
@@ -240,18 +250,24 @@ def preroll_calls(calls: int) -> int:
     return sum(calibration_schedule(calls))
 
 
-def _trial(step: Callable[[], Any], sync: Callable[[Any], None], calls: int) -> float:
-    """`calls` consecutive calls and one synchronisation at the end: their seconds."""
+Agree = Callable[[float], float] | None
+
+
+def _trial(step: Callable[[], Any], sync: Callable[[Any], None], calls: int,
+           agree: Agree = None) -> float:
+    """`calls` consecutive calls and one synchronisation at the end: their seconds (rank 0's,
+    with `agree`: StepClock.agree)."""
     started = time.perf_counter()
     for _ in range(calls - 1):
         step()
     sync(step())
-    return time.perf_counter() - started
+    took = time.perf_counter() - started
+    return agree(took) if agree is not None else took
 
 
 def calibrate_block(step: Callable[[], Any], sync: Callable[[Any], None],
-                    target_s: float = BLOCK_TARGET_S,
-                    max_calls: int = MAX_CALLS_PER_SAMPLE) -> tuple[int, list[tuple[int, float]]]:
+                    target_s: float = BLOCK_TARGET_S, max_calls: int = MAX_CALLS_PER_SAMPLE,
+                    agree: Agree = None) -> tuple[int, list[tuple[int, float]]]:
     """timeit's autorange: the smallest power of two of calls whose synchronised run lasts at
     least target_s, or `max_calls` (a fixed step count's cap: the search never tries more, so
     its calls are calibration_schedule(result) whatever stopped it); returns it and the
@@ -262,7 +278,7 @@ def calibrate_block(step: Callable[[], Any], sync: Callable[[Any], None],
     while True:
         elapsed = float("inf")
         for _ in range(2):
-            took = _trial(step, sync, calls)
+            took = _trial(step, sync, calls, agree)
             trials.append((calls, took))
             elapsed = min(elapsed, took)
         if elapsed >= target_s or calls >= max_calls:
@@ -271,11 +287,11 @@ def calibrate_block(step: Callable[[], Any], sync: Callable[[Any], None],
 
 
 def preroll(step: Callable[[], Any], sync: Callable[[Any], None],
-            calls: int) -> list[tuple[int, float]]:
+            calls: int, agree: Agree = None) -> list[tuple[int, float]]:
     """What a repeat handed its block size runs before its timed window: the calls, blocks and
     synchronisations the cell's calibrating repeat ran there (calibration_schedule), so every
     repeat starts its window after the same untimed work (one pre-roll for every repeat)."""
-    return [(size, _trial(step, sync, size)) for size in calibration_schedule(calls)]
+    return [(size, _trial(step, sync, size, agree)) for size in calibration_schedule(calls)]
 
 
 def block_cap(clock: StepClock) -> int:
@@ -326,10 +342,11 @@ def run_loop(bench: Bench, clock: StepClock) -> None:
     if not bench.returns_to_host and clock.calibrate is None:
         def calibrate() -> int:
             if handed_over:
-                trials = preroll(step, clock.sync, clock.calls_per_sample)
+                trials = preroll(step, clock.sync, clock.calls_per_sample, clock.agree)
                 calls = clock.calls_per_sample
             else:
-                calls, trials = calibrate_block(step, clock.sync, max_calls=block_cap(clock))
+                calls, trials = calibrate_block(step, clock.sync, max_calls=block_cap(clock),
+                                                agree=clock.agree)
                 bench.extra["block_calibration"] = [[c, round(t, 6)] for c, t in trials]
             bench.extra["preroll_calls"] = sum(c for c, _ in trials)
             clock.calls += sum(c for c, _ in trials)          # they consumed batches too

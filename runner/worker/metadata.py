@@ -77,6 +77,8 @@ KEYS: dict[str, tuple[str, bool]] = {
     "ray_node_id": ("the Ray node's id (host)", False),
     "node_executor": ("what ran the cell on the Ray node: local or docker (host)", False),
     "gpu_index": ("NVML index, on its machine, of the GPU the cell was pinned to (host)", False),
+    "gpu_indices": ("NVML indices of every GPU a data-parallel cell held (devices > 1; its "
+                    "lane's, or its Ray node's) (host)", False),
     "gpu_locked_clocks": ("the GPU's clocks were locked for the run ([run] lock_clocks): 'tdp' "
                           "(its base clock) or the SM clock in MHz (host)", True),
 }

@@ -89,6 +89,10 @@ class CellSpec:
     steps_per_execution: int
     data: str
     device: str
+    # Axes declared after specs were first written: a spec without them ran at their catalog
+    # default (tests/worker/test_catalog.py checks these are the catalog's).
+    devices: int = 1
+    scaling: str = "weak"
     # --- the settings
     options: dict[str, Any]
     steps: int | str                    # timed steps, or "auto": until min_time_s (see bench.py)

@@ -75,6 +75,10 @@ REJECTIONS = [
     ("[report]\nbaseline_environment = \"nmupy\"\n" + VALID_BENCH,
      "report.baseline_environment: unknown environment 'nmupy' (did you mean 'numpy'?)"),
     (VALID_BENCH + "check_answers = \"no\"\n", "benchmarks[0].check_answers: expected true or false"),
+    (VALID_BENCH + "devices = 0\n", "benchmarks[0].devices: must be a positive whole number"),
+    (VALID_BENCH + "devices = [1, 2.5]\n", "benchmarks[0].devices: expected a whole number"),
+    (VALID_BENCH + "devices = \"2\"\n", "benchmarks[0].devices: expected a whole number"),
+    (VALID_BENCH + "scaling = \"linear\"\n", "benchmarks[0].scaling: 'linear' is not one of"),
 ]
 
 

@@ -366,3 +366,51 @@ def test_the_spread_of_large_blocks_is_no_stall():
     assert clock.outliers() == []
     clock.timed_s[7] += 0.2                  # one call of 200× the median call (~1 ms)
     assert [i for i, _ in clock.outliers()] == [7]
+
+
+class Ranks:
+    """Two ranks' clock agreement (StepClock.agree) as a DDP cell's all-reduce does it: each
+    rank posts its reading, both wait for the other, both take rank 0's."""
+
+    def __init__(self):
+        self.barrier = threading.Barrier(2)
+        self.posted = [0.0, 0.0]
+
+    def agree(self, rank: int):
+        def agreed(seconds: float) -> float:
+            self.posted[rank] = seconds
+            self.barrier.wait()
+            value = self.posted[0]
+            self.barrier.wait()
+            return value
+        return agreed
+
+
+def test_every_rank_takes_rank_0s_readings_and_makes_the_same_calls():
+    """A slower rank 1 alone would calibrate a smaller block and end its window after other
+    calls; agreeing on rank 0's readings, both make every decision the same way (steps = auto,
+    the block calibrated), which their collectives need."""
+    ranks, clocks, calls = Ranks(), {}, {0: 0, 1: 0}
+
+    def run(rank: int) -> None:
+        device = FakeDevice()
+
+        def step():
+            calls[rank] += 1
+            if rank == 1:
+                time.sleep(0.004)            # this rank's host is slower
+            return device.step()
+
+        bench = Bench(items_per_step=1, step=step, sync=device.sync)
+        clocks[rank] = StepClock(warmup_calls=2, timed_calls=None, sync=device.sync,
+                                 min_time_s=0.2, max_time_s=2.0, agree=ranks.agree(rank))
+        run_loop(bench, clocks[rank])
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert clocks[0].timed_s == clocks[1].timed_s and clocks[0].warmup_s == clocks[1].warmup_s
+    assert clocks[0].calls_per_sample == clocks[1].calls_per_sample
+    assert calls[0] == calls[1] and clocks[0].calls == clocks[1].calls

@@ -103,9 +103,12 @@ def spec_axis_drift(spec: type = CellSpec, axes: dict | None = None) -> dict[str
     drift: dict[str, object] = {}
     if declared != list(axes):
         drift["names"] = (declared, list(axes))
+    defaults = {f.name: f.default for f in dataclasses.fields(spec)}
     for name, axis in axes.items():
         if name in hints and hints[name] != axis.type:
             drift[name] = (hints[name], axis.type)
+        elif defaults.get(name, dataclasses.MISSING) not in (dataclasses.MISSING, axis.default):
+            drift[name] = ("default", defaults[name], axis.default)      # an old spec's value
     return drift
 
 
@@ -117,6 +120,9 @@ def test_the_cell_spec_declares_every_axis_with_its_type():
     assert spec_axis_drift(axes={**catalog.AXES, "toy": toy})["names"][1][-1] == "toy"
     retyped = dataclasses.replace(catalog.AXES["jit"], type=bool)
     assert spec_axis_drift(axes={**catalog.AXES, "jit": retyped}) == {"jit": (bool | str, bool)}
+    redefaulted = dataclasses.replace(catalog.AXES["devices"], default=2)
+    assert spec_axis_drift(axes={**catalog.AXES, "devices": redefaulted}) == {
+        "devices": ("default", 1, 2)}
 
 
 def test_a_cell_carries_every_setting_axis(tmp_path):
@@ -309,3 +315,37 @@ def test_a_toy_setting_declared_in_the_spec_reaches_the_worker(tmp_path):
     records, _ = results_of(copy)
     assert [(r["toy_knob"], r["toy_words"], r["status"]) for r in records] == [
         (5, "as declared", "ok")]
+
+
+# --- data-parallel cells (the devices axis; docs/scaling.md) ----------------------------------
+
+def devices_reason(workload: str, api: str, backend: str | None = None, task: str = "fit",
+                   batch_size: int | None = 64, **axes) -> str | None:
+    chosen = {**catalog.AXIS_DEFAULTS, "devices": 2, **axes}
+    return catalog.not_applicable_reason(workload, api, backend, chosen, task, batch_size)
+
+
+def test_every_framework_shards_the_cnn_and_bert_fit_but_keras_on_torch():
+    for api, backend in (("keras", "jax"), ("keras", "tensorflow"), ("tf-keras", None),
+                         ("torch", None), ("jax", None), ("tensorflow", None)):
+        assert devices_reason("cnn", api, backend) is None, (api, backend)
+    for api, backend in (("keras", "jax"), ("keras", "tensorflow"), ("tf-keras", None),
+                         ("hf", None)):
+        assert devices_reason("bert", api, backend) is None, (api, backend)
+    assert "keras.distribution has no torch backend" in devices_reason("cnn", "keras", "torch")
+    assert devices_reason("cnn", "keras", "torch", devices=1) is None     # one device: as ever
+
+
+def test_data_parallel_cells_that_do_not_exist_are_na_with_the_reason():
+    assert devices_reason("matmul", "torch", task="run") == \
+        "matmul has no data-parallel recipe (devices > 1 runs the CNN, BERT and user workloads)"
+    assert devices_reason("cnn", "numpy") is not None
+    assert devices_reason("bert", "keras", "jax", task="predict") is None      # Keras shards it
+    assert devices_reason("bert", "hf", task="predict").startswith("DDP shards training")
+    assert "no sharded pipeline" in devices_reason("cnn", "torch", data="dataset")
+    assert devices_reason("cnn", "keras", "jax", data="dataset") is None   # fit distributes it
+    assert devices_reason("cnn", "torch", devices=4, scaling="strong", batch_size=30) == (
+        "batch_size 30 does not split evenly over 4 devices (strong scaling: batch_size is the "
+        "global batch)")
+    assert devices_reason("cnn", "torch", devices=4, scaling="strong", batch_size=32) is None
+    assert devices_reason("cnn", "torch", devices=4, batch_size=30) is None   # weak: 30 each

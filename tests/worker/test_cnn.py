@@ -89,6 +89,30 @@ environments = ["torch", "jax", "keras-torch"]
 batch_size = {BATCH}
 size = "tiny"
 steps_per_execution = 4
+
+# Data-parallel on two virtual CPU devices (docs/scaling.md), strong scaling: the global batch
+# is the 1-device cells' {BATCH}, so every framework's first step computes their loss.
+[[benchmarks]]
+workload = "cnn"
+environments = ["*"]
+batch_size = {BATCH}
+size = "tiny"
+devices = 2
+scaling = "strong"
+
+# ... and DDP on Hugging Face's BERT (torch processes launched by the worker, as for the CNN).
+[environments.hf-torch]
+image = "hf-torch"
+api = "hf"
+
+[[benchmarks]]
+workload = "bert"
+task = "fit"
+environments = ["hf-torch"]
+batch_size = 4
+size = "tiny"
+devices = 2
+options = {{ sequence_length = 16 }}
 """
 
 
@@ -106,7 +130,8 @@ def records(tmp_path_factory) -> list[dict]:
 
 
 def pick(records: list[dict], environment: str, **axes) -> dict:
-    axes = {"precision": "float32", "jit": "auto", "steps_per_execution": 1, "data": "device", **axes}
+    axes = {"precision": "float32", "jit": "auto", "steps_per_execution": 1, "data": "device",
+            "devices": 1, **axes}
     (record,) = [r for r in records if r["environment"] == environment
                  and all(r[k] == v for k, v in axes.items())]
     return record
@@ -222,3 +247,46 @@ def test_steps_per_execution_is_not_applicable_outside_keras(records):
     assert reasons == {"torch": "steps_per_execution is a Keras setting",
                        "jax": "steps_per_execution is a Keras setting",
                        "keras-torch": "Keras on PyTorch requires steps_per_execution = 1"}
+
+
+STRATEGIES = {"keras-tensorflow": "tf.distribute.MirroredStrategy",
+              "keras-jax": "keras.distribution.DataParallel",
+              "keras2": "tf.distribute.MirroredStrategy",
+              "torch": "torch.nn.parallel.DistributedDataParallel",
+              "jax": "jax.sharding (NamedSharding: batch sharded, parameters replicated)",
+              "tensorflow": "tf.distribute.MirroredStrategy"}
+
+
+def test_every_framework_trains_on_two_devices_and_computes_one_devices_first_loss(records):
+    for env, strategy in STRATEGIES.items():
+        one, two = pick(records, env), pick(records, env, devices=2, scaling="strong")
+        assert two["status"] == "ok", (env, two["error"])
+        facts = two["effective"]["data_parallel"]
+        assert facts["strategy"] == strategy and facts["world_size"] == 2, (env, facts)
+        assert (facts["global_batch"], facts["per_device_batch"]) == (BATCH, BATCH // 2), env
+        assert two["items_per_step"] == one["items_per_step"] == BATCH, env
+        # The same global batch from the same weights: one step's loss is the 1-device cell's
+        # up to float32 rounding of a sum split in two (measured: under 1e-6 relative).
+        assert two["loss_first"] == pytest.approx(one["loss_first"], rel=1e-4), env
+        assert two["compilations"]["timed"] in (0, one["compilations"]["timed"]), env
+    ddp = pick(records, "torch", devices=2, scaling="strong")
+    assert ddp["effective"]["data_parallel"]["all_reduce"] == "gloo"
+    assert [r["rank"] for r in ddp["extra"]["ranks"]] == [0, 1]
+    assert all(r["status"] == "ok" and r["rss_peak_mb"] > 0 for r in ddp["extra"]["ranks"])
+    virtual = pick(records, "jax", devices=2, scaling="strong")["effective"]["data_parallel"]
+    assert virtual["devices"] == ["cpu:0", "cpu:1"]
+
+
+def test_keras_on_torch_has_no_data_parallel_fit_and_says_why(records):
+    record = pick(records, "keras-torch", devices=2, scaling="strong")
+    assert record["status"] == "not_applicable"
+    assert "keras.distribution has no torch backend" in record["error"]
+
+
+def test_ddp_trains_hugging_faces_bert_with_every_ranks_memory(records):
+    (bert,) = [r for r in records if r["workload"] == "bert"]
+    assert bert["status"] == "ok" and bert["loss_first"] > 0
+    facts = bert["effective"]["data_parallel"]
+    assert facts["strategy"] == "torch.nn.parallel.DistributedDataParallel"
+    assert (facts["world_size"], facts["global_batch"], facts["per_device_batch"]) == (2, 8, 4)
+    assert len(bert["extra"]["ranks"]) == 2 and bert["items_per_step"] == 8

@@ -247,7 +247,13 @@ def test_matrix_rows():
                 ("gemma", "generate"): {32, 1}, ("mistral", "fit"): {8},
                 ("mistral", "generate"): {32, 1}}
     full = matrix.load(ROOT / "matrix.toml", profile="full")
-    cells = [c for c in full.cells if c.workload in configs.PRESET_PARAMS]
+    cells = [c for c in full.cells if c.workload in configs.PRESET_PARAMS
+             and c.axes["devices"] == 1]
+    scaling = {(c.environment, c.axes["devices"]): c.not_applicable for c in full.cells
+               if c.workload == "bert" and c.axes["devices"] > 1}      # docs/scaling.md
+    assert {n for _, n in scaling} == {2, 4, 8} and all(c.task == "fit" for c in full.cells
+                                                        if c.axes["devices"] > 1)
+    assert {env for (env, _), why in scaling.items() if why} == {"keras-torch"}
     seen: dict[tuple, set] = {}
     for cell in cells:
         seen.setdefault((cell.workload, cell.task), set()).add(cell.batch_size)
@@ -282,7 +288,8 @@ def test_matrix_rows():
     keras2 = {c.environment for c in full.cells if c.api == "tf-keras"}
     assert keras2 == {"keras2"}               # one Keras 2 column, CNN and models alike
     smoke = matrix.load(ROOT / "matrix.toml", profile="smoke")
-    tiny = [c for c in smoke.cells if c.workload in configs.PRESET_PARAMS]
+    tiny = [c for c in smoke.cells if c.workload in configs.PRESET_PARAMS
+            and c.axes["devices"] == 1]
     assert tiny and all(c.axes["size"] == "tiny" for c in tiny)
     assert len(tiny) == len(cells)
     # The smoke profile keeps its budget: the compiled hf cells are planned not applicable.

@@ -124,7 +124,7 @@ class EffectTable:
             return f"Environments against {self.baseline}"
         if self.factor == STACK:
             return f"Stack: {', '.join(self.values)} against {self.baseline}"
-        per = " (time per item)" if self.factor == PER_ITEM_FACTOR else ""
+        per = " (time per item)" if self.factor in PER_ITEM_FACTORS else ""
         return f"{self.factor}: against {self.factor} = {shown(self.baseline)}{per}"
 
 
@@ -195,7 +195,7 @@ def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[Effect
                 if not any(_same(value, v) for v in table.values):
                     table.values.append(value)
                 estimate = speedup(base, cell)
-                if factor == PER_ITEM_FACTOR:
+                if factor in PER_ITEM_FACTORS:
                     estimate = per_item(estimate, base, cell)
                 table.effects.append(Effect(value, row_label(base, without=factor),
                                             base["batch_size"], cell["environment"], base, cell,
@@ -203,9 +203,10 @@ def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[Effect
     return [t for t in tables.values() if t.effects or t.without_baseline]
 
 
-# The batch size changes the work of a step: its effect is on the time per item (sample,
-# token, image), not per step.
-PER_ITEM_FACTOR = "batch_size"
+# The batch size changes the work of a step, and so do the devices of a data-parallel cell
+# (weak scaling: a global batch of batch_size × devices): their effect is on the time per item
+# (sample, token, image), not per step — a throughput speedup (docs/scaling.md).
+PER_ITEM_FACTORS = ("batch_size", "devices")
 
 
 def per_item(estimate: Ratio, base: Mapping[str, Any], cell: Mapping[str, Any]) -> Ratio:

@@ -14,7 +14,7 @@ from ...worker.catalog import is_hub
 from ..data.types import CellSummary
 from ..formatting import fmt, md_code, md_text
 from . import answers
-from .effects import BETWEEN_ENVIRONMENTS, PER_ITEM_FACTOR, Analysis, EffectTable, fastest, shown
+from .effects import BETWEEN_ENVIRONMENTS, PER_ITEM_FACTORS, Analysis, EffectTable, fastest, shown
 from .ratios import Ratio
 from .keras_table import NATIVE_API
 from .summaries import KERAS2_API, KERAS3_API, TF32_MARK, pivot, tf32_rows
@@ -52,7 +52,7 @@ def _subject(table: EffectTable, value: Any) -> str:
     if table.factor in BETWEEN_ENVIRONMENTS:
         changed = f" ({table.changes[value]})" if value in table.changes else ""
         return md_text(f"{value}{changed} against {table.baseline}")
-    per = " (per item)" if table.factor == PER_ITEM_FACTOR else ""
+    per = " (per item)" if table.factor in PER_ITEM_FACTORS else ""
     return md_text(f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}")
 
 

@@ -31,7 +31,8 @@ def native_cells(summaries: list[CellSummary]) -> list[CellSummary]:
     so that a compiled cell sits in the row of the Keras cells it is compared with."""
     return [cast(CellSummary, {**s, "label": row_label(s, without="jit"),
                                "environment": f"{s['environment']} (jit={s.get('jit')})"})
-            for s in summaries if s["api"] == NATIVE_API and catalog.is_hub(s["workload"])]
+            for s in summaries if s["api"] == NATIVE_API and catalog.is_hub(s["workload"])
+            and (s.get("devices") or 1) == 1]
 
 
 def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[str],
@@ -41,7 +42,8 @@ def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[st
     "eager" unless its cells compiled), then the native columns, HF PyTorch eager and compiled
     (native_cells). (summaries, column order, titles), or None when the run has no such rows."""
     rows = [s for s in summaries if catalog.is_hub(s["workload"])
-            and s["api"] in (KERAS3_API, KERAS2_API)]
+            and s["api"] in (KERAS3_API, KERAS2_API)
+            and (s.get("devices") or 1) == 1]      # data-parallel rows: the Scaling section
     if not rows:
         return None
     rows += native_cells(summaries)

@@ -153,6 +153,9 @@ def energy_of(record: Mapping[str, Any]) -> tuple[dict[str, float] | None, str |
     energy = record.get("gpu_energy_j")
     if energy is None:
         return None, None
+    if (record.get("devices") or 1) > 1:
+        return None, ("a data-parallel cell: NVML's counter was read on its first GPU only "
+                      "(each DDP rank's in extra.ranks; docs/scaling.md)")
     window, needed = _window_s(record), energy_window_needed(record)
     if window is None or window < needed:
         return None, (f"timed window {fmt(window or 0)} s is shorter than NVML's energy counter "

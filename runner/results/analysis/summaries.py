@@ -52,7 +52,8 @@ def row_label(record: Mapping[str, Any], without: str | None = None) -> str:
     rows of that axis's effects."""
     workload = catalog.WORKLOADS.get(record["workload"])
     uses_data = workload is not None and workload.uses_data_axis
-    extras = [f"{k}={record[k]}" for k in AXIS_KEYS if record.get(k) != AXIS_DEFAULTS[k]
+    extras = [f"{k}={record[k]}" for k in AXIS_KEYS
+              if record.get(k, AXIS_DEFAULTS[k]) != AXIS_DEFAULTS[k]
               and (k != "data" or uses_data) and k != without]
     preset = option_preset(record)
     extras += [f"{k}={v}" for k, v in (record.get("options") or {}).items() if preset.get(k) != v
@@ -185,6 +186,7 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         device_name=device_name(ok[0]) if ok else None,
         on_gpu=bool(ok) and ran_on_gpu(ok[0]),
         jit_compile=((ok[0] if ok else first).get("effective") or {}).get("jit_compile"),
+        data_parallel=((ok[0] if ok else first).get("effective") or {}).get("data_parallel"),
         **tf32_summary(ok),
         allocator=allocator_settings(ok[0]) if ok else None,
         # What the cell computed on the seeded inputs (its first ok repeat's fingerprint);

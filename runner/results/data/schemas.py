@@ -19,6 +19,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_mode
                       field_validator, model_validator)
 
 from ...schema import RUN_NAME_PATTERN, format_error
+from ...worker.catalog import AXIS_DEFAULTS
 from ...worker.protocol import RECORD_FIELDS
 from .types import MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Record
 
@@ -125,8 +126,9 @@ def record_problem(data: Any, key: str | None = None) -> str | None:
 
 def complete_record(data: dict[str, Any]) -> Record:
     """A valid record with every field present (an absent one is null: unknown): the typed
-    Record (results/data/types.py) every reader gets."""
-    return cast(Record, {**dict.fromkeys(RECORD_FIELDS), **data})
+    Record (results/data/types.py) every reader gets. An axis the record does not name is one
+    declared after it was written (devices, scaling): it ran at that axis's default."""
+    return cast(Record, {**dict.fromkeys(RECORD_FIELDS), **AXIS_DEFAULTS, **data})
 
 
 def record_of(fields: Mapping[str, Any]) -> Record:

@@ -60,6 +60,8 @@ class CellCoordinates(TypedDict):
     steps_per_execution: int | None
     data: str | None
     device: str | None
+    devices: int | None
+    scaling: str | None
     options: Document
     # A user workload's spec entry (name, file, sha256, option defaults, ...); None: built-in.
     user_workload: Document | None
@@ -224,6 +226,8 @@ class CellSummary(CellCoordinates, total=False):
     device_name: str | None
     on_gpu: bool
     jit_compile: Any
+    # a data-parallel cell's strategy, world size, batches, all-reduce (effective.data_parallel)
+    data_parallel: dict[str, Any] | None
     tf32_effective: bool | None
     tf32_paths: dict[str, bool | None] | None
     tf32_detail: dict[str, Any] | None

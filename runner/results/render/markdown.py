@@ -24,6 +24,7 @@ from .markdown_parts import (ABOVE_IDLE, CELLS_NOTE, _ci_text, _sanity, _tf32_te
                              warnings_section)
 from .markdown_profiles import profile_findings, profiles_section
 from .markdown_reference import peak_section, published_section
+from .markdown_scaling import scaling_part
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
            "ratio_text", "report_markdown"]
@@ -305,7 +306,8 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
         return []
     out = ["## Plots", ""]
     for plot in plots:
-        if effects_drawn and plot.path and plot.path.endswith("effects.png"):
+        if effects_drawn and plot.path and plot.path.endswith("effects.png") or \
+                plot.path and plot.path.startswith("plots/scaling-"):    # shown in Scaling
             continue
         out += [f"![{plot.title}]({plot.path})" if plot.path
                 else f"{plot.title}: skipped, {plot.note}.", ""]
@@ -315,7 +317,7 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
-    lambda r: cost_section(r.manifest, r.summaries), effects_part,
+    lambda r: cost_section(r.manifest, r.summaries), effects_part, scaling_part,
     answers_part, warnings_part, left_out_section, fixed_costs_section, training_section,
     first_token_part, memory_section,
     energy_section, cells_section, tf32_part, published_part, peak_part,

@@ -38,6 +38,22 @@ def profiled_of(store: Store, plots: list[Any]) -> Profiled | None:
     return profiled
 
 
+def scaling_plots_of(store: Store, summaries: list[CellSummary]) -> list[Any]:
+    """The Scaling section's plots (none without data-parallel rows, or without matplotlib)."""
+    from ..analysis.scaling import scaling_rows
+
+    rows = scaling_rows(summaries)
+    if not rows:
+        return []
+    try:
+        from .plots_scaling import scaling_plots
+
+        return scaling_plots(store.root, rows)
+    except Exception as exc:  # a plot must never cost the tables
+        _warn(f"scaling plots not written ({type(exc).__name__}: {exc})")
+        return []
+
+
 def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
     """Rewrite every merged output of a run from its cell records (idempotent). The plots and the
     HTML page are optional extras: when they fail, a warning names why and the rest is kept."""
@@ -65,6 +81,7 @@ def write_reports(store: Store, manifest: Manifest) -> list[CellSummary]:
     except Exception as exc:  # a plot must never cost the tables
         _warn(f"plots not written ({type(exc).__name__}: {exc})")
     left_out = [(str(path.relative_to(store.root)), why) for path, why in unreadable]
+    plots += scaling_plots_of(store, summaries) if plots else []
     text = markdown.report_markdown(manifest, summaries, plots, analysis, left_out,
                                     profiled_of(store, plots))
     store.write_text("report.md", text)

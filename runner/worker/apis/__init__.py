@@ -4,10 +4,13 @@ memory counters, metadata, the settings in force), and `<api>_api/<workload>.py`
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
+from collections.abc import Callable
 
 from ..protocol import GPU_GIVEN_ENV, CellSpec
+from .data_parallel import Shards, shards_of
 
 
 class FrameworkBase:
@@ -19,6 +22,23 @@ class FrameworkBase:
         self.spec = spec
         self.device = "cpu"
         self.effective: dict[str, Any] = {}
+        # The cell's devices and its batch's split (apis/parallel.py); an API that runs
+        # data-parallel cells records what it did in effective["data_parallel"].
+        self.shards: Shards = shards_of(spec)
+
+    # A cell of one process per device (torch DDP): the clock's agreement on rank 0's readings
+    # (bench.StepClock.agree). None: one process.
+    agree: Callable[[float], float] | None = None
+
+    def data_parallel_scope(self) -> Any:
+        """Where a data-parallel cell's model and optimizer are made (MirroredStrategy's scope);
+        a no-op elsewhere."""
+        return contextlib.nullcontext()
+
+    def mean_over_ranks(self, value: Any) -> float:
+        """A scalar (a loss) as a float: in a cell of one process per device, its mean over
+        the ranks (the global batch's loss, as one device would compute it)."""
+        return float(value)
 
     def sync(self, out: Any) -> None:
         """Block until the device has finished computing `out`."""

@@ -45,7 +45,7 @@ class UserSpec:
     task: str
     api: str
     backend: str | None            # Keras 3's backend (api "keras"), else None
-    batch_size: int
+    batch_size: int                # a data-parallel cell's: the global batch (docs/scaling.md)
     precision: str
     options: Mapping[str, Any]
     device: str                    # "cpu" or "gpu": where the framework runs this cell
@@ -55,6 +55,7 @@ class UserSpec:
     tf32: bool | None
     steps_per_execution: int
     data: str
+    devices: int                   # the devices one step runs on (docs/scaling.md)
     repeat: int
     keras: Any                     # the Keras in use (Keras APIs): keras, or tf_keras for Keras 2
     jit_compile: Any               # Keras APIs: what to pass to model.compile(jit_compile=...)
@@ -68,7 +69,8 @@ def user_spec(spec: Any, fw: Any) -> UserSpec:
         batch_size=spec.batch_size, precision=spec.precision,
         options=MappingProxyType(dict(spec.options)), device=fw.device, seed=spec.seed,
         jit=spec.jit, size=spec.size, tf32=spec.tf32,
-        steps_per_execution=spec.steps_per_execution, data=spec.data, repeat=spec.repeat,
+        steps_per_execution=spec.steps_per_execution, data=spec.data, devices=spec.devices,
+        repeat=spec.repeat,
         keras=keras, jit_compile=fw.jit_compile() if hasattr(fw, "jit_compile") else None,
         compile=fw.compile)
 
@@ -228,7 +230,8 @@ def checked_answer(answer: Any) -> dict[str, Any]:
 
 def model_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench:
     keras = fw.keras
-    model = module.keras_model(uspec)
+    with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device
+        model = module.keras_model(uspec)
     if not isinstance(model, keras.Model):
         raise TypeError(f"keras_model(spec) returned {type(model).__module__}."
                         f"{type(model).__name__}, not a {keras.__name__}.Model (build it with "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from . import rules as _rules
 from . import workloads as _workloads
-from .axes import (DATA_MODES, DEVICES, JIT_WORDS, PRECISIONS, SIZES, TASKS,
+from .axes import (DATA_MODES, DEVICES, JIT_WORDS, PRECISIONS, SCALINGS, SIZES, TASKS,
                    TORCH_COMPILE_MODES)
 from .base import (API_PACKAGES, APIS, AXES, AXIS_DEFAULTS, AXIS_KINDS, FAMILIES, KERAS_BACKENDS,
                    RULES, WORKLOADS, Axis, Option, Where, Workload, declare_axis,
@@ -25,7 +25,7 @@ from .base import (API_PACKAGES, APIS, AXES, AXIS_DEFAULTS, AXIS_KINDS, FAMILIES
 del _rules, _workloads      # imported for their declarations
 
 __all__ = ["API_PACKAGES", "APIS", "AXES", "AXIS_DEFAULTS", "AXIS_KINDS", "DATA_MODES", "DEVICES",
-           "FAMILIES", "JIT_WORDS", "KERAS_BACKENDS", "PRECISIONS", "RULES", "SIZES", "TASKS",
+           "FAMILIES", "JIT_WORDS", "KERAS_BACKENDS", "PRECISIONS", "RULES", "SCALINGS", "SIZES", "TASKS",
            "TORCH_COMPILE_MODES", "WORKLOADS", "Axis", "Option", "Where", "Workload",
            "declare_axis", "declare_workload", "default_sizes", "dense_paths", "is_hub",
            "not_applicable_reason", "rule", "setting_axes"]

@@ -11,6 +11,7 @@ PRECISIONS = ("float32", "bfloat16", "mixed_float16", "mixed_bfloat16")
 SIZES = ("full", "small", "tiny")
 DATA_MODES = ("arrays", "dataset", "device")
 DEVICES = ("auto", "gpu", "cpu")
+SCALINGS = ("weak", "strong")
 TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 JIT_WORDS = ("auto",) + TORCH_COMPILE_MODES
 
@@ -36,3 +37,12 @@ declare_axis(Axis("data", "choice", str, "device", DATA_MODES,
                   help="arrays | dataset | device: how a training loop is fed"))
 # "auto" takes the GPU when the environment has one.
 declare_axis(Axis("device", "choice", str, "auto", DEVICES, help="auto | gpu | cpu"))
+# Data-parallel cells (docs/scaling.md): one cell holds `devices` GPUs (on a CPU, as many virtual
+# devices) and trains one model on all of them in its framework's own way. weak: `batch_size` per
+# device (the global batch grows with the devices, as the Keras and PyTorch guides do); strong:
+# `batch_size` is the global batch, split over the devices. At devices = 1 both are one device's
+# batch_size.
+declare_axis(Axis("devices", "positive_int", int, 1,
+                  help="devices one data-parallel cell trains on (GPUs, or virtual CPU devices)"))
+declare_axis(Axis("scaling", "choice", str, "weak", SCALINGS,
+                  help="weak (batch_size per device) | strong (batch_size in all)"))

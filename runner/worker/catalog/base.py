@@ -94,6 +94,10 @@ class Workload:
     def runs_as(self, api: str, task: str) -> str | None:
         """A user workload's "model" or "step" for this API and task (None: not defined)."""
         return self.api_tasks.get(api, {}).get(task)
+    # The tasks a step of it can shard over several devices (the devices axis, docs/scaling.md);
+    # () where it has no data-parallel recipe. A user workload's Keras model shards fit and
+    # predict (rules.py data_parallel).
+    data_parallel: tuple[str, ...] = ()
     # The dense-arithmetic paths its FLOPs run on ("matmul", "conv"): which TF32 switches change
     # its arithmetic, and whether a measured peak (dense matmuls) means anything for it. () for
     # work bound by memory or the host (elementwise, diagnostics): no TF32 and no % of peak.
@@ -141,6 +145,7 @@ class Where:
     backend: str | None
     task: str
     axes: dict[str, Any]
+    batch_size: int | None = None         # None: a caller that does not place a batch
 
     def keras_on(self, *backends: str) -> bool:
         return self.api == "keras" and self.backend in backends
@@ -162,14 +167,15 @@ def rule(axis: str | None = None) -> Callable[[Rule], Rule]:
 
 
 def not_applicable_reason(workload: str | Workload, api: str, backend: str | None,
-                          axes: dict[str, Any], task: str) -> str | None:
+                          axes: dict[str, Any], task: str,
+                          batch_size: int | None = None) -> str | None:
     """Why a valid cell cannot run in this environment, or None when it applies (`workload`: a
     declared name, or a Workload itself: a user workload, never in WORKLOADS).
 
     Only combinations that are meaningful elsewhere land here; values that are wrong everywhere
     are validation errors in the matrix schema."""
     declared = WORKLOADS[workload] if isinstance(workload, str) else workload
-    where = Where(declared, api, backend, task, axes)
+    where = Where(declared, api, backend, task, axes, batch_size)
     for _, check in RULES:
         reason = check(where)
         if reason is not None:

@@ -123,3 +123,57 @@ def keras2_bfloat16(c: Where) -> str | None:
     if c.api == "tf-keras" and str(c.axes["precision"]) == "bfloat16":
         return "Keras 2 runs bfloat16 as a mixed policy only"
     return None
+
+
+# --- data-parallel cells (devices > 1; docs/scaling.md) -------------------------------------
+
+# Keras 3.15 has a distribution backend for JAX and TensorFlow only (keras/src/backend/*/
+# distribution_lib.py); its torch guide trains under DDP with a hand-written loop, never fit.
+KERAS_TORCH_DATA_PARALLEL = (
+    "Keras on PyTorch has no data-parallel model.fit (keras.distribution has no torch backend; "
+    "Keras's multi-GPU torch guide wraps the model in DDP under its own loop, not fit)")
+# Where a data-parallel step exists, how each API runs it (the worker records what it did in
+# effective.data_parallel).
+DATA_PARALLEL_APIS = {
+    "keras": "keras.distribution.DataParallel (JAX) or tf.distribute.MirroredStrategy (TF)",
+    "tf-keras": "tf.distribute.MirroredStrategy", "tensorflow": "tf.distribute.MirroredStrategy",
+    "jax": "jax.sharding (NamedSharding: batch sharded, parameters replicated)",
+    "torch": "DistributedDataParallel, one process per device", "hf": "DistributedDataParallel",
+}
+
+
+@rule("devices")
+def data_parallel(c: Where) -> str | None:
+    """devices > 1: a task and an API that shard a step over several devices."""
+    devices = c.axes["devices"]
+    if devices == 1:
+        return None
+    if c.api not in DATA_PARALLEL_APIS:
+        return f"{c.api} runs on one device: it has no data-parallel path"
+    if c.keras_on("torch"):
+        return KERAS_TORCH_DATA_PARALLEL
+    if c.workload.family == "user":
+        if c.workload.runs_as(c.api, c.task) != "model":
+            return "a user workload's step function runs on one device (data-parallel cells " \
+                   "run keras_model; docs/scaling.md)"
+    elif c.task not in c.workload.data_parallel:
+        if not c.workload.data_parallel:
+            return f"{c.workload.name} has no data-parallel recipe (devices > 1 runs the CNN, " \
+                   "BERT and user workloads)"
+        return f"{c.workload.name} shards {' and '.join(c.workload.data_parallel)} only"
+    if c.task == "predict" and c.api in ("torch", "hf"):
+        return "DDP shards training: a forward pass has nothing to all-reduce (run one-device " \
+               "cells side by side instead)"
+    if c.axes["data"] == "dataset" and c.api in ("torch", "jax", "tensorflow"):
+        return "a native loop's data = 'dataset' has no sharded pipeline yet (use 'device' or " \
+               "'arrays')"
+    return None
+
+
+@rule("scaling")
+def strong_scaling_split(c: Where) -> str | None:
+    devices = c.axes["devices"]
+    if c.axes["scaling"] != "strong" or c.batch_size is None or c.batch_size % devices == 0:
+        return None
+    return f"batch_size {c.batch_size} does not split evenly over {devices} devices (strong " \
+           "scaling: batch_size is the global batch)"

@@ -43,7 +43,7 @@ declare_workload(Workload(
     "cnn", ("fit",), ("keras", "tf-keras", "torch", "jax", "tensorflow"), True, PRECISIONS,
     {"samples": Option(int, "training samples per epoch (default by size)", True),
      "grad_scaler": Option(bool, "torch mixed_float16: use torch.amp.GradScaler")},
-    uses_data_axis=True,
+    uses_data_axis=True, data_parallel=("fit",),
     help="4 Conv2D + 2 Dense layers (~563 k parameters) on 28×28×1 synthetic data",
     sizes={"full": {"samples": 60_000}, "small": {"samples": 8_192}, "tiny": {"samples": 1_024}},
     dense_paths=("conv", "matmul"),        # ~97 % of its FLOPs in the convolutions
@@ -64,7 +64,7 @@ declare_workload(Workload(
          "vocabulary 30 522; random weights); expected peaks, float32, 512 tokens: fit b32 "
          "~26 GB, predict b256 ~7 GB (benchmarks/peak_memory.py; hf: ~27 GB and ~5 GB, "
          "benchmarks/peak_memory_hf.py)",
-    family="hub",
+    family="hub", data_parallel=("fit", "predict"),
     sizes={"full": {"sequence_length": 512}, "small": {"sequence_length": 128},
            "tiny": {"sequence_length": 32}},
 ))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ..data_parallel import torch_ddp as ddp
 from ..huggingface import benches
 from ..huggingface.weights import Transplant, heads_in, heads_out, same, transplant, transposed
 from ..kerashub.configs import BERT, config
@@ -73,12 +74,14 @@ def build(spec, fw):
     precision = benches.Precision(fw, spec.precision)
     model.to(fw.torch_device, precision.param_dtype)
     x, y = bert_inputs(spec.seed, batch, length, cfg["vocabulary_size"])
-    inputs = benches.tensors(fw, {"input_ids": x["token_ids"], "token_type_ids": x["segment_ids"],
-                                  "attention_mask": x["padding_mask"]}, precision.param_dtype)
-    labels = torch.from_numpy(y).to(fw.torch_device, torch.int64)
+    own = fw.shards.own                   # a DDP rank's share of the global batch (all: one)
+    inputs = benches.tensors(fw, {"input_ids": own(x["token_ids"]),
+                                  "token_type_ids": own(x["segment_ids"]),
+                                  "attention_mask": own(x["padding_mask"])}, precision.param_dtype)
+    labels = torch.from_numpy(own(y)).to(fw.torch_device, torch.int64)
     effective = {"jit_compile": benches.compiled(fw),
                  "attn_implementation": model.config._attn_implementation}
-    run = fw.compile(model)
+    run = fw.compile(ddp.wrap(fw, model))
     if spec.task == "fit":
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.004, eps=1e-7)

@@ -105,7 +105,7 @@ def fit_bench(fw, precision: Precision, loss_of: Callable[[], torch.Tensor], opt
             optimizer.step()
         return loss.item()
 
-    return Bench(step=step, items_per_step=batch, sync=fw.sync, loss=lambda out: float(out),
+    return Bench(step=step, items_per_step=batch, sync=fw.sync, loss=fw.mean_over_ranks,
                  returns_to_host=True, timing=FIT_TIMING,
                  first_loss_in_answer=first_loss_in_answer,
                  effective={**precision.effective, "grad_scaler": scaler is not None,

@@ -37,6 +37,13 @@ class Framework(FrameworkBase):
         }
         self._compiles = 0
         jax.monitoring.register_event_duration_secs_listener(self._count_compile)
+        # A data-parallel cell's mesh (docs/scaling.md); None on one device.
+        self.sharded: Any = None
+        if self.shards.parallel:
+            from ..data_parallel.jax_sharding import mesh_of
+
+            self.sharded = mesh_of(self)
+            self.effective["data_parallel"] = self.sharded.facts(self.shards, self.device == "gpu")
 
     def _count_compile(self, event: str, *args: Any, **kwargs: Any) -> None:
         if event == BACKEND_COMPILE_EVENT:

@@ -67,8 +67,25 @@ def prefetched(batches, device):
         yield ready.get()
 
 
+def sharded_batches(spec, fw, data: cc.CnnData):
+    """A data-parallel cell's batches: each global batch sharded along the mesh's batch axis
+    (the rows on every device, each gathering its share; or NumPy rows put on the devices)."""
+    sharded, x, y = fw.sharded, data.x_train, data.y_train
+    order = cc.batch_indices(len(y), data.batch_size, spec.seed)
+    if spec.data == "device":
+        gather = sharded.gather()
+        x_dev, y_dev = (jax.device_put(a, sharded.replicated) for a in (x, y))
+        indices = (jax.device_put(o, sharded.replicated) for o in order)
+        return ((gather(x_dev, i), gather(y_dev, i)) for i in indices), \
+            "arrays preloaded on every device, each gathering its share of the batch per step"
+    return (jax.device_put((x[o], y[o]), sharded.batch) for o in order), \
+        "NumPy arrays sliced per step, put on the devices sharded along the batch"
+
+
 def batches(spec, fw, data: cc.CnnData):
     """An endless iterator of (images, labels) per the data axis, and what it is."""
+    if fw.sharded is not None:
+        return sharded_batches(spec, fw, data)
     x, y = data.x_train, data.y_train
     order = cc.batch_indices(len(y), data.batch_size, spec.seed)
     if spec.data == "device":
@@ -95,7 +112,8 @@ def build(spec, fw) -> Bench:
     optimizer = optax.rmsprop(cc.LEARNING_RATE, decay=cc.RMS_RHO, eps=cc.RMS_EPSILON)
     # Committed to the device from the start: the step's outputs are, and a jitted function sees
     # committed and uncommitted inputs as different signatures (a second compilation otherwise).
-    state = jax.device_put({"params": params, "opt": optimizer.init(params)}, fw.jax_device)
+    state = jax.device_put({"params": params, "opt": optimizer.init(params)},
+                           fw.sharded.replicated if fw.sharded is not None else fw.jax_device)
 
     def loss_fn(params, xb, yb):
         logits = model.apply(params, xb).astype(jnp.float32)

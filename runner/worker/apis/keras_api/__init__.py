@@ -34,6 +34,12 @@ class Framework(FrameworkBase):
         self.compilations_counted = self.native.compilations_counted
         self.effective = dict(self.native.effective)
         self.effective["dtype_policy"] = keras.config.dtype_policy().name
+        if self.shards.parallel and backend == "jax":
+            self.effective["data_parallel"] = keras_data_parallel(keras, self.native)
+        # TensorFlow: the native Framework's MirroredStrategy (data_parallel_scope)
+
+    def data_parallel_scope(self) -> Any:
+        return self.native.data_parallel_scope()
 
     def jit_compile(self) -> Any:
         """The value passed to model.compile(jit_compile=...): True, False or 'auto'."""
@@ -81,3 +87,15 @@ class Framework(FrameworkBase):
         meta.update(framework_name="keras", framework_version=self.keras.__version__,
                     keras_version=self.keras.__version__, keras_backend=self.keras.backend.backend())
         return meta
+
+
+def keras_data_parallel(keras: Any, native: Any) -> dict[str, Any]:
+    """Keras on JAX over several devices: keras.distribution.DataParallel over a DeviceMesh of
+    the cell's devices (the native Framework's mesh), set before any model exists: every
+    variable is replicated and every batch Keras feeds is sharded along "batch"."""
+    devices = [f"{d.platform}:{d.id}" for d in native.sharded.mesh.devices.flat]
+    mesh = keras.distribution.DeviceMesh((len(devices),), ["batch"], devices=devices)
+    keras.distribution.set_distribution(keras.distribution.DataParallel(device_mesh=mesh))
+    return native.shards.facts(
+        "keras.distribution.DataParallel", mesh={"batch": len(devices)}, devices=devices,
+        all_reduce="XLA collectives (NCCL)" if native.device == "gpu" else "XLA CPU collectives")

@@ -102,15 +102,17 @@ def resolved_steps_per_execution(model) -> int:
 def fit_bench(spec, fw, keras, backend: str) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
-    model = build_model(keras, weights)
+    with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device
+        model = build_model(keras, weights)
     x_probe, y_probe = cc.probe(data)
     initial = cc.initial_extra(model.predict(x_probe, batch_size=cc.EVAL_BATCH, verbose=0), y_probe)
     per_call = spec.steps_per_execution
-    model.compile(
-        optimizer=keras.optimizers.RMSprop(learning_rate=cc.LEARNING_RATE, rho=cc.RMS_RHO,
-                                           epsilon=cc.RMS_EPSILON),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        steps_per_execution=per_call, jit_compile=fw.jit_compile())
+    with fw.data_parallel_scope():       # ... and the optimizer's
+        model.compile(
+            optimizer=keras.optimizers.RMSprop(learning_rate=cc.LEARNING_RATE, rho=cc.RMS_RHO,
+                                               epsilon=cc.RMS_EPSILON),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            steps_per_execution=per_call, jit_compile=fw.jit_compile())
     fit_args, data_text = training_data(keras, backend, data, spec.data, spec.seed)
     extra = cc.base_extra(data, weights, model.count_params(), initial)
     effective = {

@@ -33,6 +33,9 @@ PREDICT_TIMING = ("one predict-on-batch call per sample (one batch through the c
 KERAS2_FEED = ("tf.data.Dataset.from_tensors(batch).repeat(), prefetched to the device, one "
                "iterator for every call (train_on_batch would build one per call)")
 KERAS3_FEED = "the batch as tensors on the device, made once"
+MIRRORED_FEED = ("tf.distribute.MirroredStrategy's distributed dataset of the batch, repeated: "
+                 "each replica its share (train_on_batch would hand each the whole batch), one "
+                 "iterator for every call")
 
 
 def is_keras2() -> bool:
@@ -74,12 +77,19 @@ def to_host(structure: Any) -> Any:
 
 
 def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, extra=None,
-              deterministic: bool = True) -> Bench:
+              deterministic: bool = True, strategy=None) -> Bench:
     """One batch through the train function per call. Its answer is the first step's loss on
     the fixed batch, unless the step draws random numbers (dropout: each backend its own), so
-    `deterministic` is False."""
-    bench = _fit_bench(model, x, y, batch=batch, sample_weight=sample_weight,
-                       effective=effective, extra=extra)
+    `deterministic` is False. `strategy`: a data-parallel cell's MirroredStrategy (TensorFlow;
+    Keras on JAX distributes train_on_batch's batch itself)."""
+    if strategy is not None:
+        bench = _mirrored_bench(model, strategy, (x, y, sample_weight), batch, "train",
+                                effective, extra)
+        bench.loss = lambda logs: float(logs["loss"])
+        bench.timing = FIT_TIMING
+    else:
+        bench = _fit_bench(model, x, y, batch=batch, sample_weight=sample_weight,
+                           effective=effective, extra=extra)
     bench.first_loss_in_answer = deterministic
     if not deterministic:
         bench.extra["answer_note"] = ("the step draws dropout masks from each backend's own "
@@ -112,9 +122,32 @@ def _fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, e
                  extra=dict(extra or {}))
 
 
-def predict_bench(model, x, *, batch: int, effective=None, extra=None) -> Bench:
+def _mirrored_bench(model, strategy, parts, batch: int, kind: str, effective, extra) -> Bench:
+    """One global batch through the train or predict function per call, split between the
+    replicas by a distributed dataset (the way fit feeds them), outputs to the host."""
+    from ..data_parallel.tf_mirrored import distributed_batches
+
+    iterator = distributed_batches(strategy, *parts)
+    function = model.make_train_function() if kind == "train" else \
+        model.make_predict_function()
+    function = function or (model.train_function if kind == "train" else model.predict_function)
+
+    def step():
+        if kind == "train":
+            model.reset_metrics()
+        return to_host(function(iterator))
+
+    return Bench(step=step, items_per_step=batch, returns_to_host=True, timing=PREDICT_TIMING,
+                 effective={**(effective or {}), "feed": MIRRORED_FEED}, extra=dict(extra or {}))
+
+
+def predict_bench(model, x, *, batch: int, effective=None, extra=None, strategy=None) -> Bench:
     """One batch through the predict function per call; its answer: the norms of the outputs
     on the fixed batch (one more call after the timed ones)."""
+    if strategy is not None:
+        bench = _mirrored_bench(model, strategy, (x,), batch, "predict", effective, extra)
+        bench.answer = lambda: answers.output(bench.step())
+        return bench
     bench = _predict_bench(model, x, batch=batch, effective=effective, extra=extra)
     bench.answer = lambda: answers.output(bench.step())
     return bench

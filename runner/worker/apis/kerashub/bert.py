@@ -24,21 +24,25 @@ def bert_bench(spec, fw, *, backbone_cls, classifier: Callable[[Any], Any]) -> B
     preprocessor."""
     keras, size, batch = fw.keras, spec.size, spec.batch_size
     preset = local_preset(spec.options)
-    backbone = backbone_cls.from_preset(preset) if preset else backbone_cls(**config(BERT, size))
+    with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device
+        backbone = backbone_cls.from_preset(preset) if preset else \
+            backbone_cls(**config(BERT, size))
+        model = classifier(backbone)
+        model.compile(optimizer=keras.optimizers.AdamW(5e-5),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[], jit_compile=fw.jit_compile())
     length = int(spec.options["sequence_length"])
     if length > backbone.max_sequence_length:
         raise ValueError(f"sequence_length {length} > the model's {backbone.max_sequence_length}")
-    model = classifier(backbone)
-    model.compile(optimizer=keras.optimizers.AdamW(5e-5),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[], jit_compile=fw.jit_compile())
     x, y = bert_inputs(spec.seed, batch, length, backbone.vocabulary_size)
     facts = dict(sequence_length=length, batch_size=batch, params=model.count_params(),
                  preset=preset or f"random weights, {size} config")
     seed_weights(model, spec, facts, preset)
     effective = {"jit_compile": jit_in_effect(model)}
+    strategy = getattr(fw, "strategy", None)          # TensorFlow's, in a data-parallel cell
     if spec.task == "fit":
         # Dropout draws from each backend's own generator: the first loss is no answer.
         return fit_bench(model, x, y, batch=batch, effective=effective, extra=facts,
-                         deterministic=False)
-    return predict_bench(model, x, batch=batch, effective=effective, extra=facts)
+                         deterministic=False, strategy=strategy)
+    return predict_bench(model, x, batch=batch, effective=effective, extra=facts,
+                         strategy=strategy)

@@ -13,8 +13,9 @@ from .. import FrameworkBase, resolve_device, tf32
 DTYPES = {"float32": tf.float32, "bfloat16": tf.bfloat16}
 
 
-def configure_tensorflow(fw: FrameworkBase) -> None:
-    """Device, memory growth and TF32 for every TensorFlow-based API (native, Keras 2, Keras 3)."""
+def configure_tensorflow(fw: FrameworkBase) -> Any:
+    """Device, memory growth and TF32 for every TensorFlow-based API (native, Keras 2, Keras 3);
+    a data-parallel cell's MirroredStrategy (returned; None on one device)."""
     gpus = tf.config.list_physical_devices("GPU")
     if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true":
         for gpu in gpus:
@@ -22,11 +23,20 @@ def configure_tensorflow(fw: FrameworkBase) -> None:
     fw.device = resolve_device(fw.spec.device, bool(gpus))
     if fw.device == "cpu" and gpus:
         tf.config.set_visible_devices([], "GPU")
+    if fw.shards.parallel and fw.device == "cpu":
+        from ..data_parallel.tf_mirrored import split_cpu
+
+        split_cpu(fw.shards.devices)
     if fw.spec.tf32 is not None:
         tf.config.experimental.enable_tensor_float_32_execution(bool(fw.spec.tf32))
     tf.random.set_seed(fw.spec.seed)
     fw.effective.update(device="/GPU:0" if fw.device == "gpu" else "/CPU:0",
                         **tensorflow_tf32(fw.device, gpus))
+    if not fw.shards.parallel:
+        return None
+    from ..data_parallel.tf_mirrored import strategy_for
+
+    return strategy_for(fw)
 
 
 def tensorflow_tf32(device: str, gpus: list) -> dict[str, Any]:
@@ -78,7 +88,10 @@ class Framework(FrameworkBase):
 
     def __init__(self, spec):
         super().__init__(spec)
-        configure_tensorflow(self)
+        self.strategy = configure_tensorflow(self)      # MirroredStrategy, or None
+
+    def data_parallel_scope(self) -> Any:
+        return self.strategy.scope() if self.strategy is not None else super().data_parallel_scope()
 
     compilations_counted = "tf.function traces (experimental_get_tracing_count, live functions)"
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from ...bench import Bench
 from .. import cnn_common as cc
+from ..data_parallel.tf_mirrored import mirrored_step, per_replica
 
 DTYPES = {"float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
 
@@ -49,13 +50,50 @@ class RMSprop(tf.Module):
 
     def apply(self, grads, variables):
         for g, v, w in zip(grads, self.velocities, variables, strict=True):
-            g = tf.cast(g, w.dtype)
-            v.assign(cc.RMS_RHO * v + (1.0 - cc.RMS_RHO) * tf.square(g))
-            w.assign_sub(cc.LEARNING_RATE * g * tf.math.rsqrt(v + cc.RMS_EPSILON))
+            update(w, g, v)
+
+
+def update(w, g, v):
+    """One weight's RMSprop update (w and its velocity v on one device)."""
+    g = tf.cast(g, w.dtype)
+    v.assign(cc.RMS_RHO * v + (1.0 - cc.RMS_RHO) * tf.square(g))
+    w.assign_sub(cc.LEARNING_RATE * g * tf.math.rsqrt(v + cc.RMS_EPSILON))
+
+
+def mirrored_batches(spec, fw, data: cc.CnnData):
+    """A data-parallel cell's batches: each replica's share of the global batch, made on its
+    device (the training set preloaded on every device and gathered there, or NumPy rows)."""
+    x, y, shards = data.x_train, data.y_train, fw.shards
+    order = cc.batch_indices(len(y), data.batch_size, spec.seed)
+    devices = fw.strategy.extended.worker_devices
+    if spec.data == "device":
+        preloaded = []
+        for device in devices:                             # copied there once, explicitly
+            with tf.device(device):
+                preloaded.append((tf.identity(x), tf.identity(y)))
+
+        def gathered(o):
+            def share(replica):
+                rows = o[replica * shards.per_device:(replica + 1) * shards.per_device]
+                return tuple(tf.gather(part, rows.astype(np.int32))
+                             for part in preloaded[replica])
+            return per_replica(fw.strategy, share)
+
+        return (gathered(o) for o in order), \
+            "tensors preloaded on every device, each gathering its share per step"
+
+    def sliced(o):
+        return per_replica(fw.strategy, lambda replica: tuple(tf.convert_to_tensor(a[o[
+            replica * shards.per_device:(replica + 1) * shards.per_device]]) for a in (x, y)))
+
+    return (sliced(o) for o in order), "NumPy arrays sliced per step, each replica's share " \
+        "converted to tensors on its device"
 
 
 def batches(spec, fw, data: cc.CnnData):
     """An endless iterator of (images, labels) tensors per the data axis, and what it is."""
+    if fw.strategy is not None:
+        return mirrored_batches(spec, fw, data)
     x, y = data.x_train, data.y_train
     if spec.data == "dataset":
         dataset = (tf.data.Dataset.from_tensor_slices((x, y))
@@ -85,14 +123,24 @@ def build(spec, fw) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
     param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
-    model = Cnn(weights, param_dtype, compute_dtype)
-    optimizer = RMSprop(model.weights)
+    with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device
+        model = Cnn(weights, param_dtype, compute_dtype)
+        optimizer = RMSprop(model.weights)
 
     def train_step(xb, yb):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(yb, model(xb)))
         optimizer.apply(tape.gradient(loss, model.weights), model.weights)
         return loss
+
+    if fw.strategy is not None:
+        def replica_loss(xb, yb):
+            return tf.nn.compute_average_loss(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(yb, model(xb)),
+                global_batch_size=spec.batch_size)
+
+        train_step = mirrored_step(fw.strategy, replica_loss, update, model.weights,
+                                   optimizer.velocities)
 
     train_step = fw.compile(train_step)
     forward = tf.function(model.__call__)

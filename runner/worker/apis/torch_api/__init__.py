@@ -26,6 +26,11 @@ class Framework(FrameworkBase):
             torch.backends.cuda.matmul.allow_tf32 = bool(spec.tf32)
             torch.backends.cudnn.allow_tf32 = bool(spec.tf32)
         self.effective = {"device": str(self.torch_device), **torch_tf32(self.device)}
+        if self.shards.parallel:              # one process per device (docs/scaling.md)
+            from ..data_parallel import torch_ddp as ddp
+
+            ddp.start(self)
+            self.agree = ddp.agree(self)
 
     compilations_counted = "torch._dynamo graphs compiled (0 without torch.compile)"
 
@@ -52,6 +57,17 @@ class Framework(FrameworkBase):
     def sync(self, out: Any) -> None:
         if self.device == "gpu":
             torch.cuda.synchronize()
+        if self.shards.parallel:              # every rank's block done before rank 0's clock
+            from ..data_parallel import torch_ddp as ddp
+
+            ddp.barrier()
+
+    def mean_over_ranks(self, value: Any) -> float:
+        if not self.shards.parallel:
+            return float(value)
+        from ..data_parallel import torch_ddp as ddp
+
+        return ddp.mean_over_ranks(self, value)
 
     def in_effect(self) -> dict[str, Any]:
         """cuDNN's autotuner and determinism as the cell ran (a workload or Keras may set them):

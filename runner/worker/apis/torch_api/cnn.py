@@ -18,6 +18,7 @@ from torch import nn
 
 from ...bench import Bench
 from .. import cnn_common as cc
+from ..data_parallel import torch_ddp as ddp
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -53,8 +54,10 @@ def torch_layout(weights: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def batches(spec, fw, data: cc.CnnData, x: np.ndarray):
-    """An endless iterator of (images, labels) on the device, per the data axis, and what it is."""
+    """An endless iterator of (images, labels) on the device, per the data axis, and what it is.
+    A data-parallel rank takes its share of each global batch (Shards.own)."""
     device, y = fw.torch_device, data.y_train.astype(np.int64)
+    own = fw.shards.own
     if spec.data == "dataset":
         loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
@@ -72,7 +75,7 @@ def batches(spec, fw, data: cc.CnnData, x: np.ndarray):
 
         def epoch_on_device(order: np.ndarray):
             # One asynchronous copy per epoch from pinned memory; a step only slices it (a view).
-            host = torch.from_numpy(order)
+            host = torch.from_numpy(np.ascontiguousarray(own(order.T).T))
             if device.type == "cuda":
                 host = host.pin_memory()
             return host.to(device, non_blocking=True).unbind(0)
@@ -80,7 +83,7 @@ def batches(spec, fw, data: cc.CnnData, x: np.ndarray):
         indices = cc.device_batches(len(y), data.batch_size, spec.seed, epoch_on_device)
         return ((x_dev[i], y_dev[i]) for i in indices), \
             "tensors preloaded on the device, indexed per step (indices copied once per epoch)"
-    order = cc.batch_indices(len(y), data.batch_size, spec.seed)
+    order = (own(o) for o in cc.batch_indices(len(y), data.batch_size, spec.seed))
     return ((torch.from_numpy(x[o]).to(device), torch.from_numpy(y[o]).to(device)) for o in order), \
         "NumPy arrays sliced per step, copied to the device"
 
@@ -118,7 +121,7 @@ def build(spec, fw) -> Bench:
                                     eps=cc.RMS_EPSILON)
     use_scaler = bool(spec.options.get("grad_scaler", True)) and spec.precision == "mixed_float16"
     scaler = torch.amp.GradScaler(device_type) if use_scaler else None
-    model = fw.compile(net)
+    model = fw.compile(ddp.wrap(fw, net))
     x_train = np.ascontiguousarray(data.x_train.transpose(0, 3, 1, 2))   # NHWC → NCHW
     stream, data_text = batches(spec, fw, data, x_train)
 
@@ -140,7 +143,7 @@ def build(spec, fw) -> Bench:
     extra = cc.base_extra(data, weights, sum(p.numel() for p in net.parameters()), initial)
     return Bench(
         drive=cc.stepped_drive(step, extra, data), calls_per_epoch=data.steps_per_epoch,
-        items_per_step=spec.batch_size, sync=fw.sync, loss=lambda out: float(out),
+        items_per_step=spec.batch_size, sync=fw.sync, loss=fw.mean_over_ranks,
         evaluate=lambda: cc.evaluation(logits_of, data),
         timing="one training step (next batch, forward, backward, optimizer step)",
         effective={
