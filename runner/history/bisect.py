@@ -208,8 +208,11 @@ class Bisect:
         if not matrix.cells:
             step.verdict, step.error = "failed", f"{self.cell_name} is not a cell of {path}"
             return
+        # Every step after the good end times the good end's block: a slower stack would
+        # calibrate a shorter one, and blocks of different sizes do not compare.
+        block = self.good_step.records[0].get("calls_per_sample") if self.good_step else None
         opts = pipeline.Options(matrix_path=path, results_dir=self.work / "runs",
-                                executor="local", history=False)
+                                executor="local", history=False, calls_per_sample=block)
         quiet = Console(file=io.StringIO(), width=200)
         setup = choose_setup(matrix, "local")
         try:
@@ -293,11 +296,12 @@ class Bisect:
                            f"{user_text('; '.join(self.change_text(n) for n in names))}",
                            soft_wrap=True)
         good = self.step([])
-        bad = self.step(names)
-        if good.verdict or bad.verdict:
-            return self.give_up("failed", "an end point could not be measured: "
-                                + (good.error or bad.error or ""))
+        if good.verdict:
+            return self.give_up("failed", f"an end point could not be measured: {good.error}")
         self.good_step = good
+        bad = self.step(names)
+        if bad.verdict:
+            return self.give_up("failed", f"an end point could not be measured: {bad.error}")
         verdict = measures.compare_repeats(good.records, bad.records)
         bad.ratio, bad.median_ms = verdict.ratio, verdict.time_b_ms
         if verdict.verdict not in (measures.SLOWER, measures.FASTER):

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from .. import settings
-from ..environments import Source, folder_flavour, lock_of
+from ..environments import LOCKS, Source, folder_flavour, lock_of
 from ..errors import UsageError, user_text
 from ..executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 from ..machine import gpustate
@@ -97,7 +97,9 @@ class BlockSizes:
     repeat does not finish ok, the cell's next repeat calibrates instead. A serial run needs no
     waiting: the plan runs round 1 of every cell before round 2."""
 
-    def __init__(self, stored: Sequence[Mapping[str, Any]], to_run: list[Entry]):
+    def __init__(self, stored: Sequence[Mapping[str, Any]], to_run: list[Entry],
+                 given: int | None = None):
+        self.given = given                 # one size for every cell (Options.calls_per_sample)
         self.sizes: dict[str, int] = {}
         for record in sorted(stored, key=lambda r: r.get("repeat") or 0):
             self._learn(record)
@@ -112,12 +114,12 @@ class BlockSizes:
 
     def size(self, cell: Cell) -> int | None:
         """The block size to hand this cell's next repeat; None: it calibrates its own."""
-        return self.sizes.get(cell.id)
+        return self.given or self.sizes.get(cell.id)
 
     def ready(self, entry: Entry) -> bool:
         """Whether the entry may start: its cell's size is known, or it calibrates it."""
         waiting = self.waiting.get(entry.cell.id) or [entry.key]
-        return entry.cell.id in self.sizes or waiting[0] == entry.key
+        return bool(self.given) or entry.cell.id in self.sizes or waiting[0] == entry.key
 
     def finished(self, entry: Entry, record: Mapping[str, Any]) -> None:
         keys = self.waiting.get(entry.cell.id, [])
@@ -127,12 +129,13 @@ class BlockSizes:
 
 
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
-              console: Console, pace: Pace | None = None) -> None:
+              console: Console, pace: Pace | None = None,
+              calls_per_sample: int | None = None) -> None:
     """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time); with a
     pace, each line says [k/N] and the expected finish, each record its `usd`, and a cap
     (--budget, --max-hours) stops the run before a cell × repeat (RunStopped, by the cap)."""
     lanes = scheduling.Lanes(setup.lanes()[0], console)
-    blocks = BlockSizes(store.records(), plan.to_run)
+    blocks = BlockSizes(store.records(), plan.to_run, calls_per_sample)
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> Record:
         source = setup.source_of(entry.cell)
@@ -219,8 +222,8 @@ def source_identity(setup: Setup, source: Source) -> str | None:
     the image reference (a digest); None for an existing interpreter (its packages can change)."""
     if source.by_digest:
         return source.reference
-    if source.folder is None:
-        return None
+    if source.folder is None or setup.flavour.name not in LOCKS:
+        return None                 # LOCKS lacks a Ray run's "node": each node picks its own
     lock = lock_of(source, folder_flavour(setup.flavour, source.folder))
     try:
         return "lock:" + hashlib.sha256(lock.read_bytes()).hexdigest()

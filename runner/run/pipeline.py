@@ -208,7 +208,8 @@ def calibrate(state: RunState) -> None:
 
 def run_planned_cells(state: RunState) -> None:
     run_cells(state.setup, state.plan, state.progress.prepared, state.store,
-              state.matrix.spec.run.seed, state.console, state.progress.pace)
+              state.matrix.spec.run.seed, state.console, state.progress.pace,
+              state.opts.calls_per_sample)
 
 
 MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells, profiles.step)

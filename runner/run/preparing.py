@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ..environments import Source, folder_flavour, installed, lock_of
+from ..environments import LOCKS, Source, folder_flavour, installed, lock_of
 from . import console as show
 from .displays import build_display
 from .setup import Setup
@@ -16,9 +16,11 @@ def packages_of(setup: Setup, source: Source) -> int | None:
     """How many distributions the source's lock installs (None: not built from a lock)."""
     if source.folder is None:
         return None
+    # A Ray run's nodes each pick their flavour: the CPU lock's count stands for theirs.
+    flavour = folder_flavour(setup.flavour, source.folder) if setup.flavour.name in LOCKS \
+        else "cpu"
     try:
-        return len(installed.lock_pins(lock_of(source, folder_flavour(setup.flavour,
-                                                                      source.folder))))
+        return len(installed.lock_pins(lock_of(source, flavour)))
     except OSError:
         return None
 

@@ -48,6 +48,9 @@ class Options:
     budget: float | None = None           # --budget USD: overrides [cost] budget
     max_hours: float | None = None        # --max-hours: stop before a cell would pass it
     recalibrate: bool = False             # measure the peaks even where the cache has them
+    # Every cell's block size, handed to every repeat instead of calibrated (bisect: the good
+    # end's, so that each step times the same block and compares like with like).
+    calls_per_sample: int | None = None
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,24 @@ import pytest
 
 from runner import cli
 from runner.environments import images, transfer
+from runner.results.data.ledger import Ledger
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json, "
                   "application/vnd.oci.image.manifest.v1+json")
+
+
+def set_recorded_metadata(run_dir: Path, **values) -> None:
+    """The run's records as another VM's run would have written them: changed, and their new
+    digests in the ledger (as the runner there wrote it), so they are read as the run's own."""
+    for path in (run_dir / "cells").glob("*.json"):
+        changed = json.loads(path.read_text())
+        changed["metadata"].update(values)
+        text = json.dumps(changed)
+        path.write_text(text)
+        Ledger(run_dir).note(f"cells/{path.name}", text.encode())
 
 
 def free_port() -> int:
@@ -170,10 +182,7 @@ def test_build_push_records_digests_and_reproduce_runs_them(engine, numpy_image,
         offline = tmp_path / "offline" / "registry" / original.name
         shutil.copytree(original, offline)
         unreachable = f"127.0.0.1:{free_port()}/dl-bench/numpy@{entry['image'].split('@')[1]}"
-        for path in (offline / "cells").glob("*.json"):
-            changed = json.loads(path.read_text())
-            changed["metadata"]["image_digest"] = unreachable
-            path.write_text(json.dumps(changed))
+        set_recorded_metadata(offline, image_digest=unreachable)
         assert cli.main(["reproduce", str(offline), "--results-dir", str(tmp_path / "r2")]) == 0
         out = capsys.readouterr().out
         assert (f"environment numpy: {unreachable} cannot be pulled here; running the recorded "
@@ -299,10 +308,7 @@ def test_export_import_and_reproduce_from_an_archive(engine, numpy_image, base_e
     # A run whose image is neither here nor in a registry: refused, one line, nothing written.
     gone = tmp_path / "gone" / "archived" / original.name
     shutil.copytree(original, gone)
-    for path in (gone / "cells").glob("*.json"):
-        changed = json.loads(path.read_text())
-        changed["metadata"]["image_id"] = "sha256:" + "0" * 64
-        path.write_text(json.dumps(changed))
+    set_recorded_metadata(gone, image_id="sha256:" + "0" * 64)
     before = sorted((results / "archived").iterdir())
     assert cli.main(["reproduce", str(gone), "--results-dir", str(results)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
