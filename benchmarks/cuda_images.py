@@ -68,7 +68,7 @@ def check(client, tag: str, name: str) -> dict:
         env["TF_USE_LEGACY_KERAS"] = "1"
     out = client.containers.run(tag, ["python", "-c", CHECK], network_mode="none", remove=True,
                                 environment=env, stdout=True, stderr=True)
-    line = [l for l in out.decode(errors="replace").splitlines() if l.startswith("CHECK ")][-1]
+    line = [text for text in out.decode(errors="replace").splitlines() if text.startswith("CHECK ")][-1]
     return json.loads(line[len("CHECK "):])
 
 

@@ -97,8 +97,8 @@ def weight_plan(build, run, loss_of=None) -> dict[str, float]:
         model = build()
 
         def value(trainable):
-            mapping = list(zip(model.trainable_variables, trainable)) + \
-                list(zip(model.non_trainable_variables, fixed))
+            mapping = list(zip(model.trainable_variables, trainable, strict=True)) + \
+                list(zip(model.non_trainable_variables, fixed, strict=True))
             with keras.StatelessScope(state_mapping=mapping):
                 return run(model)
 
