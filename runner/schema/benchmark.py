@@ -17,8 +17,10 @@ from .values import AXES, MAX_REPEATS, MAX_TIMEOUT_S, Strict, check_axis, check_
 from .workloads import known_workload
 
 def _tasks(workload: catalog.Workload, tasks: tuple[str, ...] | None) -> tuple[str, ...]:
-    """A benchmark's tasks: its workload's one task when it names none."""
+    """A benchmark's tasks: its workload's one (or default) task when it names none."""
     if tasks is None:
+        if workload.default_task is not None:
+            return (workload.default_task,)
         if len(workload.tasks) != 1:
             raise ValueError(f"task: {workload.name} needs one of {', '.join(workload.tasks)}")
         return workload.tasks
