@@ -13,6 +13,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ...bench import Bench
+from .. import keras_quantize, quantized
 from .benches import fit_bench, jit_in_effect, predict_bench
 from .configs import BERT, config
 from .inputs import bert_inputs, seed_weights
@@ -41,4 +42,6 @@ def bert_bench(spec, fw, *, backbone_cls, classifier: Callable[[Any], Any]) -> B
         # Dropout draws from each backend's own generator: the first loss is no answer.
         return fit_bench(model, x, y, batch=batch, effective=effective, extra=facts,
                          deterministic=False)
-    return predict_bench(model, x, batch=batch, effective=effective, extra=facts)
+    found = keras_quantize.apply(spec, fw, model, lambda: model.predict_on_batch(x))
+    return quantized.record(predict_bench(model, x, batch=batch, effective=effective,
+                                          extra=facts), found)

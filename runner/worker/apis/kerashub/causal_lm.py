@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...bench import Bench
-from .. import answers, first_token
+from .. import answers, first_token, keras_quantize, quantized
 from .benches import fit_bench, jit_in_effect
 from .configs import config
 from .inputs import PROMPTS, causal_lm_inputs, seed_weights, sentencepiece_proto
@@ -78,6 +78,8 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
     model = lm_cls(backbone=backbone, preprocessor=None)
     seed_weights(model, spec, facts, preset)
     model.compile(jit_compile=fw.jit_compile())
+    found = keras_quantize.apply(spec, fw, model,
+                                 lambda: next_token_logits(keras, model, inputs)[:, 0, :])
     prompt_tokens = int(inputs["padding_mask"].astype(bool).sum())
     new_tokens = int(batch * max_length - prompt_tokens)
     facts.update(max_length=max_length, prompt_tokens=prompt_tokens,
@@ -100,10 +102,11 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
         return {"tokens_per_s": new_tokens * len(timed) / sum(timed),
                 **prefill(keras, model, inputs, len(timed))}
 
-    return Bench(items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
-                 effective={"jit_compile": jit_in_effect(model)}, extra=facts, step=step,
-                 evaluate=evaluate, answer=lambda: generate_answer(keras, model, inputs, step,
-                                                                   facts["sampler"]))
+    return quantized.record(Bench(
+        items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
+        effective={"jit_compile": jit_in_effect(model)}, extra=facts, step=step,
+        evaluate=evaluate,
+        answer=lambda: generate_answer(keras, model, inputs, step, facts["sampler"])), found)
 
 
 def prefill(keras, model, inputs: dict[str, np.ndarray], timed_calls: int) -> dict[str, Any]:
@@ -132,11 +135,17 @@ def generate_answer(keras, model, inputs: dict[str, np.ndarray], step,
     """The next-token logits after each prompt (a forward pass), and the first tokens generated
     where decoding is greedy: a sampler draws from each backend's own generator."""
     starts = inputs["padding_mask"].astype(bool).sum(axis=1)
-    logits = model(dict(inputs))
-    last = keras.ops.take_along_axis(
-        logits, keras.ops.convert_to_tensor(starts.astype("int32") - 1)[:, None, None], axis=1)
-    out = {"next_token_logits": answers.output(keras.ops.convert_to_numpy(
-        keras.ops.cast(last, "float32")))["output"]}
+    out = {"next_token_logits": answers.output(next_token_logits(keras, model, inputs))["output"]}
     if sampler == "GreedySampler":
         out |= answers.tokens(step(), [int(s) for s in starts])
     return out
+
+
+def next_token_logits(keras, model, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """The logits of the token after each prompt, (batch, 1, vocabulary) float32 on the host: a
+    forward pass (the answer's, and a quantized cell's probe)."""
+    starts = inputs["padding_mask"].astype(bool).sum(axis=1)
+    logits = model(dict(inputs))
+    last = keras.ops.take_along_axis(
+        logits, keras.ops.convert_to_tensor(starts.astype("int32") - 1)[:, None, None], axis=1)
+    return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(last, "float32")))
