@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.types import CellSummary, Manifest
-from . import stack_diff, stats
+from . import quantized, stack_diff, stats
 from .ratios import Ratio, geometric_mean_ratio, welch_ratio
 from .summaries import (AXIS_KEYS, KERAS2_API, KERAS3_API, TIME_KEY, model_family, option_preset,
                         pivot, row_label, tf32_differ)
@@ -65,6 +65,8 @@ def speedup(base: Mapping[str, Any], cell: Mapping[str, Any],
     for side in (base, cell):
         if side["status"] != "ok":
             return Ratio(None, why=f"{side['environment']}: {side['status']}")
+    if base.get("emulated") or cell.get("emulated"):        # never timed as if native
+        return Ratio(None, why=quantized.EMULATED_WHY)
     if model_family(base) != model_family(cell):
         return Ratio(None, why="different models (Keras 2's Stable Diffusion is v1.4, "
                                      "Keras 3's is SD3)")
@@ -86,6 +88,9 @@ class Effect:
     # The two float32 cells ran their dense paths differently (TF32 in one, full float32 or not
     # recorded in the other) while the factor is not tf32 itself: other arithmetic (†).
     tf32_mixed: bool = False
+    # A quantized value's answer error beside its speedup (quantized.error_text): its time is
+    # of other work than the baseline's, with this much error.
+    note: str = ""
 
     @property
     def differs(self) -> bool:
@@ -200,7 +205,8 @@ def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[Effect
                     estimate = per_item(estimate, base, cell)
                 table.effects.append(Effect(value, row_label(base, without=factor),
                                             base["batch_size"], cell["environment"], base, cell,
-                                            estimate, factor != "tf32" and tf32_differ(base, cell)))
+                                            estimate, factor != "tf32" and tf32_differ(base, cell),
+                                            quantized.error_text(cell.get("quantization"), True)))
     return [t for t in tables.values() if t.effects or t.without_baseline]
 
 
@@ -292,7 +298,8 @@ def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool
     Bonferroni-corrected, a cell is called fastest beyond noise when it is not at most 5 % of
     the time (simulated in tests/results/analysis/test_effects.py)."""
     eligible = sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
-                       and not c.get("answer_differs")), key=lambda c: c[TIME_KEY])
+                       and not c.get("answer_differs") and not c.get("emulated")),
+                      key=lambda c: c[TIME_KEY])
     if not eligible:
         return None
     best, others = eligible[0], eligible[1:]

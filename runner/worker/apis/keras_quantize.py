@@ -71,7 +71,7 @@ def apply(spec: Any, fw: Any, model: Any, probe: Callable[[], Any]) -> Quantizat
         if getattr(policy, "quantization_mode", None):
             layers[type(layer).__name__] += 1
             found.params_quantized += params.get(id(layer), 0)
-            found.policy = policy.name
+            found.policy = str(getattr(policy, "name", policy))
     found.layers = dict(layers)
     detail = fw.effective.get("tf32_detail") or {}
     found.execution = quantized.float8_execution(

@@ -14,6 +14,7 @@ Each axis and each workload is declared once, and everything else reads the decl
 from __future__ import annotations
 
 from . import rules as _rules
+from . import quantized_rules as _quantized_rules     # asked after rules.py's
 from . import workloads as _workloads
 from .axes import (DATA_MODES, DEVICES, JIT_WORDS, PRECISIONS, SIZES, TASKS,
                    TORCH_COMPILE_MODES)
@@ -24,7 +25,7 @@ from .base import (API_PACKAGES, APIS, AXES, AXIS_DEFAULTS, AXIS_KINDS, FAMILIES
                    declare_workload, default_sizes, dense_paths, is_hub, not_applicable_reason, rule,
                    setting_axes)
 
-del _rules, _workloads      # imported for their declarations
+del _rules, _quantized_rules, _workloads      # imported for their declarations
 
 __all__ = ["API_PACKAGES", "APIS", "AXES", "AXIS_DEFAULTS", "AXIS_KINDS", "DATA_MODES", "DEVICES",
            "FAMILIES", "FLOAT_PRECISIONS", "JIT_WORDS", "KERAS_BACKENDS", "PRECISIONS",

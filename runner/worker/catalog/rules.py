@@ -125,7 +125,3 @@ def keras2_bfloat16(c: Where) -> str | None:
     if c.api == "tf-keras" and str(c.axes["precision"]) == "bfloat16":
         return "Keras 2 runs bfloat16 as a mixed policy only"
     return None
-
-
-# The quantized precisions' rules, asked after these (their module imports this one's registry).
-from . import quantized_rules  # noqa: E402,F401
