@@ -91,7 +91,7 @@ def comparable_values(summaries: Iterable[Mapping[str, Any] | None], key: str) -
     is chosen from."""
     return [s.get(key) for s in summaries
             if s is not None and s["status"] == "ok" and not s.get("answer_differs")
-            and not s.get("emulated")]
+            and not s.get("emulated") and not s.get("column_group")]
 
 
 # --- a user's string inside Markdown --------------------------------------------------------------

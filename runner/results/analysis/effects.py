@@ -298,7 +298,8 @@ def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool
     Bonferroni-corrected, a cell is called fastest beyond noise when it is not at most 5 % of
     the time (simulated in tests/results/analysis/test_effects.py)."""
     eligible = sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
-                       and not c.get("answer_differs") and not c.get("emulated")),
+                       and not c.get("answer_differs") and not c.get("emulated")
+                       and not c.get("column_group")),
                       key=lambda c: c[TIME_KEY])
     if not eligible:
         return None

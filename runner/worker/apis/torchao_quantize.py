@@ -54,10 +54,16 @@ def is_quantized_weight(weight: Any) -> bool:
 
 
 def check_device(mode: str, device: str) -> None:
-    """int4 and float8 need CUDA: on a CPU the cell fails with the reason (a matrix that sets
-    device = "cpu" gets the same reason as a planned NA, catalog/quantized_rules.py)."""
+    """int4 and float8 need CUDA, float8 a compute capability of 8.9+: elsewhere the cell fails
+    with the reason (a matrix that sets device = "cpu" gets the same reason as a planned NA,
+    catalog/quantized_rules.py)."""
     if mode in TORCHAO_CUDA_ONLY and device != "gpu":
         raise RuntimeError(f"{TORCHAO_CUDA_ONLY[mode]}; this cell runs on the {device}")
+    if mode == "float8":
+        capability = torch.cuda.get_device_capability(0)
+        if tuple(capability) < quantized.FLOAT8_MIN_CAPABILITY:
+            raise RuntimeError(f"{TORCHAO_CUDA_ONLY[mode]}; this GPU's is "
+                               f"{capability[0]}.{capability[1]}")
 
 
 def apply(spec: Any, fw: Any, model: torch.nn.Module,

@@ -121,3 +121,23 @@ def test_precision_effects_show_the_error_and_never_time_emulated_float8():
     assert fp8_effect.estimate.ratio is None and "emulated" in fp8_effect.estimate.why
     text = "\n".join(effect_table(table))
     assert "· int8: top-1 agreement 87.5 %" in text and "float8 emulated" in text
+
+
+def test_the_keras_table_puts_quantized_cells_in_a_column_group_never_bold():
+    from runner.results.analysis.keras_table import keras_view
+    from runner.results.render.markdown import markdown_table
+
+    float_cell = summary_of("keras-jax", [10.0, 11.0, 10.5], workload="bert", api="keras",
+                            backend="jax", batch_size=8)
+    other = summary_of("keras-torch", [20.0, 21.0, 20.5], workload="bert", api="keras",
+                       backend="torch", batch_size=8)
+    int8 = quantized_summary("keras-jax", [5.0, 5.2, 5.1], "int8", 0.02)
+    int8["backend"] = "jax"
+    summaries = [float_cell, other, int8]
+    answers.check(summaries)
+    rows, columns, titles = keras_view(summaries)
+    assert columns[-1] == "keras-jax · int8" and titles[columns[-1]] == "Keras 3 (JAX) · int8"
+    assert len({s["label"] for s in rows}) == 1          # one row: the int8 cell beside float
+    table = markdown_table(rows, "geomean_ms", keras_columns=True, columns=columns,
+                           titles=titles)
+    assert "**10.5**" in table and "**5.10**" not in table and "5.10" in table
