@@ -38,18 +38,34 @@ def quantized_api(c: Where) -> str | None:
     return NATIVE_REASONS.get(c.api)
 
 
+# Where Keras trains a quantized model: its int8 and int4 kernels are frozen, so training means
+# LoRA adapters over them (QLoRA: the causal LMs' fit, which trains LoRA); float8 is Keras's FP8
+# training recipe (every Dense/EinsumDense kernel trained through float8 quantize-dequantize),
+# which takes no LoRA adapters (the CNN's and BERT's fit train every weight).
+KERAS_QUANTIZED_FIT = {"gemma": ("int8", "int8_weight_only", "int4"),
+                       "mistral": ("int8", "int8_weight_only", "int4"),
+                       "cnn": ("float8",), "bert": ("float8",)}
+
+
 @rule("task")
 def quantized_fit(c: Where) -> str | None:
-    """The quantized tier measures inference: a built-in workload's fit is not applicable."""
+    """Quantized training where the framework has it (Keras: QLoRA and FP8 training); NA with
+    the reason elsewhere."""
     mode = quantized_mode(str(c.axes["precision"]))
     if mode is None or c.task != "fit" or c.workload.family == "user":
         return None
     if c.api == "keras":
-        return (f"Keras trains a {mode} model only through LoRA adapters over its frozen "
-                "quantized weights (QLoRA); the quantized tier measures predict and generate")
+        if mode in KERAS_QUANTIZED_FIT.get(c.workload.name, ()):
+            return None
+        if mode == "float8":
+            return ("Keras's float8 layers take no LoRA adapters, and this fit trains LoRA "
+                    "(float8 training: the CNN's and BERT's fit)")
+        return (f"Keras's {mode} kernels are frozen: it trains them only through LoRA adapters "
+                f"(QLoRA: Gemma's and Mistral's fit); {c.workload.name}'s fit trains every "
+                "weight")
     return (f"torchao's {mode} configurations are for inference (its quantized training is "
             "QAT or float8 training, other recipes); the quantized tier measures predict and "
-            "generate")
+            "generate there")
 
 
 @rule("device")

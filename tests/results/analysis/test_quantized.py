@@ -40,7 +40,11 @@ def test_where_a_quantized_precision_applies_and_why_not():
     assert "Keras 2 (tf-keras) has no model.quantize" in reason("bert", "tf-keras", "int8", "predict")
     assert "native JAX has no quantized layers" in reason("cnn", "jax", "int8", "predict")
     assert "TensorFlow Lite" in reason("cnn", "tensorflow", "int8", "predict")
-    assert "QLoRA" in reason("gemma", "keras", "int8", "fit", "jax")
+    # Quantized training where Keras has it: QLoRA for the causal LMs, float8 training.
+    assert reason("gemma", "keras", "int8", "fit", "jax") is None
+    assert reason("cnn", "keras", "float8", "fit", "torch") is None
+    assert "take no LoRA" in reason("mistral", "keras", "float8", "fit", "jax")
+    assert "frozen" in reason("cnn", "keras", "int8", "fit", "jax")
     assert "torchao" in reason("bert", "hf", "int8", "fit")
     assert "CUDA" in reason("cnn", "torch", "int4", "predict", device="cpu")
     assert reason("cnn", "torch", "int4", "predict", device="gpu") is None

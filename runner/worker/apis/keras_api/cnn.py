@@ -127,6 +127,8 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
     weights = cc.initial_weights(spec.seed)
     model = build_model(keras, weights)
     x_probe, y_probe = cc.probe(data)
+    found = keras_quantize.apply(       # float8 training (catalog/quantized_rules.py)
+        spec, fw, model, lambda: model.predict(x_probe, batch_size=cc.EVAL_BATCH, verbose=0))
     initial = cc.initial_extra(model.predict(x_probe, batch_size=cc.EVAL_BATCH, verbose=0), y_probe)
     per_call = spec.steps_per_execution
     model.compile(
@@ -156,7 +158,7 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
         extra=extra, after=lambda clock: extra.update(
             epoch_s=cc.epoch_estimate(clock, per_call, data)))
 
-    return Bench(
+    return quantized.record(Bench(
         drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
         calls_per_epoch=data.steps_per_epoch // per_call,
         loss=float, sync=sync_state,
@@ -165,4 +167,4 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
             batch=len(data.y_test)),
         timing=keras_fit_clock.TIMING,
         effective=effective,
-        extra=extra, **cc.answer_fields(spec, initial, native_loop=False))
+        extra=extra, **cc.answer_fields(spec, initial, native_loop=False)), found)

@@ -38,10 +38,11 @@ def bert_bench(spec, fw, *, backbone_cls, classifier: Callable[[Any], Any]) -> B
                  preset=preset or f"random weights, {size} config")
     seed_weights(model, spec, facts, preset)
     effective = {"jit_compile": jit_in_effect(model)}
+    # A quantized precision (fit: float8 training only, catalog/quantized_rules.py).
+    found = keras_quantize.apply(spec, fw, model, lambda: model.predict_on_batch(x))
     if spec.task == "fit":
         # Dropout draws from each backend's own generator: the first loss is no answer.
-        return fit_bench(model, x, y, batch=batch, effective=effective, extra=facts,
-                         deterministic=False)
-    found = keras_quantize.apply(spec, fw, model, lambda: model.predict_on_batch(x))
+        return quantized.record(fit_bench(model, x, y, batch=batch, effective=effective,
+                                          extra=facts, deterministic=False), found)
     return quantized.record(predict_bench(model, x, batch=batch, effective=effective,
                                           extra=facts), found)

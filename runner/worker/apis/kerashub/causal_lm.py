@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...bench import Bench
+from ...catalog import is_quantized
 from .. import answers, first_token, keras_quantize, quantized
 from .benches import fit_bench, jit_in_effect
 from .configs import config
@@ -59,11 +60,16 @@ def fit(spec, fw, backbone, lm_cls, facts: dict[str, Any], preset: str | None) -
                   weighted_metrics=[], jit_compile=fw.jit_compile())
     length = int(spec.options["sequence_length"])
     x, y, weights = causal_lm_inputs(spec.seed, batch, length, backbone.vocabulary_size)
+    if is_quantized(spec.precision) and not rank:
+        raise ValueError(f"precision {spec.precision}: Keras trains quantized kernels only "
+                         "through LoRA adapters (QLoRA), and options.lora_rank is 0")
+    # QLoRA: the seeded model (LoRA adapters included) quantized; the adapters train over it.
+    found = keras_quantize.apply(spec, fw, model, lambda: model.predict_on_batch(x))
     facts.update(sequence_length=length, lora_rank=rank,
                  trainable_params=sum(int(np.prod(v.shape)) for v in model.trainable_weights))
-    return fit_bench(model, x, y, batch=batch, sample_weight=weights,
-                     effective={"jit_compile": jit_in_effect(model), "lora_rank": rank},
-                     extra=facts)
+    return quantized.record(fit_bench(
+        model, x, y, batch=batch, sample_weight=weights,
+        effective={"jit_compile": jit_in_effect(model), "lora_rank": rank}, extra=facts), found)
 
 
 def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
