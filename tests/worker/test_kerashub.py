@@ -235,7 +235,20 @@ def test_matrix_rows():
                 ("gemma", "generate"): {32, 1}, ("mistral", "fit"): {8},
                 ("mistral", "generate"): {32, 1}}
     full = matrix.load(ROOT / "matrix.toml", profile="full")
-    cells = [c for c in full.cells if c.workload in configs.PRESET_PARAMS]
+    cells = [c for c in full.cells if c.workload in configs.PRESET_PARAMS
+             and not catalog.is_quantized(c.axes["precision"])]
+    # The quantized tier's int8 columns (docs/quantized.md): BERT predict from float32, Gemma
+    # and Mistral generate from bfloat16, on every Keras 3 backend and hf-torch; NA on Keras 2.
+    quantized = {(c.workload, c.task, c.batch_size, c.axes["precision"], c.environment):
+                 c.not_applicable for c in full.cells if catalog.is_quantized(c.axes["precision"])}
+    keras3 = [e for e in ENVIRONMENTS if e != "keras2"] + ["hf-torch"]
+    assert quantized == {
+        **{(w, t, b, p, e): None for w, t, b, p in (
+            ("bert", "predict", 256, "int8"), ("gemma", "generate", 32, "int8_from_bfloat16"),
+            ("mistral", "generate", 32, "int8_from_bfloat16")) for e in keras3},
+        ("bert", "predict", 256, "int8", "keras2"): catalog.quantized_rules.NATIVE_REASONS["tf-keras"],
+        **{(w, "generate", 32, "int8_from_bfloat16", "keras2"):
+           "Keras 2 (keras-nlp 0.8) has no Gemma or Mistral" for w in ("gemma", "mistral")}}
     seen: dict[tuple, set] = {}
     for cell in cells:
         seen.setdefault((cell.workload, cell.task), set()).add(cell.batch_size)
@@ -272,7 +285,7 @@ def test_matrix_rows():
     smoke = matrix.load(ROOT / "matrix.toml", profile="smoke")
     tiny = [c for c in smoke.cells if c.workload in configs.PRESET_PARAMS]
     assert tiny and all(c.axes["size"] == "tiny" for c in tiny)
-    assert len(tiny) == len(cells)
+    assert len(tiny) == len(cells) + len(quantized)     # the quantized rows run tiny too
     # The smoke profile keeps its budget: the compiled hf cells are planned not applicable.
     compiled = [c for c in tiny if c.axes["jit"] is True]
     assert compiled and all(c.environment == "hf-torch" and "full profile only" in

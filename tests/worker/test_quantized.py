@@ -1,6 +1,7 @@
 """The quantized tier in the real environments on the CPU (docs/quantized.md): int8 predict for
 the tiny CNN, BERT and Gemma's generate on every Keras 3 backend, int8 for native torch (CNN)
-and hf (BERT), Keras's float8 on a CPU labelled emulated. Each environment runs its cells in
+and hf (BERT), Keras's float8 on a CPU labelled emulated, and Keras's quantized training (QLoRA,
+float8 training) on JAX. Each environment runs its cells in
 ONE worker process (the framework imported once), through the worker's own entry point; every
 assertion reads those records."""
 
@@ -24,7 +25,11 @@ ENVIRONMENTS = {"keras-jax": ("jax", "keras", "jax"),
                 "torch": ("torch", "torch", None), "hf": ("hf-torch", "hf", None)}
 KERAS_CELLS = [("cnn", "predict", 16, "int8", {}), ("bert", "predict", 4, "int8", {}),
                ("gemma", "generate", 2, "int8", {"max_length": 12})]
-CELLS = {"keras-jax": KERAS_CELLS + [("cnn", "predict", 16, "float8", {})],
+# Quantized training where Keras has it: QLoRA (Gemma's LoRA fit over int8 kernels) and
+# float8 training (the CNN's fit).
+CELLS = {"keras-jax": KERAS_CELLS + [("cnn", "predict", 16, "float8", {}),
+                                     ("gemma", "fit", 2, "int8", {"sequence_length": 16}),
+                                     ("cnn", "fit", 32, "float8", {})],
          "keras-tensorflow": KERAS_CELLS, "keras-torch": KERAS_CELLS,
          "torch": [("cnn", "predict", 16, "int8", {})],
          "hf": [("bert", "predict", 4, "int8", {})]}
@@ -83,6 +88,8 @@ def test_int8_quantizes_shrinks_and_measures_its_error(environment, tmp_path):
         else:
             assert "float8" not in ran, where
             assert measured["model_bytes_after"] < 0.8 * measured["model_bytes_before"], where
+        if task == "fit":
+            assert r["loss_first"] != r["loss_last"], f"{where}: the loss did not change"
         if task == "generate":
             # Time to first token and per-token decode, as for every generate row.
             assert len(r["extra"]["prefill_ms"]) >= 3 and r["extra"]["tokens_per_s"] > 0, where
