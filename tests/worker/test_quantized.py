@@ -20,6 +20,8 @@ from runner.worker import catalog
 from runner.worker.protocol import CellSpec
 
 ENVIRONMENTS = {"keras-jax": ("jax", "keras", "jax"),
+                "jax": ("jax", "jax", None), "tensorflow": ("tensorflow", "tensorflow", None),
+                "keras2": ("tf-keras", "tf-keras", None),
                 "keras-tensorflow": ("tensorflow", "keras", "tensorflow"),
                 "keras-torch": ("torch", "keras", "torch"),
                 "torch": ("torch", "torch", None), "hf": ("hf-torch", "hf", None)}
@@ -41,10 +43,11 @@ BATCH_SCRIPT = textwrap.dedent("""
 """)
 
 
-def run_environment(environment: str, folder: Path) -> list[tuple[tuple, dict]]:
+def run_environment(environment: str, folder: Path,
+                    cells: list[tuple] | None = None) -> list[tuple[tuple, dict]]:
     image, api, backend = ENVIRONMENTS[environment]
     env = venvs.build(image)
-    pairs, cells = [], CELLS[environment]
+    pairs, cells = [], cells or CELLS[environment]
     for index, (workload, task, batch, precision, options) in enumerate(cells):
         spec = CellSpec(
             run_id="test", cell_id=f"q{index}", cell_name=f"{workload}-{task}-{precision}",
@@ -66,7 +69,7 @@ def run_environment(environment: str, folder: Path) -> list[tuple[tuple, dict]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("environment", list(ENVIRONMENTS))
+@pytest.mark.parametrize("environment", list(CELLS))
 def test_int8_quantizes_shrinks_and_measures_its_error(environment, tmp_path):
     library = "torchao" if environment in ("torch", "hf") else "keras"
     for (workload, task, _, precision, _), r in run_environment(environment, tmp_path):
@@ -93,3 +96,23 @@ def test_int8_quantizes_shrinks_and_measures_its_error(environment, tmp_path):
         if task == "generate":
             # Time to first token and per-token decode, as for every generate row.
             assert len(r["extra"]["prefill_ms"]) >= 3 and r["extra"]["tokens_per_s"] > 0, where
+
+
+@pytest.mark.slow
+def test_the_cnn_predicts_the_same_logits_on_every_api(tmp_path):
+    """The CNN's predict task (the quantized tier's small model) in float32 on every API that
+    has the CNN: the same weights and batch give the same logits."""
+    cell = ("cnn", "predict", 16, "float32", {})
+    logits = {}
+    for environment in ("keras-jax", "jax", "tensorflow", "keras2", "torch"):
+        folder = tmp_path / environment
+        folder.mkdir()
+        ((_, record),) = run_environment(environment, folder, [cell])
+        assert record["status"] == "ok", f"{environment}: {record['error']}"
+        assert record["items_per_step"] == 16 and record["samples_ms"], environment
+        logits[environment] = record["answer"]["logits"]
+    reference = logits.pop("keras-jax")
+    scale = max(abs(v) for v in reference)
+    for environment, values in logits.items():
+        worst = max(abs(a - b) for a, b in zip(reference, values, strict=True))
+        assert worst <= 1e-3 * scale, f"{environment}: {values[:4]} against {reference[:4]}"
