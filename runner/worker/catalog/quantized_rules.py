@@ -32,8 +32,9 @@ TORCHAO_CUDA_ONLY = {"int4": "torchao's int4 weight-only kernels (tinygemm) run 
 
 @rule("precision")
 def quantized_api(c: Where) -> str | None:
-    """Quantized precisions run on Keras 3 (model.quantize) and on torch and hf (torchao)."""
-    if quantized_mode(str(c.axes["precision"])) is None:
+    """Quantized precisions run on Keras 3 (model.quantize) and on torch and hf (torchao); a user
+    workload receives spec.precision on every API and quantizes itself."""
+    if quantized_mode(str(c.axes["precision"])) is None or c.workload.family == "user":
         return None
     return NATIVE_REASONS.get(c.api)
 
