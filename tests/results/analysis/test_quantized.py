@@ -145,3 +145,12 @@ def test_the_keras_table_puts_quantized_cells_in_a_column_group_never_bold():
     table = markdown_table(rows, "geomean_ms", keras_columns=True, columns=columns,
                            titles=titles)
     assert "**10.5**" in table and "**5.10**" not in table and "5.10" in table
+
+
+def test_a_user_workload_receives_any_quantized_precision_on_any_api():
+    user = catalog.Workload("mine", ("predict",), (), True, catalog.PRECISIONS, family="user",
+                            origin="bench/mine.py",
+                            api_tasks={"jax": {"predict": "step"}, "torch": {"predict": "step"}})
+    for api in ("jax", "torch"):
+        axes = {**catalog.AXIS_DEFAULTS, "precision": "int4", "device": "cpu"}
+        assert catalog.not_applicable_reason(user, api, None, axes, "predict") is None
