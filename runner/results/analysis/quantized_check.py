@@ -20,12 +20,14 @@ def _place(summary: Mapping[str, Any], precision: str | None) -> tuple[Any, ...]
     """Where a cell sits but for its precision (set to `precision`)."""
     axes = tuple((k, repr(precision if k == "precision" else summary.get(k)))
                  for k in catalog.setting_axes())
-    return (summary["environment"], summary["workload"], summary["task"],
-            summary["batch_size"], axes, repr(sorted((summary.get("options") or {}).items())))
+    return (summary.get("environment"), summary.get("workload"), summary.get("task"),
+            summary.get("batch_size"), axes,
+            repr(sorted((summary.get("options") or {}).items())))
 
 
 def check(summaries: list[CellSummary], differences: Differences) -> None:
-    by_place = {_place(s, s.get("precision")): s for s in summaries}
+    quantized_rows = any(quantized.base_precision(s) for s in summaries)
+    by_place = {_place(s, s.get("precision")): s for s in summaries} if quantized_rows else {}
     for s in summaries:
         q = s.get("quantization")
         s["quantization_check"] = quantized.verdict(q) if s["status"] == "ok" else None
