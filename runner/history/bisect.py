@@ -208,8 +208,7 @@ class Bisect:
         if not matrix.cells:
             step.verdict, step.error = "failed", f"{self.cell_name} is not a cell of {path}"
             return
-        # Every step after the good end times the good end's block: a slower stack would
-        # calibrate a shorter one, and blocks of different sizes do not compare.
+        # The good end's block for every later step (a slower stack calibrates a shorter one).
         block = self.good_step.records[0].get("calls_per_sample") if self.good_step else None
         opts = pipeline.Options(matrix_path=path, results_dir=self.work / "runs",
                                 executor="local", history=False, calls_per_sample=block)
@@ -272,16 +271,13 @@ class Bisect:
 
     def show(self, step: Step) -> None:
         shown = ", ".join(self.change_text(n) for n in step.taken) or "none (the good stack)"
-        if step.verdict in ("unresolvable", "failed"):
-            self.console.print(f"step {step.number}: take {user_text(shown)}: "
-                               f"[yellow]{step.verdict}[/] ({user_text(step.error or '')})",
-                               soft_wrap=True)
-            return
         medians = [measures.repeat_median(r) for r in step.records]
-        figures = f"repeat medians {', '.join(f'{m:.4g}' for m in medians)} ms"
-        judged = (f" → {step.ratio:.3f}× the good stack: [bold]{step.verdict}[/]"
-                  if step.ratio is not None else "")
-        self.console.print(f"step {step.number}: take {user_text(shown)}: {figures}{judged}",
+        figures = f"repeat medians {', '.join(f'{m:.4g}' for m in medians)} ms" + (
+            f" → {step.ratio:.3f}× the good stack: [bold]{step.verdict}[/]"
+            if step.ratio is not None else "")
+        if step.verdict in ("unresolvable", "failed"):
+            figures = f"[yellow]{step.verdict}[/] ({user_text(step.error or '')})"
+        self.console.print(f"step {step.number}: take {user_text(shown)}: {figures}",
                            soft_wrap=True)
 
     def change_text(self, name: str) -> str:
@@ -296,12 +292,11 @@ class Bisect:
                            f"{user_text('; '.join(self.change_text(n) for n in names))}",
                            soft_wrap=True)
         good = self.step([])
-        if good.verdict:
-            return self.give_up("failed", f"an end point could not be measured: {good.error}")
-        self.good_step = good
-        bad = self.step(names)
-        if bad.verdict:
-            return self.give_up("failed", f"an end point could not be measured: {bad.error}")
+        self.good_step = None if good.verdict else good      # measure() hands on its block
+        bad = self.step(names) if self.good_step else good
+        if good.verdict or bad.verdict:
+            return self.give_up("failed", "an end point could not be measured: "
+                                + (good.error or bad.error or ""))
         verdict = measures.compare_repeats(good.records, bad.records)
         bad.ratio, bad.median_ms = verdict.ratio, verdict.time_b_ms
         if verdict.verdict not in (measures.SLOWER, measures.FASTER):

@@ -72,6 +72,9 @@ def best_text(values: Iterable[float | None], lower_is_better: bool = True,
 # A cell that computed a different answer from its row (runner.results.analysis.answers): marked in
 # every table, never bold.
 DIFFERENT_MARK = "≠"
+# A float8 cell whose float8 was emulated (no float8 matmul where it ran): its time is shown,
+# marked, never bold and never in a speed ratio (analysis/quantized.py).
+EMULATED_MARK = "~"
 
 
 def cell_text(summary: Mapping[str, Any] | None, key: str, best: str | None) -> str:
@@ -86,6 +89,8 @@ def cell_text(summary: Mapping[str, Any] | None, key: str, best: str | None) -> 
     text = fmt(summary.get(key))
     if summary.get("answer_differs"):
         return f"{text} {DIFFERENT_MARK}"
+    if summary.get("emulated"):
+        return f"{text} {EMULATED_MARK}"
     return f"**{text}**" if best is not None and text == best else text
 
 
@@ -93,7 +98,8 @@ def comparable_values(summaries: Iterable[Mapping[str, Any] | None], key: str) -
     """The values of `key` among ok cells whose answer agrees with their row: what a "best"
     is chosen from."""
     return [s.get(key) for s in summaries
-            if s is not None and s["status"] == "ok" and not s.get("answer_differs")]
+            if s is not None and s["status"] == "ok" and not s.get("answer_differs")
+            and not s.get("emulated") and not s.get("column_group")]
 
 
 # --- a user's string inside Markdown --------------------------------------------------------------

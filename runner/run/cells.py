@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from rich.console import Console
 from rich.progress import Progress
@@ -32,6 +32,7 @@ from ..schema.user_workloads import STAGED
 from ..version import runner_version
 from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec
 from . import devices, scheduling
+from .block_sizes import BlockSizes
 from .console import calibration_line, calibration_summary, cell_line
 from .displays import calibration_display
 from .pace import Pace
@@ -84,48 +85,6 @@ def user_workload_entry(cell: Cell) -> dict[str, Any] | None:
     if user is None:
         return None
     return {**user.spec_entry(), "runs_as": user.workload.runs_as(cell.api, cell.task)}
-
-
-class BlockSizes:
-    """One block size per cell, as pyperf hands its calibrated loop count to every worker: the
-    cell's first repeat to finish ok calibrates calls_per_sample, and every later repeat is
-    handed it in its spec, so every repeat of a cell measures the same thing and takes as many
-    samples. Known sizes come from the stored records too (--resume).
-
-    In a parallel run a later repeat of a cell waits until the repeat calibrating the cell (its
-    lowest repeat still to run) has finished; other cells' entries start meanwhile. If that
-    repeat does not finish ok, the cell's next repeat calibrates instead. A serial run needs no
-    waiting: the plan runs round 1 of every cell before round 2."""
-
-    def __init__(self, stored: Sequence[Mapping[str, Any]], to_run: list[Entry],
-                 given: int | None = None):
-        self.given = given                 # one size for every cell (Options.calls_per_sample)
-        self.sizes: dict[str, int] = {}
-        for record in sorted(stored, key=lambda r: r.get("repeat") or 0):
-            self._learn(record)
-        self.waiting: dict[str, list[str]] = {}     # cell id → keys still to run, repeat order
-        for entry in sorted(to_run, key=lambda e: e.repeat):
-            self.waiting.setdefault(entry.cell.id, []).append(entry.key)
-
-    def _learn(self, record: Mapping[str, Any]) -> None:
-        size = record.get("calls_per_sample")
-        if record.get("status") == "ok" and isinstance(size, int) and size >= 1:
-            self.sizes.setdefault(record["cell_id"], size)
-
-    def size(self, cell: Cell) -> int | None:
-        """The block size to hand this cell's next repeat; None: it calibrates its own."""
-        return self.given or self.sizes.get(cell.id)
-
-    def ready(self, entry: Entry) -> bool:
-        """Whether the entry may start: its cell's size is known, or it calibrates it."""
-        waiting = self.waiting.get(entry.cell.id) or [entry.key]
-        return bool(self.given) or entry.cell.id in self.sizes or waiting[0] == entry.key
-
-    def finished(self, entry: Entry, record: Mapping[str, Any]) -> None:
-        keys = self.waiting.get(entry.cell.id, [])
-        if entry.key in keys:
-            keys.remove(entry.key)
-        self._learn(record)
 
 
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,

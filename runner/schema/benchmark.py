@@ -16,10 +16,13 @@ from ..worker import catalog
 from .values import AXES, MAX_REPEATS, MAX_TIMEOUT_S, Strict, check_axis, check_steps, shown
 from .workloads import known_workload
 
+
 def _tasks(workload: catalog.Workload, tasks: tuple[str, ...] | None) -> tuple[str, ...]:
-    """A benchmark's tasks: its workload's one task when it names none (a user workload's: every
-    task it declares)."""
+    """A benchmark's tasks: its workload's one (or default) task when it names none (a user
+    workload's: every task it declares)."""
     if tasks is None:
+        if workload.default_task is not None:
+            return (workload.default_task,)
         if len(workload.tasks) != 1 and workload.family != "user":
             raise ValueError(f"task: {workload.name} needs one of {', '.join(workload.tasks)}")
         return workload.tasks

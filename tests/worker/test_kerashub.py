@@ -248,12 +248,24 @@ def test_matrix_rows():
                 ("mistral", "generate"): {32, 1}}
     full = matrix.load(ROOT / "matrix.toml", profile="full")
     cells = [c for c in full.cells if c.workload in configs.PRESET_PARAMS
-             and c.axes["devices"] == 1]
+             and c.axes["devices"] == 1 and not catalog.is_quantized(c.axes["precision"])]
     scaling = {(c.environment, c.axes["devices"]): c.not_applicable for c in full.cells
                if c.workload == "bert" and c.axes["devices"] > 1}      # docs/scaling.md
     assert {n for _, n in scaling} == {2, 4, 8} and all(c.task == "fit" for c in full.cells
                                                         if c.axes["devices"] > 1)
     assert {env for (env, _), why in scaling.items() if why} == {"keras-torch"}
+    # The quantized tier's int8 columns (docs/quantized.md): BERT predict from float32, Gemma
+    # and Mistral generate from bfloat16, on every Keras 3 backend and hf-torch; NA on Keras 2.
+    quantized = {(c.workload, c.task, c.batch_size, c.axes["precision"], c.environment):
+                 c.not_applicable for c in full.cells if catalog.is_quantized(c.axes["precision"])}
+    keras3 = [e for e in ENVIRONMENTS if e != "keras2"] + ["hf-torch"]
+    assert quantized == {
+        **{(w, t, b, p, e): None for w, t, b, p in (
+            ("bert", "predict", 256, "int8"), ("gemma", "generate", 32, "int8_from_bfloat16"),
+            ("mistral", "generate", 32, "int8_from_bfloat16")) for e in keras3},
+        ("bert", "predict", 256, "int8", "keras2"): catalog.quantized_rules.NATIVE_REASONS["tf-keras"],
+        **{(w, "generate", 32, "int8_from_bfloat16", "keras2"):
+           "Keras 2 (keras-nlp 0.8) has no Gemma or Mistral" for w in ("gemma", "mistral")}}
     seen: dict[tuple, set] = {}
     for cell in cells:
         seen.setdefault((cell.workload, cell.task), set()).add(cell.batch_size)
@@ -291,7 +303,7 @@ def test_matrix_rows():
     tiny = [c for c in smoke.cells if c.workload in configs.PRESET_PARAMS
             and c.axes["devices"] == 1]
     assert tiny and all(c.axes["size"] == "tiny" for c in tiny)
-    assert len(tiny) == len(cells)
+    assert len(tiny) == len(cells) + len(quantized)     # the quantized rows run tiny too
     # The smoke profile keeps its budget: the compiled hf cells are planned not applicable.
     compiled = [c for c in tiny if c.axes["jit"] is True]
     assert compiled and all(c.environment == "hf-torch" and "full profile only" in

@@ -38,13 +38,16 @@ from dataclasses import dataclass
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ...worker.catalog import is_hub
+from ...worker.catalog import is_hub, quantized_mode
 from ..data.types import CellSummary, Manifest
 from ..formatting import DIFFERENT_MARK, fmt
+from . import quantized, quantized_check
 from .summaries import KERAS2_API
 
-TOLERANCES = {"float32": 1e-3, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 5e-2}
-TOKEN_PREFIX = {"float32": 4, "tf32": 2, "float16": 1, "bfloat16": 1}
+# The quantized modes' own tolerances (int8 5e-2, int4 0.25, float8 0.15) are quantized.py's.
+TOLERANCES = {"float32": 1e-3, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 5e-2,
+              **quantized.TOLERANCES}
+TOKEN_PREFIX = {"float32": 4, "tf32": 2, "float16": 1, "bfloat16": 1, **quantized.TOKEN_PREFIX}
 
 SAME, DIFFERENT, NO_MAJORITY = "same", "different", "no majority"
 UNCHECKED, NOT_RECORDED, ALONE = "not checked", "not recorded", "alone"
@@ -61,8 +64,12 @@ NOTE = (f"{MARK} This cell computed a different answer from the rest of its row 
 
 
 def arithmetic(summary: Mapping[str, Any]) -> str:
-    """What a cell's float arithmetic was: float32, tf32, float16 or bfloat16."""
+    """What a cell's float arithmetic was: float32, tf32, float16 or bfloat16; a quantized
+    cell's is its mode (int8, int4, float8: quantized.py's tolerances)."""
     precision = str(summary.get("precision"))
+    mode = quantized_mode(precision)
+    if mode is not None:
+        return mode
     if "bfloat16" in precision:
         return "bfloat16"
     if "float16" in precision:
@@ -199,6 +206,7 @@ def check(summaries: list[CellSummary], unchecked: Collection[str] = frozenset()
             v = verdicts[cell["cell_id"]]
             cell["answer_check"], cell["answer_reference"] = v.status, v.reference
             cell["answer_detail"], cell["answer_differs"] = v.detail, v.status in DIFFERING
+    quantized_check.check(summaries, differences)
     check_work(summaries)
 
 
@@ -235,9 +243,13 @@ def answer_family(summary: CellSummary) -> str:
     """Which cells of a row can compute the same answer: Keras 2's keras-hub rows run keras-nlp
     and keras-cv 0.8, other libraries whose weights (named differently, none of them
     loadable into the other) cannot be made those of the Keras 3 models; their answers are
-    compared among Keras 2 cells only. The CNN's weights are set explicitly everywhere."""
-    return "keras2" if summary.get("api") == KERAS2_API and is_hub(summary["workload"]) \
-        else ""
+    compared among Keras 2 cells only. The CNN's weights are set explicitly everywhere.
+    Quantized cells are compared among cells quantized by the same library: Keras and torchao
+    quantize different layers (Keras embeddings too) with other rounding."""
+    if summary.get("api") == KERAS2_API and is_hub(summary["workload"]):
+        return "keras2"
+    library = (summary.get("quantization") or {}).get("library")
+    return f"quantized by {str(library).split()[0]}" if library else ""
 
 
 def unchecked_cells(manifest: Manifest) -> set[str]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.types import CellSummary, Manifest
-from . import stack_diff
+from . import quantized, stack_diff
 from .ratios import Ratio, geometric_mean_ratio
 from .speedups import fastest, keras_speedups, speedup
 from .summaries import AXIS_KEYS, option_preset, pivot, row_label, tf32_differ
@@ -83,6 +83,9 @@ class Effect:
     # The two float32 cells ran their dense paths differently (TF32 in one, full float32 or not
     # recorded in the other) while the factor is not tf32 itself: other arithmetic (†).
     tf32_mixed: bool = False
+    # A quantized value's answer error beside its speedup (quantized.error_text): its time is
+    # of other work than the baseline's, with this much error.
+    note: str = ""
 
     @property
     def differs(self) -> bool:
@@ -199,7 +202,8 @@ def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[Effect
                     estimate = per_item(estimate, base, cell)
                 table.effects.append(Effect(value, row_label(base, without=factor),
                                             base["batch_size"], cell["environment"], base, cell,
-                                            estimate, factor != "tf32" and tf32_differ(base, cell)))
+                                            estimate, factor != "tf32" and tf32_differ(base, cell),
+                                            quantized.error_text(cell.get("quantization"), True)))
     return [t for t in tables.values() if t.effects or t.without_baseline]
 
 

@@ -46,10 +46,12 @@ def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[st
             and (s.get("devices") or 1) == 1]      # data-parallel rows: the Scaling section
     if not rows:
         return None
-    rows += native_cells(summaries)
+    rows = quantized_columns(rows + native_cells(summaries))
 
     def rank(env: str) -> tuple[int, int]:
         first = next(s for s in rows if s["environment"] == env)
+        if group_of(first):                 # after every float column, mode by mode
+            return (3 + catalog.PRECISIONS.index(str(group_of(first))), 0)
         if first["api"] == KERAS2_API:
             return (0, 0)
         if first["api"] == NATIVE_API:
@@ -64,9 +66,37 @@ def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[st
     return rows, columns, titles
 
 
+def group_of(summary: Mapping[str, Any]) -> str | None:
+    """The quantized column group a Keras table cell sits in (None: a float column)."""
+    return summary.get("column_group")
+
+
+def quantized_columns(rows: list[CellSummary]) -> list[CellSummary]:
+    """The quantized cells as a column group of their precision (docs/quantized.md): copies in
+    the row of the float precision they were built in, in a column "<environment> · int8",
+    marked `column_group` (never bold, never "best Keras 3" or "fastest" against the float
+    columns: other work)."""
+    out = []
+    for s in rows:
+        precision = str(s.get("precision"))
+        if not catalog.is_quantized(precision):
+            out.append(s)
+            continue
+        base = cast(CellSummary, {**s, "precision": catalog.float_base(precision)})
+        native = s["api"] == NATIVE_API
+        out.append(cast(CellSummary, {
+            **s, "label": row_label(base, without="jit" if native else None),
+            "environment": f"{s['environment']} · {precision}", "column_group": precision}))
+    return out
+
+
 def column_title(cells: list[CellSummary], taken: dict[str, str]) -> str:
     """A Keras table column's title, with its environment where two would read the same."""
     first = cells[0]
+    group = group_of(first)
+    if group:
+        bare = cast(CellSummary, {**first, "column_group": None})
+        return f"{column_title([bare, *cells[1:]], {})} · {group}"
     if first["api"] == KERAS2_API:
         title = "Keras 2 (TensorFlow)"
     elif first["api"] == NATIVE_API:

@@ -71,9 +71,10 @@ def keras_over_native(view: KerasView | None) -> list[NativeRatio]:
         return []
     rows, columns, titles = view
     _, keys, grid = pivot(rows)
-    api = {s["environment"]: s["api"] for s in rows}
-    natives = [c for c in columns if api[c] == NATIVE_API]
-    keras3 = [c for c in columns if api[c] == KERAS3_API]
+    # A quantized column group (keras_table.quantized_columns) is other work: not compared here.
+    api = {s["environment"]: s["api"] for s in rows if not s.get("column_group")}
+    natives = [c for c in columns if api.get(c) == NATIVE_API]
+    keras3 = [c for c in columns if api.get(c) == KERAS3_API]
     out = []
     for label, batch in keys:
         present = {c: grid[(label, batch, c)] for c in natives + keras3
@@ -153,7 +154,8 @@ def native_titles(view: KerasView | None) -> list[str]:
     if view is None:
         return []
     rows, columns, titles = view
-    api = {s["environment"]: s["api"] for s in rows}
+    # A quantized column group (keras_table.quantized_columns) is other work: not compared here.
+    api = {s["environment"]: s["api"] for s in rows if not s.get("column_group")}
     return [titles.get(c, c) for c in columns if api.get(c) == NATIVE_API]
 
 

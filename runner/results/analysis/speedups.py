@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..data.types import CellSummary
-from . import stats
+from . import quantized, stats
 from .ratios import Ratio, welch_ratio
 from .summaries import KERAS2_API, KERAS3_API, TIME_KEY, model_family, pivot, tf32_differ
 
@@ -21,6 +21,8 @@ def speedup(base: Mapping[str, Any], cell: Mapping[str, Any],
     for side in (base, cell):
         if side["status"] != "ok":
             return Ratio(None, why=f"{side['environment']}: {side['status']}")
+    if base.get("emulated") or cell.get("emulated"):        # never timed as if native
+        return Ratio(None, why=quantized.EMULATED_WHY)
     if model_family(base) != model_family(cell):
         return Ratio(None, why="different models (Keras 2's Stable Diffusion is v1.4, "
                                      "Keras 3's is SD3)")
@@ -37,7 +39,9 @@ def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool
     Bonferroni-corrected, a cell is called fastest beyond noise when it is not at most 5 % of
     the time (simulated in tests/results/analysis/test_effects.py)."""
     eligible = sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
-                       and not c.get("answer_differs")), key=lambda c: c[TIME_KEY])
+                       and not c.get("answer_differs") and not c.get("emulated")
+                       and not c.get("column_group")),
+                      key=lambda c: c[TIME_KEY])
     if not eligible:
         return None
     best, others = eligible[0], eligible[1:]

@@ -14,7 +14,7 @@ from ...worker import catalog
 from ...worker.catalog import AXIS_DEFAULTS, default_sizes
 from ..data.records import throughput
 from ..data.types import CellSummary, Record
-from . import conditions, cost, decoding, derived, power, stats
+from . import conditions, cost, decoding, derived, power, quantized, stats
 from .peaks import (add_fraction_of_peak, device_name, peak_kind, ran_on_gpu, tf32_paths,
                     tf32_state)
 
@@ -194,6 +194,8 @@ def repeat_figures(ok: list[Record], first: Record) -> dict[str, Any]:
         answer=next((r["answer"] for r in ok if r.get("answer") is not None), None),
         answer_note=next(((r.get("extra") or {}).get("answer_note") for r in ok
                           if (r.get("extra") or {}).get("answer_note")), None),
+        # A quantized cell's mode, library, layers, model bytes and error (quantized.py).
+        **quantized.summary_fields(ok),
     )
 
 def cell_summaries(records: list[Record], cell_order: list[str] | None = None,

@@ -255,6 +255,15 @@ class CellSummary(CellCoordinates, total=False):
     answer_reference: str | None
     answer_detail: str
     answer_differs: bool
+    # the quantized tier (analysis/quantized.py, quantized_check.py): what ran, model bytes
+    # before and after, the error against the cell's own float model and its verdict, the
+    # float cell of its row and environment and the check of its answer against that one's
+    quantization: dict[str, Any] | None
+    emulated: bool
+    quantization_check: str | None
+    quantization_detail: str
+    quantization_base: str | None
+    quantization_base_check: str
 
 
 class ManifestCell(TypedDict, total=False):

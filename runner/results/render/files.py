@@ -26,8 +26,12 @@ CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workloa
                "gpu_power_mean_w", "cpu_util_mean", "usd", "usd_per_1k_items",
                "usd_per_1k_items_low", "usd_per_1k_items_high", "usd_per_1m_tokens",
                "usd_per_epoch", "usd_per_image", "loss_first", "loss_last",
-               "accuracy", "answer_check", "answer_reference", "answer_detail", "warnings",
-               "error")
+               "accuracy", "answer_check", "answer_reference", "answer_detail",
+               # the quantized tier (analysis/quantized.py): empty for float cells
+               "quantization_check", "quantization_detail", "quantization_base",
+               "model_bytes_before", "model_bytes_after", "quantization_top1_agreement",
+               "quantization_max_abs_error", "quantization_relative_error", "emulated",
+               "warnings", "error")
 
 
 def summary_csv(summaries: list[CellSummary]) -> str:
@@ -40,6 +44,13 @@ def summary_csv(summaries: list[CellSummary]) -> str:
         if row.get("error"):
             row["error"] = row["error"].splitlines()[0][:300]
         row["warnings"] = "; ".join(row.get("warnings") or [])
+        quantization = row.get("quantization") or {}
+        error = quantization.get("error") or {}
+        row.update(model_bytes_before=quantization.get("model_bytes_before"),
+                   model_bytes_after=quantization.get("model_bytes_after"),
+                   quantization_top1_agreement=error.get("top1_agreement"),
+                   quantization_max_abs_error=error.get("max_abs_error"),
+                   quantization_relative_error=error.get("relative_error"))
         writer.writerow(row)
     return buffer.getvalue()
 

@@ -23,6 +23,7 @@ from .markdown_parts import (ABOVE_IDLE, CELLS_NOTE, _ci_text, _sanity, _tf32_te
                              ratio_text, tf32_section, training_table,
                              warnings_section)
 from .markdown_profiles import profile_findings, profiles_section
+from .markdown_quantized import quantized_section
 from .markdown_reference import peak_section, published_section
 from .markdown_scaling import scaling_part
 
@@ -318,7 +319,8 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
     lambda r: cost_section(r.manifest, r.summaries), effects_part, scaling_part,
-    answers_part, warnings_part, left_out_section, fixed_costs_section, training_section,
+    lambda r: quantized_section(r.summaries), answers_part, warnings_part, left_out_section,
+    fixed_costs_section, training_section,
     first_token_part, memory_section,
     energy_section, cells_section, tf32_part, published_part, peak_part,
     problems_section, profiles_part, plots_section)

@@ -77,7 +77,8 @@ def effect_table(table: EffectTable) -> list[str]:
         row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),
                *((effect.environment,) if axis else ()))
         text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "") \
-            + (f" {TF32_MARK}" if effect.tf32_mixed else "")
+            + (f" {TF32_MARK}" if effect.tf32_mixed else "") \
+            + (f" · {md_text(effect.note)}" if effect.note else "")
         keyed.setdefault(row, {})[repr(effect.value)] = text
     heads = (["Workload (task) and settings"]
              + ([] if table.factor == "batch_size" else ["Batch size"])

@@ -12,7 +12,7 @@ from ..analysis.keras_table import keras_view
 from ..analysis.summaries import TF32_MARK, TIME_KEY, pivot, tf32_rows
 from ..data.types import CellSummary
 from ...errors import user_text
-from ..formatting import DIFFERENT_MARK, best_text, cell_text, comparable_values, fmt
+from ..formatting import DIFFERENT_MARK, EMULATED_MARK, best_text, cell_text, comparable_values, fmt
 
 
 def terminal_table(summaries: list[CellSummary], title: str,
@@ -137,7 +137,9 @@ def caption(summaries: list[CellSummary], marked: set[tuple[str, int]]) -> str:
             + (f"; {TF32_MARK} TF32 differs between the row's environments (report.md)"
                if marked else "")
             + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
-               "answer from their row, never best (report.md)" if differing else ""))
+               "answer from their row, never best (report.md)" if differing else "")
+            + (f"; {EMULATED_MARK} float8 emulated, its time no measure of float8 (report.md)"
+               if any(s.get("emulated") for s in summaries) else ""))
 
 
 def header(name: str) -> str:

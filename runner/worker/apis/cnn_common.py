@@ -264,3 +264,22 @@ def evaluation(logits_fn: Callable[[np.ndarray], np.ndarray], data: CnnData,
                              for i in range(0, len(data.y_test), batch)])
     return {"accuracy": accuracy(logits, data.y_test),
             "held_out_loss": cross_entropy(logits, data.y_test)}
+
+
+PREDICT_TIMING = ("one forward pass over a batch of held-out-style images (the first batch_size "
+                  "training images, on the device, made once)")
+
+
+def predict_batch(spec, data: CnnData) -> np.ndarray:
+    """predict's batch: the first batch_size training images (NHWC float32)."""
+    return data.x_train[:spec.batch_size]
+
+
+def predict_answer(logits: Any) -> dict[str, Any]:
+    """predict's answer: the norms of the batch's logits and its first ones."""
+    return {**answers.output(np.asarray(logits, np.float32)), "logits": answers.head(logits)}
+
+
+def predict_extra(data: CnnData, weights: list[np.ndarray], parameters: int) -> dict[str, Any]:
+    return {"parameters": int(parameters), "data_sha256": data.fingerprint(),
+            "init_sha256": weights_fingerprint(weights)}

@@ -5,9 +5,10 @@ rules.py. A list of values in a benchmark yields one cell per value (cartesian p
 from __future__ import annotations
 
 from .base import Axis, declare_axis
+from .precisions import FLOAT_PRECISIONS, QUANTIZED_PRECISIONS
 
 TASKS = ("fit", "predict", "generate", "run")
-PRECISIONS = ("float32", "bfloat16", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = FLOAT_PRECISIONS + QUANTIZED_PRECISIONS
 SIZES = ("full", "small", "tiny")
 DATA_MODES = ("arrays", "dataset", "device")
 DEVICES = ("auto", "gpu", "cpu")
@@ -20,7 +21,9 @@ declare_axis(Axis("task", "choice", str, values=TASKS, per_workload=True,
 declare_axis(Axis("batch_size", "positive_int", int, per_workload=True,
                   help="samples per step: required for model workloads, else 1 by default"))
 declare_axis(Axis("precision", "choice", str, "float32", PRECISIONS, short="",
-                  help="float32 | bfloat16 | mixed_float16 | mixed_bfloat16"))
+                  help="float32 | bfloat16 | mixed_float16 | mixed_bfloat16, or quantized: int8 | "
+                       "int8_weight_only | int4 | float8 (from float32), each also "
+                       "<mode>_from_bfloat16 (docs/quantized.md)"))
 declare_axis(Axis("jit", "bool_or_choice", bool | str, "auto", JIT_WORDS,
                   help='true | false | "auto" (the framework\'s default) | a torch.compile mode'))
 declare_axis(Axis("size", "choice", str, "full", SIZES,

@@ -90,6 +90,9 @@ class Workload:
     # (a function returning one step). An API or task it defines nothing for is not applicable.
     origin: str = ""
     api_tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The task of a benchmark that names none, where the workload has several (the CNN: fit,
+    # as before it had a predict task); None: a workload of several tasks needs one named.
+    default_task: str | None = None
 
     def runs_as(self, api: str, task: str) -> str | None:
         """A user workload's "model" or "step" for this API and task (None: not defined)."""

@@ -50,7 +50,7 @@ def numpy_jit(c: Where) -> str | None:
 @rule("precision")
 def numpy_precision(c: Where) -> str | None:
     if c.api == "numpy" and c.axes["precision"] != "float32":
-        return "NumPy has no bfloat16 or mixed precision"
+        return "NumPy runs float32 only (no bfloat16, mixed or quantized precision)"
     return None
 
 
@@ -108,6 +108,8 @@ def training_data(c: Where) -> str | None:
         return "data applies to keras_model's fit only (a step function feeds itself)"
     if not c.workload.uses_data_axis:
         return f"{c.workload.name} generates its inputs on the device; data does not apply"
+    if c.task != "fit":
+        return "data applies to a training loop (fit) only: predict feeds one batch made once"
     return None
 
 

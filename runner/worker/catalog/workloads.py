@@ -6,6 +6,7 @@ apis/elementwise_common.py, apis/cnn_common.py, apis/kerashub/."""
 from __future__ import annotations
 
 from .axes import PRECISIONS
+from .precisions import FLOAT_PRECISIONS
 from .base import Option, Workload, declare_workload
 
 _OPS_APIS = ("numpy", "torch", "jax", "tensorflow", "keras")
@@ -40,13 +41,17 @@ declare_workload(Workload(
     family="diagnostic", dense_paths=(),
 ))
 declare_workload(Workload(
-    "cnn", ("fit",), ("keras", "tf-keras", "torch", "jax", "tensorflow"), True, PRECISIONS,
+    "cnn", ("fit", "predict"), ("keras", "tf-keras", "torch", "jax", "tensorflow"), True,
+    PRECISIONS,
     {"samples": Option(int, "training samples per epoch (default by size)", True),
      "grad_scaler": Option(bool, "torch mixed_float16: use torch.amp.GradScaler")},
     uses_data_axis=True, data_parallel=("fit",),
-    help="4 Conv2D + 2 Dense layers (~563 k parameters) on 28×28×1 synthetic data",
+    help="4 Conv2D + 2 Dense layers (~563 k parameters) on 28×28×1 synthetic data; predict: "
+         "one batch of held-out images through the forward pass (the quantized tier's small "
+         "model)",
     sizes={"full": {"samples": 60_000}, "small": {"samples": 8_192}, "tiny": {"samples": 1_024}},
     dense_paths=("conv", "matmul"),        # ~97 % of its FLOPs in the convolutions
+    default_task="fit",
 ))
 
 # keras-hub models (the Keras 3 benchmark table). Keras 3 runs keras-hub 0.32; Keras 2 ("tf-keras"
@@ -69,7 +74,8 @@ declare_workload(Workload(
            "tiny": {"sequence_length": 32}},
 ))
 declare_workload(Workload(
-    "sam", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS, dict(_HUB_OPTIONS),
+    "sam", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, FLOAT_PRECISIONS,
+    dict(_HUB_OPTIONS),
     help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains the "
          "image encoder alone against random embedding targets, as the study did; expected "
          "peaks, float32, 1024×1024: fit b1 ~50 GB before the GPU compiler's rematerialisation "
@@ -78,7 +84,7 @@ declare_workload(Workload(
     family="hub", dense_paths=("conv", "matmul"),    # patch embedding and neck convolutions
 ))
 declare_workload(Workload(
-    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS,
+    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, FLOAT_PRECISIONS,
     {**_HUB_OPTIONS,
      "num_steps": Option(int, "predict: denoising steps per generate call (time is per "
                               "denoising step)", True),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..data_parallel import torch_ddp as ddp
+from .. import quantized, torchao_quantize
 from ..huggingface import benches
 from ..huggingface.weights import Transplant, heads_in, heads_out, same, transplant, transposed
 from ..kerashub.configs import BERT, config
@@ -93,5 +94,12 @@ def build(spec, fw):
             effective={**effective, "optimizer": "AdamW(lr=5e-5, weight_decay=0.004, eps=1e-7)"},
             extra=facts, first_loss_in_answer=False)
     model.eval()
-    return benches.predict_bench(fw, precision, lambda: run(**inputs).logits, batch=batch,
-                                 effective=effective, extra=facts)
+
+    def probe():
+        with torch.inference_mode(), precision.autocast():
+            return model(**inputs).logits.float().cpu().numpy()
+
+    found = torchao_quantize.apply(spec, fw, model, probe)
+    return quantized.record(benches.predict_bench(
+        fw, precision, lambda: run(**inputs).logits, batch=batch, effective=effective,
+        extra=facts), found)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ...bench import Bench
+from ...catalog import float_base
 from .. import answers
 from ..cnn_common import PRECISION_DTYPES
 from ..kerashub.inputs import rng
@@ -56,7 +57,7 @@ class Precision:
     """The precision axis as parameter dtype, compute dtype and autocast."""
 
     def __init__(self, fw, precision: str):
-        param, compute = PRECISION_DTYPES[precision]
+        param, compute = PRECISION_DTYPES[float_base(precision)]   # quantized: its float base
         self.device_type = fw.torch_device.type
         self.param_dtype, self.compute_dtype = DTYPES[param], DTYPES[compute]
         self.mixed = self.param_dtype != self.compute_dtype

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ...bench import Bench
-from .. import answers, first_token
+from .. import answers, first_token, quantized, torchao_quantize
 from ..kerashub.configs import config
 from ..kerashub.inputs import PROMPTS, causal_lm_inputs, sentencepiece_proto
 from . import benches
@@ -148,6 +148,8 @@ def generate(spec, fw, model, precision, special: dict[str, tuple[int, str]],
         raise ValueError(f"max_length {max_length} leaves {tokens} new token(s) after prompts "
                          f"of {width}: at least 2 are needed")
     data = benches.tensors(fw, {"input_ids": ids, "attention_mask": mask}, precision.param_dtype)
+    found = torchao_quantize.apply(
+        spec, fw, model, lambda: next_token_logits(model, precision, rows, pad))
     compiled = benches.compiled(fw)
     configs = {n: generation_config(model, n, compiled, spec.jit) for n in (tokens, 1)}
     durations: list[float] = []
@@ -178,11 +180,12 @@ def generate(spec, fw, model, precision, special: dict[str, tuple[int, str]],
         return {"tokens_per_s": batch * tokens * len(timed) / sum(timed),
                 **first_token.prefill_facts(lambda: call(1), len(timed), tokens)}
 
-    return Bench(step=step, items_per_step=batch, returns_to_host=True, timing=GENERATE_TIMING,
-                 effective={**precision.effective, **effective, **work,
-                            "cache": "static" if compiled else "dynamic"},
-                 extra=facts, evaluate=evaluate,
-                 answer=lambda: generate_answer(model, precision, rows, pad, step, width))
+    return quantized.record(Bench(
+        step=step, items_per_step=batch, returns_to_host=True, timing=GENERATE_TIMING,
+        effective={**precision.effective, **effective, **work,
+                   "cache": "static" if compiled else "dynamic"},
+        extra=facts, evaluate=evaluate,
+        answer=lambda: generate_answer(model, precision, rows, pad, step, width)), found)
 
 
 def generate_answer(model, precision, rows: list[list[int]], pad: int, step,
@@ -190,12 +193,19 @@ def generate_answer(model, precision, rows: list[list[int]], pad: int, step,
     """As the keras-hub cell's: the next-token logits after each prompt (a forward pass over the
     right-padded prompts, so that positions count from each prompt's start), and the first
     greedy tokens generated."""
+    last = next_token_logits(model, precision, rows, pad)[:, None, :]
+    out = {"next_token_logits": answers.output(last)["output"]}
+    return out | answers.tokens(step(), [width] * len(rows))
+
+
+def next_token_logits(model, precision, rows: list[list[int]], pad: int) -> np.ndarray:
+    """The logits of the token after each prompt (batch, vocabulary), float32 on the host: a
+    forward pass over the right-padded prompts, so that positions count from each prompt's
+    start (the answer's, and a quantized cell's probe)."""
     device = next(model.parameters()).device
     ids, mask = padded(rows, pad, left=False)
     with torch.inference_mode(), precision.autocast():
         logits = model(input_ids=torch.from_numpy(ids).to(device),
                        attention_mask=torch.from_numpy(mask).to(device)).logits
     ends = torch.from_numpy(mask.sum(axis=1) - 1).to(device)
-    last = logits[torch.arange(len(rows), device=device), ends][:, None, :]
-    out = {"next_token_logits": answers.output(last.float().cpu().numpy())["output"]}
-    return out | answers.tokens(step(), [width] * len(rows))
+    return logits[torch.arange(len(rows), device=device), ends].float().cpu().numpy()

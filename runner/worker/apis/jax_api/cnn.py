@@ -103,9 +103,27 @@ def batches(spec, fw, data: cc.CnnData):
     return host, "NumPy arrays sliced per step, copied to the device by the call"
 
 
+def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
+    """One forward pass over a batch on the device per call (the jit axis: jax.jit or not)."""
+    param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
+    model = Cnn(dtype=compute_dtype, param_dtype=param_dtype)
+    params = jax.device_put(flax_params(weights, param_dtype), fw.jax_device)
+    forward = fw.compile(lambda params, x: model.apply(params, x).astype(jnp.float32))
+    x = jax.device_put(cc.predict_batch(spec, data), fw.jax_device)
+    parameters = sum(int(np.prod(p.shape)) for p in jax.tree_util.tree_leaves(params))
+    return Bench(step=lambda: forward(params, x), items_per_step=spec.batch_size, sync=fw.sync,
+                 timing=cc.PREDICT_TIMING,
+                 effective={"parameter_dtype": jnp.dtype(param_dtype).name,
+                            "compute_dtype": jnp.dtype(compute_dtype).name},
+                 extra=cc.predict_extra(data, weights, parameters),
+                 answer=lambda: cc.predict_answer(np.asarray(forward(params, x))))
+
+
 def build(spec, fw) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
+    if spec.task == "predict":
+        return predict(spec, fw, data, weights)
     param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
     model = Cnn(dtype=compute_dtype, param_dtype=param_dtype)
     params = flax_params(weights, param_dtype)

@@ -9,6 +9,7 @@ import importlib
 import os
 from typing import Any
 
+from ...catalog import float_base
 from .. import FrameworkBase
 
 
@@ -28,7 +29,9 @@ class Framework(FrameworkBase):
         if keras.backend.backend() != backend:
             raise RuntimeError(f"Keras runs on {keras.backend.backend()!r}, expected {backend!r}")
         keras.utils.set_random_seed(spec.seed)
-        keras.config.set_dtype_policy(spec.precision)
+        # A quantized precision builds the model in its float base, then quantizes it
+        # (keras_quantize.py, effective["quantization"]).
+        keras.config.set_dtype_policy(float_base(spec.precision))
         self.device = self.native.device
         self.vram_source = self.native.vram_source
         self.compilations_counted = self.native.compilations_counted
@@ -58,7 +61,7 @@ class Framework(FrameworkBase):
         return fn
 
     def tensor(self, values: Any) -> Any:
-        return self.ops.convert_to_tensor(values, self.spec.precision)
+        return self.ops.convert_to_tensor(values, float_base(self.spec.precision))
 
     def to_host(self, out: Any) -> Any:
         return self.ops.convert_to_numpy(out)

@@ -1,5 +1,6 @@
-"""The CNN trained with `model.fit`: the same code on every Keras 3 backend, and on Keras 2
-(tf_keras_api/cnn.py calls `fit_bench` with the tf_keras module).
+"""The CNN trained with `model.fit` (predict: one batch through the predict function,
+predict_bench): the same code on every Keras 3 backend, and on Keras 2 (tf_keras_api/cnn.py
+calls `fit_bench` and `predict_bench` with the tf_keras module).
 
 Timing: one `fit` call runs the whole cell (warm-up, block calibration, timed blocks) through its
 own loop and data pipeline; keras_fit_clock.BlockClock reads the worker's clock in
@@ -16,11 +17,33 @@ import numpy as np
 
 from ...bench import Bench
 from .. import cnn_common as cc
-from .. import keras_fit_clock
+from .. import keras_fit_clock, keras_quantize, quantized
+from ..kerashub import benches as hub_benches
 
 
 def build(spec, fw) -> Bench:
+    if spec.task == "predict":
+        return predict_bench(spec, fw, fw.keras)
     return fit_bench(spec, fw, fw.keras, backend=fw.keras.backend.backend())
+
+
+def predict_bench(spec, fw, keras) -> Bench:
+    """One batch through the compiled predict function per call (kerashub/benches.py's
+    predict_bench, Keras 2 and 3 alike); a quantized precision quantizes the model first
+    (keras_quantize.py), its error measured on the probe batch."""
+    data = cc.make_data(spec)
+    weights = cc.initial_weights(spec.seed)
+    model = build_model(keras, weights)
+    model.compile(jit_compile=fw.jit_compile())
+    x_probe, _ = cc.probe(data)
+    found = keras_quantize.apply(spec, fw, model, lambda: model.predict_on_batch(x_probe))
+    bench = hub_benches.predict_bench(
+        model, cc.predict_batch(spec, data), batch=spec.batch_size,
+        effective={"jit_compile": hub_benches.jit_in_effect(model),
+                   "compute_dtype": model.layers[0].compute_dtype},
+        extra=cc.predict_extra(data, weights, model.count_params()))
+    bench.answer = lambda: cc.predict_answer(bench.step())
+    return quantized.record(bench, found)
 
 
 def build_model(keras, weights: list[np.ndarray]):
@@ -105,6 +128,8 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
     with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device
         model = build_model(keras, weights)
     x_probe, y_probe = cc.probe(data)
+    found = keras_quantize.apply(       # float8 training (catalog/quantized_rules.py)
+        spec, fw, model, lambda: model.predict(x_probe, batch_size=cc.EVAL_BATCH, verbose=0))
     initial = cc.initial_extra(model.predict(x_probe, batch_size=cc.EVAL_BATCH, verbose=0), y_probe)
     per_call = spec.steps_per_execution
     with fw.data_parallel_scope():       # ... and the optimizer's
@@ -135,7 +160,7 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
         extra=extra, after=lambda clock: extra.update(
             epoch_s=cc.epoch_estimate(clock, per_call, data)))
 
-    return Bench(
+    return quantized.record(Bench(
         drive=drive, items_per_step=spec.batch_size, steps_per_call=per_call,
         calls_per_epoch=data.steps_per_epoch // per_call,
         loss=float, sync=sync_state,
@@ -144,4 +169,4 @@ def fit_bench(spec, fw, keras, backend: str) -> Bench:
             batch=len(data.y_test)),
         timing=keras_fit_clock.TIMING,
         effective=effective,
-        extra=extra, **cc.answer_fields(spec, initial, native_loop=False))
+        extra=extra, **cc.answer_fields(spec, initial, native_loop=False)), found)

@@ -13,6 +13,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ...bench import Bench
+from .. import keras_quantize, quantized
 from .benches import fit_bench, jit_in_effect, predict_bench
 from .configs import BERT, config
 from .inputs import bert_inputs, seed_weights
@@ -40,9 +41,12 @@ def bert_bench(spec, fw, *, backbone_cls, classifier: Callable[[Any], Any]) -> B
     seed_weights(model, spec, facts, preset)
     effective = {"jit_compile": jit_in_effect(model)}
     strategy = getattr(fw, "strategy", None)          # TensorFlow's, in a data-parallel cell
+    # A quantized precision (fit: float8 training only, catalog/quantized_rules.py).
+    found = keras_quantize.apply(spec, fw, model, lambda: model.predict_on_batch(x))
     if spec.task == "fit":
         # Dropout draws from each backend's own generator: the first loss is no answer.
-        return fit_bench(model, x, y, batch=batch, effective=effective, extra=facts,
-                         deterministic=False, strategy=strategy)
-    return predict_bench(model, x, batch=batch, effective=effective, extra=facts,
-                         strategy=strategy)
+        return quantized.record(fit_bench(model, x, y, batch=batch, effective=effective,
+                                          extra=facts, deterministic=False, strategy=strategy),
+                                found)
+    return quantized.record(predict_bench(model, x, batch=batch, effective=effective,
+                                          extra=facts, strategy=strategy), found)

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ...bench import Bench
-from .. import answers, first_token
+from ...catalog import is_quantized
+from .. import answers, first_token, keras_quantize, quantized
 from .benches import fit_bench, jit_in_effect
 from .configs import config
 from .inputs import PROMPTS, causal_lm_inputs, seed_weights, sentencepiece_proto
@@ -61,11 +62,16 @@ def fit(spec, fw, backbone, lm_cls, facts: dict[str, Any], preset: str | None) -
                   weighted_metrics=[], jit_compile=fw.jit_compile())
     length = int(spec.options["sequence_length"])
     x, y, weights = causal_lm_inputs(spec.seed, batch, length, backbone.vocabulary_size)
+    if is_quantized(spec.precision) and not rank:
+        raise ValueError(f"precision {spec.precision}: Keras trains quantized kernels only "
+                         "through LoRA adapters (QLoRA), and options.lora_rank is 0")
+    # QLoRA: the seeded model (LoRA adapters included) quantized; the adapters train over it.
+    found = keras_quantize.apply(spec, fw, model, lambda: model.predict_on_batch(x))
     facts.update(sequence_length=length, lora_rank=rank,
                  trainable_params=sum(int(np.prod(v.shape)) for v in model.trainable_weights))
-    return fit_bench(model, x, y, batch=batch, sample_weight=weights,
-                     effective={"jit_compile": jit_in_effect(model), "lora_rank": rank},
-                     extra=facts)
+    return quantized.record(fit_bench(
+        model, x, y, batch=batch, sample_weight=weights,
+        effective={"jit_compile": jit_in_effect(model), "lora_rank": rank}, extra=facts), found)
 
 
 def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
@@ -87,6 +93,8 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
     seed_weights(model, spec, facts, preset)
     # Greedy on every model, as the hf cells (keras-hub's Mistral samples top-k by default).
     model.compile(sampler="greedy", jit_compile=fw.jit_compile())
+    found = keras_quantize.apply(spec, fw, model,
+                                 lambda: next_token_logits(keras, model, inputs)[:, 0, :])
     # keras-hub seeds its cache with one forward over the whole buffer: max_length positions.
     work = first_token.generate_work(length, max_length, prefill_positions=max_length)
     new_tokens = batch * work["new_tokens_per_sequence"]
@@ -112,10 +120,11 @@ def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
                 **prefill(keras, model, inputs, length, len(timed),
                           work["new_tokens_per_sequence"])}
 
-    return Bench(items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
-                 effective={"jit_compile": jit_in_effect(model), **work}, extra=facts,
-                 step=step, evaluate=evaluate,
-                 answer=lambda: generate_answer(keras, model, inputs, step, facts["sampler"]))
+    return quantized.record(Bench(
+        items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
+        effective={"jit_compile": jit_in_effect(model), **work}, extra=facts, step=step,
+        evaluate=evaluate,
+        answer=lambda: generate_answer(keras, model, inputs, step, facts["sampler"])), found)
 
 
 def cut_prompts(inputs: dict[str, np.ndarray], length: int) -> dict[str, np.ndarray]:
@@ -149,11 +158,17 @@ def generate_answer(keras, model, inputs: dict[str, np.ndarray], step,
     """The next-token logits after each prompt (a forward pass), and the first tokens generated
     where decoding is greedy: a sampler draws from each backend's own generator."""
     starts = inputs["padding_mask"].astype(bool).sum(axis=1)
-    logits = model(dict(inputs))
-    last = keras.ops.take_along_axis(
-        logits, keras.ops.convert_to_tensor(starts.astype("int32") - 1)[:, None, None], axis=1)
-    out = {"next_token_logits": answers.output(keras.ops.convert_to_numpy(
-        keras.ops.cast(last, "float32")))["output"]}
+    out = {"next_token_logits": answers.output(next_token_logits(keras, model, inputs))["output"]}
     if sampler == "GreedySampler":
         out |= answers.tokens(step(), [int(s) for s in starts])
     return out
+
+
+def next_token_logits(keras, model, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """The logits of the token after each prompt, (batch, 1, vocabulary) float32 on the host: a
+    forward pass (the answer's, and a quantized cell's probe)."""
+    starts = inputs["padding_mask"].astype(bool).sum(axis=1)
+    logits = model(dict(inputs))
+    last = keras.ops.take_along_axis(
+        logits, keras.ops.convert_to_tensor(starts.astype("int32") - 1)[:, None, None], axis=1)
+    return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(last, "float32")))

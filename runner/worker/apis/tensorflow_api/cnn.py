@@ -119,9 +119,27 @@ def batches(spec, fw, data: cc.CnnData):
         "NumPy arrays sliced per step, converted to tensors"
 
 
+def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
+    """One forward pass over a batch on the device per call (the jit axis, via fw.compile)."""
+    param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
+    model = Cnn(weights, param_dtype, compute_dtype)
+    forward = fw.compile(model.__call__)
+    with tf.device(fw.effective["device"]):
+        x = tf.constant(cc.predict_batch(spec, data))
+    return Bench(step=lambda: forward(x), items_per_step=spec.batch_size, sync=fw.sync,
+                 timing=cc.PREDICT_TIMING,
+                 effective={"parameter_dtype": param_dtype.name,
+                            "compute_dtype": compute_dtype.name},
+                 extra=cc.predict_extra(data, weights,
+                                        sum(int(np.prod(v.shape)) for v in model.weights)),
+                 answer=lambda: cc.predict_answer(forward(x).numpy()))
+
+
 def build(spec, fw) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
+    if spec.task == "predict":
+        return predict(spec, fw, data, weights)
     param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
     with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device
         model = Cnn(weights, param_dtype, compute_dtype)

@@ -4,8 +4,10 @@ tf_keras package on TensorFlow (the data axis uses tf.data and tf tensors)."""
 from __future__ import annotations
 
 from ...bench import Bench
-from ..keras_api.cnn import fit_bench
+from ..keras_api.cnn import fit_bench, predict_bench
 
 
 def build(spec, fw) -> Bench:
+    if spec.task == "predict":
+        return predict_bench(spec, fw, fw.keras)
     return fit_bench(spec, fw, fw.keras, backend="tensorflow")

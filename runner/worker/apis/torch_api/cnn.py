@@ -16,9 +16,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...catalog import float_base
 from ...bench import Bench
 from .. import cnn_common as cc
 from ..data_parallel import torch_ddp as ddp
+from .. import quantized, torchao_quantize
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -97,9 +99,42 @@ def initial_net(weights: list[np.ndarray], device: Any, dtype: Any) -> nn.Module
     return net.to(device, dtype)
 
 
+def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
+    """One forward pass over a batch on the device per call (no_grad; the jit axis compiles
+    it); a quantized precision quantizes the model with torchao first (torchao_quantize.py),
+    its error measured on the probe batch."""
+    param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[float_base(spec.precision)])
+    net = initial_net(weights, fw.torch_device, param_dtype).eval()
+    mixed = compute_dtype != param_dtype
+
+    def on_device(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(x.transpose(0, 3, 1, 2).copy()).to(fw.torch_device, param_dtype)
+
+    def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad(), torch.autocast(fw.torch_device.type, dtype=compute_dtype,
+                                             enabled=mixed):
+            return model(x)
+
+    x_probe = on_device(cc.probe(data)[0])
+    parameters = sum(p.numel() for p in net.parameters())
+    found = torchao_quantize.apply(spec, fw, net,
+                                   lambda: forward(net, x_probe).float().cpu().numpy())
+    model = fw.compile(net)
+    x = on_device(cc.predict_batch(spec, data))
+    bench = Bench(step=lambda: forward(model, x), items_per_step=spec.batch_size, sync=fw.sync,
+                  timing=cc.PREDICT_TIMING,
+                  effective={"parameter_dtype": str(param_dtype),
+                             "autocast": str(compute_dtype) if mixed else None},
+                  extra=cc.predict_extra(data, weights, parameters),
+                  answer=lambda: cc.predict_answer(forward(model, x).float().cpu().numpy()))
+    return quantized.record(bench, found)
+
+
 def build(spec, fw) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
+    if spec.task == "predict":
+        return predict(spec, fw, data, weights)
     param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
     net = initial_net(weights, fw.torch_device, param_dtype)
     device_type = fw.torch_device.type
