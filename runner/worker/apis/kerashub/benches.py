@@ -13,7 +13,6 @@ runs the same compiled functions on one iterator made before the timed calls ins
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -38,8 +37,10 @@ MIRRORED_FEED = ("tf.distribute.MirroredStrategy's distributed dataset of the ba
                  "iterator for every call")
 
 
-def is_keras2() -> bool:
-    return os.environ.get("TF_USE_LEGACY_KERAS") == "1"
+def is_keras2(model: Any) -> bool:
+    """Whether the model is a Keras 2 (tf-keras) one: read from its own classes, not from the
+    variable that asked TensorFlow for tf-keras (a user's environment may set it either way)."""
+    return any(cls.__module__.split(".")[0] == "tf_keras" for cls in type(model).__mro__)
 
 
 def on_device(data: Any) -> Any:
@@ -98,7 +99,7 @@ def fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, ex
 
 
 def _fit_bench(model, x, y, *, batch: int, sample_weight=None, effective=None, extra=None) -> Bench:
-    if is_keras2():
+    if is_keras2(model):
         iterator = keras2_iterator(x, y, sample_weight)
         model.make_train_function()
 
@@ -154,7 +155,7 @@ def predict_bench(model, x, *, batch: int, effective=None, extra=None, strategy=
 
 
 def _predict_bench(model, x, *, batch: int, effective=None, extra=None) -> Bench:
-    if is_keras2():
+    if is_keras2(model):
         iterator = keras2_iterator(x)
         model.make_predict_function()
 
