@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import cli, environments
+from runner import settings
+from runner import cli
 from runner.environments import images
 from runner.paths import REPO_ROOT
 
@@ -147,8 +148,8 @@ def numpy_image(engine):
 
 @pytest.fixture
 def base_env(monkeypatch):
-    monkeypatch.setenv(images.BASE_ENV, DOCKER_BASE)
-    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")
+    monkeypatch.setenv(settings.BASE_IMAGE, DOCKER_BASE)
+    monkeypatch.setenv(settings.FLAVOUR, "cpu")
 
 
 @pytest.fixture

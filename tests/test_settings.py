@@ -62,19 +62,26 @@ def test_host_modules_read_the_registrys_variables_only_through_it():
     for path, tree in modules():
         if path.startswith("runner/worker/") or path == "runner/settings.py":
             continue
-        # Module constants that hold a registered name (FLAVOUR_ENV = settings.FLAVOUR).
-        registered = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
-                      and ast.unparse(n.value).startswith("settings.")
-                      for t in n.targets if isinstance(t, ast.Name)}
+        # A registered name is read as settings.NAME, never through a module's own alias of it
+        # (FLAVOUR_ENV = settings.FLAVOUR): one place names each variable.
+        assert not aliases(tree), f"{path}: {aliases(tree)} alias the settings registry"
         for read in environ_reads(tree):
             shown = ast.unparse(read)
-            assert shown not in registered and not shown.startswith("settings."), \
+            assert not shown.startswith("settings."), \
                 f"{path}: os.environ read of {shown}: use settings.get"
 
 
-def test_the_checker_catches_a_planted_read():
+def aliases(tree: ast.AST) -> list[str]:
+    """Module-level names bound to a registered variable's name (X_ENV = settings.FLAVOUR)."""
+    return [t.id for n in getattr(tree, "body", []) if isinstance(n, ast.Assign)
+            and ast.unparse(n.value).startswith("settings.") and ast.unparse(n.value)[9:].isupper()
+            for t in n.targets if isinstance(t, ast.Name)]
+
+
+def test_the_checker_catches_a_planted_read_and_alias():
     planted = ast.parse("import os\nX_ENV = settings.FLAVOUR\nos.environ.get(X_ENV)\n")
     assert [ast.unparse(a) for a in environ_reads(planted)] == ["X_ENV"]
+    assert aliases(planted) == ["X_ENV"]
 
 
 @pytest.mark.parametrize("name", sorted(BAD))

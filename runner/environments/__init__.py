@@ -26,7 +26,6 @@ from .. import settings
 from ..paths import IMAGES_DIR
 from ..schema import is_image_reference
 
-FLAVOUR_ENV = settings.FLAVOUR        # cpu | cuda: overrides the decision below
 LOCKS = {"cpu": "requirements.lock", "cuda": "requirements-cuda.lock"}
 SOURCES = {"cpu": "requirements.in", "cuda": "requirements-cuda.in"}     # what each is locked from
 # Every lock is compiled for the images' Python (their base is python:3.11); a lock's header
@@ -101,9 +100,9 @@ class Source:
 
 def decide_flavour(gpu_count: int, gpu_name: str | None = None) -> Flavour:
     """cuda when an NVIDIA GPU is present, else cpu; DL_BENCH_FLAVOUR overrides."""
-    wanted = settings.get(FLAVOUR_ENV)          # cpu | cuda (its registry checks it)
+    wanted = settings.get(settings.FLAVOUR)          # cpu | cuda (its registry checks it)
     if wanted:
-        return Flavour(wanted, f"{FLAVOUR_ENV}={wanted}")
+        return Flavour(wanted, f"{settings.FLAVOUR}={wanted}")
     if gpu_count:
         return Flavour("cuda", f"{gpu_count} × {gpu_name or 'NVIDIA GPU'} found")
     return Flavour("cpu", "no NVIDIA GPU found")

@@ -29,9 +29,8 @@ from collections.abc import Callable
 
 from .. import settings
 
-TIMEOUT_ENV, RECONNECT_ENV = settings.ENGINE_TIMEOUT, settings.ENGINE_RECONNECT
-DEFAULT_TIMEOUT_S = settings.SETTINGS[TIMEOUT_ENV].default           # 600 s
-DEFAULT_RECONNECT_S = settings.SETTINGS[RECONNECT_ENV].default       # 60 s
+DEFAULT_TIMEOUT_S = settings.SETTINGS[settings.ENGINE_TIMEOUT].default           # 600 s
+DEFAULT_RECONNECT_S = settings.SETTINGS[settings.ENGINE_RECONNECT].default       # 60 s
 SLOW_LIMIT = 3                  # slow cells in a row after which the engine counts as gone
 FIRST_PAUSE_S, LONGEST_PAUSE_S = 1.0, 10.0
 POOL_SIZE = 64                  # engine connections: 2 per running container
@@ -48,11 +47,11 @@ class EngineSettings:
 
     @classmethod
     def from_env(cls) -> EngineSettings:
-        return cls(settings.get(TIMEOUT_ENV), settings.get(RECONNECT_ENV))
+        return cls(settings.get(settings.ENGINE_TIMEOUT), settings.get(settings.ENGINE_RECONNECT))
 
     def summary(self) -> str:
-        return (f"a request may take {self.timeout_s:g} s ({TIMEOUT_ENV}), an unreachable "
-                f"engine is waited for {self.reconnect_s:g} s ({RECONNECT_ENV})")
+        return (f"a request may take {self.timeout_s:g} s ({settings.ENGINE_TIMEOUT}), an unreachable "
+                f"engine is waited for {self.reconnect_s:g} s ({settings.ENGINE_RECONNECT})")
 
 
 class DockerUnavailable(Exception):
@@ -160,11 +159,11 @@ def reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def call(what: str, request: Callable[[], T], settings: EngineSettings, *,
+def call(what: str, request: Callable[[], T], engine: EngineSettings, *,
          retry: bool = True) -> T:
     """request(), with an engine that does not answer turned into EngineSlow or EngineGone
     whose text names `what` it did not do ("create the container"). A connection failure is
-    tried again for settings.reconnect_s when `retry` (the request is safe to repeat)."""
+    tried again for engine.reconnect_s when `retry` (the request is safe to repeat)."""
     deadline: float | None = None
     pause = FIRST_PAUSE_S
     while True:
@@ -175,12 +174,12 @@ def call(what: str, request: Callable[[], T], settings: EngineSettings, *,
             if kind is None:
                 raise
             if kind == "slow":
-                raise EngineSlow(f"engine did not {what} in {settings.timeout_s:g} s "
-                                 f"({TIMEOUT_ENV})") from None
+                raise EngineSlow(f"engine did not {what} in {engine.timeout_s:g} s "
+                                 f"({settings.ENGINE_TIMEOUT})") from None
             now = time.monotonic()
-            deadline = deadline if deadline is not None else now + settings.reconnect_s
+            deadline = deadline if deadline is not None else now + engine.reconnect_s
             if not retry or now >= deadline:
-                waited = f" for {settings.reconnect_s:g} s" if retry else ""
+                waited = f" for {engine.reconnect_s:g} s" if retry else ""
                 raise EngineGone(f"engine unreachable{waited} ({reason(exc)}): it did not "
                                  f"{what}") from None
             time.sleep(min(pause, max(0.0, deadline - now)))

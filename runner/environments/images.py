@@ -28,7 +28,6 @@ from . import LOCKS
 from .venvs import sha256_file
 
 LABEL = "org.dl-bench"
-BASE_ENV = settings.BASE_IMAGE        # replaces the Dockerfile's BASE (tests, mirrors)
 CA_ENVS = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")    # pip's, after BUILD_CA
 # The host's pip settings an image build takes (build arguments the Dockerfile declares): where a
 # mirror or a wheel folder served over HTTP replaces an index the build cannot reach. URL lists
@@ -125,7 +124,7 @@ def recipe(name: str, flavour: str = "cpu", base: str | None = None,
         if not needed.is_file():
             raise ImageError(f"image {name!r} ({flavour}): {needed} is missing")
     return Recipe(name=name, flavour=flavour, folder=folder, lock=installs,
-                  lock_sha256=sha256_file(installs), base=base or settings.get(BASE_ENV),
+                  lock_sha256=sha256_file(installs), base=base or settings.get(settings.BASE_IMAGE),
                   derived=lock is not None)
 
 
@@ -211,7 +210,7 @@ def build_with_cli(cli: str, rec: Recipe, context: Path, on_line: Callable[[str]
     if process.returncode != 0:
         hint = ""
         if any("registry" in line or "pull access denied" in line for line in last):
-            hint = f" (no registry here? build FROM a local base: {BASE_ENV}=IMAGE)"
+            hint = f" (no registry here? build FROM a local base: {settings.BASE_IMAGE}=IMAGE)"
         raise ImageError(f"image {rec.name}: docker build failed (exit {process.returncode})"
                          f"{hint}: " + " | ".join(last[-3:]))
 

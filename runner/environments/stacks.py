@@ -37,9 +37,8 @@ from . import LOCKS, Source, lock_path, source_path
 from .locking import EXCLUDES, LockError, Request, compile_lock, differences, header
 from .venvs import ENV_ROOT, sha256_file
 
-CACHE_ENV = settings.STACK_CACHE
 # Unset: stacks/ beside the environments (RUNNER_ENV_DIR), wherever those are.
-CACHE_ROOT: Path = settings.get(CACHE_ENV) or ENV_ROOT.parent / "stacks"
+CACHE_ROOT: Path = settings.get(settings.STACK_CACHE) or ENV_ROOT.parent / "stacks"
 RUN_FOLDER = "stacks"      # a run folder's stacks/<environment>/: the derived locks it used
 
 

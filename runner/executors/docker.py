@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from .. import settings
 from ..environments import Flavour, Source, derived_uses, folder_flavour, images
-from ..environments.docker_engine import (SLOW_LIMIT, TIMEOUT_ENV, DockerUnavailable,
+from ..environments.docker_engine import (SLOW_LIMIT, DockerUnavailable,
                                           EngineProblem, EngineSettings, EngineSlow, call,
                                           classify, connect, reason)
 from ..machine import hostinfo
@@ -31,7 +31,6 @@ from .containers import (LABEL_CELL, LABEL_OWNER, LABEL_RUN, ULIMITS, container_
                          save_host_gpu, save_logs)
 from .local import log_caps
 
-MEMORY_ENV = settings.DOCKER_MEMORY         # optional memory limit per container, e.g. 64g
 HOST_GPU_FILE = "host_gpu.json"             # host-side NVML summary, beside result.json
 
 
@@ -42,10 +41,10 @@ class DockerExecutor(ImageExecutor):
                  gpu_id: str | None = None, base: str | None = None, mem_limit: str | None = None):
         self.flavour = flavour or Flavour("cpu", "default")
         self.gpu = gpu                    # the host has a GPU: cells that want one get it
-        # The GPU a cell gets where its lane names none (hostinfo.GPU_ENV's first).
+        # The GPU a cell gets where its lane names none (settings.GPU's first).
         self.gpu_id = gpu_id if gpu_id is not None else hostinfo.default_gpu_id()
         self.base = base                  # None: DL_BENCH_BASE_IMAGE or the Dockerfile's default
-        self.mem_limit = mem_limit or settings.get(MEMORY_ENV)
+        self.mem_limit = mem_limit or settings.get(settings.DOCKER_MEMORY)
         self.log_caps = log_caps()       # checked here: a bad setting stops the run early
         self._client: Any = None
         self.image_ids: dict[str, str] = {}
@@ -343,8 +342,9 @@ class DockerExecutor(ImageExecutor):
             self._client = None
 
 
-def engine_silence(exc: Exception, settings: EngineSettings) -> str:
+def engine_silence(exc: Exception, engine: EngineSettings) -> str:
     """One line for a request the engine did not answer while an environment was prepared."""
     if classify(exc) == "slow":
-        return f"the Docker engine did not answer in {settings.timeout_s:g} s ({TIMEOUT_ENV})"
+        return (f"the Docker engine did not answer in {engine.timeout_s:g} s "
+                f"({settings.ENGINE_TIMEOUT})")
     return f"the Docker engine did not answer ({reason(exc)})"

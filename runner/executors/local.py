@@ -40,15 +40,12 @@ SUPERVISOR = Path(__file__).with_name("supervisor.py")
 # cell's variables come from the matrix's `env`.
 INHERITED_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "PATH",
                  "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_*")
-INHERIT_ENV = settings.INHERIT_ENV       # more host variables: NAME,NAME,PREFIX_* (the host's say)
 # What the runner decides for every worker: a matrix's `env` never overrides these (the worker
 # imports the runner's code from its checkout, with the tools the host's PATH names, and loads
 # no library the matrix slips in).
 RUNNER_OWNED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
                     "PYTHONSTARTUP", "PYTHONDONTWRITEBYTECODE", "PATH", "LD_PRELOAD")
-WORKER_ID_ENV = settings.WORKER_ID        # one per attempt: finds whatever escaped its supervisor
 # A worker's log keeps its first and last bytes: a flood cannot fill the disk.
-LOG_HEAD_ENV, LOG_TAIL_ENV = settings.LOG_HEAD_MB, settings.LOG_TAIL_MB
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -72,7 +69,7 @@ def sweep(worker_id: str) -> list[int]:
 
     killed = []
     for proc in psutil.process_iter(["environ"]):
-        if (proc.info.get("environ") or {}).get(WORKER_ID_ENV) != worker_id:
+        if (proc.info.get("environ") or {}).get(settings.WORKER_ID) != worker_id:
             continue
         try:
             proc.kill()
@@ -84,7 +81,7 @@ def sweep(worker_id: str) -> list[int]:
 
 def inherited_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """INHERITED_ENV plus what DL_BENCH_INHERIT_ENV adds (names, or prefixes ending in *)."""
-    return INHERITED_ENV + tuple(settings.get(INHERIT_ENV, environ))
+    return INHERITED_ENV + tuple(settings.get(settings.INHERIT_ENV, environ))
 
 
 def inherited_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -150,7 +147,7 @@ def compile_cache_environment(work_dir: Path, env: dict[str, str],
 
 def log_caps(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     """(head, tail) bytes a worker's log keeps: DL_BENCH_LOG_HEAD_MB / _TAIL_MB, or 1 and 4."""
-    head, tail = (settings.get(name, environ) for name in (LOG_HEAD_ENV, LOG_TAIL_ENV))
+    head, tail = (settings.get(name, environ) for name in (settings.LOG_HEAD_MB, settings.LOG_TAIL_MB))
     return max(1, int(head * 2**20)), max(1, int(tail * 2**20))
 
 
@@ -252,7 +249,7 @@ class LocalExecutor(Executor):
 
     def runner_env(self, attempt: Attempt, worker_id: str) -> dict[str, str]:
         """The variables the runner sets for this attempt (they win over the matrix's)."""
-        env = {WORKER_ID_ENV: worker_id}
+        env = {settings.WORKER_ID: worker_id}
         if attempt.staged_code is not None:         # a user workload's code, read-only
             env[STAGED_ENV] = str(attempt.staged_code)
         gpu = given_gpu(attempt, self.gpu)

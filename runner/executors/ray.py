@@ -30,23 +30,21 @@ from typing import Any
 from collections.abc import Callable
 
 from .. import settings
-from ..environments import (FLAVOUR_ENV, LOCKS, Flavour, Source, folder_flavour, lock_path,
+from ..environments import (LOCKS, Flavour, Source, folder_flavour, lock_path,
                             lock_sha256)
 from ..worker.protocol import write_text_atomic
 from .base import (Attempt, Executor, InFlight, Outcome, Prepared, log_tail, note_in_log,
                    write_crashed_result)
-from .local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV
 from .ray_cluster import (ADDRESS_ENV, ClusterLost, RayUnavailable, address_problem,
                           authentication, check_version, cluster_facts, first_line, gcs_address,
                           import_ray, join, retries_setting)
 from .ray_node import staged_sources, prepare_on_node, run_on_node, where
 
-NODE_EXECUTOR_ENV = settings.NODE_EXECUTOR    # auto | local | docker, on every node
 # The driver's settings every node must share (the base image its Docker builds start from, a
 # forced flavour, a container's or local cell's memory limit, the node executor, what workers
 # inherit, log caps).
-FORWARDED_ENV = (settings.BASE_IMAGE, settings.DOCKER_MEMORY, settings.LOCAL_MEMORY, FLAVOUR_ENV,
-                 NODE_EXECUTOR_ENV, INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV)
+FORWARDED_ENV = (settings.BASE_IMAGE, settings.DOCKER_MEMORY, settings.LOCAL_MEMORY, settings.FLAVOUR,
+                 settings.NODE_EXECUTOR, settings.INHERIT_ENV, settings.LOG_HEAD_MB, settings.LOG_TAIL_MB)
 NODE_FLAVOUR = Flavour("node", "each Ray node: cuda where it has an NVIDIA GPU, else cpu")
 CANCEL_GRACE_S = 30.0                       # Ctrl-C: a task that ignores cancel is killed then
 # How often a driver waiting on a task checks that the cluster still answers. Ray ends a driver
@@ -71,14 +69,14 @@ class RayExecutor(Executor):
     def __init__(self, address: str | None = None, retries: int | None = None,
                  flavour: Flavour | None = None):
         # Each node decides its own flavour, unless DL_BENCH_FLAVOUR forces one everywhere.
-        forced = flavour is not None and flavour.reason.startswith(FLAVOUR_ENV)
+        forced = flavour is not None and flavour.reason.startswith(settings.FLAVOUR)
         self.flavour = flavour if flavour is not None and forced else NODE_FLAVOUR
         self.retries = retries if retries is not None else retries_setting()
         self.auth = authentication()        # before Ray is imported: it reads the mode then
         self.ray = import_ray()
         check_version(self.ray.__version__)
         self.address = address or os.environ.get(ADDRESS_ENV) or None
-        self.node_executor = settings.get(NODE_EXECUTOR_ENV)      # auto | local | docker
+        self.node_executor = settings.get(settings.NODE_EXECUTOR)      # auto | local | docker
         self.facts: dict[str, Any] = {}     # the cluster's nodes, GPUs, CPUs, Ray version
         self._staged: tempfile.TemporaryDirectory | None = None
         self._task: Any = None
@@ -147,7 +145,7 @@ class RayExecutor(Executor):
     def would_use(self, source: Source) -> tuple[str | None, str]:
         if source.existing:
             return None, f"python {source.python} on each node"
-        flavour = settings.get(FLAVOUR_ENV)
+        flavour = settings.get(settings.FLAVOUR)
         locks = "/".join(sorted({lock_path(source.image_folder, folder_flavour(
             Flavour(f, ""), source.image_folder)).name for f in ([flavour] if flavour else LOCKS)}))
         return flavour or NODE_FLAVOUR.name, f"images/{source.folder}/{locks}, built on each node"
@@ -197,7 +195,7 @@ class RayExecutor(Executor):
                     (f", {len(failures)} failed" if failures else ""))
         metadata: dict[str, Any] = {"executor": self.name,
                                     "env_source": "existing" if source.existing else "lock"}
-        forced = settings.get(FLAVOUR_ENV)
+        forced = settings.get(settings.FLAVOUR)
         if forced and forced in locks:
             metadata["lock_sha256"] = locks[forced]
         if failures and not ready:

@@ -22,7 +22,6 @@ from ..paths import IMAGES_DIR, REPO_ROOT
 from .base import ExecutorUnavailable
 
 ADDRESS_ENV = "RAY_ADDRESS"
-RETRIES_ENV = settings.RAY_RETRIES        # resubmissions of a lost task (default 2)
 MIN_RAY = (2, 52)                           # token authentication
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
 
@@ -41,7 +40,7 @@ def import_ray() -> Any:
 
 
 def retries_setting() -> int:
-    return int(settings.get(RETRIES_ENV))
+    return int(settings.get(settings.RAY_RETRIES))
 
 
 def check_version(version: str) -> None:

@@ -20,10 +20,10 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from ..errors import UsageError
 from ..paths import RESULTS_DIR
-from .destination import URL_ENV, default_url, resolve
+from .destination import default_url, resolve
 from .tables import metadata
 
-__all__ = ["URL_ENV", "HistoryError", "default_url", "open_history", "resolve_url", "shown"]
+__all__ = ["HistoryError", "default_url", "open_history", "resolve_url", "shown"]
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 

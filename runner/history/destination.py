@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .. import settings
 
-URL_ENV = settings.HISTORY_URL
 
 
 def default_url(results_dir: Path) -> str:
@@ -26,10 +25,10 @@ def resolve(given: str | None, matrix_url: str | None, results_dir: Path,
     """(url, why it is that one)."""
     if given:
         return given, "--db"
-    host = settings.get(URL_ENV, environ)
+    host = settings.get(settings.HISTORY_URL, environ)
     if host:
         beats = "; it beats the matrix's [history] url" if matrix_url else ""
-        return host, f"{URL_ENV}{beats}"
+        return host, f"{settings.HISTORY_URL}{beats}"
     if matrix_url:
         return matrix_url, "the matrix's [history] url"
     return default_url(results_dir), "beside the run folders"

@@ -15,7 +15,6 @@ from ..worker.monitor import Nvml
 
 # The GPUs a run may use, by NVML index or UUID, comma-separated (default: all it sees). The first
 # is also the GPU a container gets where no lane names one (a Ray node's cell Ray gave none).
-GPU_ENV = settings.GPU
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ def visible_gpus(gpus: list[Gpu], environ: Mapping[str, str] | None = None) -> l
     """The host's GPUs this run may use: DL_BENCH_GPU's when set, else CUDA_VISIBLE_DEVICES's
     when set (NVML lists every GPU whatever that says), else all."""
     environ = os.environ if environ is None else environ
-    wanted = settings.get(GPU_ENV, environ)
+    wanted = settings.get(settings.GPU, environ)
     if wanted is None and "CUDA_VISIBLE_DEVICES" in environ:
         wanted = [w.strip() for w in environ["CUDA_VISIBLE_DEVICES"].split(",") if w.strip()]
     if wanted is None:
@@ -83,7 +82,7 @@ def visible_gpus(gpus: list[Gpu], environ: Mapping[str, str] | None = None) -> l
 
 def default_gpu_id(environ: Mapping[str, str] | None = None) -> str:
     """The GPU a cell gets where no lane names one: DL_BENCH_GPU's first, else GPU 0."""
-    wanted = settings.get(GPU_ENV, environ) or ()
+    wanted = settings.get(settings.GPU, environ) or ()
     return wanted[0] if wanted else "0"
 
 

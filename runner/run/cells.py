@@ -40,7 +40,6 @@ from .plan import Entry, Plan
 from .scheduling import Lane
 from .setup import Setup
 
-MIN_FREE_ENV = settings.MIN_FREE_MB
 CALIBRATION_METHOD = ("dense matmul (A·B, n×n) at each size of calibration_sizes that fits the "
                       "device (a step predicted over 1 s is not timed) in every environment, "
                       "steps = auto with block samples, at least 3 s a size on a GPU, in two "
@@ -287,7 +286,7 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
 
 
 def min_free_mb() -> int:
-    return int(settings.get(MIN_FREE_ENV))
+    return int(settings.get(settings.MIN_FREE_MB))
 
 
 def check_free_disk(store: Store) -> None:
@@ -296,7 +295,7 @@ def check_free_disk(store: Store) -> None:
     free_mb = shutil.disk_usage(store.root).free / 2**20
     if free_mb < min_free_mb():
         raise UsageError(f"{store.root}: only {free_mb:.0f} MB free on its disk, below "
-                         f"{min_free_mb()} MB ({MIN_FREE_ENV})")
+                         f"{min_free_mb()} MB ({settings.MIN_FREE_MB})")
 
 
 def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],

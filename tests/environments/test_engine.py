@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import environments
-from runner.environments import images
+from runner import settings
 from runner.environments import docker_engine as engine_mod
 from runner.errors import UsageError
 from runner.run.pipeline import Options
@@ -36,20 +35,20 @@ from tests.environments.engine_proxy import EngineProxy
 # --- settings -------------------------------------------------------------------------------------
 
 def test_settings_default_and_from_the_environment(monkeypatch):
-    monkeypatch.delenv(engine_mod.TIMEOUT_ENV, raising=False)
-    monkeypatch.delenv(engine_mod.RECONNECT_ENV, raising=False)
+    monkeypatch.delenv(settings.ENGINE_TIMEOUT, raising=False)
+    monkeypatch.delenv(settings.ENGINE_RECONNECT, raising=False)
     assert engine_mod.EngineSettings.from_env() == engine_mod.EngineSettings(600.0, 60.0)
-    monkeypatch.setenv(engine_mod.TIMEOUT_ENV, "1200")
-    monkeypatch.setenv(engine_mod.RECONNECT_ENV, "2.5")
-    settings = engine_mod.EngineSettings.from_env()
-    assert (settings.timeout_s, settings.reconnect_s) == (1200.0, 2.5)
-    assert "1200 s (DL_BENCH_ENGINE_TIMEOUT)" in settings.summary()
+    monkeypatch.setenv(settings.ENGINE_TIMEOUT, "1200")
+    monkeypatch.setenv(settings.ENGINE_RECONNECT, "2.5")
+    engine = engine_mod.EngineSettings.from_env()
+    assert (engine.timeout_s, engine.reconnect_s) == (1200.0, 2.5)
+    assert "1200 s (DL_BENCH_ENGINE_TIMEOUT)" in engine.summary()
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "nan", "inf"])
 def test_a_bad_setting_is_one_line_and_exit_2(monkeypatch, write_matrix, run_cli, value):
     pytest.importorskip("docker", reason="the docker SDK is not installed")
-    monkeypatch.setenv(engine_mod.TIMEOUT_ENV, value)
+    monkeypatch.setenv(settings.ENGINE_TIMEOUT, value)
     with pytest.raises(UsageError, match="DL_BENCH_ENGINE_TIMEOUT=.*seconds above 0"):
         engine_mod.EngineSettings.from_env()
     path = write_matrix("""
@@ -224,12 +223,12 @@ def proxy(tmp_path):
 def through(monkeypatch, engine, numpy_image, docker_base):
     """The runner's environment: the engine behind a proxy, short engine timeouts."""
     def point(proxy: EngineProxy, timeout: float, reconnect: float = 3) -> dict[str, str]:
-        settings = {"DOCKER_HOST": proxy.url, engine_mod.TIMEOUT_ENV: str(timeout),
-                    engine_mod.RECONNECT_ENV: str(reconnect), images.BASE_ENV: docker_base,
-                    environments.FLAVOUR_ENV: "cpu"}
-        for key, value in settings.items():
+        variables = {"DOCKER_HOST": proxy.url, settings.ENGINE_TIMEOUT: str(timeout),
+                     settings.ENGINE_RECONNECT: str(reconnect), settings.BASE_IMAGE: docker_base,
+                     settings.FLAVOUR: "cpu"}
+        for key, value in variables.items():
             monkeypatch.setenv(key, value)
-        return settings
+        return variables
     return point
 
 
@@ -380,8 +379,8 @@ def test_an_engine_gone_mid_cell_stops_the_run_and_resume_finishes_it(
 def test_doctor_shows_the_engine_timeouts(engine, monkeypatch, capsys):
     from runner import cli
 
-    monkeypatch.setenv(engine_mod.TIMEOUT_ENV, "900")
-    monkeypatch.delenv(engine_mod.RECONNECT_ENV, raising=False)
+    monkeypatch.setenv(settings.ENGINE_TIMEOUT, "900")
+    monkeypatch.delenv(settings.ENGINE_RECONNECT, raising=False)
     cli.main(["doctor"])
     out = capsys.readouterr().out
     assert "a request may take 900 s (DL_BENCH_ENGINE_TIMEOUT)" in out

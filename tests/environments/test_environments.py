@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runner import settings
 from runner import environments
 from runner.environments import (Flavour, Source, decide_flavour, existing, folder_flavour,
                                  installed, lock_path, lock_python, venvs)
@@ -23,7 +24,7 @@ from runner.worker import distributions
 # --- flavour ------------------------------------------------------------------------------------
 
 def test_flavour_is_cuda_exactly_when_a_gpu_is_present(monkeypatch):
-    monkeypatch.delenv(environments.FLAVOUR_ENV, raising=False)
+    monkeypatch.delenv(settings.FLAVOUR, raising=False)
     assert decide_flavour(0).name == "cpu"
     assert "no NVIDIA GPU" in decide_flavour(0).reason
     chosen = decide_flavour(2, "NVIDIA A100-SXM4-40GB")
@@ -31,9 +32,9 @@ def test_flavour_is_cuda_exactly_when_a_gpu_is_present(monkeypatch):
 
 
 def test_flavour_override_and_its_one_line_error(monkeypatch):
-    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")
+    monkeypatch.setenv(settings.FLAVOUR, "cpu")
     assert decide_flavour(4, "A100") == Flavour("cpu", "DL_BENCH_FLAVOUR=cpu")
-    monkeypatch.setenv(environments.FLAVOUR_ENV, "gpu")
+    monkeypatch.setenv(settings.FLAVOUR, "gpu")
     with pytest.raises(UsageError, match="DL_BENCH_FLAVOUR='gpu': expected one of cpu, cuda"):
         decide_flavour(1)
 

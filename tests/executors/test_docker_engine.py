@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from runner import cli, environments
+from runner import settings
+from runner import cli
 from runner.environments import images
 from runner.paths import REPO_ROOT
 
@@ -101,10 +102,9 @@ timeout = 4
 
 def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_path,
                                           monkeypatch):
-    from runner.executors.local import LOG_HEAD_ENV, LOG_TAIL_ENV
 
-    monkeypatch.setenv(LOG_HEAD_ENV, "1")
-    monkeypatch.setenv(LOG_TAIL_ENV, "1")
+    monkeypatch.setenv(settings.LOG_HEAD_MB, "1")
+    monkeypatch.setenv(settings.LOG_TAIL_MB, "1")
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(MATRIX, encoding="utf-8")
     code = cli.main([str(matrix), "--executor", "docker", "--results-dir", str(tmp_path / "res"),
@@ -307,9 +307,8 @@ def test_compose_file_is_valid_and_mirrors_the_executor():
 def test_a_cell_killed_by_the_oom_killer_is_recorded_as_oom(engine, numpy_image, base_env,
                                                            monkeypatch, write_matrix, run_cli,
                                                            results_dir):
-    from runner.executors.docker import MEMORY_ENV
 
-    monkeypatch.setenv(MEMORY_ENV, "128m")   # three 6000² float32 matrices need ~430 MB
+    monkeypatch.setenv(settings.DOCKER_MEMORY, "128m")   # three 6000² float32 matrices need ~430 MB
     path = write_matrix("""
         [run]
         name = "docker-oom"
@@ -359,7 +358,7 @@ def test_sigterm_stops_a_docker_run_as_ctrl_c_and_leaves_no_container(engine, nu
     """)
     from runner.executors.containers import LABEL_OWNER
 
-    env = {**os.environ, images.BASE_ENV: docker_base, environments.FLAVOUR_ENV: "cpu"}
+    env = {**os.environ, settings.BASE_IMAGE: docker_base, settings.FLAVOUR: "cpu"}
     runner = subprocess.Popen(
         [sys.executable, "-m", "runner", str(path), "--executor", "docker", "--results-dir",
          str(results_dir)], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,

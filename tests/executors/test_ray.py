@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from runner import settings
 from runner import environments
 from runner.machine import hostinfo
 from runner.paths import REPO_ROOT as REPO
@@ -154,7 +155,7 @@ def cluster(ray_token):
 def no_gpu_here(monkeypatch):
     """The driver's own host: no GPU, no Docker path (the nodes decide for themselves)."""
     monkeypatch.setattr(hostinfo, "gpu_facts", lambda: {})
-    for var in (environments.FLAVOUR_ENV, hostinfo.GPU_ENV, "RAY_ADDRESS",
+    for var in (settings.FLAVOUR, settings.GPU, "RAY_ADDRESS",
                 "DL_BENCH_NODE_EXECUTOR", "DL_BENCH_RAY_RETRIES"):
         monkeypatch.delenv(var, raising=False)
 
@@ -519,7 +520,6 @@ DOCKER_BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
 @pytest.mark.docker
 def test_one_cell_runs_ray_to_docker_on_the_real_engine(cluster, no_gpu_here, write_matrix,
                                                         run_cli, results_dir, monkeypatch):
-    from runner.environments import images
     from runner.environments.docker_engine import DockerUnavailable, connect
 
     try:
@@ -532,8 +532,8 @@ def test_one_cell_runs_ray_to_docker_on_the_real_engine(cluster, no_gpu_here, wr
     finally:
         client.close()
     monkeypatch.setenv("DL_BENCH_NODE_EXECUTOR", "docker")     # forwarded to every node
-    monkeypatch.setenv(images.BASE_ENV, DOCKER_BASE)
-    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")
+    monkeypatch.setenv(settings.BASE_IMAGE, DOCKER_BASE)
+    monkeypatch.setenv(settings.FLAVOUR, "cpu")
     text = SAME.replace('sleep_ms = [50, 51, 52]', 'sleep_ms = 50').split("[[benchmarks]]")
     code, out, _ = run_cli(write_matrix("[[benchmarks]]".join(text[:2]), with_environments=False),
                            *ray_args(cluster))

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from runner import settings
 from runner.environments import Source
 from runner.errors import UsageError
 from runner.executors import local
@@ -186,7 +187,7 @@ def test_workers_start_from_the_stated_host_variables_only():
 
 
 def test_inherit_env_names_more_host_variables():
-    names = local.inherited_names({local.INHERIT_ENV: "XLA_FLAGS, OMP_*"})
+    names = local.inherited_names({settings.INHERIT_ENV: "XLA_FLAGS, OMP_*"})
     env = local.worker_environment({}, {}, names, environ=HOST)
     assert env["XLA_FLAGS"] == "--host" and env["OMP_NUM_THREADS"] == "4"
     assert "AWS_SECRET_ACCESS_KEY" not in env
@@ -194,15 +195,15 @@ def test_inherit_env_names_more_host_variables():
 
 @pytest.mark.parametrize("value", ["A B", "1X", "X;Y", "*"])
 def test_a_bad_inherit_env_is_one_line(value):
-    with pytest.raises(UsageError, match=local.INHERIT_ENV):
-        local.inherited_names({local.INHERIT_ENV: value})
+    with pytest.raises(UsageError, match=settings.INHERIT_ENV):
+        local.inherited_names({settings.INHERIT_ENV: value})
 
 
 def test_the_matrix_env_never_overrides_the_runners_own_variables():
     matrix_env = {"PATH": "/evil", "LD_PRELOAD": "/evil.so", "PYTHONPATH": "/evil",
                   "PYTHONHOME": "/evil", "PYTHONSTARTUP": "/evil.py", "XLA_FLAGS": "--cell",
                   "CUDA_VISIBLE_DEVICES": "7"}
-    runner_env = {"CUDA_VISIBLE_DEVICES": "GPU-abc", local.WORKER_ID_ENV: "w1"}
+    runner_env = {"CUDA_VISIBLE_DEVICES": "GPU-abc", settings.WORKER_ID: "w1"}
     env = local.worker_environment(matrix_env, runner_env, environ=HOST)
     assert env["PATH"] == "/usr/bin"                       # the host's, as the runner has it
     assert env["PYTHONPATH"] == str(local.REPO_ROOT)
@@ -210,18 +211,18 @@ def test_the_matrix_env_never_overrides_the_runners_own_variables():
         assert key not in env
     assert env["XLA_FLAGS"] == "--cell"                    # the cell's own variables pass
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-abc"        # the lane's pin wins
-    assert env[local.WORKER_ID_ENV] == "w1"
+    assert env[settings.WORKER_ID] == "w1"
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "x", "nan", "inf"])
 def test_bad_log_caps_are_one_line(value):
-    with pytest.raises(UsageError, match=local.LOG_TAIL_ENV):
-        local.log_caps({local.LOG_TAIL_ENV: value})
+    with pytest.raises(UsageError, match=settings.LOG_TAIL_MB):
+        local.log_caps({settings.LOG_TAIL_MB: value})
 
 
 def test_log_caps_default_and_setting():
     assert local.log_caps({}) == (2**20, 4 * 2**20)
-    assert local.log_caps({local.LOG_HEAD_ENV: "0.5", local.LOG_TAIL_ENV: "2"}) == (2**19, 2**21)
+    assert local.log_caps({settings.LOG_HEAD_MB: "0.5", settings.LOG_TAIL_MB: "2"}) == (2**19, 2**21)
 
 
 def test_the_local_executor_forks_no_python_code_before_exec():
@@ -239,14 +240,14 @@ def test_the_local_executor_forks_no_python_code_before_exec():
 def test_the_inherited_variables_reach_the_records_metadata(monkeypatch, tmp_path):
     """What DL_BENCH_INHERIT_ENV passes is recorded (metadata inherited_env, a comparability
     key); the variables every worker inherits (HOME, PATH, ...) are not."""
-    assert local.inherited_values({**HOST, local.INHERIT_ENV: "XLA_FLAGS, OMP_*"}) == {
+    assert local.inherited_values({**HOST, settings.INHERIT_ENV: "XLA_FLAGS, OMP_*"}) == {
         "OMP_NUM_THREADS": "4", "XLA_FLAGS": "--host"}
     assert local.inherited_values(HOST) == {}
-    monkeypatch.setenv(local.INHERIT_ENV, "OMP_*")
+    monkeypatch.setenv(settings.INHERIT_ENV, "OMP_*")
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     executor = local.LocalExecutor()
     prepared = executor.prepare(Source.of(None, python=sys.executable), lambda line: None)
     assert prepared.metadata["inherited_env"] == {"OMP_NUM_THREADS": "3"}
-    monkeypatch.delenv(local.INHERIT_ENV)
+    monkeypatch.delenv(settings.INHERIT_ENV)
     assert "inherited_env" not in local.LocalExecutor().prepare(
         Source.of(None, python=sys.executable), lambda line: None).metadata

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import cli, environments
+from runner import settings
+from runner import cli
 from runner.environments import Source
 from runner.machine import hostinfo
 from runner.run.setup import choose_setup
@@ -28,7 +29,7 @@ def gpu_host(monkeypatch):
     def fake(facts=A100):
         monkeypatch.setattr(hostinfo, "gpu_facts", lambda: dict(facts))
         monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
-        monkeypatch.delenv(environments.FLAVOUR_ENV, raising=False)
+        monkeypatch.delenv(settings.FLAVOUR, raising=False)
     fake()
     return fake
 
@@ -101,7 +102,7 @@ def test_the_first_lines_say_executor_flavour_and_locks(gpu_host, write_matrix, 
 
 
 def test_the_flavour_override_is_announced(gpu_host, write_matrix, run_cli, monkeypatch):
-    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")
+    monkeypatch.setenv(settings.FLAVOUR, "cpu")
     code, out, _ = run_cli("plan", write_matrix(MATRIX, with_environments=False))
     assert code == 0 and "flavour: cpu (DL_BENCH_FLAVOUR=cpu)" in out
     assert "requirements-cuda.lock" not in out
@@ -113,7 +114,7 @@ def test_a_framework_that_cannot_see_the_hosts_gpu_fails_as_no_gpu(gpu_host, wri
                                                                      results_dir):
     """The real CPU build of torch on a host that has a GPU: device = "auto" must not quietly
     measure the CPU. NumPy (a CPU baseline) and device = "cpu" cells still run."""
-    monkeypatch.setenv(environments.FLAVOUR_ENV, "cpu")   # the cached CPU stack, on a GPU host
+    monkeypatch.setenv(settings.FLAVOUR, "cpu")   # the cached CPU stack, on a GPU host
     code, out, _ = run_cli(write_matrix(MATRIX, with_environments=False))
     assert code == 1
     records = {}

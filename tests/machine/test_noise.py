@@ -23,7 +23,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from runner import cli, environments
+from runner import settings
+from runner import cli
 from runner.machine import gpustate, hostinfo
 from runner.worker.monitor import Nvml
 from tests.machine.test_gpustate import TDP, FakeGpu
@@ -143,7 +144,7 @@ def fake_gpu_host(monkeypatch):
         monkeypatch.setattr(gpustate, "open_gpu", lambda device_id=None: Nvml(fake, handle=device_id))
         return fake
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    monkeypatch.delenv(environments.FLAVOUR_ENV, raising=False)
+    monkeypatch.delenv(settings.FLAVOUR, raising=False)
     monkeypatch.setattr(gpustate, "_LOCKED", {})
     return install
 

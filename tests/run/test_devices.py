@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from runner import environments
+from runner import settings
 from runner.executors.base import GpuRequest
 from runner.executors.containers import run_options
 from runner.executors.local import LocalExecutor
@@ -40,7 +40,7 @@ EIGHT_GPUS = {"gpu_count": 8, "gpu_name": "NVIDIA A100-SXM4-80GB", "driver_versi
 def eight_gpu_host(monkeypatch):
     monkeypatch.setattr(hostinfo, "gpu_facts", lambda: dict(EIGHT_GPUS))
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")   # local executor
-    for var in (environments.FLAVOUR_ENV, hostinfo.GPU_ENV, "CUDA_VISIBLE_DEVICES"):
+    for var in (settings.FLAVOUR, settings.GPU, "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
 
 

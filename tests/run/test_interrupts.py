@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runner.executors.local import INHERIT_ENV, LOG_HEAD_ENV, LOG_TAIL_ENV, WORKER_ID_ENV
+from runner import settings
 from runner.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -86,7 +86,7 @@ def default_signals() -> None:
 
 def start_runner(matrix: Path, results_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "DL_BENCH_TEST_SHARED": "shared", "DL_BENCH_TEST_SECRET": "secret",
-           INHERIT_ENV: "DL_BENCH_TEST_SHARED"}
+           settings.INHERIT_ENV: "DL_BENCH_TEST_SHARED"}
     return subprocess.Popen(
         [sys.executable, "-m", "runner", str(matrix), "--results-dir", str(results_dir)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -136,8 +136,8 @@ def test_after_sigkill_of_the_runner_nothing_it_started_survives(write_matrix, r
     runner.communicate(timeout=30)
     assert runner.returncode == -signal.SIGKILL
     assert wait_until(lambda: not marked(marker), 10), "the escaped child survived"
-    assert not any(WORKER_ID_ENV in (p.info.get("environ") or {}) and
-                   p.info["environ"][WORKER_ID_ENV] == environ[WORKER_ID_ENV]
+    assert not any(settings.WORKER_ID in (p.info.get("environ") or {}) and
+                   p.info["environ"][settings.WORKER_ID] == environ[settings.WORKER_ID]
                    for p in psutil.process_iter(["environ"]))
 
     # The worker's environment: the stated host variables, the matrix's, the runner's own.
@@ -177,8 +177,8 @@ options = {{ behaviour = "flood", flood_mb = 20, sleep_ms = 1 }}
 
 def test_a_cells_end_and_its_timeout_kill_what_the_worker_left_and_a_flood_is_capped(
         write_matrix, run_cli, results_dir, marker, monkeypatch):
-    monkeypatch.setenv(LOG_HEAD_ENV, "0.25")
-    monkeypatch.setenv(LOG_TAIL_ENV, "0.5")
+    monkeypatch.setenv(settings.LOG_HEAD_MB, "0.25")
+    monkeypatch.setenv(settings.LOG_TAIL_MB, "0.5")
     code, out, err = run_cli(write_matrix(ENDINGS.format(marker=marker)))
     assert code == 1, out + err                      # the timed-out cell
     assert marked(f"{marker}-end") == [] and marked(f"{marker}-timeout") == []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import environments
+from runner import settings
 from runner.machine import hostinfo
 from runner.machine.hostinfo import Gpu
 from runner.paths import REPO_ROOT as REPO
@@ -36,7 +36,7 @@ THREE_GPUS = {"gpu_count": 3, "gpu_name": "NVIDIA A100-SXM4-80GB", "driver_versi
 def three_gpu_host(monkeypatch):
     monkeypatch.setattr(hostinfo, "gpu_facts", lambda: dict(THREE_GPUS))
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")   # local executor
-    for var in (environments.FLAVOUR_ENV, hostinfo.GPU_ENV, "CUDA_VISIBLE_DEVICES"):
+    for var in (settings.FLAVOUR, settings.GPU, "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -170,7 +170,7 @@ def test_cuda_visible_devices_of_the_runner_limits_its_gpus(three_gpu_host, monk
     gpus = hostinfo.gpus()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"2,{GPUS[0]['uuid']}")
     assert [g.index for g in hostinfo.visible_gpus(gpus)] == [0, 2]
-    monkeypatch.setenv(hostinfo.GPU_ENV, "1")            # DL_BENCH_GPU picks among all
+    monkeypatch.setenv(settings.GPU, "1")            # DL_BENCH_GPU picks among all
     assert [g.index for g in hostinfo.visible_gpus(gpus)] == [1]
 
 
