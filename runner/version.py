@@ -1,31 +1,224 @@
-"""The runner's version, as far as its numbers go: a digest of the worker code (the clock, the
-timing method, every workload and framework adapter, the telemetry) and of the host's part of the
-timing method. Computed on the host from the files the workers run (the worker folder is mounted
-into containers and shipped to Ray nodes as is), recorded in the manifest and in every record's
-metadata (`runner_version`, a comparability key), and part of every cell id: a change to the
-harness between two runs reads as "not comparable", never as the framework getting faster or
-slower (asv marks benchmarks whose code changed the same way)."""
+"""The runner's versions, as far as its numbers go. Computed on the host from the files the
+workers run (the worker folder is mounted into containers and shipped to Ray nodes as is).
+
+**Method version** (`method_version(...)`, per cell): a digest of the worker code that one cell
+runs and of the host's part of the timing method (TIMING_METHOD). It is the comparability key
+of a record (metadata `method_version`) and a coordinate of the cell id: a change to how a cell
+is measured reads as "not comparable" (and as a marked method change on the history's trends),
+never as the framework getting faster or slower (asv marks benchmarks whose code changed the
+same way), while an update that leaves a cell's code alone leaves its id and its history as
+they were.
+
+Which files belong to a cell (`cell_files`): what `python -m runner.worker` imports for it.
+
+- The worker's entry point, `__main__.py`, and every module it imports, followed through the
+  imports of each (`from .x import y`, `from . import x`, lazy imports inside functions
+  included): the clock (`bench.py`), the protocol, the telemetry, the metadata, the data-parallel
+  launcher, the profiler, `apis/__init__.py` (FrameworkBase) and the catalog. Every cell runs
+  these, so a code change in any of them changes every cell's version.
+- The catalog's `workloads.py` is the one file taken in part: its statements other than the
+  `declare_workload(Workload("<name>", ...))` calls, and the call that declares the cell's own
+  workload. Adding (or changing) another workload's declaration changes no other cell; the rest
+  of the catalog (APIs, axes, rules, precisions) counts whole.
+- The API's package, `apis/<api>_api/__init__.py` (its Framework), dispatched by name
+  (catalog.API_PACKAGES), and what it imports. A Keras cell also runs its backend's native
+  package (`apis/<backend>_api/`, imported by name in keras_api/__init__.py); with no backend
+  known, all three of them.
+- The workload's module for that API, `apis/<api>_api/<workload>.py`, and what it imports (its
+  recipe, e.g. `apis/cnn_common.py`, `apis/kerashub/`). A user workload's cell runs
+  `apis/user_common.py` instead (and `user_code.py`); the user's own code has its own digest
+  (`workload_sha256`, runner/schema/workload_code.py), a coordinate of its own.
+- Importing a module runs its packages' `__init__.py`: those count too.
+
+When in doubt a file belongs to the cell: a set too wide only costs a trend's continuity, one
+too narrow would hide a change of method. Each file counts by its syntax tree without comments
+and docstrings (`normalized`), so editing a comment or a docstring changes no version.
+
+**Runner version** (`runner_version()`): the same digest over every worker file and
+TIMING_METHOD, for information (the manifest, a record's metadata, `history list`) and for
+`--resume`, which continues only a run folder made by the same runner.
+"""
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
-from pathlib import Path
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 
 # The host's part of how a number is taken (the worker's part is its code). Change this text
-# whenever the host changes it, so that the version changes with it.
+# whenever the host changes it, so that every version changes with it.
 TIMING_METHOD = ("repeats in fresh processes; blocks of calls with one device synchronisation "
                  "per block; one block size per cell, calibrated by its first repeat and handed "
                  "to the others")
 
+ENTRY = "__main__.py"                       # every cell's: the clock, protocol, shared core
+WORKLOADS_FILE = "catalog/workloads.py"     # counted per workload (cell_source)
+KERAS_BACKENDS = ("jax", "tensorflow", "torch")
+DIGITS = 12
+
+
+def api_package(api: str) -> str:
+    """The API's package under apis/ (catalog.API_PACKAGES' rule, for any root)."""
+    return api.replace("-", "_") + "_api"
+
 
 @functools.cache
-def runner_version() -> str:
-    """12 hex digits of sha256 over TIMING_METHOD and every worker .py file (path and bytes)."""
+def method_version(api: str, workload: str, backend: str | None = None, user: bool = False,
+                   root: Path = WORKER_DIR) -> str:
+    """12 hex digits of sha256 over TIMING_METHOD and the normalized source of every file of
+    `cell_files` (path and syntax tree)."""
     digest = hashlib.sha256(TIMING_METHOD.encode())
-    for path in sorted(WORKER_DIR.rglob("*.py")):
-        digest.update(b"\0" + path.relative_to(WORKER_DIR).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
+    for name in cell_files(api, workload, backend, user, root):
+        digest.update(b"\0" + name.encode() + b"\0")
+        digest.update(cell_source(root, name, None if user else workload))
+    return digest.hexdigest()[:DIGITS]
+
+
+@functools.cache
+def runner_version(root: Path = WORKER_DIR) -> str:
+    """12 hex digits of sha256 over TIMING_METHOD and every worker file, normalized."""
+    digest = hashlib.sha256(TIMING_METHOD.encode())
+    for path in sorted(root.rglob("*.py")):
+        name = path.relative_to(root).as_posix()
+        digest.update(b"\0" + name.encode() + b"\0")
+        digest.update(file_source(root, name))
+    return digest.hexdigest()[:DIGITS]
+
+
+def cell_files(api: str, workload: str, backend: str | None = None, user: bool = False,
+               root: Path = WORKER_DIR) -> list[str]:
+    """The worker files (relative to `root`, sorted) that a cell of `api` × `workload` runs:
+    the module docstring says which and why."""
+    package = f"apis/{api_package(api)}"
+    entries = [ENTRY, f"{package}/__init__.py",
+               "apis/user_common.py" if user else f"{package}/{workload}.py"]
+    if api == "keras":
+        natives = (backend,) if backend in KERAS_BACKENDS else KERAS_BACKENDS
+        entries += [f"apis/{native}_api/__init__.py" for native in natives]
+    return sorted(closure([e for e in entries if (root / e).is_file()], root))
+
+
+def closure(entries: Iterable[str], root: Path) -> set[str]:
+    """The files `entries` import, transitively, within `root` (with their packages'
+    __init__.py)."""
+    seen: set[str] = set()
+    todo = list(entries)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [n for n in imported_files(root, name) | packages_of(root, name) if n not in seen]
+    return seen
+
+
+def packages_of(root: Path, name: str) -> set[str]:
+    """The __init__.py of every package above a file (importing it runs them)."""
+    parts = PurePosixPath(name).parts[:-1]
+    found = {"/".join((*parts[:n], "__init__.py")) for n in range(1, len(parts) + 1)}
+    return {n for n in found if (root / n).is_file()}
+
+
+@functools.cache
+def imported_files(root: Path, name: str) -> set[str]:
+    """The files of `root` that one file imports: relative imports, and absolute ones of
+    runner.worker.*, wherever they stand (a lazy import inside a function counts)."""
+    here = list(PurePosixPath(name).parts[:-1])     # its package (an __init__.py's: its own)
+    targets: list[list[str]] = []
+    for node in ast.walk(parsed(root, name)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - (node.level - 1)] if node.level > 1 else list(here)
+            elif (node.module or "").startswith("runner.worker"):
+                base = []
+            else:
+                continue
+            module = [p for p in (node.module or "").split(".") if p]
+            if not node.level:
+                module = module[2:]           # runner.worker.x → x
+            targets.append(base + module)
+            targets += [base + module + [alias.name] for alias in node.names]
+        elif isinstance(node, ast.Import):
+            targets += [alias.name.split(".")[2:] for alias in node.names
+                        if alias.name.startswith("runner.worker.")]
+    return {found for target in targets for found in module_file(root, target)}
+
+
+@functools.cache
+def parsed(root: Path, name: str) -> ast.Module:
+    """A worker file's syntax tree (read once per process: a root's files do not change while
+    the runner runs; tests give each changed copy a root of its own)."""
+    return ast.parse((root / name).read_text(encoding="utf-8"))
+
+
+def module_file(root: Path, parts: list[str]) -> list[str]:
+    """A module path's file under root: parts.py or parts/__init__.py (none: a name, not a
+    module)."""
+    if not parts:
+        return []
+    stem = "/".join(parts)
+    return [n for n in (f"{stem}.py", f"{stem}/__init__.py") if (root / n).is_file()]
+
+
+def cell_source(root: Path, name: str, workload: str | None) -> bytes:
+    """A file's normalized source; the catalog's workloads.py without the other workloads'
+    declarations (a user workload's cell: without any)."""
+    if name != WORKLOADS_FILE:
+        return file_source(root, name)
+    tree = ast.Module(body=parsed(root, name).body, type_ignores=[])
+    tree.body = [s for s in tree.body if declared_workload(s) in (None, workload)]
+    return normalized(tree)
+
+
+@functools.cache
+def file_source(root: Path, name: str) -> bytes:
+    return normalized(parsed(root, name))
+
+
+def declared_workload(statement: ast.stmt) -> str | None:
+    """The name a top-level `declare_workload(Workload("<name>", ...))` declares, else None."""
+    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+            and isinstance(statement.value.func, ast.Name)
+            and statement.value.func.id == "declare_workload" and statement.value.args):
+        return None
+    inner = statement.value.args[0]
+    if isinstance(inner, ast.Call) and inner.args and isinstance(inner.args[0], ast.Constant):
+        return str(inner.args[0].value)
+    return None
+
+
+def normalized(source: str | ast.AST) -> bytes:
+    """A module's syntax tree without docstrings, as bytes: comments, docstrings, blank lines
+    and layout change nothing. Empty and None fields are left out, so the text does not depend
+    on the Python version's ast fields (3.12's type_params, for one)."""
+    tree = ast.parse(source) if isinstance(source, str) else source
+    return canonical(tree).encode()
+
+
+def canonical(node: object) -> str:
+    """A node as text: its type and its non-empty fields, bodies without docstrings."""
+    if isinstance(node, list):
+        return "[" + ",".join(canonical(item) for item in node) + "]"
+    if not isinstance(node, ast.AST):
+        return repr(node)
+    fields = []
+    for field, value in ast.iter_fields(node):
+        if value is None or value == [] or field in ("kind", "type_ignores"):
+            continue
+        if field == "body" and isinstance(value, list) and isinstance(
+                node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            value = without_docstring(value)
+        fields.append(f"{field}={canonical(value)}")
+    return f"{type(node).__name__}({','.join(fields)})"
+
+
+def without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0] if body else None
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return body[1:]
+    return body

@@ -5,7 +5,9 @@ and the practical threshold support (as Apache Otava, formerly Hunter, does afte
 E-divisive search: Fleming et al., ICPE 2023).
 
 Each run contributes one value per cell: its median step time (ms). A change point is the
-first run of a new level.
+first run of a new level. Runs of another method version (the worker code the cell runs:
+runner/version.py) are not comparable: the series is cut where it changes, each stretch searched
+on its own, and the cut is a method change, not a change point.
 
 - Logs, because a slowdown is a ratio: 50 → 60 ms and 5 → 6 ms are the same change.
 - The noise σ is estimated from the series itself, robustly: the median absolute difference of
@@ -163,15 +165,33 @@ def ratio_interval(before: list[float], after: list[float],
 def change_points(cell_name: str, points: list[Point], recent: int = RECENT,
                   max_pvalue: float = MAX_PVALUE,
                   min_magnitude: float = MIN_MAGNITUDE) -> list[ChangePoint]:
+    """The change points of a cell's series, sought within each stretch of one method version
+    (method_segments): a level shift where the method changed is the method's, not the stack's,
+    and the trend marks it as a method change instead."""
     ok = [p for p in points if p.status == "ok" and p.median_ms]
-    values = [float(p.median_ms or 0) for p in ok]       # every one is set (filtered above)
-    found = detect(values, max_pvalue, min_magnitude)
-    bounds = [0] + [i for i, _ in found] + [len(ok)]
     out = []
-    for n, (index, pvalue) in enumerate(found):
-        before, after = values[bounds[n]:index], values[index:bounds[n + 2]]
-        ratio, low, high = ratio_interval(before, after)
-        out.append(ChangePoint(cell_name, index, ok[index], sum(before) / len(before),
-                               sum(after) / len(after), ratio, low, high, pvalue,
-                               new=index >= len(ok) - recent, change=ok[index].change))
+    for start, end in method_segments(ok):
+        values = [float(p.median_ms or 0) for p in ok[start:end]]    # every one is set
+        found = detect(values, max_pvalue, min_magnitude)
+        bounds = [0] + [i for i, _ in found] + [len(values)]
+        for n, (index, pvalue) in enumerate(found):
+            before, after = values[bounds[n]:index], values[index:bounds[n + 2]]
+            ratio, low, high = ratio_interval(before, after)
+            at = start + index
+            out.append(ChangePoint(cell_name, at, ok[at], sum(before) / len(before),
+                                   sum(after) / len(after), ratio, low, high, pvalue,
+                                   new=at >= len(ok) - recent, change=ok[at].change))
     return out
+
+
+def method_segments(points: list[Point]) -> list[tuple[int, int]]:
+    """(start, end) of each stretch of consecutive points of one method version."""
+    starts = [0] + [i for i in range(1, len(points))
+                    if points[i].method_version != points[i - 1].method_version]
+    return list(zip(starts, starts[1:] + [len(points)], strict=True)) if points else []
+
+
+def method_changes(points: list[Point]) -> list[Point]:
+    """The ok points measured by another method version than the ok point before them."""
+    ok = [p for p in points if p.status == "ok" and p.median_ms]
+    return [ok[start] for start, _ in method_segments(ok)[1:]]

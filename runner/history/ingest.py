@@ -13,6 +13,7 @@ from typing import Any, cast
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
+from ..results.analysis.comparability import metadata_value
 from ..results.data.store import Store
 from ..results.data.types import Manifest, Record
 from ..worker.distributions import canonical
@@ -161,6 +162,7 @@ def insert_cells(conn: Connection, run_pk: int, env_pks: dict[str, int],
     for summary in summaries:
         figures = measures.headline(summary)
         rest = {k: v for k, v in summary.items() if k not in figures}
+        reps = [r for r in records if r["cell_id"] == summary["cell_id"]]
         row = {"run": run_pk, "environment": env_pks.get(summary["environment"]),
                "cell_id": summary["cell_id"], "cell_name": summary["cell_name"],
                "label": summary["label"], "environment_name": summary["environment"],
@@ -169,9 +171,8 @@ def insert_cells(conn: Connection, run_pk: int, env_pks: dict[str, int],
                **jsonable({k: figures[k] for k in ("repeats", "repeats_ok", "samples", "median_ms",
                                                    "ci_low_ms", "ci_high_ms", "mean_ms", "cv",
                                                    "repeat_medians_ms", "warnings")}),
-               "summary": jsonable(rest)}
+               "summary": jsonable(rest), "method_version": method_of(reps, manifest)}
         cell_pk = _new_key(conn.execute(insert(tables.cells).values(row)))
-        reps = [r for r in records if r["cell_id"] == summary["cell_id"]]
         conn.execute(insert(tables.repeats), [
             {"cell": cell_pk, "repeat": r["repeat"], "status": r["status"],
              "samples": len(r.get("samples_ms") or []), "median_ms": measures.repeat_median(r),
@@ -179,6 +180,13 @@ def insert_cells(conn: Connection, run_pk: int, env_pks: dict[str, int],
              "record_sha256": record_hashes[f"{r['cell_id']}-r{r['repeat']}"]}
             for r in reps])
     return len(summaries)
+
+
+def method_of(records: list[Record], manifest: Manifest) -> str | None:
+    """A cell's method version, from its records (one made before method versions: its
+    runner_version), else its run's runner_version."""
+    found = (metadata_value(r.get("metadata") or {}, "method_version") for r in records)
+    return next((str(m) for m in found if m), None) or manifest.get("runner_version")
 
 
 def _new_key(result: Any) -> int:

@@ -15,6 +15,10 @@ from ..errors import UsageError
 from . import tables
 
 RUN_KEYS = ("driver_version", "gpu_name", "runner_version", "host_name", "cpu_model")
+# What a stack diff names of the run (and, for a point of a series, of its cell): the cell's
+# method version is a change of method (runner/version.py), the runner's version only says
+# which runner measured; a point's stack holds the first, a run's the second.
+DIFF_RUN_KEYS = ("method_version", "runner_version", "host_name")
 STACK_META = ("lock_sha256", "image_digest", "image_id", "python_version", "driver_version",
               "gpu_name")
 
@@ -106,6 +110,14 @@ class Point:
     ttft_ms: float | None = None
     decode_ms_per_token: float | None = None
     usd_per_1k_items: float | None = None     # at the run's list price ([cost]), where it had one
+    # The worker code and timing method it was measured with (cells.method_version): points of
+    # two method versions are not comparable; the trend marks where it changes.
+    method_version: str | None = None
+
+    @property
+    def method_changed(self) -> bool:
+        """This point was measured by another method than the point before."""
+        return self.change is not None and "method_version" in self.change.changed
 
 
 def series(engine: Engine, cell_name: str) -> list[Point]:
@@ -115,14 +127,15 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
     query = (select(r.c.id.label("run_pk"), r.c.run_id, r.c.started_at, c.c.status, c.c.median_ms,
                     c.c.ci_low_ms, c.c.ci_high_ms, c.c.repeat_medians_ms, c.c.environment,
                     c.c.environment_name, c.c.label, c.c.batch_size, r.c.driver_version,
-                    r.c.gpu_name, r.c.runner_version, c.c.summary)
+                    r.c.gpu_name, c.c.method_version, c.c.summary)
              .join(r, r.c.id == c.c.run).where(c.c.cell_name == cell_name)
              .order_by(r.c.started_at, r.c.id))
     points, code = [], {}
     for row in _all(engine, query):
         points.append(Point(row.run_pk, row.run_id, row.started_at, row.status, row.median_ms,
                             row.ci_low_ms, row.ci_high_ms, list(row.repeat_medians_ms or []),
-                            row.environment, row.environment_name, row.label, row.batch_size))
+                            row.environment, row.environment_name, row.label, row.batch_size,
+                            method_version=row.method_version))
         code[id(points[-1])] = user_code_digest(row.summary)
         points[-1].ttft_ms, points[-1].decode_ms_per_token = first_token(row.summary)
         points[-1].usd_per_1k_items = summary_figure(row.summary, "usd_per_1k_items")
@@ -132,7 +145,8 @@ def series(engine: Engine, cell_name: str) -> list[Point]:
     previous = None
     for point in points:
         env_stack = stacks.get(point.environment_pk, {}) if point.environment_pk else {}
-        point.stack = {**env_stack, "run": {k: runs[point.run_pk].get(k) for k in RUN_KEYS},
+        run = {k: runs[point.run_pk].get(k) for k in RUN_KEYS if k != "runner_version"}
+        point.stack = {**env_stack, "run": {**run, "method_version": point.method_version},
                        "workload_sha256": code[id(point)]}
         if previous is not None:
             point.change = diff_stacks(previous.stack, point.stack)
@@ -246,7 +260,7 @@ def diff_stacks(a: dict[str, Any], b: dict[str, Any]) -> StackDiff:
         if meta_a.get(key) != meta_b.get(key):
             out.changed[key] = (meta_a.get(key), meta_b.get(key))
     run_a, run_b = a.get("run") or {}, b.get("run") or {}
-    for key in ("runner_version", "host_name"):
+    for key in DIFF_RUN_KEYS:
         if run_a.get(key) != run_b.get(key):
             out.changed[key] = (run_a.get(key), run_b.get(key))
     if a.get("workload_sha256") != b.get("workload_sha256"):     # a user workload's code

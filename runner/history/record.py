@@ -8,15 +8,6 @@ from pathlib import Path
 from ..errors import user_text
 
 
-def runner_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("dl-bench-runner")
-    except PackageNotFoundError:
-        return None
-
-
 def record_finished_run(run_dir: Path, url: str, console) -> None:
     """The run folder into the history at `url` (the pipeline's history_destination)."""
     try:
@@ -24,8 +15,9 @@ def record_finished_run(run_dir: Path, url: str, console) -> None:
 
         engine = db.open_history(url)
         try:
-            done = ingest.import_run(engine, run_dir, origin="run",
-                                     extra={"runner_version": runner_version()})
+            # The manifest's runner_version, as an import of the folder would store it (not
+            # the package's version: a run and its later import read the same).
+            done = ingest.import_run(engine, run_dir, origin="run")
         finally:
             engine.dispose()
         console.print(f"history: {done.action} {user_text(done.run_id)} in "

@@ -1,8 +1,10 @@
 """`runner history site -o DIR`: a static trend site that opens offline (no CDN, no script):
 index.html (cell families, environments, the latest run's table, change points), one page per
 cell family (a row of the report: workload, task, axes, batch size) with its trend plot — one
-line per environment, the 95 % intervals as error bars, change points marked — and, beside the
-plot, each point's run, figures and stack diff against the point before.
+line per environment, the 95 % intervals as error bars, change points marked, and a dotted line
+where a cell's method version changed (the worker code it runs: the numbers either side are not
+compared) — and, beside the plot, each point's run, figures and stack diff against the point
+before.
 
 Plots are PNGs drawn with matplotlib's object API (no pyplot state), written beside the pages.
 """
@@ -24,12 +26,17 @@ from . import changepoints
 from .queries import Point, cell_names, latest_cells, series
 
 DPI = 100
+# A point measured by another method version than the one before (runner/version.py): the
+# series is cut there; the numbers on either side are not compared.
+METHOD_MARK = ("<span class=\"method\" title=\"the worker code this cell runs changed: "
+               "not comparable with the points before\">method changed</span>")
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.6em 0 1.4em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .slower { color: #b00020; font-weight: bold; } .faster { color: #1b7f3b; font-weight: bold; }
+.method { color: #555; font-style: italic; }
 .stack { font-size: 12px; color: #444; white-space: pre-line; }
 .layout { display: flex; gap: 2em; align-items: flex-start; flex-wrap: wrap; }
 img { border: 1px solid #ddd; max-width: 100%; }
@@ -98,6 +105,11 @@ def draw(family: str, members, path: Path) -> None:
         high = [p.ci_high_ms - p.median_ms if p.ci_high_ms is not None else 0 for p in ok]
         line = ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3,
                            label=shortened(ok[0].environment, PLOT_LABEL))
+        for changed in changepoints.method_changes(points):     # not comparable across it
+            x = position[changed.run_pk]
+            ax.axvline(x - 0.5, color="#777777", linestyle=":", linewidth=1.2)
+            ax.annotate("method", (x - 0.5, min(ys)), color="#555555", textcoords="offset points",
+                        xytext=(3, -10), fontsize=8)
         for cp in cps:
             x = position[cp.point.run_pk]
             ax.axvline(x - 0.5, color="#b00020" if cp.slower else "#1b7f3b", linestyle="--",
@@ -130,7 +142,7 @@ def family_page(family: str, members, plot: str) -> str:
             median = fmt(p.median_ms) if p.status == "ok" else e(p.status)
             cp = marks.get(p.run_pk)
             mark = (f"<span class=\"{cp.direction}\">{cp.ratio:.3f}× {cp.direction}</span>"
-                    if cp else "")
+                    if cp else METHOD_MARK if p.method_changed else "")
             stack = "first" if p.change is None else p.change.text().replace("; ", "\n")
             parts.append(f"<tr><td>{e(p.run_id)}</td><td>{e(p.started_at)}</td>"
                          f"<td class=\"num\">{median}</td><td class=\"num\">"

@@ -95,6 +95,10 @@ cells = Table(
     Column("repeat_medians_ms", JSON),
     Column("warnings", JSON),
     Column("summary", JSON),          # everything else the run's summary held
+    # Revision 3: the worker code and timing method the cell was measured with (its records'
+    # metadata method_version; runner/version.py). A row stored before it has its run's
+    # runner_version: the whole runner was then every cell's method.
+    Column("method_version", String(50)),
     UniqueConstraint("run", "cell_id"),
 )
 

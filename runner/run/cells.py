@@ -262,10 +262,12 @@ def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
 
 def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
     """What the host adds to a record's metadata: the environment's facts (lock, image), where
-    the cell ran, the runner's version and the variables the matrix set for the worker."""
+    the cell ran, the cell's method version (its comparability key), the runner's version (for
+    information) and the variables the matrix set for the worker."""
     user = entry.cell.user_workload
     return {**prepared.metadata, **placement, **gpustate.lock_metadata(placement),
-            "runner_version": runner_version(), "worker_env": dict(entry.cell.env),
+            "method_version": entry.cell.method_version, "runner_version": runner_version(),
+            "worker_env": dict(entry.cell.env),
             **({"workload_sha256": user.sha256} if user is not None else {})}
 
 

@@ -198,8 +198,8 @@ def recorded_cells(run_dir: Path, manifest: Mapping[str, Any]) -> tuple[matrix_m
         raise UsageError(f"{run_dir}: reproduce runs local and docker runs again; this one "
                          f"used {executor!r}")
     matrix = matrix_mod.load(matrix_path, manifest.get("profile"))
-    # By name: a cell's id also holds the runner's version, which may differ here (compare then
-    # says "not comparable: runner_version"); not-applicable ones included.
+    # By name: a cell's id also holds its method version, which may differ here (compare then
+    # says "not comparable: method_version"); not-applicable ones included.
     recorded = {c.get("name") for c in manifest.get("cells", [])}
     planned = [c.id for c in matrix.cells if c.name in recorded]
     wanted = set(planned)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from .. import schema
 from ..errors import UsageError
 from ..paths import IMAGES_DIR
-from ..version import runner_version
+from ..version import method_version
 from ..worker import catalog, protocol
 from .user_workloads import UserWorkload
 
@@ -75,12 +75,17 @@ class Cell:
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
                 "env": self.env, **calibration}
 
+    @property
+    def method_version(self) -> str:
+        """The digest of the worker code it runs and the timing method (runner/version.py)."""
+        return method_version(self.api, self.workload, self.backend, bool(self.user_workload))
+
     @functools.cached_property      # computed once: a plan of 10 000 cells asks for it often
     def id(self) -> str:
-        """Short hash of the coordinates (the worker's environment variables included: XLA
-        flags, preallocation) and of the runner's version: the same cell measured the same way
-        gets the same id in every run; records of a changed harness are never pooled with it."""
-        blob = json.dumps({**self.coordinates, "runner_version": runner_version()},
+        """Short hash of the coordinates (the worker's variables included) and of its method
+        version: the same cell measured the same way gets the same id in every run, whatever
+        changed in other cells' code; records of a changed method are never pooled with it."""
+        blob = json.dumps({**self.coordinates, "method_version": self.method_version},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 

@@ -122,7 +122,7 @@ def record_window(result: dict[str, Any], bench: Any, clock: StepClock, monitor:
     telemetry = monitor.summary()
     result.update({k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
     result["extra"].update({k: v for k, v in telemetry.items() if k not in RECORD_FIELDS})
-    if bench.calls_per_epoch:           # the host measures whole epochs with it (derived.py)
+    if bench.calls_per_epoch:           # the host's whole epochs (analysis/derived.py)
         result["extra"]["calls_per_epoch"] = bench.calls_per_epoch
     per_call = bench.steps_per_call
     per_sample = per_call * clock.calls_per_sample

@@ -63,8 +63,11 @@ KEYS: dict[str, tuple[str, bool]] = {
     "flavour": ("cpu or cuda: which lock of the image folder was installed (host)", False),
     "distributions_sha256": ("sha256 of the environment's installed name==version list", True),
     "executor": ("local, docker or ray (host)", False),
-    "runner_version": ("digest of the runner's worker code and timing method (host; "
-                       "runner/version.py)", True),
+    "method_version": ("digest of the worker code this cell runs (clock, protocol, shared "
+                       "core, its API's package, its workload's module) and of the timing "
+                       "method (host; runner/version.py)", True),
+    "runner_version": ("digest of every worker file and the timing method: which runner "
+                       "measured (host; runner/version.py; for information)", False),
     "workload_sha256": ("sha256 of a user workload's file and the .py files beside it: its "
                         "code (host)", True),
     "worker_env": ("environment variables the matrix sets for the cell's worker: its "

@@ -65,7 +65,7 @@ def setting(default: Any = MISSING, *, factory: Callable[[], Any] | None = None,
 @dataclass(frozen=True, kw_only=True)
 class CellSpec:
     """What the executor hands the worker (spec.json), field by field: the cell's coordinates,
-    then one field per axis of the catalog (tests/test_catalog.py fails when the catalog has an
+    then one field per axis of the catalog (tests/worker/test_catalog.py fails when it has an
     axis this class does not declare, in the catalog's order and with its type), then the run's
     settings. The field order is the order of spec.json and of a record's fields."""
 

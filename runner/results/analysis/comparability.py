@@ -3,10 +3,10 @@ model, apart from its verdict and its renderings).
 
 A cell's figures depend on more than its coordinates: the stack it ran on (the comparability
 metadata: runner.worker.metadata.KEYS entries flagged True, such as the GPU, driver, framework
-version, lock hash, image digest, the runner's version, the variables the matrix set for the
-worker, and the host variables DL_BENCH_INHERIT_ENV passed to it), and the settings of its timed
-window (SETTING_KEYS: how many steps were timed or for how long, and how many warm-up steps came
-before). Two cells that differ in any of these are not compared; the keys are named.
+version, lock hash, image digest, the cell's method version (the worker code it runs), the
+variables the matrix set for the worker, and the host variables DL_BENCH_INHERIT_ENV passed to
+it), and the settings of its timed window (SETTING_KEYS: how many steps were timed or for how
+long, and how many warm-up steps came before). Two cells that differ in any of these are not compared; the keys are named.
 """
 
 from __future__ import annotations
@@ -33,8 +33,17 @@ def metadata_values(records: Sequence[Mapping[str, Any]],
     for record in records:
         meta = record.get("metadata") or {}
         for key in keys:
-            values[key].add(json.dumps(meta.get(key), sort_keys=True))
+            values[key].add(json.dumps(metadata_value(meta, key), sort_keys=True))
     return values
+
+
+def metadata_value(meta: Mapping[str, Any], key: str) -> Any:
+    """A record's value of a key. A record made before method versions has none: its method was
+    the whole runner's (runner_version, then the comparability key), so two such records of one
+    runner stay comparable and neither is comparable with a newer one."""
+    if key == "method_version" and key not in meta:
+        return meta.get("runner_version")
+    return meta.get(key)
 
 
 # Record fields (the run's settings, copied from the cell spec, and the block size its
@@ -42,13 +51,14 @@ def metadata_values(records: Sequence[Mapping[str, Any]],
 # 2 warm-up steps is not the one timed for 60 s, nor one timed in blocks of 64 calls the one
 # timed call by call (a synchronisation per call).
 SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s", "calls_per_sample")
-# What an environment's stack is: where it came from (lock, image), what it holds, what it ran on.
+# What an environment's stack is: where it came from (lock, image), what it holds, what it ran on,
+# which runner measured it (runner_version: for information; each cell's method version decides).
 STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
               "driver_version", "gpu_name", "gpu_power_limit_w", "runner_version", "worker_env",
               "inherited_env")
 # The comparability keys that make up the software stack itself: with --environments the two
 # stacks are what is compared, so these differ on purpose (shown in the stack table; every other
-# key — the machine, the GPU, the runner's version, the worker's variables — still must agree).
+# key — the machine, the GPU, the cell's method version, the worker's variables — must agree).
 SOFTWARE_KEYS = ("python_version", "python_implementation", "framework_version", "keras_version",
                  "backend_version", "jaxlib_version", "tensorflow_version", "cuda_version",
                  "cudnn_version", "image_id", "image_digest", "lock_sha256",

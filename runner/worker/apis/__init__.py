@@ -22,7 +22,7 @@ class FrameworkBase:
         self.spec = spec
         self.device = "cpu"
         self.effective: dict[str, Any] = {}
-        # The cell's devices and its batch's split (apis/parallel.py); an API that runs
+        # The cell's devices and its batch's split (apis/data_parallel/); an API that runs
         # data-parallel cells records what it did in effective["data_parallel"].
         self.shards: Shards = shards_of(spec)
 

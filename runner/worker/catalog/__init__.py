@@ -7,8 +7,8 @@ Each axis and each workload is declared once, and everything else reads the decl
   names, report rows and summary.csv show it; rules.py says where a value does not apply (the
   cell is planned "not_applicable" with the rule's reason);
 - a workload (workloads.py): its tasks, the APIs with a module
-  runner/worker/apis/<api>_api/<workload>.py (tests/test_catalog.py checks both ways), the APIs
-  where it is not applicable and why, its precisions, options and size presets.
+  runner/worker/apis/<api>_api/<workload>.py (tests/worker/test_catalog.py checks both ways),
+  the APIs where it is not applicable and why, its precisions, options and size presets.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ API_PACKAGES = {api: api.replace("-", "_") + "_api" for api in APIS}
 
 # --- axes -------------------------------------------------------------------------------------
 
-# How a value of an axis is checked (runner/schema.py turns each kind into one check).
+# How a value of an axis is checked (runner/schema/values.py turns each kind into a check).
 AXIS_KINDS = ("choice", "bool_or_choice", "bool", "positive_int")
 
 

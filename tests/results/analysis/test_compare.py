@@ -193,24 +193,41 @@ def set_metadata(run_dir: Path, **values) -> None:
         path.write_text(json.dumps(record))
 
 
-@pytest.mark.parametrize("key, a, b, shown", [
+@pytest.mark.parametrize("key, a, b, shown, in_stack", [
+    ("method_version", "aaaaaaaaaaaa", "bbbbbbbbbbbb",
+     "method_version aaaaaaaaaaaa → bbbbbbbbbbbb", False),       # a cell's, not its stack's
+    # Records made before method versions (the fixtures'): their runner_version was the method.
     ("runner_version", "aaaaaaaaaaaa", "bbbbbbbbbbbb",
-     "runner_version aaaaaaaaaaaa → bbbbbbbbbbbb"),
-    ("gpu_power_limit_w", 400.0, 300.0, "gpu_power_limit_w 400.0 → 300.0"),
+     "method_version aaaaaaaaaaaa → bbbbbbbbbbbb", True),
+    ("gpu_power_limit_w", 400.0, 300.0, "gpu_power_limit_w 400.0 → 300.0", True),
     ("worker_env", {}, {"XLA_FLAGS": "--xla_gpu_autotune_level=0"},
-     "worker_env {} → {XLA_FLAGS=--xla_gpu_autotune_level=0}"),
+     "worker_env {} → {XLA_FLAGS=--xla_gpu_autotune_level=0}", True),
 ])
-def test_a_changed_harness_power_limit_or_worker_env_is_not_comparable(runs, key, a, b, shown):
-    """20 % slower, but the runner, the power limit or the worker's variables changed too: no
-    verdict, the change named on every cell and in every environment's stack."""
+def test_a_changed_method_power_limit_or_worker_env_is_not_comparable(runs, key, a, b, shown,
+                                                                       in_stack):
+    """20 % slower, but the cell's method, the power limit or the worker's variables changed
+    too: no verdict, the change named on every cell (and in every environment's stack where it
+    is the stack's)."""
     set_metadata(runs / "base", **{key: a})
     set_metadata(runs / "slower", **{key: b})
     result = compare.compare_runs(runs / "base", runs / "slower")
     assert result.count(compare.SLOWER) == 0 and result.exit_code == 0
     measured = [c for c in result.cells if c.ratio is not None]
-    assert measured and all(c.verdict == compare.NOT_COMPARABLE and key in c.differing_keys
-                            and shown in c.reason and c.stack_differs for c in measured)
-    assert all(shown in " ".join(s.differs) for s in result.stacks)
+    named = shown.split()[0]
+    assert measured and all(c.verdict == compare.NOT_COMPARABLE and named in c.differing_keys
+                            and shown in c.reason and c.stack_differs == in_stack
+                            for c in measured)
+    if in_stack:
+        assert all(f"{key} " in " ".join(s.differs) for s in result.stacks)
+
+
+def test_another_runner_with_the_same_method_still_compares(runs):
+    """A runner update that left these cells' code alone: their numbers compare."""
+    set_metadata(runs / "base", runner_version="aaaaaaaaaaaa", method_version="cccccccccccc")
+    set_metadata(runs / "slower", runner_version="bbbbbbbbbbbb", method_version="cccccccccccc")
+    result = compare.compare_runs(runs / "base", runs / "slower")
+    assert result.count(compare.SLOWER) > 0
+    assert all("runner_version" in " ".join(s.differs) for s in result.stacks)
 
 
 def test_cells_pair_by_name_whatever_their_ids(runs):

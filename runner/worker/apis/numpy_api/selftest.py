@@ -10,7 +10,7 @@ seeded arrays.
 DL_BENCH_SELFTEST_SHORTCUT (an environment's `env`, a fraction in (0, 1]) makes an environment
 cut corners the way a backend that silently does less would: each step sleeps that fraction of
 sleep_ms, and the answer is scaled by it. The report must mark such a cell "different answer"
-and never call it the best (tests/test_effects_run.py)."""
+and never call it the best (tests/results/render/test_effects_run.py)."""
 
 from __future__ import annotations
 
