@@ -42,7 +42,7 @@ def predict_bench(spec, fw, keras) -> Bench:
         effective={"jit_compile": hub_benches.jit_in_effect(model),
                    "compute_dtype": model.layers[0].compute_dtype},
         extra=cc.predict_extra(data, weights, model.count_params()))
-    bench.answer = lambda: cc.predict_answer(bench.step())
+    bench.answer = lambda: cc.predict_answer(bench.call_step())
     return quantized.record(bench, found)
 
 
@@ -95,7 +95,7 @@ def training_data(keras, backend: str, data: cc.TrainingArrays, how: str,
         "keras.utils.PyDataset (2 worker threads, queue of 10 batches)"
 
 
-def shuffled_batches(keras, data: cc.CnnData, seed: int):
+def shuffled_batches(keras, data: cc.TrainingArrays, seed: int):
     """A PyDataset that reshuffles every epoch, like the other pipelines."""
     class Batches(keras.utils.PyDataset):
         def __init__(self):

@@ -111,7 +111,7 @@ def sentencepiece_proto(special: dict[str, tuple[int, str]], vocab_size: int = 4
     import sentencepiece
 
     model = io.BytesIO()
-    kwargs = {}
+    kwargs: dict[str, int | str] = {}
     for role in ("pad", "unk", "bos", "eos"):
         ident, piece = special.get(role, (-1, None))
         kwargs[f"{role}_id"] = ident
