@@ -30,7 +30,7 @@ from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
 from ..version import runner_version
-from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec
+from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec, UserWorkloadEntry
 from . import devices, scheduling
 from .block_sizes import BlockSizes
 from .console import calibration_line, calibration_summary, cell_line
@@ -78,7 +78,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         **cell.axes, **cell.settings)
 
 
-def user_workload_entry(cell: Cell) -> dict[str, Any] | None:
+def user_workload_entry(cell: Cell) -> UserWorkloadEntry | None:
     """A user workload's spec entry, with how this cell runs it ("model" or "step")."""
     user = cell.user_workload
     if user is None:

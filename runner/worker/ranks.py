@@ -26,6 +26,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .apis.data_parallel import LOCAL_RANK_ENV, RANK_ENV, WORLD_ENV, process_per_device
+from .protocol import WorkerResult
 
 ADDRESS_ENV, PORT_ENV = "MASTER_ADDR", "MASTER_PORT"
 POLL_S = 0.5
@@ -140,7 +141,7 @@ def launch(spec: Any, spec_path: str, result_path: str) -> Followers | None:
     return Followers(spec, spec_path, result_path)
 
 
-def merge(result: dict[str, Any], followers: list[dict[str, Any]]) -> None:
+def merge(result: WorkerResult, followers: list[dict[str, Any]]) -> None:
     """Rank 0's record: every rank's memory (and energy) in extra.ranks; the cell fails where a
     follower did."""
     own = {"rank": 0, **{k: result.get(k) for k in RANK_FIELDS}}
