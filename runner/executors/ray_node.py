@@ -146,7 +146,7 @@ def staged_sources(attempt: Attempt) -> dict[str, bytes] | None:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix == ".py"}
 
 
-def stage_here(sources: dict[str, bytes] | None, spec: Any, work: Path) -> Path | None:
+def stage_here(sources: dict[str, bytes] | None, spec: CellSpec, work: Path) -> Path | None:
     """A user workload's code, shipped with the cell, staged read-only in the cell's folder."""
     if not sources or not spec.user_workload:
         return None

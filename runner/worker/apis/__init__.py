@@ -122,6 +122,7 @@ class TorchFramework(Protocol):
     spec: CellSpec
     device: str
     effective: dict[str, Any]
+    shards: Shards
     torch_device: Any                 # a torch.device
 
     def compile(self, fn: Any) -> Any: ...
