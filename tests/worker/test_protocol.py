@@ -62,3 +62,25 @@ def test_a_user_workload_entry_is_exactly_what_the_host_puts_in_the_spec(tmp_pat
     # across the process boundary: the spec.json the worker reads gives the same entry back
     spec = cell_spec(user_workload=entry)
     assert CellSpec.from_dict(json.loads(json.dumps(spec.to_dict()))).user_workload == entry
+
+
+class FakeMonitor:
+    def summary(self) -> dict:
+        return {"cpu_util_mean": 95.0, "telemetry_window_s": 1.5, "gpu_energy_j": 300.0,
+                "gpu_clock_events": ["sw_power_cap"], "gpu_temp_max_c": 71}
+
+
+def test_a_windows_telemetry_fills_the_result_and_the_rest_goes_to_extra():
+    from runner.worker.__main__ import record_window
+    from runner.worker.bench import Bench, StepClock
+
+    result = empty_result(cell_spec())
+    clock = StepClock(warmup_calls=1, timed_calls=2, sync=lambda out: None)
+    clock.warmup_s, clock.timed_s = [0.5], [0.002, 0.004]
+    record_window(result, Bench(items_per_step=8, step=lambda: None, flops_per_step=1e6),
+                  clock, FakeMonitor())
+    assert (result["cpu_util_mean"], result["gpu_energy_j"]) == (95.0, 300.0)
+    assert result["gpu_clock_events"] == ["sw_power_cap"]
+    assert result["extra"] == {"telemetry_window_s": 1.5, "gpu_temp_max_c": 71}
+    assert result["samples_ms"] == [2.0, 4.0] and result["train_s"] == 0.006
+    assert (result["compile_s"], result["items_per_step"]) == (0.5, 8)
