@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from ..environments import Source, decide_flavour, folder_flavour, lock_path, lock_sha256
 from ..environments.venvs import ENV_ROOT
 from ..worker.protocol import CellSpec
-from .base import Attempt, GpuRequest, Outcome, Prepared, write_spec
+from .base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
 
 LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to the driver
 RESULT_LIMIT = 64 << 20                     # a result.json larger than this is not one
@@ -146,7 +146,7 @@ def staged_sources(attempt: Attempt) -> dict[str, bytes] | None:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix == ".py"}
 
 
-def stage_here(sources: dict[str, bytes] | None, spec: Any, work: Path) -> Path | None:
+def stage_here(sources: dict[str, bytes] | None, spec: CellSpec, work: Path) -> Path | None:
     """A user workload's code, shipped with the cell, staged read-only in the cell's folder."""
     if not sources or not spec.user_workload:
         return None
@@ -172,7 +172,7 @@ def read_result(path: Path) -> str | None:
         return None
 
 
-def run_interruptibly(executor: Any, prepared: Prepared, attempt: Attempt) -> Outcome:
+def run_interruptibly(executor: Executor, prepared: Prepared, attempt: Attempt) -> Outcome:
     """Run the cell in a helper thread: Ray's cancel arrives as KeyboardInterrupt in this (the
     task's) thread only between Python instructions, never inside a blocking wait; then the
     executor kills the worker or container and cleans up before the task ends."""
@@ -253,7 +253,7 @@ def node_file_lock(name: str) -> Iterator[None]:
         os.close(fd)
 
 
-def prepare_here(executor: Any, source: Source, locks: dict[str, str]) -> Prepared:
+def prepare_here(executor: Executor, source: Source, locks: dict[str, str]) -> Prepared:
     """The environment on this node, built from the lock when missing, after checking that this
     node's lock is the driver's; and that what was built holds that lock."""
     flavour = folder_flavour(executor.flavour, source.image_folder) if not source.existing else None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from ..results.data.types import Record
 from ..schema.matrix import Cell
 from .plan import Entry
 
@@ -20,7 +20,7 @@ class BlockSizes:
     repeat does not finish ok, the cell's next repeat calibrates instead. A serial run needs no
     waiting: the plan runs round 1 of every cell before round 2."""
 
-    def __init__(self, stored: Sequence[Mapping[str, Any]], to_run: list[Entry],
+    def __init__(self, stored: Sequence[Record], to_run: list[Entry],
                  given: int | None = None):
         self.given = given                 # one size for every cell (Options.calls_per_sample)
         self.sizes: dict[str, int] = {}
@@ -30,7 +30,7 @@ class BlockSizes:
         for entry in sorted(to_run, key=lambda e: e.repeat):
             self.waiting.setdefault(entry.cell.id, []).append(entry.key)
 
-    def _learn(self, record: Mapping[str, Any]) -> None:
+    def _learn(self, record: Record) -> None:
         size = record.get("calls_per_sample")
         if record.get("status") == "ok" and isinstance(size, int) and size >= 1:
             self.sizes.setdefault(record["cell_id"], size)
@@ -44,7 +44,7 @@ class BlockSizes:
         waiting = self.waiting.get(entry.cell.id) or [entry.key]
         return bool(self.given) or entry.cell.id in self.sizes or waiting[0] == entry.key
 
-    def finished(self, entry: Entry, record: Mapping[str, Any]) -> None:
+    def finished(self, entry: Entry, record: Record) -> None:
         keys = self.waiting.get(entry.cell.id, [])
         if entry.key in keys:
             keys.remove(entry.key)

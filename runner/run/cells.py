@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import Progress
@@ -24,13 +24,13 @@ from ..executors.base import Attempt, Executor, GpuRequest, Outcome, Prepared, w
 from ..machine import gpustate
 from ..machine.peak_cache import PeakCache
 from ..results.analysis import peaks
-from ..results.data import records as record_mod, schemas
+from ..results.data import records as record_mod
 from ..results.data.store import Store
 from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
 from ..version import runner_version
-from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec
+from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec, UserWorkloadEntry
 from . import devices, scheduling
 from .block_sizes import BlockSizes
 from .console import calibration_line, calibration_summary, cell_line
@@ -54,13 +54,13 @@ class RunStopped(Exception):
     """An executor can run no more cells (its Docker engine or Ray cluster is gone): the run
     stops after the cell that found out (its record stored), keeping every finished record."""
 
-    def __init__(self, reason: str, cell: str = "", record: Mapping[str, Any] | None = None,
+    def __init__(self, reason: str, cell: str = "", record: Record | None = None,
                  by: str = "executor"):
         super().__init__(reason)
         self.reason, self.cell, self.record, self.by = reason, cell, record, by
 
 
-def stop_if_lost(executor: Executor, cell: str = "", record: Mapping[str, Any] | None = None) -> None:
+def stop_if_lost(executor: Executor, cell: str = "", record: Record | None = None) -> None:
     if executor.lost:
         raise RunStopped(executor.lost, cell, record)
 
@@ -78,7 +78,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         **cell.axes, **cell.settings)
 
 
-def user_workload_entry(cell: Cell) -> dict[str, Any] | None:
+def user_workload_entry(cell: Cell) -> UserWorkloadEntry | None:
     """A user workload's spec entry, with how this cell runs it ("model" or "step")."""
     user = cell.user_workload
     if user is None:
@@ -105,7 +105,7 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
         return record
 
-    def done(entry: Entry, record: Mapping[str, Any], progress: Progress) -> None:
+    def done(entry: Entry, record: Record, progress: Progress) -> None:
         blocks.finished(entry, record)
         progress.console.print(cell_line(entry, record, pace.finish(entry) if pace else ""),
                                soft_wrap=True)
@@ -133,13 +133,13 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
     done = sub.finished()
     todo = [c for c in calibrations
             if Entry(c, 1).key not in done and setup.source_of(c).key in prepared]
-    records: list[Mapping[str, Any]] = []
+    records: list[Record] = []
     started, measure = time.monotonic(), []
     for cell in todo:
         lock = source_identity(setup, setup.source_of(cell))
         cached = cache.get(lock, cell.id) if cache is not None and not recalibrate else None
         if cached is not None:
-            sub.write_record(Entry(cell, 1).key, reused_record(cached, store.run_id))
+            sub.write_record(Entry(cell, 1).key, record_mod.reused_record(cached, store.run_id))
         else:
             measure.append((cell, lock))
     with calibration_display(console, len(measure)) as show:    # transient: one line when done
@@ -163,16 +163,6 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
     return {"method": CALIBRATION_METHOD, "peaks": peaks.peaks_from(sub.records()),
             **({"cache": {"path": str(cache.path), "reused": reused, "measured": len(records)}}
                if cache is not None else {})}
-
-
-def reused_record(cached: Mapping[str, Any], run_id: str) -> Record:
-    """A cached calibration record as this run's: where it came from in its `extra`."""
-    record = schemas.record_of(cached["record"])
-    record["extra"] = {**(record.get("extra") or {}),
-                       "peak_cache": {"run_id": cached.get("run_id"),
-                                      "cached_at": cached.get("cached_at")}}
-    record["run_id"] = run_id
-    return record
 
 
 def source_identity(setup: Setup, source: Source) -> str | None:
@@ -230,10 +220,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
             raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
         worker = record_mod.read_worker_result(attempt.result_path)
     record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
-                                 f"logs/{entry.key}.log")
-    record["settle"] = settled
-    wall = record.get("wall_s")
-    record["usd"] = wall * usd_per_s if usd_per_s is not None and wall is not None else None
+                                 f"logs/{entry.key}.log", settle=settled, usd_per_s=usd_per_s)
     store.write_record(entry.key, record)
     return record
 
@@ -281,8 +268,8 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
         return None
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(path))
     outcome = Outcome(returncode=0, timed_out=False, wall_s=None)
-    record = record_mod.finalize(spec, outcome, worker, host_metadata, f"logs/{entry.key}.log")
-    record["extra"] = {**(record["extra"] or {}), "adopted_after_interrupt": True}
+    record = record_mod.finalize(spec, outcome, worker, host_metadata, f"logs/{entry.key}.log",
+                                 notes={"adopted_after_interrupt": True})
     store.write_record(entry.key, record)
     return record
 

@@ -21,7 +21,7 @@ from rich.table import Table
 from ..errors import shortened, user_text
 from ..executors.base import Prepared
 from ..machine.profile import MEASURE_HINT
-from ..results.data.types import CellSummary, Manifest
+from ..results.data.types import CellSummary, Manifest, Record
 from ..results.formatting import fmt
 from ..results.render.terminal import tables
 from ..schema.matrix import Cell, Matrix
@@ -239,7 +239,7 @@ def cell_label(name: str) -> str:
     return user_text(shortened(name, CELL_LABEL_CHARACTERS))
 
 
-def cell_line(entry: Entry, record: Mapping[str, Any], pace: str = "") -> str:
+def cell_line(entry: Entry, record: Record, pace: str = "") -> str:
     """✓ name r2 [GPU 1]: 12.3 ms/step — a cell × repeat as it finishes; `pace` after it:
     "[k/N] finish ~17:42 (9 min left)" (run/pace.py)."""
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
@@ -248,13 +248,13 @@ def cell_line(entry: Entry, record: Mapping[str, Any], pace: str = "") -> str:
             f"{f' · {pace}' if pace else ''}")
 
 
-def calibration_line(cell: Cell, record: Mapping[str, Any]) -> str:
+def calibration_line(cell: Cell, record: Record) -> str:
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
     return (f"{mark} calibration {user_text(cell.environment)} "
             f"{cell.axes['precision']}: {user_text(peak_text(record))}")
 
 
-def calibration_summary(records: list[Mapping[str, Any]], took: float, reused: int = 0,
+def calibration_summary(records: Sequence[Mapping[str, Any]], took: float, reused: int = 0,
                         cache: Path | None = None) -> str:
     """One line for the calibrations that went well (each failure has its own line), and the
     peaks the machine's cache gave (measured before on this VM, with the same locks)."""
@@ -270,13 +270,13 @@ def calibration_summary(records: list[Mapping[str, Any]], took: float, reused: i
             f"the report lists them){f'; {cached}' if cached else ''}")
 
 
-def peak_text(record: Mapping[str, Any]) -> str:
+def peak_text(record: Record) -> str:
     if record["status"] != "ok":
         return outcome_text(record)
     return f"{record['achieved_tflops']:.4g} TFLOP/s at n={record['options'].get('n')}"
 
 
-def ran_on(record: Mapping[str, Any]) -> str:
+def ran_on(record: Record) -> str:
     """[GPU 1] or [127.0.0.3 GPU 0]: where a record's cell ran, for the progress lines of a
     parallel or Ray run."""
     meta = record.get("metadata") or {}
@@ -286,7 +286,7 @@ def ran_on(record: Mapping[str, Any]) -> str:
     return f" [{' '.join(parts)}]" if parts else ""
 
 
-def outcome_text(record: Mapping[str, Any]) -> str:
+def outcome_text(record: Record) -> str:
     if record["status"] == "ok" and record.get("median_ms") is not None:
         return f"{fmt(record['median_ms'])} ms/step"
     error = (record.get("error") or "").strip().splitlines()

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from ..errors import user_text
-from ..executors.base import Attempt, Outcome, Prepared, write_spec
+from ..executors.base import Attempt, Executor, Outcome, Prepared, write_spec
 from ..results.analysis.summaries import row_label
 from ..results.data import profiles as stored, records as record_mod
 from ..results.data.store import Store
@@ -76,7 +76,7 @@ def run_profiles(setup: Setup, cells: list[Cell], prepared: dict[str, Prepared],
         stop_if_lost(executor)
 
 
-def profile_one(executor: Any, prepared: Prepared, cell: Cell, store: Store,
+def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store,
                 settings: dict[str, Any], seed: int, lane: Any,
                 records: Sequence[Record]) -> dict[str, Any]:
     """Run the cell's profiled pass and write profiles/<cell>/: its profile.json."""

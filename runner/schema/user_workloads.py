@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..worker import catalog
+from ..worker.protocol import UserWorkloadEntry
 from ..worker.user_code import STAGED_ENV, digest
 from .workload_code import read_code, read_sources
 
@@ -70,7 +71,7 @@ class UserWorkload:
         """The staged copy's folder under the run folder's workloads/."""
         return self.sha256[:12]
 
-    def spec_entry(self) -> dict[str, Any]:
+    def spec_entry(self) -> UserWorkloadEntry:
         """What the cell spec (and so every record) carries of it."""
         return {"name": self.name, "file": self.file, "module": self.module,
                 "folder": self.folder, "sha256": self.sha256, "defaults": dict(self.defaults)}

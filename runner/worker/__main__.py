@@ -15,23 +15,24 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, cast
 
 from . import distributions, overhead, ranks
-from .apis import NoGpuError
+from .apis import FrameworkBase, NoGpuError, Workload
 from .apis import data_parallel as parallel
-from .bench import BLOCK_TARGET_S, StepClock, run_loop, short_block
+from .bench import BLOCK_TARGET_S, Bench, StepClock, run_loop, short_block
 from .catalog import API_PACKAGES
 from .metadata import base_metadata, clean
 from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
 from .protocol import (COMPILE_CACHE_ENV, ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS,
-                       RECORD_FIELDS, CellSpec, empty_result, write_json_atomic)
+                       RECORD_FIELDS, CellSpec, Status, WorkerResult, empty_result, fill,
+                       write_json_atomic)
 
 OOM_MARKERS = ("out of memory", "resource_exhausted", "resourceexhausted", "oom when allocating",
                "failed to allocate")
 
 
-def status_for_exception(exc: BaseException) -> str:
+def status_for_exception(exc: BaseException) -> Status:
     """The one place a worker exception becomes a status."""
     if isinstance(exc, NoGpuError):
         return "no_gpu"
@@ -56,7 +57,7 @@ def prepare_process_environment(spec: CellSpec) -> None:
     parallel.prepare_environment(spec)
 
 
-def measure(spec: CellSpec, result: dict[str, Any]) -> None:
+def measure(spec: CellSpec, result: WorkerResult) -> None:
     fw, workload, gpu = start_framework(spec, result)
     if spec.profile_pass is not None:     # a profiled pass: no timed window, no telemetry
         from .profiling.profiled import profile_cell
@@ -76,7 +77,8 @@ def measure(spec: CellSpec, result: dict[str, Any]) -> None:
     record_after_window(spec, result, bench, clock, fw)
 
 
-def start_framework(spec: CellSpec, result: dict[str, Any]) -> tuple[Any, Any, Any]:
+def start_framework(spec: CellSpec,
+                    result: WorkerResult) -> tuple[FrameworkBase, Workload, Nvml | None]:
     """Import the framework and the workload module, open NVML on a GPU, read the metadata and
     the initial memory: (the Framework, the workload module, the GPU or None)."""
     prepare_process_environment(spec)
@@ -84,9 +86,9 @@ def start_framework(spec: CellSpec, result: dict[str, Any]) -> tuple[Any, Any, A
     package = f"{__package__}.apis.{API_PACKAGES[spec.api]}"
     framework = importlib.import_module(package)
     # A user workload's bench is built by one module for every API (it imports the user's file).
-    workload = importlib.import_module(f"{__package__}.apis.user_common") \
-        if spec.user_workload else importlib.import_module(f"{package}.{spec.workload}")
-    fw = framework.Framework(spec)
+    workload = cast(Workload, importlib.import_module(f"{__package__}.apis.user_common")
+                    if spec.user_workload else importlib.import_module(f"{package}.{spec.workload}"))
+    fw: FrameworkBase = framework.Framework(spec)
     result["import_s"] = time.perf_counter() - started
     result["rss_initial_mb"] = rss_mb()
     vram = fw.vram_mb()
@@ -98,12 +100,12 @@ def start_framework(spec: CellSpec, result: dict[str, Any]) -> tuple[Any, Any, A
     meta.update(fw.metadata())
     result["metadata"] = clean(meta)
     if gpu is not None:                 # at rest, before anything of the cell runs
-        result.update(gpu.idle())
+        fill(result, gpu.idle())
     fw.reset_peak()
     return fw, workload, gpu
 
 
-def energy_window(spec: CellSpec, gpu: Any, result: dict[str, Any]) -> CellSpec:
+def energy_window(spec: CellSpec, gpu: Nvml | None, result: WorkerResult) -> CellSpec:
     """On a GPU with steps = "auto": a timed window long enough for the energy counter to
     resolve (ENERGY_WINDOW_RESOLUTIONS of its measured update interval, more than min_time's
     default second where the counter is coarse); recorded in extra.energy_min_window_s."""
@@ -117,10 +119,10 @@ def energy_window(spec: CellSpec, gpu: Any, result: dict[str, Any]) -> CellSpec:
     return dataclasses.replace(spec, min_time_s=needed, max_time_s=max(spec.max_time_s, needed))
 
 
-def record_window(result: dict[str, Any], bench: Any, clock: StepClock, monitor: Monitor) -> None:
+def record_window(result: WorkerResult, bench: Bench, clock: StepClock, monitor: Monitor) -> None:
     """The timed window's samples, how they were taken, and its telemetry."""
     telemetry = monitor.summary()
-    result.update({k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
+    fill(result, {k: v for k, v in telemetry.items() if k in RECORD_FIELDS})
     result["extra"].update({k: v for k, v in telemetry.items() if k not in RECORD_FIELDS})
     if bench.calls_per_epoch:           # the host's whole epochs (analysis/derived.py)
         result["extra"]["calls_per_epoch"] = bench.calls_per_epoch
@@ -134,27 +136,25 @@ def record_window(result: dict[str, Any], bench: Any, clock: StepClock, monitor:
         timing = (f"blocks of {calls} call{'s' if calls > 1 else ''} timed together, the device "
                   f"synchronised once at the end of each block ({chosen} to last at least "
                   f"{BLOCK_TARGET_S * 1000:.0f} ms); one call: {timing}")
-    result.update(
-        samples_ms=[t * 1000.0 / per_sample for t in clock.timed_s],
-        steps_per_call=per_call,
-        calls_per_sample=clock.calls_per_sample,
-        block_source=clock.block_source,
-        outliers=[[i, t * 1000.0 / per_sample] for i, t in clock.outliers()],
-        epoch_boundary_samples=clock.epoch_boundaries if bench.calls_per_epoch else None,
-        timing=timing,
-        compile_s=clock.warmup_s[0],
-        warmup_s=clock.warmup_s,
-        train_s=sum(clock.timed_s),
-        items_per_step=bench.items_per_step,
-        flops_per_step=bench.flops_per_step,
-    )
+    result["samples_ms"] = [t * 1000.0 / per_sample for t in clock.timed_s]
+    result["steps_per_call"] = per_call
+    result["calls_per_sample"] = clock.calls_per_sample
+    result["block_source"] = clock.block_source
+    result["outliers"] = [[i, t * 1000.0 / per_sample] for i, t in clock.outliers()]
+    result["epoch_boundary_samples"] = clock.epoch_boundaries if bench.calls_per_epoch else None
+    result["timing"] = timing
+    result["compile_s"] = clock.warmup_s[0]
+    result["warmup_s"] = clock.warmup_s
+    result["train_s"] = sum(clock.timed_s)
+    result["items_per_step"] = bench.items_per_step
+    result["flops_per_step"] = bench.flops_per_step
     short = short_block(clock, bench.returns_to_host)
     if short is not None:
         result["extra"]["block_short"] = short
 
 
-def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, clock: StepClock,
-                        fw: Any) -> None:
+def record_after_window(spec: CellSpec, result: WorkerResult, bench: Bench, clock: StepClock,
+                        fw: FrameworkBase) -> None:
     """What is read once the timed window is over: losses, evaluation, memory peaks, the
     settings in effect, the harness's overhead where asked, and the answer last."""
     if bench.loss is not None:
@@ -179,7 +179,7 @@ def record_after_window(spec: CellSpec, result: dict[str, Any], bench: Any, cloc
     result["answer"] = answer_of(bench, result)
 
 
-def answer_of(bench: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+def answer_of(bench: Bench, result: WorkerResult) -> dict[str, Any] | None:
     """The cell's answer (after the timed loop: never timed). A fingerprint that cannot be
     taken costs the answer, not the measurement: the reason goes to extra."""
     try:
@@ -192,7 +192,8 @@ def answer_of(bench: Any, result: dict[str, Any]) -> dict[str, Any] | None:
     return answer or None
 
 
-def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClock, Monitor]:
+def timed_window(spec: CellSpec, bench: Bench, gpu: Nvml | None,
+                 fw: FrameworkBase) -> tuple[StepClock, Monitor]:
     """Warm-up, then the timed window (a fixed step count or steps = "auto"), the monitor's
     counters read at the start of the first timed sample and at the end of the last."""
     monitor = Monitor(gpu=gpu, compilations=fw.compilation_count, counted=fw.compilations_counted)
@@ -226,15 +227,17 @@ def timed_window(spec: CellSpec, bench: Any, gpu: Any, fw: Any) -> tuple[StepClo
 # scaled by n³) is not timed: n = 16 384 on a 2-core CPU is ~22 s a step, minutes a window.
 CALIBRATION_GPU_MIN_S = 3.0
 CALIBRATION_MAX_STEP_S = 1.0
+# A size's timed window in a calibration pass: (TFLOP/s, its clock, its monitor, its bench).
+Timed = tuple[float, StepClock, Monitor, Bench]
 
 
-def calibration_pass(spec: CellSpec, fw: Any, workload: Any, gpu: Any, sizes: list[int],
-                     benches: dict[int, Any],
-                     skipped: list[dict[str, Any]] | None) -> dict[int, tuple]:
+def calibration_pass(spec: CellSpec, fw: FrameworkBase, workload: Workload, gpu: Nvml | None,
+                     sizes: list[int], benches: dict[int, Bench],
+                     skipped: list[dict[str, Any]] | None) -> dict[int, Timed]:
     """One timed window per size, smallest first: {n: (TFLOP/s, clock, monitor, bench)}. With
     `skipped` (the first pass), a size predicted too slow and every larger one are left out and
     listed there; benches are built once."""
-    out: dict[int, tuple] = {}
+    out: dict[int, Timed] = {}
     min_time = max(spec.min_time_s, CALIBRATION_GPU_MIN_S) if fw.device == "gpu" else spec.min_time_s
     last: tuple[int, float] | None = None
     for n in sizes:
@@ -250,20 +253,27 @@ def calibration_pass(spec: CellSpec, fw: Any, workload: Any, gpu: Any, sizes: li
         clock, monitor = timed_window(sized, bench, gpu, fw)
         per_step_s = statistics.median(clock.timed_s) / (clock.calls_per_sample
                                                          * bench.steps_per_call)
-        out[n] = (bench.flops_per_step / per_step_s / 1e12, clock, monitor, bench)
+        out[n] = (flops_of(bench) / per_step_s / 1e12, clock, monitor, bench)
         last = (n, per_step_s)
     return out
 
 
-def calibrate(spec: CellSpec, fw: Any, workload: Any, gpu: Any,
-              result: dict[str, Any]) -> tuple[Any, StepClock, Monitor]:
+def flops_of(bench: Bench) -> float:
+    """A calibrated workload's FLOPs per step (the matmul's recipe always gives them)."""
+    if bench.flops_per_step is None:
+        raise RuntimeError("a calibration times only a workload that gives its FLOPs per step")
+    return bench.flops_per_step
+
+
+def calibrate(spec: CellSpec, fw: FrameworkBase, workload: Workload, gpu: Nvml | None,
+              result: WorkerResult) -> tuple[Bench, StepClock, Monitor]:
     """The device's measured peak: the matmul at each of spec.calibration_sizes that fits the
     device (steps auto, sustained on a GPU), twice: the first pass (which also warms the device)
     picks the size, the second, independent of that choice, measures it, so that picking the
     largest of several noisy medians cannot inflate the peak. Every size's figures go to extra;
     the record is the picked size's second pass."""
     started = time.perf_counter()
-    benches: dict[int, Any] = {}
+    benches: dict[int, Bench] = {}
     skipped: list[dict[str, Any]] = []
     first = calibration_pass(spec, fw, workload, gpu, sorted(spec.calibration_sizes), benches,
                              skipped)
@@ -271,7 +281,7 @@ def calibrate(spec: CellSpec, fw: Any, workload: Any, gpu: Any,
     chosen = max(first, key=lambda n: first[n][0])
     result["setup_s"] = time.perf_counter() - started
     result["extra"]["calibration"] = [
-        {"n": n, "pass": number, "ms_per_step": bench.flops_per_step / tflops / 1e9,
+        {"n": n, "pass": number, "ms_per_step": flops_of(bench) / tflops / 1e9,
          "tflops": tflops}
         for number, timed in ((1, first), (2, second))
         for n, (tflops, _, _, bench) in timed.items()]
@@ -283,7 +293,7 @@ def calibrate(spec: CellSpec, fw: Any, workload: Any, gpu: Any,
     return bench, clock, monitor
 
 
-def record_distributions(result: dict[str, Any]) -> None:
+def record_distributions(result: WorkerResult) -> None:
     """What is installed in this environment (after the timed window: it reads every
     distribution's metadata from disk)."""
     try:
@@ -339,12 +349,13 @@ def rank_text() -> str:
     return f" rank {ranks.rank()}" if ranks.rank() else ""
 
 
-def abandon(spec: CellSpec, result: dict[str, Any], result_path: str, started: float,
+def abandon(spec: CellSpec, result: WorkerResult, result_path: str, started: float,
             why: str) -> None:
     """Rank 0 of a DDP cell whose follower failed (it waits for it in a collective): the
     cell's failed record, then the end of this process."""
-    result.update(status="failed", error=f"a data-parallel rank failed: {why}"[-4000:],
-                  worker_s=time.perf_counter() - started)
+    result["status"] = "failed"
+    result["error"] = f"a data-parallel rank failed: {why}"[-4000:]
+    result["worker_s"] = time.perf_counter() - started
     if result.get("rss_peak_mb") is None:
         result["rss_peak_mb"] = peak_rss_mb()
     write_json_atomic(result_path, result)

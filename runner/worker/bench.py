@@ -43,6 +43,12 @@ class Bench:
     answer: Callable[[], dict[str, Any]] | None = None
     first_loss_in_answer: bool = False
 
+    def call_step(self) -> Any:
+        """One more call of step() outside the timed loop (an answer's output)."""
+        if self.step is None:
+            raise TypeError("a bench whose loop the framework drives has no step() to call")
+        return self.step()
+
 
 # Block samples: a sample times this many consecutive calls with one device synchronisation at
 # its end, chosen so that a sample lasts at least BLOCK_TARGET_S: the synchronisation's own cost

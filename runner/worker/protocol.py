@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 from collections.abc import Callable, Iterator
 
 
@@ -60,6 +60,20 @@ def setting(default: Any = MISSING, *, factory: Callable[[], Any] | None = None,
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+class UserWorkloadEntry(TypedDict):
+    """A user workload as a cell spec carries it across the process boundary (the host's
+    schema/user_workloads.py spec_entry, run/cells.py adds runs_as; the worker's user_code.py
+    and apis/user_common.py read it), and as every record of its cells keeps it."""
+
+    name: str
+    file: str                           # the user's file, as the matrix names it
+    module: str                         # its module name, imported from the staged copy
+    folder: str                         # the staged copy's folder under the run's workloads/
+    sha256: str                         # the digest of the code the host staged
+    defaults: dict[str, Any]            # its options' defaults
+    runs_as: NotRequired[str | None]    # "model" | "step" for this cell's API and task
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +128,7 @@ class CellSpec:
     harness_overhead: bool = setting(False, coordinate=True)
     # A workload from the user's own file: {name, file, module, folder, sha256, defaults}; the
     # worker imports its staged copy (runner/worker/user_code.py). None: a built-in workload.
-    user_workload: dict[str, Any] | None = None
+    user_workload: UserWorkloadEntry | None = None
     # A profiled pass of the cell instead of a timed repeat (runner/worker/profiling/): {steps,
     # warmup, activities, record_shapes, with_stack, max_trace_mb}; None: a timed repeat.
     profile_pass: dict[str, Any] | None = None
@@ -296,13 +310,114 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
 WORKER_FIELDS = tuple(k for k, (origin, _) in RECORD_FIELDS.items() if origin == "worker")
 
 
-def empty_result(spec: CellSpec) -> dict[str, Any]:
-    """A result with every worker field present: unknown values are null, never zero."""
+class WorkerResult(TypedDict):
+    """result.json: what the worker writes, one key per field of RECORD_FIELDS that the spec or
+    the worker fills (tests/worker/test_protocol.py holds the two together), built once by
+    empty_result and filled in place by the worker; the host completes it into a Record
+    (runner/results/data/records.py). Null where unknown, never zero."""
+
+    schema: int
+    status: Status
+    error: str | None
+    # --- copied from the spec (CellSpec's fields but result_path)
+    run_id: str
+    cell_id: str
+    cell_name: str
+    repeat: int
+    environment: str
+    api: str
+    backend: str | None
+    image: str | None
+    workload: str
+    task: str
+    batch_size: int
+    precision: str
+    jit: bool | str
+    size: str
+    tf32: bool | None
+    steps_per_execution: int
+    data: str
+    device: str
+    devices: int
+    scaling: str
+    options: dict[str, Any]
+    steps: int | str
+    warmup_steps: int
+    seed: int
+    min_time_s: float
+    max_time_s: float
+    calibration_sizes: list[int]
+    calls_per_sample: int | None        # the spec's, then the one the timed window used
+    harness_overhead: bool
+    user_workload: UserWorkloadEntry | None
+    profile_pass: dict[str, Any] | None
+    # --- measured (RECORD_FIELDS says what each means)
+    samples_ms: list[float]
+    steps_per_call: int
+    block_source: str | None
+    timing: str | None
+    outliers: list[list[float]] | None
+    epoch_boundary_samples: list[int] | None
+    import_s: float | None
+    setup_s: float | None
+    compile_s: float | None
+    compile_cache: str | None
+    compilations: dict[str, Any] | None
+    warmup_s: list[float]
+    train_s: float | None
+    worker_s: float | None
+    items_per_step: float | None
+    rss_initial_mb: float | None
+    rss_peak_mb: float | None
+    vram_initial_mb: float | None
+    vram_peak_mb: float | None
+    vram_source: str | None
+    nvml_memory_peak_mb: float | None
+    allocator: dict[str, Any] | None
+    gpu_util_mean: float | None
+    gpu_power_mean_w: float | None
+    gpu_energy_j: float | None
+    gpu_idle_power_w: float | None
+    gpu_energy_resolution_s: float | None
+    gpu_sm_clock_mhz: float | None
+    gpu_sm_clock_min_mhz: float | None
+    gpu_mem_clock_mhz: float | None
+    gpu_mem_clock_min_mhz: float | None
+    gpu_other_processes: dict[str, Any] | None
+    gpu_clock_events: list[str] | None
+    cpu_util_mean: float | None
+    host_other_cpu: dict[str, Any] | None
+    flops_per_step: float | None
+    loss_first: float | None
+    loss_last: float | None
+    accuracy: float | None
+    answer: dict[str, Any] | None
+    extra: dict[str, Any]
+    profile: dict[str, Any] | None
+    effective: dict[str, Any]
+    metadata: dict[str, Any]
+    distributions: dict[str, str] | None
+
+
+def empty_result(spec: CellSpec) -> WorkerResult:
+    """A result with every worker field present: unknown values are null, never zero. Its keys
+    in RECORD_FIELDS' order of the worker's fields, then the spec's: the order of result.json."""
     result: dict[str, Any] = {k: None for k in WORKER_FIELDS}
     result.update({k: v for k, v in spec.to_dict().items() if k != "result_path"})
     result.update(schema=SCHEMA_VERSION, status="failed", samples_ms=[], warmup_s=[],
                   steps_per_call=1, effective={}, metadata={}, extra={})
-    return result
+    # Every key of WorkerResult, each given its start value above (test_protocol.py checks the
+    # keys both ways): the one place the result is made from a plain dict.
+    return cast(WorkerResult, result)
+
+
+def fill(result: WorkerResult, values: dict[str, Any]) -> None:
+    """Copy figures whose keys are known only at run time (the monitor's telemetry, the GPU at
+    rest, a follower rank's) into the result: each key must be a field of WorkerResult."""
+    unknown = set(values) - set(WorkerResult.__annotations__)
+    if unknown:
+        raise KeyError(f"not fields of the worker's result: {sorted(unknown)}")
+    cast(dict[str, Any], result).update(values)
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .apis.data_parallel import LOCAL_RANK_ENV, RANK_ENV, WORLD_ENV, process_per_device
+from .protocol import CellSpec, WorkerResult
 
 ADDRESS_ENV, PORT_ENV = "MASTER_ADDR", "MASTER_PORT"
 POLL_S = 0.5
@@ -59,7 +60,7 @@ def free_port() -> int:
 class Followers:
     """Ranks 1 … N−1 of a cell, started by rank 0."""
 
-    def __init__(self, spec: Any, spec_path: str, result_path: str):
+    def __init__(self, spec: CellSpec, spec_path: str, result_path: str) -> None:
         self.devices = spec.devices
         self.result_path = result_path
         port = free_port()
@@ -133,14 +134,14 @@ def read_result(path: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def launch(spec: Any, spec_path: str, result_path: str) -> Followers | None:
+def launch(spec: CellSpec, spec_path: str, result_path: str) -> Followers | None:
     """Rank 0 of a DDP cell starts its followers; every other cell (and rank) starts none."""
     if not process_per_device(spec) or RANK_ENV in os.environ and rank() != 0:
         return None
     return Followers(spec, spec_path, result_path)
 
 
-def merge(result: dict[str, Any], followers: list[dict[str, Any]]) -> None:
+def merge(result: WorkerResult, followers: list[dict[str, Any]]) -> None:
     """Rank 0's record: every rank's memory (and energy) in extra.ranks; the cell fails where a
     follower did."""
     own = {"rank": 0, **{k: result.get(k) for k in RANK_FIELDS}}

@@ -16,7 +16,8 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+
+from .protocol import UserWorkloadEntry
 
 STAGED_ENV = "DL_BENCH_WORKLOADS"
 
@@ -29,7 +30,7 @@ def digest(entry: str, sources: dict[str, bytes]) -> str:
     return h.hexdigest()
 
 
-def staged_folder(entry: dict[str, Any]) -> Path:
+def staged_folder(entry: UserWorkloadEntry) -> Path:
     root = os.environ.get(STAGED_ENV)
     if not root:
         raise RuntimeError(f"user workload {entry['name']}: the executor gave no {STAGED_ENV} "
@@ -37,7 +38,7 @@ def staged_folder(entry: dict[str, Any]) -> Path:
     return Path(root) / entry["folder"]
 
 
-def load(entry: dict[str, Any]) -> ModuleType:
+def load(entry: UserWorkloadEntry) -> ModuleType:
     """The user's module of a cell spec's user_workload entry; RuntimeError when its staged copy
     is missing or is not the code the host hashed."""
     folder = staged_folder(entry)

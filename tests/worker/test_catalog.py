@@ -178,10 +178,10 @@ def append(path: Path, text: str) -> None:
     path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
 
 
-def insert_after(path: Path, anchor: str, text: str) -> None:
-    """`text` after the one line `anchor` of a module of the copy."""
+def insert_after(path: Path, anchor: str, text: str, times: int = 1) -> None:
+    """`text` after the one line `anchor` of a module of the copy (after each of `times`)."""
     source = path.read_text(encoding="utf-8")
-    assert source.count(anchor) == 1, (path, anchor)
+    assert source.count(anchor) == times, (path, anchor)
     path.write_text(source.replace(anchor, anchor + text), encoding="utf-8")
 
 
@@ -232,7 +232,9 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     append(catalog_dir / "axes.py", TOY_AXIS)
     append(catalog_dir / "rules.py", TOY_RULE)
     # its typed fields: the worker's spec and the record's coordinates
-    insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n")
+    # CellSpec's field, and WorkerResult's (the worker copies the spec into its result)
+    insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n",
+                 times=2)
     insert_after(copy / "runner" / "results" / "data" / "types.py", "    device: str | None\n",
                  "    toy: str | None\n")
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from ...executors.base import Outcome
 from ...worker.protocol import WORKER_FIELDS, CellSpec, Status, empty_result
 from . import schemas
-from .types import Record, StepSummary, Throughput
+from .types import Document, Figure, Record, StepSummary, Throughput
 
 
 def read_worker_result(path: Path) -> dict[str, Any] | None:
@@ -73,22 +73,56 @@ def status_from_outcome(outcome: Outcome,
     return "crashed", f"worker exited {outcome.returncode} without a result; last output:\n{tail}"
 
 
+class HostFields(TypedDict, total=False):
+    """What the host sets on a record when it finishes it (RECORD_FIELDS' "host" fields, and
+    the run id of a record it reuses)."""
+
+    metadata: Document | None
+    returncode: int | None
+    wall_s: Figure | None
+    log: str | None
+    host_gpu: Any
+    settle: Any
+    usd: Figure | None
+    run_id: str | None
+
+
+def finish(fields: Mapping[str, Any], status: Status, error: str | None,
+           host: HostFields | None = None, notes: Mapping[str, Any] | None = None,
+           derive: bool = True) -> Record:
+    """The one place a record is finished, whatever made it (a worker's outcome, a planned
+    not_applicable, a calibration reused from the machine's cache): exactly RECORD_FIELDS from
+    `fields` (the spec's and the worker's), its status and error, no samples unless they are
+    finite and positive, what the host sets, `notes` added to its extra, then the figures the
+    host derives from its samples (the step summary, the throughput). `derive` False: a record
+    finished before, whose samples and figures are kept as they were stored."""
+    record = schemas.record_of(fields)
+    record["status"], record["error"] = status, error
+    if derive and not schemas.positive_samples(record["samples_ms"]):
+        record["samples_ms"] = []   # zeros or nothing: no measurement to summarise
+    record.update(host or {})
+    if notes:
+        record["extra"] = {**(record["extra"] or {}), **notes}
+    if derive:
+        record.update(summarize(record["samples_ms"] or []))
+        record.update(throughput(record))
+    return record
+
+
 def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
-             host_metadata: dict[str, Any], log: str) -> Record:
-    """The stored record: worker fields (or nulls), status, host summaries and metadata."""
+             host_metadata: dict[str, Any], log: str, settle: Any = None,
+             usd_per_s: float | None = None, notes: Mapping[str, Any] | None = None) -> Record:
+    """A worker's outcome as its record: worker fields (or nulls), status, host fields and
+    metadata; `usd_per_s` (the per-GPU share of the VM's price) makes its `usd`."""
     status, error = status_from_outcome(outcome, worker)
     valid = worker is not None and worker_problem(worker) is None
-    record = schemas.record_of({**empty_result(spec),
-                                **(worker_fields(worker, spec) if worker and valid else {})})
-    record["status"], record["error"] = status, error
-    if not schemas.positive_samples(record["samples_ms"]):
-        record["samples_ms"] = []   # zeros or nothing: no measurement to summarise
-    record["metadata"] = {**(record["metadata"] or {}), **host_metadata}
-    record["returncode"], record["wall_s"] = outcome.returncode, outcome.wall_s
-    record["log"], record["host_gpu"] = log, outcome.host_gpu
-    record.update(summarize(record["samples_ms"] or []))
-    record.update(throughput(record))
-    return record
+    fields = {**empty_result(spec), **(worker_fields(worker, spec) if worker and valid else {})}
+    wall = outcome.wall_s
+    return finish(fields, status, error, HostFields(
+        metadata={**(fields.get("metadata") or {}), **host_metadata},
+        returncode=outcome.returncode, wall_s=wall, log=log, host_gpu=outcome.host_gpu,
+        settle=settle, usd=wall * usd_per_s if usd_per_s is not None and wall is not None
+        else None), notes)
 
 
 def worker_fields(worker: dict[str, Any], spec: CellSpec) -> dict[str, Any]:
@@ -101,11 +135,17 @@ def worker_fields(worker: dict[str, Any], spec: CellSpec) -> dict[str, Any]:
 
 
 def not_applicable_record(spec: CellSpec, reason: str) -> Record:
-    record = schemas.record_of(empty_result(spec))
-    record["status"], record["error"] = "not_applicable", reason
-    record.update(summarize([]))
-    record.update(throughput(record))
-    return record
+    return finish(empty_result(spec), "not_applicable", reason)
+
+
+def reused_record(cached: Mapping[str, Any], run_id: str) -> Record:
+    """A cached calibration record (the machine's peak cache: {record, run_id, cached_at}) as
+    this run's: its fields and figures as stored, this run's id, where it came from in its
+    `extra`."""
+    stored = cached["record"]
+    return finish(stored, stored["status"], stored.get("error"), HostFields(run_id=run_id),
+                  notes={"peak_cache": {"run_id": cached.get("run_id"),
+                                        "cached_at": cached.get("cached_at")}}, derive=False)
 
 
 def summarize(samples_ms: list[float]) -> StepSummary:

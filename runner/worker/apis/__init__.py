@@ -1,15 +1,18 @@
 """One package per framework API: `<api>_api/__init__.py` defines `Framework` (device, sync,
 memory counters, metadata, the settings in force), and `<api>_api/<workload>.py` defines
-`build(spec, fw) -> Bench`. Every package has the same shape; see FrameworkBase."""
+`build(spec: CellSpec, fw: Framework) -> Bench` (its own package's Framework). Every package has
+the same shape; see FrameworkBase. The recipes shared by several APIs take the Protocol of what
+they ask of a framework: FrameworkBase (the array recipes), KerasFramework, TorchFramework."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Callable
 
 from ..protocol import GPU_GIVEN_ENV, CellSpec
+from ..bench import Bench
 from .data_parallel import Shards, shards_of
 
 
@@ -18,7 +21,7 @@ class FrameworkBase:
 
     name = "base"
 
-    def __init__(self, spec: CellSpec):
+    def __init__(self, spec: CellSpec) -> None:
         self.spec = spec
         self.device = "cpu"
         self.effective: dict[str, Any] = {}
@@ -95,6 +98,43 @@ class FrameworkBase:
     def array_effective(self, array: Any, **settings: Any) -> dict[str, Any]:
         """What a recipe records in effect: the array's dtype and the recipe's settings."""
         return {"dtype": str(array.dtype), **settings}
+
+
+class KerasFramework(Protocol):
+    """What the Keras recipes (kerashub/, keras_quantize.py, a user's Keras model) ask of a
+    framework: keras_api's Framework (Keras 3) and tf_keras_api's (Keras 2) both have it."""
+
+    spec: CellSpec
+    device: str
+    effective: dict[str, Any]
+    keras: Any                        # the keras (or tf_keras) module
+
+    def jit_compile(self) -> Any: ...
+    def data_parallel_scope(self) -> Any: ...
+    def sync(self, out: Any) -> None: ...
+    def compile(self, fn: Any) -> Any: ...
+
+
+class TorchFramework(Protocol):
+    """What the recipes on native PyTorch (huggingface/) ask of a framework: torch_api's
+    Framework and hf_api's."""
+
+    spec: CellSpec
+    device: str
+    effective: dict[str, Any]
+    shards: Shards
+    torch_device: Any                 # a torch.device
+
+    def compile(self, fn: Any) -> Any: ...
+    def sync(self, out: Any) -> None: ...
+    def mean_over_ranks(self, value: Any) -> float: ...
+
+
+class Workload(Protocol):
+    """A workload module (`<api>_api/<workload>.py`, or user_common.py for a user's workload),
+    as the worker calls it."""
+
+    def build(self, spec: CellSpec, fw: Any) -> Bench: ...
 
 
 class NoGpuError(RuntimeError):

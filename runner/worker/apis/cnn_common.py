@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from ..protocol import CellSpec
 from ..bench import Bench, StepClock, run_loop
 from . import answers
 
@@ -60,6 +61,8 @@ class TrainingArrays(Protocol):
     def y_train(self) -> np.ndarray: ...
     @property
     def batch_size(self) -> int: ...
+    @property
+    def steps_per_epoch(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ class CnnData:
         return digest.hexdigest()[:16]
 
 
-def make_data(spec) -> CnnData:
+def make_data(spec: CellSpec) -> CnnData:
     """Learnable synthetic images: each class is a fixed smooth prototype pattern, each sample its
     class's prototype at a random brightness plus pixel noise. The arrays depend on the seed and
     `samples` only (not on batch size), generated in float32 so that building them does not
@@ -225,7 +228,7 @@ def initial_extra(logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
             "initial_logits_head": np.asarray(logits[:2], np.float64).round(7).tolist()}
 
 
-def answer_fields(spec, initial: dict[str, Any], native_loop: bool) -> dict[str, Any]:
+def answer_fields(spec: CellSpec, initial: dict[str, Any], native_loop: bool) -> dict[str, Any]:
     """The CNN's answer (Bench fields): the initial model on the probe batch, its loss and first
     logits (the same weights and batch in every API), and the first training step's loss where
     every API sees the same first batch: the native loops, which share batch_indices' order
@@ -270,7 +273,7 @@ PREDICT_TIMING = ("one forward pass over a batch of held-out-style images (the f
                   "training images, on the device, made once)")
 
 
-def predict_batch(spec, data: CnnData) -> np.ndarray:
+def predict_batch(spec: CellSpec, data: CnnData) -> np.ndarray:
     """predict's batch: the first batch_size training images (NHWC float32)."""
     return data.x_train[:spec.batch_size]
 

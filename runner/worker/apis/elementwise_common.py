@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Callable
 
+from ..protocol import CellSpec
+from . import FrameworkBase
 from ..bench import Bench
 from . import answers, seeded
 
@@ -26,7 +28,7 @@ def selu_with(ops: Any) -> Callable[[Any], Any]:
     return selu
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: FrameworkBase) -> Bench:
     n, batch = spec.options["n"], spec.batch_size
     (values,) = seeded.normal(spec.seed, (batch, n))
     x = fw.tensor(values)

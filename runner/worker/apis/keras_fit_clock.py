@@ -31,6 +31,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ..bench import BLOCK_TARGET_S, MAX_CALLS_PER_SAMPLE, StepClock, block_cap
+from . import FrameworkBase, KerasFramework
 
 TIMING = ("one train-function call (steps_per_execution steps) inside model.fit, whose loop, data "
           "pipeline and batch-end dispatch run as in a plain fit (the clock's callback reads the "
@@ -43,7 +44,7 @@ CALLBACK = ("BlockClock: on_train_batch_begin reads the clock at block ends (dev
 CALIBRATION_CALLS_BOUND = 4 * MAX_CALLS_PER_SAMPLE
 
 
-def state_sync(fw: Any, model: Any, backend: str) -> Callable[[Any], None]:
+def state_sync(fw: FrameworkBase | KerasFramework, model: Any, backend: str) -> Callable[[Any], None]:
     """Wait for the device to finish the calls dispatched so far. torch and TensorFlow wait for
     the whole device; JAX waits on arrays, here the newest training state (fit keeps it in
     model._jax_state between calls, and in the variables after each epoch)."""

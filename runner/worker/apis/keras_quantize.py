@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from ..protocol import CellSpec
+from . import KerasFramework
 from ..catalog import float_base, quantized_mode
 from . import quantized, tf32
 from .quantized import Quantization
@@ -47,7 +49,8 @@ def layers_of(model: Any) -> list[Any]:
     return [layer for layer in model._flatten_layers(include_self=False)]
 
 
-def apply(spec: Any, fw: Any, model: Any, probe: Callable[[], Any]) -> Quantization | None:
+def apply(spec: CellSpec, fw: KerasFramework, model: Any,
+          probe: Callable[[], Any]) -> Quantization | None:
     """Quantizes `model` in place when the cell's precision is quantized (None otherwise), with
     the error figure from `probe` (the model's logits on fixed inputs) before and after."""
     mode = quantized_mode(spec.precision)

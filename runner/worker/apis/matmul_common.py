@@ -11,6 +11,8 @@ where its 2-D one took 130 ms for n = 3000 (issue 37). `effective.operands` says
 
 from __future__ import annotations
 
+from ..protocol import CellSpec
+from . import FrameworkBase
 from ..bench import Bench
 from . import answers, seeded
 
@@ -25,7 +27,7 @@ def operand_shape(n: int, batch: int) -> tuple[int, ...]:
     return (n, n) if batch == 1 else (batch, n, n)
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: FrameworkBase) -> Bench:
     n, batch, to_host = spec.options["n"], spec.batch_size, spec.options.get("to_host", False)
     shape = operand_shape(n, batch)
     a, b = (fw.tensor(x) for x in seeded.normal(spec.seed, shape, shape))

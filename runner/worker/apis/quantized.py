@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..bench import Bench
+
 # float8 (e4m3) matmuls exist on NVIDIA GPUs of compute capability 8.9 and later (Ada, Hopper).
 FLOAT8_MIN_CAPABILITY = (8, 9)
 
@@ -127,7 +129,7 @@ def measured(quantization: Quantization, probe: Callable[[], Any],
     return quantization
 
 
-def record(bench: Any, quantization: Quantization | None) -> Any:
+def record(bench: Bench, quantization: Quantization | None) -> Bench:
     """Puts a cell's quantization into its Bench (effective and extra); None: a float cell."""
     if quantization is not None:
         bench.effective["quantization"] = quantization.effective()

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from ..protocol import CellSpec
+from . import TorchFramework
 from ..catalog import float_base, quantized_mode
 from ..catalog.quantized_rules import TORCHAO_CUDA_ONLY
 from . import quantized
@@ -66,7 +68,7 @@ def check_device(mode: str, device: str) -> None:
                                f"{capability[0]}.{capability[1]}")
 
 
-def apply(spec: Any, fw: Any, model: torch.nn.Module,
+def apply(spec: CellSpec, fw: TorchFramework, model: torch.nn.Module,
           probe: Callable[[], Any]) -> Quantization | None:
     """Quantizes `model` in place when the cell's precision is quantized (None otherwise), with
     the error figure from `probe` (the model's logits on fixed inputs) before and after."""

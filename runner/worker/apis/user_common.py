@@ -22,13 +22,15 @@ import math
 import sys
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import Any, cast
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from .. import user_code
 from ..bench import Bench
+from ..protocol import CellSpec, UserWorkloadEntry
+from . import FrameworkBase, KerasFramework
 from . import answers, keras_fit_clock
 from .kerashub.inputs import seeded_weights
 
@@ -62,7 +64,7 @@ class UserSpec:
     compile: Callable[[Any], Any]  # the jit axis applied to a function (jax.jit, torch.compile…)
 
 
-def user_spec(spec: Any, fw: Any) -> UserSpec:
+def user_spec(spec: CellSpec, fw: FrameworkBase) -> UserSpec:
     keras = getattr(fw, "keras", None)
     return UserSpec(
         workload=spec.workload, task=spec.task, api=spec.api, backend=spec.backend,
@@ -75,16 +77,25 @@ def user_spec(spec: Any, fw: Any) -> UserSpec:
         compile=fw.compile)
 
 
-def build(spec: Any, fw: Any) -> Bench:
-    module = user_code.load(spec.user_workload)
+def entry_of(spec: CellSpec) -> UserWorkloadEntry:
+    """The spec's user workload (the worker imports this module only for a spec with one)."""
+    if spec.user_workload is None:
+        raise RuntimeError(f"{spec.workload}: the spec names no user workload")
+    return spec.user_workload
+
+
+def build(spec: CellSpec, fw: FrameworkBase) -> Bench:
+    entry = entry_of(spec)
+    module = user_code.load(entry)
     uspec = user_spec(spec, fw)
-    if spec.user_workload.get("runs_as") == "model":
-        bench = model_bench(spec, fw, module, uspec)
+    if entry.get("runs_as") == "model":
+        # "model" only on a Keras API (the host's api_tasks): its Framework has the Keras.
+        bench = model_bench(spec, cast(KerasFramework, fw), module, uspec)
     else:
         bench = step_bench(spec, fw, module, uspec)
     hooks(bench, module, uspec)
-    bench.effective["user_workload"] = f"{spec.user_workload['file']} " \
-        f"({spec.user_workload['sha256'][:12]}), {spec.user_workload.get('runs_as')}"
+    bench.effective["user_workload"] = f"{entry['file']} " \
+        f"({entry['sha256'][:12]}), {entry.get('runs_as')}"
     return bench
 
 
@@ -103,7 +114,7 @@ def hooks(bench: Bench, module: ModuleType, uspec: UserSpec) -> None:
 
 # --- step functions ---------------------------------------------------------------------------
 
-def step_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench:
+def step_bench(spec: CellSpec, fw: FrameworkBase, module: ModuleType, uspec: UserSpec) -> Bench:
     name = f"{spec.api.replace('-', '_')}_{spec.task}"
     step = getattr(module, name)(uspec)
     if not callable(step):
@@ -117,7 +128,7 @@ def step_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench
         return checked_answer(answer_hook(uspec, host_values(out)))
 
     note = {} if answer_hook is not None else {
-        "answer_note": f"{spec.user_workload['file']} defines no answer(spec, output) hook"}
+        "answer_note": f"{entry_of(spec)['file']} defines no answer(spec, output) hook"}
     effective = {"jit": fw.effective.get("jit", "the step function's own")}
     return Bench(step=step, sync=checked_sync(fw, spec, name, effective),
                  items_per_step=spec.batch_size, loss=scalar if spec.task == "fit" else None,
@@ -125,7 +136,7 @@ def step_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench
                  extra=note, answer=answer if answer_hook is not None else None)
 
 
-def checked_sync(fw: Any, spec: Any, name: str,
+def checked_sync(fw: FrameworkBase, spec: CellSpec, name: str,
                  effective: dict[str, Any] | None = None) -> Callable[[Any], None]:
     """fw.sync, after checking once (the first call's output) that the step returns something
     the device can be waited on: else every timing would stop the clock before the work. An
@@ -160,7 +171,7 @@ def host_copy_note(device: str, on_host: list[bool]) -> str | None:
             "the device to copy it, so each block holds one synchronisation per call")
 
 
-def on_host(spec: Any, leaf: Any) -> bool:
+def on_host(spec: CellSpec, leaf: Any) -> bool:
     """Whether an array the step returned lives in host memory (a CPU device's)."""
     framework = spec.backend if spec.api == "keras" else spec.api
     if framework == "torch":
@@ -181,13 +192,13 @@ def parts(out: Any) -> list[Any]:
     return [out]
 
 
-def array_kind(spec: Any) -> str:
+def array_kind(spec: CellSpec) -> str:
     framework = spec.backend if spec.api == "keras" else spec.api
     return {"torch": "torch.Tensor", "jax": "jax.Array", "tensorflow": "tf.Tensor",
-            "tf-keras": "tf.Tensor", "numpy": "NumPy array"}.get(framework, "tensor")
+            "tf-keras": "tf.Tensor", "numpy": "NumPy array"}.get(framework or "", "tensor")
 
 
-def is_array(spec: Any, leaf: Any) -> bool:
+def is_array(spec: CellSpec, leaf: Any) -> bool:
     framework = spec.backend if spec.api == "keras" else spec.api
     if framework == "torch":
         return bool(sys.modules["torch"].is_tensor(leaf))
@@ -228,7 +239,7 @@ def checked_answer(answer: Any) -> dict[str, Any]:
 
 # --- Keras models -----------------------------------------------------------------------------
 
-def model_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Bench:
+def model_bench(spec: CellSpec, fw: KerasFramework, module: ModuleType, uspec: UserSpec) -> Bench:
     keras = fw.keras
     with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device
         model = module.keras_model(uspec)
@@ -264,7 +275,7 @@ def model_bench(spec: Any, fw: Any, module: ModuleType, uspec: UserSpec) -> Benc
     return bench
 
 
-def checked_data(data: Any, spec: Any) -> tuple[Any, Any]:
+def checked_data(data: Any, spec: CellSpec) -> tuple[Any, Any]:
     """keras_data's (x, y), trimmed to whole calls (batch_size × steps_per_execution), so that
     a compiled function never sees a second shape."""
     if not isinstance(data, tuple) or len(data) != 2:
@@ -304,7 +315,7 @@ def steps_per_execution(model: Any) -> int:
     return int(value.numpy()) if hasattr(value, "numpy") else int(value or 1)
 
 
-def check_compiled(model: Any, spec: Any) -> None:
+def check_compiled(model: Any, spec: CellSpec) -> None:
     """fit needs a compiled model; the jit and steps_per_execution axes must be what it was
     compiled with (the user passes spec.jit_compile and spec.steps_per_execution)."""
     if getattr(model, "optimizer", None) is None:
@@ -337,7 +348,7 @@ def on_device(keras: Any, x: Any) -> Any:
     return convert(x)
 
 
-def fit_args(spec: Any, fw: Any, x: Any, y: Any) -> tuple[dict[str, Any], str]:
+def fit_args(spec: CellSpec, fw: KerasFramework, x: Any, y: Any) -> tuple[dict[str, Any], str]:
     """fit()'s data arguments for the data axis, and what they are (the CNN's feeds)."""
     if spec.data == "device":
         return ({"x": on_device(fw.keras, x), "y": on_device(fw.keras, y),
@@ -367,7 +378,7 @@ class _Batches:
         return len(self.y_train) // self.batch_size
 
 
-def fit_bench(spec: Any, fw: Any, model: Any, x: Any, y: Any) -> Bench:
+def fit_bench(spec: CellSpec, fw: KerasFramework, model: Any, x: Any, y: Any) -> Bench:
     per_call = spec.steps_per_execution
     args, feed = fit_args(spec, fw, x, y)
     steps_per_epoch = rows(x) // spec.batch_size
@@ -383,7 +394,7 @@ def fit_bench(spec: Any, fw: Any, model: Any, x: Any, y: Any) -> Bench:
                  extra=extra)
 
 
-def predict_bench(spec: Any, fw: Any, model: Any, x: Any) -> Bench:
+def predict_bench(spec: CellSpec, fw: KerasFramework, model: Any, x: Any) -> Bench:
     data = on_device(fw.keras, x)
     batches = rows(x) // spec.batch_size
 

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import StepClock, run_loop
+from ..apis import FrameworkBase, Workload
+from ..protocol import CellSpec, WorkerResult
 from . import reduce
 from .capture import capture_for
 
@@ -42,7 +44,8 @@ class ProfileClock(StepClock):
             self.on_sample(before)
 
 
-def profile_cell(spec: Any, result: dict[str, Any], fw: Any, workload: Any) -> None:
+def profile_cell(spec: CellSpec, result: WorkerResult, fw: FrameworkBase,
+                 workload: Workload) -> None:
     """Build the cell's bench, profile it, and put what was captured in result["profile"]."""
     settings = {**DEFAULTS, **(spec.profile_pass or {})}
     warmup, steps = int(settings["warmup"]), int(settings["steps"])

@@ -32,6 +32,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ...protocol import CellSpec
+
 # torch.distributed's own variables (env:// rendezvous), set by ranks.py for every rank.
 RANK_ENV, WORLD_ENV, LOCAL_RANK_ENV = "RANK", "WORLD_SIZE", "LOCAL_RANK"
 XLA_DEVICES_FLAG = "--xla_force_host_platform_device_count"
@@ -69,7 +71,7 @@ class Shards:
                 "global_batch": self.global_batch, "per_device_batch": self.per_device, **more}
 
 
-def framework_of(spec: Any) -> str:
+def framework_of(spec: CellSpec) -> str:
     """The framework a cell computes with (Keras's backend; tf-keras and hf are TensorFlow and
     torch)."""
     if spec.api == "keras":
@@ -77,17 +79,17 @@ def framework_of(spec: Any) -> str:
     return {"tf-keras": "tensorflow", "hf": "torch"}.get(spec.api, spec.api)
 
 
-def process_per_device(spec: Any) -> bool:
+def process_per_device(spec: CellSpec) -> bool:
     """A torch data-parallel cell runs one process per device (DDP); the others one process."""
     return spec.devices > 1 and framework_of(spec) == "torch"
 
 
-def shards_of(spec: Any) -> Shards:
+def shards_of(spec: CellSpec) -> Shards:
     rank = int(os.environ.get(RANK_ENV, "0")) if process_per_device(spec) else 0
     return Shards(spec.devices, spec.scaling, spec.batch_size, rank)
 
 
-def global_spec(spec: Any) -> Any:
+def global_spec(spec: CellSpec) -> CellSpec:
     """The spec a workload builds its bench from: batch_size is the global batch (its items per
     step), which the API splits over the devices."""
     shards = shards_of(spec)
@@ -101,7 +103,7 @@ def threads_per_rank(devices: int) -> int:
     return max(1, (os.cpu_count() or 1) // devices)
 
 
-def prepare_environment(spec: Any) -> None:
+def prepare_environment(spec: CellSpec) -> None:
     """What must be set before the framework is imported: XLA's host platform split into the
     cell's devices (JAX; GPUs are what CUDA_VISIBLE_DEVICES shows, the lane's), each DDP
     process's thread budget (torch)."""

@@ -12,6 +12,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .. import FrameworkBase
+
 AXIS = "batch"
 
 
@@ -36,7 +38,7 @@ class Sharded:
         return jax.jit(lambda rows, indices: rows[indices], out_shardings=self.batch)
 
 
-def mesh_of(fw: Any) -> Sharded:
+def mesh_of(fw: FrameworkBase) -> Sharded:
     """The cell's devices (the lane's GPUs, or the CPU's virtual devices: XLA_FLAGS, set by
     the worker before JAX was imported)."""
     kind = "gpu" if fw.device == "gpu" else "cpu"

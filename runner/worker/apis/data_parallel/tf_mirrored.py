@@ -11,6 +11,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from .. import FrameworkBase
+
 
 def split_cpu(devices: int) -> None:
     """The CPU as `devices` logical devices (before TensorFlow's runtime starts)."""
@@ -19,7 +21,7 @@ def split_cpu(devices: int) -> None:
         cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(devices)])
 
 
-def strategy_for(fw: Any) -> Any:
+def strategy_for(fw: FrameworkBase) -> Any:
     """The cell's MirroredStrategy, on its GPUs (the lane's, CUDA_VISIBLE_DEVICES) or on the
     logical CPUs split_cpu made; what it is goes to effective.data_parallel."""
     kind = "GPU" if fw.device == "gpu" else "CPU"

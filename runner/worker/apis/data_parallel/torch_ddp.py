@@ -17,6 +17,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .. import TorchFramework
+
 # How long a collective may wait for the other ranks before it fails (ranks.py ends the cell
 # sooner where a rank fails; the executor's timeout ends everything besides).
 TIMEOUT_S = 900
@@ -24,7 +26,7 @@ TIMING = ("a barrier of every rank after each block's device synchronisation, th
           "clock, which every rank takes (one all-reduce, outside the samples)")
 
 
-def start(fw: Any) -> None:
+def start(fw: TorchFramework) -> None:
     """Join the cell's process group as this rank, on this rank's GPU (or the CPU: gloo), and
     make the framework's sync, clock agreement and loss the cell's."""
     shards, gpu = fw.shards, fw.device == "gpu"
@@ -44,7 +46,7 @@ def start(fw: Any) -> None:
         threads_per_rank=torch.get_num_threads(), clock=TIMING)
 
 
-def wrap(fw: Any, module: torch.nn.Module) -> torch.nn.Module:
+def wrap(fw: TorchFramework, module: torch.nn.Module) -> torch.nn.Module:
     """The module as DDP trains it (itself in a one-process cell)."""
     if not fw.shards.parallel:
         return module
@@ -52,7 +54,7 @@ def wrap(fw: Any, module: torch.nn.Module) -> torch.nn.Module:
     return torch.nn.parallel.DistributedDataParallel(module, device_ids=ids)
 
 
-def _scalar(fw: Any, value: float) -> torch.Tensor:
+def _scalar(fw: TorchFramework, value: float) -> torch.Tensor:
     device = fw.torch_device if fw.device == "gpu" else torch.device("cpu")
     return torch.tensor([value], dtype=torch.float64, device=device)
 
@@ -62,7 +64,7 @@ def barrier() -> None:
     dist.barrier()
 
 
-def agree(fw: Any) -> Any:
+def agree(fw: TorchFramework) -> Any:
     """Rank 0's reading on every rank (an all-reduce of it and zeros)."""
     def agreed(seconds: float) -> float:
         value = _scalar(fw, seconds if fw.shards.rank == 0 else 0.0)
@@ -72,7 +74,7 @@ def agree(fw: Any) -> Any:
     return agreed
 
 
-def mean_over_ranks(fw: Any, value: Any) -> float:
+def mean_over_ranks(fw: TorchFramework, value: Any) -> float:
     total = _scalar(fw, float(value))
     dist.all_reduce(total)
     return float(total.item()) / fw.shards.devices

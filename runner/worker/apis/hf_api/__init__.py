@@ -21,6 +21,7 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFL
            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
 os.environ.update(OFFLINE)
 
+from ...protocol import CellSpec  # noqa: E402
 from ..torch_api import Framework as Torch  # noqa: E402
 
 LIBRARIES = ("transformers", "diffusers", "peft", "accelerate")
@@ -29,7 +30,7 @@ LIBRARIES = ("transformers", "diffusers", "peft", "accelerate")
 class Framework(Torch):
     name = "hf"
 
-    def __init__(self, spec):
+    def __init__(self, spec: CellSpec) -> None:
         super().__init__(spec)
         self.effective["hf_hub_offline"] = os.environ.get("HF_HUB_OFFLINE")
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import torch
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..data_parallel import torch_ddp as ddp
 from .. import quantized, torchao_quantize
 from ..huggingface import benches
 from ..huggingface.weights import Transplant, heads_in, heads_out, same, transplant, transposed
 from ..kerashub.configs import BERT, config
 from ..kerashub.inputs import bert_inputs
+from . import Framework
 
 
 def hf_config(cfg: dict):
@@ -59,7 +62,7 @@ def keras_weights(cfg: dict) -> list[Transplant]:
     return out
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     from transformers import BertForSequenceClassification
 
     benches.no_preset(spec)

@@ -6,9 +6,12 @@ where transformers decodes greedily, so only the logits compare)."""
 
 from __future__ import annotations
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..huggingface.causal_lm import causal_lm_bench
 from ..huggingface.weights import Transplant, heads_in, heads_out, same, transposed
 from ..kerashub import configs, inputs
+from . import Framework
 
 
 def hf_config(cfg: dict):
@@ -52,6 +55,6 @@ def keras_weights(cfg: dict) -> list[Transplant]:
     return out
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     return causal_lm_bench(spec, fw, table=configs.MISTRAL, hf_config=hf_config,
                            keras_weights=keras_weights, special=inputs.MISTRAL_SPECIAL)

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import torch
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..huggingface import benches
 from ..kerashub.configs import SAM, config
 from ..kerashub.inputs import sam_inputs
 from ..kerashub.sam import SAM_FIT_DOC
+from . import Framework
 
 ANSWER_NOTE = ("transformers' SamModel names and lays out its weights differently from "
                "keras-hub's and no weight map is written: its random weights are not the Keras "
@@ -52,7 +55,7 @@ def hf_config(cfg: dict):
             iou_head_hidden_dim=decoder["iou_head_hidden_dim"]))
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     from transformers import SamModel
 
     benches.no_preset(spec)

@@ -28,10 +28,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..huggingface import benches
 from ..kerashub import stable_diffusion as recipe
 from ..kerashub.configs import SD3, check_sd3_side, config
 from ..kerashub.inputs import token_batch
+from . import Framework
 
 ANSWER_NOTE = ("diffusers' SD3 names and lays out its weights differently from keras-hub's and "
                "no weight map is written: its random weights are not the Keras cells', so its "
@@ -98,7 +101,7 @@ def encode(pipe, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.nn.functional.pad(context, (0, 0, 0, ids.shape[1])), pooled
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     benches.no_preset(spec)
     cfg, batch, options = config(SD3, spec.size), spec.batch_size, spec.options
     side = int(options["image_size"])
@@ -119,7 +122,7 @@ def build(spec, fw):
     return predict(spec, fw, pipe, precision, cfg, facts)
 
 
-def predict(spec, fw, pipe, precision, cfg: dict, facts: dict[str, Any]):
+def predict(spec: CellSpec, fw: Framework, pipe, precision, cfg: dict, facts: dict[str, Any]):
     batch, side = spec.batch_size, int(spec.options["image_size"])
     num_steps = int(spec.options["num_steps"])
     guidance = float(spec.options.get("guidance_scale", 7.0))

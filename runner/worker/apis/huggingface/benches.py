@@ -21,6 +21,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ...protocol import CellSpec
+from .. import TorchFramework
 from ...bench import Bench
 from ...catalog import float_base
 from .. import answers
@@ -39,7 +41,7 @@ PREDICT_TIMING = ("one forward pass per call under torch.inference_mode on one b
                   "the device; outputs copied to the host")
 
 
-def no_preset(spec) -> None:
+def no_preset(spec: CellSpec) -> None:
     """options.preset names a keras-hub preset folder, which Hugging Face's classes cannot read:
     an hf cell with one would compare random weights with real ones."""
     if spec.options.get("preset"):
@@ -47,7 +49,7 @@ def no_preset(spec) -> None:
                          "models from configurations with random weights only")
 
 
-def compiled(fw) -> bool:
+def compiled(fw: TorchFramework) -> bool:
     """Whether the jit axis asks for torch.compile (effective.jit_compile: the report's eager
     and compiled columns)."""
     return fw.spec.jit not in (False, "auto")
@@ -56,7 +58,7 @@ def compiled(fw) -> bool:
 class Precision:
     """The precision axis as parameter dtype, compute dtype and autocast."""
 
-    def __init__(self, fw, precision: str):
+    def __init__(self, fw: TorchFramework, precision: str) -> None:
         param, compute = PRECISION_DTYPES[float_base(precision)]   # quantized: its float base
         self.device_type = fw.torch_device.type
         self.param_dtype, self.compute_dtype = DTYPES[param], DTYPES[compute]
@@ -77,7 +79,8 @@ class Precision:
                 "autocast": str(self.compute_dtype) if self.mixed else None}
 
 
-def tensors(fw, arrays: dict[str, np.ndarray], float_dtype: Any) -> dict[str, torch.Tensor]:
+def tensors(fw: TorchFramework, arrays: dict[str, np.ndarray],
+            float_dtype: Any) -> dict[str, torch.Tensor]:
     """NumPy arrays on the device: integers as int64 (token ids, labels), floats in float_dtype."""
     out = {}
     for key, array in arrays.items():
@@ -87,8 +90,8 @@ def tensors(fw, arrays: dict[str, np.ndarray], float_dtype: Any) -> dict[str, to
     return out
 
 
-def fit_bench(fw, precision: Precision, loss_of: Callable[[], torch.Tensor], optimizer, *,
-              batch: int, effective: dict[str, Any], extra: dict[str, Any],
+def fit_bench(fw: TorchFramework, precision: Precision, loss_of: Callable[[], torch.Tensor],
+              optimizer, *, batch: int, effective: dict[str, Any], extra: dict[str, Any],
               first_loss_in_answer: bool) -> Bench:
     """One training step per call; `loss_of()` runs the forward pass and returns the loss."""
     scaler = precision.scaler()
@@ -113,8 +116,8 @@ def fit_bench(fw, precision: Precision, loss_of: Callable[[], torch.Tensor], opt
                             "fit_sync": FIT_SYNC, **effective}, extra=extra)
 
 
-def predict_bench(fw, precision: Precision, forward: Callable[[], Any], *, batch: int,
-                  effective: dict[str, Any], extra: dict[str, Any]) -> Bench:
+def predict_bench(fw: TorchFramework, precision: Precision, forward: Callable[[], Any], *,
+                  batch: int, effective: dict[str, Any], extra: dict[str, Any]) -> Bench:
     """One forward pass per call, its outputs on the host; its answer: the outputs' norms."""
 
     def step() -> Any:
@@ -138,8 +141,8 @@ def to_host(out: Any) -> Any:
     return out
 
 
-def encoder_fit_bench(fw, precision: Precision, encoder: torch.nn.Module, *, side: int,
-                      batch: int, seed: int, facts: dict[str, Any], doc: str) -> Bench:
+def encoder_fit_bench(fw: TorchFramework, precision: Precision, encoder: torch.nn.Module, *,
+                      side: int, batch: int, seed: int, facts: dict[str, Any], doc: str) -> Bench:
     """The study's SAM and Stable Diffusion fit, as apis/kerashub/benches.py's encoder_fit_bench:
     the image encoder alone, MSE against fixed random targets of its output's shape, Adam with
     Keras' defaults (learning rate 1e-3, epsilon 1e-7). The same numbers as the Keras cells'

@@ -26,6 +26,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ...protocol import CellSpec
+from .. import TorchFramework
 from ...bench import Bench
 from .. import answers, first_token, quantized, torchao_quantize
 from ..kerashub.configs import config
@@ -38,7 +40,8 @@ GENERATE_TIMING = ("one model.generate call per sample (greedy, min_new_tokens =
                    "one length); the token ids are copied to the host")
 
 
-def causal_lm_bench(spec, fw, *, table: dict[str, Any], hf_config: Callable[[dict], Any],
+def causal_lm_bench(spec: CellSpec, fw: TorchFramework, *, table: dict[str, Any],
+                    hf_config: Callable[[dict], Any],
                     keras_weights: Callable[[dict], list[Transplant]],
                     special: dict[str, tuple[int, str]]) -> Bench:
     from transformers import AutoModelForCausalLM
@@ -59,8 +62,8 @@ def causal_lm_bench(spec, fw, *, table: dict[str, Any], hf_config: Callable[[dic
     return generate(spec, fw, model, precision, special, facts, effective)
 
 
-def fit(spec, fw, model, precision, vocab: int, facts: dict[str, Any],
-        effective: dict[str, Any]) -> Bench:
+def fit(spec: CellSpec, fw: TorchFramework, model: Any, precision: benches.Precision, vocab: int,
+        facts: dict[str, Any], effective: dict[str, Any]) -> Bench:
     rank = int(spec.options.get("lora_rank", 4))
     if rank:
         from peft import LoraConfig, get_peft_model
@@ -132,8 +135,9 @@ def generation_config(model, tokens: int, compiled: bool, mode: Any) -> Any:
     return GenerationConfig(**settings)
 
 
-def generate(spec, fw, model, precision, special: dict[str, tuple[int, str]],
-             facts: dict[str, Any], effective: dict[str, Any]) -> Bench:
+def generate(spec: CellSpec, fw: TorchFramework, model: Any, precision: benches.Precision,
+             special: dict[str, tuple[int, str]], facts: dict[str, Any],
+             effective: dict[str, Any]) -> Bench:
     model.eval()
     batch, max_length = spec.batch_size, int(spec.options["max_length"])
     pad = 0 if model.config.pad_token_id is None else int(model.config.pad_token_id)

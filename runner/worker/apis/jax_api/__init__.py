@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...protocol import CellSpec
 from .. import FrameworkBase, resolve_device, tf32
 
 # JAX's monitoring event for one XLA compilation (jax._src.dispatch.BACKEND_COMPILE_EVENT).
@@ -21,7 +22,7 @@ class Framework(FrameworkBase):
     name = "jax"
     vram_source = "jax memory_stats peak_bytes_in_use"
 
-    def __init__(self, spec):
+    def __init__(self, spec: CellSpec) -> None:
         super().__init__(spec)
         has_gpu = any(d.platform == "gpu" for d in jax.devices())
         self.device = resolve_device(spec.device, has_gpu)

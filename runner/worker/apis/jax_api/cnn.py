@@ -22,8 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ...protocol import CellSpec
 from ...bench import Bench
 from .. import cnn_common as cc
+from . import Framework
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 PREFETCH = 2
@@ -67,7 +69,7 @@ def prefetched(batches, device):
         yield ready.get()
 
 
-def sharded_batches(spec, fw, data: cc.CnnData):
+def sharded_batches(spec: CellSpec, fw: Framework, data: cc.CnnData):
     """A data-parallel cell's batches: each global batch sharded along the mesh's batch axis
     (the rows on every device, each gathering its share; or NumPy rows put on the devices)."""
     sharded, x, y = fw.sharded, data.x_train, data.y_train
@@ -82,7 +84,7 @@ def sharded_batches(spec, fw, data: cc.CnnData):
         "NumPy arrays sliced per step, put on the devices sharded along the batch"
 
 
-def batches(spec, fw, data: cc.CnnData):
+def batches(spec: CellSpec, fw: Framework, data: cc.CnnData):
     """An endless iterator of (images, labels) per the data axis, and what it is."""
     if fw.sharded is not None:
         return sharded_batches(spec, fw, data)
@@ -103,7 +105,7 @@ def batches(spec, fw, data: cc.CnnData):
     return host, "NumPy arrays sliced per step, copied to the device by the call"
 
 
-def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
+def predict(spec: CellSpec, fw: Framework, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
     """One forward pass over a batch on the device per call (the jit axis: jax.jit or not)."""
     param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
     model = Cnn(dtype=compute_dtype, param_dtype=param_dtype)
@@ -119,7 +121,7 @@ def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
                  answer=lambda: cc.predict_answer(np.asarray(forward(params, x))))
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: Framework) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
     if spec.task == "predict":

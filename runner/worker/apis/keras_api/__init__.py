@@ -9,6 +9,7 @@ import importlib
 import os
 from typing import Any
 
+from ...protocol import CellSpec
 from ...catalog import float_base
 from .. import FrameworkBase
 
@@ -16,7 +17,7 @@ from .. import FrameworkBase
 class Framework(FrameworkBase):
     name = "keras"
 
-    def __init__(self, spec):
+    def __init__(self, spec: CellSpec) -> None:
         super().__init__(spec)
         backend = spec.backend or os.environ.get("KERAS_BACKEND", "tensorflow")
         os.environ["KERAS_BACKEND"] = backend

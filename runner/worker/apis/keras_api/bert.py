@@ -3,10 +3,13 @@ is apis/kerashub/bert.py."""
 
 from __future__ import annotations
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..kerashub.bert import bert_bench
+from . import Framework
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     import keras_hub
 
     models = keras_hub.models

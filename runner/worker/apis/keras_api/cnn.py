@@ -13,21 +13,26 @@ dispatching batch-end callbacks asynchronously, as a plain `fit` does. `fit` sto
 from __future__ import annotations
 
 
+from typing import Any
+
 import numpy as np
 
+from .. import KerasFramework
+from ...protocol import CellSpec
 from ...bench import Bench
 from .. import cnn_common as cc
 from .. import keras_fit_clock, keras_quantize, quantized
 from ..kerashub import benches as hub_benches
+from . import Framework
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: Framework) -> Bench:
     if spec.task == "predict":
         return predict_bench(spec, fw, fw.keras)
     return fit_bench(spec, fw, fw.keras, backend=fw.keras.backend.backend())
 
 
-def predict_bench(spec, fw, keras) -> Bench:
+def predict_bench(spec: CellSpec, fw: KerasFramework, keras: Any) -> Bench:
     """One batch through the compiled predict function per call (kerashub/benches.py's
     predict_bench, Keras 2 and 3 alike); a quantized precision quantizes the model first
     (keras_quantize.py), its error measured on the probe batch."""
@@ -42,7 +47,7 @@ def predict_bench(spec, fw, keras) -> Bench:
         effective={"jit_compile": hub_benches.jit_in_effect(model),
                    "compute_dtype": model.layers[0].compute_dtype},
         extra=cc.predict_extra(data, weights, model.count_params()))
-    bench.answer = lambda: cc.predict_answer(bench.step())
+    bench.answer = lambda: cc.predict_answer(bench.call_step())
     return quantized.record(bench, found)
 
 
@@ -95,7 +100,7 @@ def training_data(keras, backend: str, data: cc.TrainingArrays, how: str,
         "keras.utils.PyDataset (2 worker threads, queue of 10 batches)"
 
 
-def shuffled_batches(keras, data: cc.CnnData, seed: int):
+def shuffled_batches(keras, data: cc.TrainingArrays, seed: int):
     """A PyDataset that reshuffles every epoch, like the other pipelines."""
     class Batches(keras.utils.PyDataset):
         def __init__(self):
@@ -122,7 +127,7 @@ def resolved_steps_per_execution(model) -> int:
     return int(value.numpy()) if hasattr(value, "numpy") else int(value)
 
 
-def fit_bench(spec, fw, keras, backend: str) -> Bench:
+def fit_bench(spec: CellSpec, fw: KerasFramework, keras: Any, backend: str) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
     with fw.data_parallel_scope():       # a data-parallel cell's variables: on every device

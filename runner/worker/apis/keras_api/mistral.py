@@ -3,11 +3,14 @@ recipe is apis/kerashub/causal_lm.py."""
 
 from __future__ import annotations
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..kerashub import configs, inputs
 from ..kerashub.causal_lm import causal_lm_bench
+from . import Framework
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     import keras_hub
 
     models = keras_hub.models

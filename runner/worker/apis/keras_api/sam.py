@@ -3,11 +3,14 @@ bench is apis/kerashub/sam.py."""
 
 from __future__ import annotations
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..kerashub.models import keras_hub_backbone, local_preset
 from ..kerashub.sam import sam_bench
+from . import Framework
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     import keras_hub
 
     preset = local_preset(spec.options)

@@ -17,13 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..kerashub import stable_diffusion as recipe
 from ..kerashub.benches import jit_in_effect
 from ..kerashub.inputs import seed_weights, token_batch
 from ..kerashub.models import keras_hub_backbone, local_preset
+from . import Framework
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     import keras_hub
 
     batch, options = spec.batch_size, spec.options

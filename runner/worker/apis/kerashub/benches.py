@@ -147,10 +147,10 @@ def predict_bench(model, x, *, batch: int, effective=None, extra=None, strategy=
     on the fixed batch (one more call after the timed ones)."""
     if strategy is not None:
         bench = _mirrored_bench(model, strategy, (x,), batch, "predict", effective, extra)
-        bench.answer = lambda: answers.output(bench.step())
+        bench.answer = lambda: answers.output(bench.call_step())
         return bench
     bench = _predict_bench(model, x, batch=batch, effective=effective, extra=extra)
-    bench.answer = lambda: answers.output(bench.step())
+    bench.answer = lambda: answers.output(bench.call_step())
     return bench
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Callable
 
+from ...protocol import CellSpec
+from .. import KerasFramework
 from ...bench import Bench
 from .. import keras_quantize, quantized
 from .benches import fit_bench, jit_in_effect, predict_bench
@@ -20,7 +22,8 @@ from .inputs import bert_inputs, seed_weights
 from .models import local_preset
 
 
-def bert_bench(spec, fw, *, backbone_cls, classifier: Callable[[Any], Any]) -> Bench:
+def bert_bench(spec: CellSpec, fw: KerasFramework, *, backbone_cls,
+               classifier: Callable[[Any], Any]) -> Bench:
     """`classifier(backbone)`: the 2-class classifier model over the backbone, without a
     preprocessor."""
     keras, size, batch = fw.keras, spec.size, spec.batch_size

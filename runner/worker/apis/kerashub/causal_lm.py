@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ...protocol import CellSpec
+from .. import KerasFramework
 from ...bench import Bench
 from ...catalog import is_quantized
 from .. import answers, first_token, keras_quantize, quantized
@@ -32,8 +34,9 @@ GENERATE_TIMING = ("one model.generate call per sample: the real sampling loop (
                    "to the host")
 
 
-def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokenizer_cls,
-                    table: dict[str, Any], special: dict[str, tuple[int, str]]) -> Bench:
+def causal_lm_bench(spec: CellSpec, fw: KerasFramework, *, backbone_cls, lm_cls, preprocessor_cls,
+                    tokenizer_cls, table: dict[str, Any],
+                    special: dict[str, tuple[int, str]]) -> Bench:
     preset = local_preset(spec.options)
     backbone = backbone_cls.from_preset(preset) if preset \
         else backbone_cls(**config(table, spec.size))
@@ -47,7 +50,8 @@ def causal_lm_bench(spec, fw, *, backbone_cls, lm_cls, preprocessor_cls, tokeniz
         tokenizer=tokenizer, sequence_length=int(spec.options["max_length"])), facts, preset)
 
 
-def fit(spec, fw, backbone, lm_cls, facts: dict[str, Any], preset: str | None) -> Bench:
+def fit(spec: CellSpec, fw: KerasFramework, backbone: Any, lm_cls, facts: dict[str, Any],
+        preset: str | None) -> Bench:
     keras, batch = fw.keras, spec.batch_size
     rank = int(spec.options.get("lora_rank", 4))
     if rank:
@@ -74,8 +78,8 @@ def fit(spec, fw, backbone, lm_cls, facts: dict[str, Any], preset: str | None) -
         effective={"jit_compile": jit_in_effect(model), "lora_rank": rank}, extra=facts), found)
 
 
-def generate(spec, fw, backbone, lm_cls, preprocessor, facts: dict[str, Any],
-             preset: str | None) -> Bench:
+def generate(spec: CellSpec, fw: KerasFramework, backbone: Any, lm_cls, preprocessor,
+             facts: dict[str, Any], preset: str | None) -> Bench:
     keras, batch = fw.keras, spec.batch_size
     max_length = int(spec.options["max_length"])
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(batch)]

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ...protocol import CellSpec
+
 PROMPTS = [
     "the quick brown fox jumps over the lazy dog",
     "keras runs on jax tensorflow and torch",
@@ -29,7 +31,8 @@ def token_batch(seed: int, batch: int, length: int, vocab: int, low: int = 3) ->
     return rng(seed).integers(low, vocab, size=(batch, length), dtype=np.int32)
 
 
-def bert_inputs(seed: int, batch: int, length: int, vocab: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def bert_inputs(seed: int, batch: int, length: int,
+                vocab: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     x = {"token_ids": token_batch(seed, batch, length, vocab),
          "segment_ids": np.zeros((batch, length), np.int32),
          "padding_mask": np.ones((batch, length), np.int32)}
@@ -97,7 +100,7 @@ def seeded_draw(seed: int, path: str, shape: tuple[int, ...]) -> np.ndarray:
     return drawn
 
 
-def seed_weights(model, spec, facts: dict[str, Any], preset: str | None) -> None:
+def seed_weights(model: Any, spec: CellSpec, facts: dict[str, Any], preset: str | None) -> None:
     """seeded_weights unless the weights come from a preset (identical files everywhere)."""
     if not preset:
         facts["seeded_weights"] = seeded_weights(model, spec.seed)
@@ -111,7 +114,7 @@ def sentencepiece_proto(special: dict[str, tuple[int, str]], vocab_size: int = 4
     import sentencepiece
 
     model = io.BytesIO()
-    kwargs = {}
+    kwargs: dict[str, int | str] = {}
     for role in ("pad", "unk", "bos", "eos"):
         ident, piece = special.get(role, (-1, None))
         kwargs[f"{role}_id"] = ident

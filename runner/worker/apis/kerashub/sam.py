@@ -11,7 +11,11 @@ NotImplementedError for SAM's own fit). The targets carry no meaning.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...bench import Bench
+from ...protocol import CellSpec
+from .. import KerasFramework
 from .benches import encoder_fit_bench, jit_in_effect, predict_bench
 from .inputs import sam_inputs, seed_weights
 
@@ -22,7 +26,8 @@ SAM_FIT_DOC = ("the Keras 3 benchmark study's SegmentAnything training step: the
                "encoder and mask decoder are not part of the step")
 
 
-def sam_bench(spec, fw, model, *, image_encoder, prompt_encoder, preset: str | None) -> Bench:
+def sam_bench(spec: CellSpec, fw: KerasFramework, model: Any, *, image_encoder: Any,
+              prompt_encoder: Any, preset: str | None) -> Bench:
     """`model`: the whole SAM (image encoder, prompt encoder, mask decoder) without a
     preprocessor; `preset`: the folder its weights came from, if any."""
     keras, batch = fw.keras, spec.batch_size

@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from ...protocol import CellSpec
+from .. import KerasFramework
 from ...bench import Bench
 from .. import answers
 from .benches import encoder_fit_bench
@@ -69,7 +71,8 @@ def images_per_step(batch: int, num_steps: int) -> float:
     return batch / num_steps
 
 
-def fit_bench(spec, fw, encoder, side: int, facts: dict[str, Any]) -> Bench:
+def fit_bench(spec: CellSpec, fw: KerasFramework, encoder: Any, side: int,
+              facts: dict[str, Any]) -> Bench:
     return encoder_fit_bench(fw.keras, encoder, side, spec.batch_size, spec.seed, facts,
                              fw.jit_compile(), SD_FIT_DOC)
 

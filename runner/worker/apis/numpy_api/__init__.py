@@ -6,13 +6,14 @@ from typing import Any
 
 import numpy as np
 
+from ...protocol import CellSpec
 from .. import FrameworkBase, tf32
 
 
 class Framework(FrameworkBase):
     name = "numpy"
 
-    def __init__(self, spec):
+    def __init__(self, spec: CellSpec) -> None:
         super().__init__(spec)
         no_tf32, detail = tf32.cpu_only()
         self.effective = {"device": "cpu", "precision": "float32", "jit": False,

@@ -22,8 +22,10 @@ import time
 
 import numpy as np
 
+from ...protocol import CellSpec
 from ...bench import Bench
 from .. import answers, seeded
+from . import Framework
 
 BEHAVIOURS = ("ok", "fail", "crash", "hang", "orphan", "flood")
 SHORTCUT_ENV = "DL_BENCH_SELFTEST_SHORTCUT"
@@ -53,7 +55,7 @@ def shortcut() -> float:
     return value
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: Framework) -> Bench:
     behaviour = spec.options.get("behaviour", "ok")
     if behaviour not in BEHAVIOURS:
         raise ValueError(f"options.behaviour must be one of {BEHAVIOURS}, got {behaviour!r}")

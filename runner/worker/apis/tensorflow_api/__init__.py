@@ -8,6 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from ...protocol import CellSpec
 from .. import FrameworkBase, resolve_device, tf32
 
 DTYPES = {"float32": tf.float32, "bfloat16": tf.bfloat16}
@@ -86,7 +87,7 @@ class Framework(FrameworkBase):
     name = "tensorflow"
     vram_source = "tf.config.experimental.get_memory_info peak"
 
-    def __init__(self, spec):
+    def __init__(self, spec: CellSpec) -> None:
         super().__init__(spec)
         self.strategy = configure_tensorflow(self)      # MirroredStrategy, or None
 

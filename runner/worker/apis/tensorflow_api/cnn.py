@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from ...protocol import CellSpec
 from ...bench import Bench
 from .. import cnn_common as cc
 from ..data_parallel.tf_mirrored import mirrored_step, per_replica
+from . import Framework
 
 DTYPES = {"float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
 
@@ -60,7 +62,7 @@ def update(w, g, v):
     w.assign_sub(cc.LEARNING_RATE * g * tf.math.rsqrt(v + cc.RMS_EPSILON))
 
 
-def mirrored_batches(spec, fw, data: cc.CnnData):
+def mirrored_batches(spec: CellSpec, fw: Framework, data: cc.CnnData):
     """A data-parallel cell's batches: each replica's share of the global batch, made on its
     device (the training set preloaded on every device and gathered there, or NumPy rows)."""
     x, y, shards = data.x_train, data.y_train, fw.shards
@@ -90,7 +92,7 @@ def mirrored_batches(spec, fw, data: cc.CnnData):
         "converted to tensors on its device"
 
 
-def batches(spec, fw, data: cc.CnnData):
+def batches(spec: CellSpec, fw: Framework, data: cc.CnnData):
     """An endless iterator of (images, labels) tensors per the data axis, and what it is."""
     if fw.strategy is not None:
         return mirrored_batches(spec, fw, data)
@@ -119,7 +121,7 @@ def batches(spec, fw, data: cc.CnnData):
         "NumPy arrays sliced per step, converted to tensors"
 
 
-def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
+def predict(spec: CellSpec, fw: Framework, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
     """One forward pass over a batch on the device per call (the jit axis, via fw.compile)."""
     param_dtype, compute_dtype = (DTYPES[d] for d in cc.PRECISION_DTYPES[spec.precision])
     model = Cnn(weights, param_dtype, compute_dtype)
@@ -135,7 +137,7 @@ def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
                  answer=lambda: cc.predict_answer(forward(x).numpy()))
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: Framework) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
     if spec.task == "predict":

@@ -14,13 +14,14 @@ try:
 except ImportError:  # TensorFlow 2.15 carries Keras 2 itself, as tf.keras
     tf_keras = tf.keras
 
+from ...protocol import CellSpec
 from ..tensorflow_api import Framework as TensorFlow  # noqa: E402
 
 
 class Framework(TensorFlow):
     name = "tf-keras"
 
-    def __init__(self, spec):
+    def __init__(self, spec: CellSpec) -> None:
         super().__init__(spec)
         self.keras = tf_keras
         tf_keras.utils.set_random_seed(spec.seed)

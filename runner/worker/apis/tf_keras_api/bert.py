@@ -3,11 +3,14 @@ column of the keras-hub table; the bench is apis/kerashub/bert.py."""
 
 from __future__ import annotations
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..kerashub.bert import bert_bench
 from ..kerashub.models import import_keras2
+from . import Framework
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     models = import_keras2("keras_nlp").models
 
     def classifier(backbone):

@@ -3,11 +3,13 @@ tf_keras package on TensorFlow (the data axis uses tf.data and tf tensors)."""
 
 from __future__ import annotations
 
+from ...protocol import CellSpec
 from ...bench import Bench
 from ..keras_api.cnn import fit_bench, predict_bench
+from . import Framework
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: Framework) -> Bench:
     if spec.task == "predict":
         return predict_bench(spec, fw, fw.keras)
     return fit_bench(spec, fw, fw.keras, backend="tensorflow")

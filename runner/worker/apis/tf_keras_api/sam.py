@@ -4,12 +4,15 @@ is apis/kerashub/sam.py."""
 
 from __future__ import annotations
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..kerashub.configs import SAM, config
 from ..kerashub.models import import_keras2, local_preset
 from ..kerashub.sam import sam_bench
+from . import Framework
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     import_keras2("keras_cv")
     from keras_cv.src.models.segmentation.segment_anything import sam as sam_module
 

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...bench import Bench
+from ...protocol import CellSpec
 from ..kerashub import stable_diffusion as recipe
 from ..kerashub.inputs import token_batch
 from ..kerashub.models import import_keras2
+from . import Framework
 
 TEXT_LENGTH = 77  # keras-cv's MAX_PROMPT_LENGTH
 
 
-def build(spec, fw):
+def build(spec: CellSpec, fw: Framework) -> Bench:
     import_keras2("keras_cv")
     batch, options = spec.batch_size, spec.options
     if options.get("preset"):
@@ -43,7 +46,7 @@ def build(spec, fw):
     return predict(spec, fw, side, facts)
 
 
-def predict(spec, fw, side: int, facts: dict):
+def predict(spec: CellSpec, fw: Framework, side: int, facts: dict):
     from keras_cv.src.models.stable_diffusion.decoder import Decoder
     from keras_cv.src.models.stable_diffusion.diffusion_model import DiffusionModel
     from keras_cv.src.models.stable_diffusion.stable_diffusion import StableDiffusionBase

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ...protocol import CellSpec
 from .. import FrameworkBase, resolve_device, tf32
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -17,7 +18,7 @@ class Framework(FrameworkBase):
     name = "torch"
     vram_source = "torch.cuda.max_memory_allocated"
 
-    def __init__(self, spec):
+    def __init__(self, spec: CellSpec) -> None:
         super().__init__(spec)
         torch.manual_seed(spec.seed)
         self.device = resolve_device(spec.device, torch.cuda.is_available())

@@ -16,11 +16,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...protocol import CellSpec
 from ...catalog import float_base
 from ...bench import Bench
 from .. import cnn_common as cc
 from ..data_parallel import torch_ddp as ddp
 from .. import quantized, torchao_quantize
+from . import Framework
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -55,7 +57,7 @@ def torch_layout(weights: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def batches(spec, fw, data: cc.CnnData, x: np.ndarray):
+def batches(spec: CellSpec, fw: Framework, data: cc.CnnData, x: np.ndarray):
     """An endless iterator of (images, labels) on the device, per the data axis, and what it is.
     A data-parallel rank takes its share of each global batch (Shards.own)."""
     device, y = fw.torch_device, data.y_train.astype(np.int64)
@@ -99,7 +101,7 @@ def initial_net(weights: list[np.ndarray], device: Any, dtype: Any) -> nn.Module
     return net.to(device, dtype)
 
 
-def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
+def predict(spec: CellSpec, fw: Framework, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
     """One forward pass over a batch on the device per call (no_grad; the jit axis compiles
     it); a quantized precision quantizes the model with torchao first (torchao_quantize.py),
     its error measured on the probe batch."""
@@ -130,7 +132,7 @@ def predict(spec, fw, data: cc.CnnData, weights: list[np.ndarray]) -> Bench:
     return quantized.record(bench, found)
 
 
-def build(spec, fw) -> Bench:
+def build(spec: CellSpec, fw: Framework) -> Bench:
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
     if spec.task == "predict":
