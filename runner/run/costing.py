@@ -52,7 +52,7 @@ def device_key(cell_device: str) -> str | None:
 
 
 def estimate_the_run(state: RunState) -> None:
-    from ..cost.history_times import past_cells
+    from ..history.times import past_cells
     from ..environments import venvs
     from ..machine.peak_cache import PeakCache
     from .cells import source_identity
