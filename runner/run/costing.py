@@ -16,8 +16,8 @@ from ..cost.estimate import Build, Estimate, Span
 from ..cost.pricing import RunPrice
 from ..errors import UsageError, user_text
 from ..machine import hostinfo
-from ..results.data import manifest as manifest_mod
 from ..results.formatting import usd
+from . import manifest as manifest_mod
 from .pace import Pace, duration_text
 from .state import RunState
 
