@@ -21,8 +21,8 @@ from ..results.analysis.comparison import DEFAULT_ALPHA
 from ..results.data.store import Store, open_run
 from ..results.render.compare import run_compare
 from ..schema import matrix as matrix_mod
-from . import manifest as manifest_mod, pipeline
-from .setup import Setup, choose_setup, resolve_stacks
+from ..run import manifest as manifest_mod, pipeline
+from ..run.setup import Setup, choose_setup, resolve_stacks
 
 
 def docker_client() -> Any:
