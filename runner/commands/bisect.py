@@ -1,5 +1,5 @@
 """`python -m runner bisect RUN_GOOD RUN_BAD --cell ID`: which changed distribution moved the
-cell (runner/history/bisect.py). Exit 1 when no distribution could be named."""
+cell (runner/studies/bisect.py). Exit 1 when no distribution could be named."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from ..history.bisect import Bisect
+    from ..studies.bisect import Bisect
     from .history import opened_history
 
     with opened_history(args.db) as engine:

@@ -1,6 +1,6 @@
 """`python -m runner doctor [MATRIX]`: which path a run of the matrix would take here, and can
-it (runner/machine/doctor.py); with --measure, how noisy this machine is
-(runner/machine/noise.py)."""
+it (runner/studies/doctor.py); with --measure, how noisy this machine is
+(runner/studies/noise.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_measure_options(parser: argparse.ArgumentParser) -> None:
-    """doctor --measure (runner/machine/noise.py): this machine's noise, kept as its machine
+    """doctor --measure (runner/studies/noise.py): this machine's noise, kept as its machine
     profile."""
     parser.add_argument("--measure", action="store_true",
                         help="measure this machine in the matrix's environments: the GPU's "
@@ -49,13 +49,13 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from ..machine import doctor
+    from ..studies import doctor
     from ..paths import REPO_ROOT
 
     default = REPO_ROOT / "matrix.toml"
     matrix = args.matrix or (default if default.is_file() else None)
     if args.measure:
-        from ..machine import noise
+        from ..studies import noise
 
         if matrix is None:
             raise UsageError("doctor --measure: name the matrix whose environments to measure")

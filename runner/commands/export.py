@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, console: Console) -> int:
     """One archive (docker save) and its checksum file."""
     from ..run import pipeline
-    from ..run.reproduce import docker_client, is_run_folder
+    from ..studies.reproduce import docker_client, is_run_folder
 
     if args.output.exists() and args.output.is_dir():
         raise UsageError(f"--output {args.output}: is a folder; give the archive's file name")

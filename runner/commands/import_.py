@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, console: Console) -> int:
     from ..environments import images, transfer
-    from ..run.reproduce import docker_client
+    from ..studies.reproduce import docker_client
 
     def recipe_for(name: str, flavour: str) -> images.Recipe | None:
         try:

@@ -1,5 +1,5 @@
 """`python -m runner reproduce RUN_DIR`: a finished run again, in exactly its environments, then
-compared with the original (runner/run/reproduce.py)."""
+compared with the original (runner/studies/reproduce.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    from ..run.reproduce import reproduce
+    from ..studies.reproduce import reproduce
 
     return reproduce(args.run_dir, args.results_dir, console)

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .history_times import PastCell
 
 # Seconds of one worker process by workload family, where the history knows nothing like it
 # (docs/gpu-check.md and the CPU smoke runs: 6â€“33 s a process).
@@ -36,6 +35,22 @@ BUILD_DEFAULT_S = 60.0          # an environment from its lock, cold (FACTS: 54â
 # on a CPU the largest sizes are not timed (a step over 1 s): 41 s for 8 on this project's VMs.
 CALIBRATION_DEFAULT_S = {"gpu": 40.0, "cpu": 6.0}
 RECENT = 5                      # runs of the same cell that count
+
+# A cell that ran before, as the history keeps it (runner/history/times.py reads them).
+@dataclass(frozen=True)
+class PastCell:
+    cell_id: str
+    cell_name: str
+    environment: str
+    workload: str | None
+    task: str | None
+    api: str | None
+    size: str | None
+    batch_size: int | None
+    device: str | None       # the GPU model it ran on, or the CPU model for a CPU cell
+    wall_s: float            # one worker process: the median over the run's ok repeats
+    started_at: str
+
 
 HERE, LIKE_HERE, SCALED, UNSCALED, DEFAULT = (
     "history: this cell on this device", "history: a like cell on this device",

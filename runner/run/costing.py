@@ -16,8 +16,8 @@ from ..cost.estimate import Build, Estimate, Span
 from ..cost.pricing import RunPrice
 from ..errors import UsageError, user_text
 from ..machine import hostinfo
-from ..results.data import manifest as manifest_mod
 from ..results.formatting import usd
+from . import manifest as manifest_mod
 from .pace import Pace, duration_text
 from .state import RunState
 
@@ -52,7 +52,7 @@ def device_key(cell_device: str) -> str | None:
 
 
 def estimate_the_run(state: RunState) -> None:
-    from ..cost.history_times import past_cells
+    from ..history.times import past_cells
     from ..environments import venvs
     from ..machine.peak_cache import PeakCache
     from .cells import source_identity

@@ -13,9 +13,9 @@ from typing import Any
 
 from ..cost.estimate import Estimate, Span
 from ..cost.pricing import RunPrice
-from ..results.data import manifest as manifest_mod
 from ..results.data.types import Manifest
 from ..results.formatting import usd
+from . import manifest as manifest_mod
 from .plan import Entry
 
 MIN_PACE, MAX_PACE = 0.25, 4.0     # how far the cells done so far may correct the estimate

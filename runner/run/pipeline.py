@@ -20,11 +20,10 @@ from ..environments import stacks
 from ..errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
                       interruption, os_error_line, signals_held, user_text)
 from ..machine import gpustate, hostinfo
-from ..results.data import manifest as manifest_mod
 from ..results.data.store import Store
 from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
-from . import console as show, devices, profiles, resume, manifest as run_manifest
+from . import console as show, devices, profiles, resume, manifest as manifest_mod
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .costing import estimate_the_run, price_the_run, start_the_meter
 from .places import results_folder
@@ -168,7 +167,8 @@ def start_run(state: RunState) -> None:
     the not-applicable cells."""
     matrix, store = state.matrix, state.store
     state.console.print(f"run folder: {user_text(str(store.root))}", soft_wrap=True)
-    state.progress.manifest = run_manifest.opening_manifest(state)
+    state.progress.manifest = manifest_mod.opening_manifest(
+        matrix, state.plan, state.setup, store, state.progress.prepared, bool(state.opts.resume))
     show.announce_machine(state.progress.manifest, state.console)
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran
@@ -197,7 +197,8 @@ def calibrate(state: RunState) -> None:
     """[run] calibrate's peaks, a peak the machine's cache holds for the same lock reused."""
     from ..machine.peak_cache import PeakCache
 
-    run_manifest.add_prepared(state)
+    manifest_mod.add_prepared(state.progress.manifest, state.matrix, state.setup,
+                              state.progress.prepared)
     pace = state.progress.pace
     manifest_mod.add_calibration(state.progress.manifest, run_calibration(
         state.setup, list(state.calibrations), state.progress.prepared, state.store,

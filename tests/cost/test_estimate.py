@@ -13,7 +13,8 @@ import pytest
 
 from runner import cli
 from runner.cost import estimate as est
-from runner.cost.history_times import PastCell, past_cells
+from runner.cost.estimate import PastCell
+from runner.history.times import past_cells
 from tests.fixtures import FIXTURE_RUNS
 
 A100, H100 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"

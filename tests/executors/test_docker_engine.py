@@ -268,14 +268,16 @@ def test_doctor_reports_engine_and_one_line_fixes(engine, capsys):
 def test_toolkit_probe_without_nvidia_runtime_names_the_fix(engine, numpy_image):
     """On an engine without the NVIDIA runtime, a GPU request fails with 'could not select
     device driver', and doctor answers with the toolkit install line."""
-    from runner.machine import doctor, hostinfo
+    from runner.machine import hostinfo
+    from runner.machine.checks import TOOLKIT_FIX
+    from runner.studies import doctor
 
     if hostinfo.gpu_found():
         pytest.skip("a GPU machine: the failure path is not reachable here")
     check = doctor.check_toolkit(engine)
     assert not check.ok
     assert "could not select device driver" in check.detail
-    assert check.fix == doctor.TOOLKIT_FIX
+    assert check.fix == TOOLKIT_FIX
 
 
 def test_doctor_without_an_engine_says_how_to_start_one(monkeypatch, capsys):

@@ -184,7 +184,7 @@ def test_doctor_checks_existing_interpreters(gpu_host, capsys, write_matrix, tmp
 
 
 def test_cuda_needs_are_read_from_the_locks():
-    from runner.machine.doctor import cuda_majors
+    from runner.machine.checks import cuda_majors
     from runner.environments import lock_path
 
     assert cuda_majors(lock_path("torch", "cuda")) == {12}

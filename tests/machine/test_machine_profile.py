@@ -105,7 +105,7 @@ def test_class_thresholds_apply_per_workload(tmp_path):
 
 
 def test_the_aa_runs_keep_the_step_cv_of_each_class_and_runs_read_it(tmp_path, monkeypatch):
-    from runner.machine import noise
+    from runner.studies import noise
 
     def run(cv: float, median: float) -> dict:
         return {"matmul-run-numpy-b1": {"status": "ok", "median_ms": median, "workload": "matmul",

@@ -276,7 +276,7 @@ class ManifestCell(TypedDict, total=False):
 
 
 class Manifest(TypedDict, total=False):
-    """manifest.json of a run folder (results/data/manifest.py lays it out)."""
+    """manifest.json of a run folder (runner/run/manifest.py lays it out)."""
 
     schema: int
     name: str

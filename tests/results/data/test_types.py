@@ -1,6 +1,6 @@
 """The typed shapes (runner/results/data/types.py) and the places that define what they hold cannot
 drift: a Record has exactly RECORD_FIELDS, a CellSummary exactly what cell_summaries and the
-same-answer check build, a Manifest exactly what results/data/manifest.py writes."""
+same-answer check build, a Manifest exactly what run/manifest.py writes."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 
 from runner.results.analysis import answers
 from runner.results.analysis.summaries import cell_summaries
-from runner.results.data import manifest as manifest_mod, schemas
+from runner.results.data import schemas
 from runner.results.data.store import open_run
 from runner.results.data.types import CellSummary, Manifest, ManifestCell, Record
+from runner.run import manifest as manifest_mod
 from runner.worker import catalog
 from runner.worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
 from tests.fixtures import FIXTURE_RUNS
@@ -63,7 +64,7 @@ def test_a_cell_summary_has_exactly_what_the_summaries_build(run):
 
 
 def written_manifest_keys() -> set[str]:
-    """The keys results/data/manifest.py writes: build_manifest's dict and every
+    """The keys run/manifest.py writes: build_manifest's dict and every
     manifest[...] = ."""
     tree = ast.parse(Path(manifest_mod.__file__).read_text(encoding="utf-8"))
     keys: set[str] = set()

@@ -18,12 +18,11 @@ from ..environments.venvs import sha256_file
 from ..errors import UsageError, user_text
 from ..paths import RESULTS_DIR
 from ..results.analysis.comparison import DEFAULT_ALPHA
-from ..results.data import manifest as manifest_mod
 from ..results.data.store import Store, open_run
 from ..results.render.compare import run_compare
 from ..schema import matrix as matrix_mod
-from . import pipeline
-from .setup import Setup, choose_setup, resolve_stacks
+from ..run import manifest as manifest_mod, pipeline
+from ..run.setup import Setup, choose_setup, resolve_stacks
 
 
 def docker_client() -> Any:

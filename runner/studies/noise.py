@@ -1,7 +1,7 @@
 """`python -m runner doctor --measure [MATRIX]`: how noisy is this machine, and what may a run
 here trust? On this machine, in the matrix's environments:
 
-1. the GPU's state through NVML (gpustate.py): persistence mode, ECC, clocks (held or not,
+1. the GPU's state through NVML (runner/machine/gpustate.py): persistence mode, ECC, clocks (held or not,
    applications clocks against their defaults), power limit against its default, temperature,
    power and utilisation at idle, other compute processes;
 2. the harness's overhead per environment: one matmul cell per environment whose worker, after
@@ -12,16 +12,15 @@ here trust? On this machine, in the matrix's environments:
    each cell's headline (the median of its repeat medians) per workload class, and the
    `compare` threshold that spread supports.
 
-Written to results/machine-profiles/<host>-<gpu>.json (profile.py), which later runs on this
-machine copy into their manifest and `compare` reads; the measuring runs are kept beside it
-(results/machine-profiles/<host>-<gpu>/, their output in measure.log)."""
+Written to results/machine-profiles/<host>-<gpu>.json (runner/machine/profile.py), which later
+runs on this machine copy into their manifest and `compare` reads; the measuring runs are kept
+beside it (results/machine-profiles/<host>-<gpu>/, their output in measure.log)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from ..results.data.types import CellSummary
 import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +28,20 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
+from ..machine import gpustate, profile as machine_profile
 from ..paths import RESULTS_DIR
 from ..results.analysis.summaries import cell_summaries
 from ..results.data.store import Store
+from ..results.data.types import CellSummary
 from ..results.formatting import fmt
 from ..run import pipeline
 from ..run.plan import make_plan
 from ..run.setup import Setup, choose_setup
 from ..schema.matrix import Cell, Matrix, worker_env
+from ..timestamps import iso_now
 from ..version import runner_version
 from ..worker import catalog, protocol
-from ..worker.protocol import write_json_atomic
-from . import gpustate, profile as machine_profile, repeats
-from ..timestamps import iso_now
+from . import repeats
 
 DEFAULT_RUNS = 3
 OVERHEAD_N = {"gpu": 4096, "cpu": 512}   # the overhead's matmul side: ~1 ms on a GPU or a CPU
@@ -87,7 +87,7 @@ def measure(console: Console, matrix_path: Path, *, runs: int = DEFAULT_RUNS,
                 "matrix_profile": matrix.profile, "executor": setup.executor.name,
                 "clocks_locked": (setup.clocks or {}).get("setting"), "gpus": states,
                 "overhead": overhead, "aa": aa, "log": str(log_path)}
-    write_json_atomic(path, measured)
+    protocol.write_json_atomic(path, measured)
     show_aa(aa, console)
     for line in repeats.lines(aa, detect):
         console.print(user_text(line), soft_wrap=True, highlight=False)

@@ -1,30 +1,17 @@
 """How long cells took before: the wall time of a worker process (one repeat) of every cell that
 finished ok in the history database, with what it was and where it ran. Read-only: a database
 that does not exist yet is never created (`plan` writes nothing), one that cannot be read is no
-history (the estimate falls back), and no migration runs."""
+history (the estimate falls back), and no migration runs. Each cell found is the estimate's
+input, cost/estimate.py's PastCell: the history reads cost/, never the reverse."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cost.estimate import PastCell
+
 MAX_ROWS = 5000             # the newest cells only: an estimate, not an archive
-
-
-@dataclass(frozen=True)
-class PastCell:
-    cell_id: str
-    cell_name: str
-    environment: str
-    workload: str | None
-    task: str | None
-    api: str | None
-    size: str | None
-    batch_size: int | None
-    device: str | None       # the GPU model it ran on, or the CPU model for a CPU cell
-    wall_s: float            # one worker process: the median over the run's ok repeats
-    started_at: str
 
 
 def device_of(summary: dict[str, Any], gpu_name: str | None, cpu_model: str | None) -> str | None:
@@ -37,8 +24,8 @@ def past_cells(url: str) -> list[PastCell] | None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-    from ..history import tables
-    from ..history.db import engine_for
+    from . import tables
+    from .db import engine_for
 
     try:
         parsed = make_url(url)

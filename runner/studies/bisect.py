@@ -36,9 +36,9 @@ from ..paths import RESULTS_DIR
 from ..results.data.store import Store, open_run
 from ..results.data.types import Record
 from ..schema.matrix import load as load_matrix, read_toml
-from . import measures, tables
-from .ingest import now
-from .queries import StackDiff, diff_stacks
+from ..history import measures, tables
+from ..history.ingest import now
+from ..history.queries import StackDiff, diff_stacks
 from ..timestamps import folder_stamp
 
 

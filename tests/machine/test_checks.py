@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.machine.doctor import check_prices
+from runner.machine.checks import check_prices
 
 
 def test_doctor_lists_the_vms_with_this_machines_gpus():

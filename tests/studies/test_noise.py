@@ -212,7 +212,7 @@ def test_measure_options_need_measure(tmp_path, run_cli):
 def test_measure_recommends_the_repeats_a_chosen_change_needs():
     """doctor --measure --detect (issue 49 item 6): from the A/A's spread between processes,
     the repeats a side at which the ratio test sees the chosen change with 80 % power."""
-    from runner.machine import repeats
+    from runner.studies import repeats
 
     aa = {"classes": {"matmul": {}, "cnn": {}},
           "cells": [{"workload": "matmul", "cv_repeats": 0.02},
@@ -243,7 +243,7 @@ def test_measure_reports_the_gpus_state_and_what_can_move_a_measurement(tmp_path
     from rich.console import Console
 
     from runner.schema import matrix as matrix_mod
-    from runner.machine import noise
+    from runner.studies import noise
     from runner.run.setup import choose_setup
 
     fake = fake_gpu_host(temps=(66,), power_limit_mw=300_000, process_lists=[[(1, 2**30)]])
