@@ -277,6 +277,56 @@ def test_the_layer_rule_leaves_its_own_and_lower_layers_alone():
         assert upward_imports(module, imports_in(source, package)) == set(), module
 
 
+# --- renderers only format: the analysis is the report model's (analysis/report_model.py) -----
+
+# What the report model computes once; a renderer reads its fields instead. write.py, which
+# builds the model, is the one module of render/ that may call them.
+RECOMPUTED = {"keras_table": {"keras_view"},
+              "native": {"keras_over_native", "best_of", "best_columns", "native_titles",
+                         "sentences"},
+              "summaries": {"tf32_rows", "pivot", "fixed_costs"},
+              "effects": {"analyse", "keras_speedups", "speedup"},
+              "speedups": {"keras_speedups", "speedup"},
+              "findings": {"sentences", "method_sentence"}, "scaling": {"scaling_rows"},
+              "reference": {"beside"}, "cost": {"price_of", "sentences", "price_ratio"},
+              "profiles": {"biggest_gap"}, "conditions": {"to_act_on"},
+              "decoding": {"keras_titles"}}
+
+
+def recomputed_in(source: str) -> set[str]:
+    """The analysis functions of RECOMPUTED a render module imports or calls (module.name)."""
+    found, modules = set(), {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "analysis":
+            parts = (node.module or "").split(".")
+            for alias in node.names:
+                if len(parts) == 1:                  # from ..analysis import native
+                    modules[alias.asname or alias.name] = alias.name
+                elif alias.name in RECOMPUTED.get(parts[1], set()):
+                    found.add(f"{parts[1]}.{alias.name}")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.attr in RECOMPUTED.get(modules.get(node.value.id, ""), set()):
+            found.add(f"{modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_renderers_never_recompute_what_the_report_model_holds():
+    for path in sorted((RUNNER / "results" / "render").glob("*.py")):
+        if path.name != "write.py":
+            found = recomputed_in(path.read_text(encoding="utf-8"))
+            assert not found, f"{module_name(path)} recomputes {sorted(found)}: read the model"
+
+
+def test_the_recompute_rule_catches_a_planted_call():
+    planted = ("from ..analysis import native, findings as f\n"
+               "from ..analysis.keras_table import keras_view\n"
+               "from ..analysis.summaries import TIME_KEY, tf32_rows\n"
+               "x = native.keras_over_native(v) + f.sentences(s) + native.ratio_cell(r)\n")
+    assert recomputed_in(planted) == {"native.keras_over_native", "findings.sentences",
+                                      "keras_table.keras_view", "summaries.tf32_rows"}
+
+
 # --- executors: one contract, read by its flags -------------------------------------------------
 
 EXECUTORS = "runner.executors"

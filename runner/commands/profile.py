@@ -72,7 +72,7 @@ def profile_run(args: argparse.Namespace, console: Console) -> int:
 
     def report(state: pipeline.RunState) -> int:
         state.setup.close()
-        summaries = write_reports(state.store, state.store.read_manifest())
+        summaries = write_reports(state.store, state.store.read_manifest()).summaries
         console.print(f"report: {user_text(str(state.store.root / 'report.md'))} "
                       f"({len(summaries)} cells)", soft_wrap=True)
         return EXIT_OK

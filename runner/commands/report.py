@@ -22,6 +22,6 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
     store = Store.open(args.run_dir, lock=False)
     manifest = store.read_manifest()
-    summaries = write_reports(store, manifest)
-    show_results(summaries, f"{manifest.get('name')} ({store.root})", store.root, console)
+    report = write_reports(store, manifest)
+    show_results(report, f"{manifest.get('name')} ({store.root})", store.root, console)
     return EXIT_OK

@@ -21,7 +21,8 @@ from rich.table import Table
 from ..errors import shortened, user_text
 from ..executors.base import Prepared
 from ..machine.profile import MEASURE_HINT
-from ..results.data.types import CellSummary, Manifest, Record
+from ..results.analysis.report_model import ReportModel
+from ..results.data.types import Manifest, Record
 from ..results.formatting import fmt
 from ..results.render.terminal import tables
 from ..schema.matrix import Cell, Matrix
@@ -293,9 +294,8 @@ def outcome_text(record: Record) -> str:
     return f"{record['status']}: {error[-1][:120] if error else ''}"
 
 
-def show_results(summaries: list[CellSummary], title: str, root: Path,
-                 console: Console) -> None:
-    """The results tables of a run, and where its report is."""
-    for table in tables(summaries, user_text(title)):
+def show_results(report: ReportModel, title: str, root: Path, console: Console) -> None:
+    """The results tables of a run (its report model), and where its report is."""
+    for table in tables(report, user_text(title)):
         console.print(table)
     console.print(f"report: {user_text(str(root / 'report.md'))}", soft_wrap=True)

@@ -20,6 +20,7 @@ from ..environments import stacks
 from ..errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
                       interruption, os_error_line, signals_held, user_text)
 from ..machine import gpustate, hostinfo
+from ..results.analysis.report_model import build as build_report
 from ..results.data.store import Store
 from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
@@ -265,7 +266,8 @@ def write_final_reports(state: RunState) -> None:
                             done.stopped.reason if done.stopped is not None else done.halted)
     try:
         store.write_manifest(done.manifest)
-        done.summaries = write_reports(store, done.manifest)
+        done.report = write_reports(store, done.manifest)
+        done.summaries = done.report.summaries
     except OSError as exc:
         state.console.print(f"[yellow]! reports not written: {user_text(os_error_line(exc))}[/]",
                             soft_wrap=True)
@@ -281,7 +283,8 @@ def refuse_to_go_on_halted(state: RunState) -> None:
 
 def show_results(state: RunState) -> None:
     root = state.store.root
-    show.show_results(state.progress.summaries, f"{state.matrix.spec.run.name} ({root})", root,
+    report = state.progress.report or build_report(state.progress.manifest, [])
+    show.show_results(report, f"{state.matrix.spec.run.name} ({root})", root,
                       state.console)
 
 

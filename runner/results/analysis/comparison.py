@@ -52,7 +52,7 @@ from ...errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
 from ...machine.profile import compare_threshold
 from ..data.store import Store, open_run
 from ..data.types import CellSummary, Manifest, Record
-from . import power
+from . import cost, power
 from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
 from .ratios import welch_ratio
 from .stats import repeat_medians
@@ -101,6 +101,7 @@ class Comparison:
     cells: list[CellComparison]
     stacks: list[StackComparison] = field(default_factory=list)
     threshold_source: str = ""           # where the threshold came from (choose_threshold)
+    price_ratio: float | None = None     # B's per-GPU list price ÷ A's (cost.price_ratio)
 
     @property
     def different_stacks(self) -> list[StackComparison]:
@@ -120,6 +121,11 @@ class Comparison:
 
     def count(self, verdict: str) -> int:
         return sum(1 for c in self.cells if c.verdict == verdict)
+
+    @property
+    def cost_versus(self) -> str | None:
+        """B against A in time and price (cost.versus), where both runs have a price."""
+        return cost.versus(self.geometric_mean_ratio, self.price_ratio)
 
     @property
     def exit_code(self) -> int:
@@ -304,4 +310,4 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,
         cells.append(cell)
     used = [c.threshold for c in cells if c.threshold is not None]
     return Comparison(run_a, run_b, max(used) if used else threshold_of(None), alpha, cells,
-                      stacks, source)
+                      stacks, source, cost.price_ratio(*(cost.price_of(m) for m in manifests)))

@@ -80,13 +80,15 @@ def first_token_figures(ok: Sequence[Mapping[str, Any]],
     return {"ttft_ms": ttft, "decode_ms_per_token": decode, "tokens_per_s": rate}
 
 
-def markdown_lines(summaries: Sequence[Mapping[str, Any]], keras_view: Any = None) -> list[str]:
+def markdown_lines(summaries: Sequence[Mapping[str, Any]],
+                   titles: Mapping[str, str] | None = None) -> list[str]:
     """report.md's "Generate: time to first token" section: one line per generate cell that
-    recorded it, environments titled as in the Keras table where it has them."""
+    recorded it, environments titled as in the Keras table where it has them (`titles`:
+    keras_titles of the Keras table)."""
     cells = [s for s in summaries if s["status"] == "ok" and s.get("ttft_ms") is not None]
     if not cells:
         return []
-    titles = keras_titles(keras_view)
+    titles = titles or {}
     out = ["## Generate: time to first token", "",
            "| Workload (task) | Batch size | Environment | ms per call | Time to first token "
            "ms | Decode ms per token | Tokens/s | Prompt / new tokens per sequence | Loop "

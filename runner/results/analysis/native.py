@@ -141,10 +141,11 @@ def cost_words(estimate: Ratio, native: str) -> str:
     return text if estimate.distinguishable else text + " — not distinguishable from noise"
 
 
-def best_columns(view: KerasView | None) -> dict[tuple[str, int], dict[str, NativeRatio]]:
-    """Per Keras table row: best Keras 3 ÷ each native column (the Keras table's ratio columns)."""
+def best_of(ratios: Sequence[NativeRatio]) -> dict[tuple[str, int], dict[str, NativeRatio]]:
+    """Per Keras table row: best Keras 3 ÷ each native column (the Keras table's ratio columns),
+    of keras_over_native's ratios."""
     out: dict[tuple[str, int], dict[str, NativeRatio]] = {}
-    for r in keras_over_native(view):
+    for r in ratios:
         if r.keras == BEST:
             out.setdefault((r.label, r.batch_size), {})[r.native] = r
     return out
@@ -159,10 +160,9 @@ def native_titles(view: KerasView | None) -> list[str]:
     return [titles.get(c, c) for c in columns if api.get(c) == NATIVE_API]
 
 
-def markdown_lines(view: KerasView | None) -> list[str]:
-    """The effects section's "Keras over native" part: per native column a table of rows × Keras
-    columns, then the geometric mean of each column."""
-    ratios = keras_over_native(view)
+def markdown_lines(ratios: Sequence[NativeRatio]) -> list[str]:
+    """The effects section's "Keras over native" part (keras_over_native's ratios): per native
+    column a table of rows × Keras columns, then the geometric mean of each column."""
     if not ratios:
         return []
     keras_columns, natives = columns_of(ratios)
@@ -202,10 +202,10 @@ TF32_RATIO_NOTE = (f"{TF32_MARK} The Keras cell ran its float32 matmuls and conv
                    "out of the geometric mean and the findings.")
 
 
-def sentences(view: KerasView | None) -> list[str]:
-    """The findings: per native column, the best Keras 3's cost over it (its geometric mean, or
-    the row itself when there is one), then each Keras 3 backend's."""
-    ratios = keras_over_native(view)
+def sentences(ratios: Sequence[NativeRatio]) -> list[str]:
+    """The findings (of keras_over_native's ratios): per native column, the best Keras 3's cost
+    over it (its geometric mean, or the row itself when there is one), then each Keras 3
+    backend's."""
     keras_columns, natives = columns_of(ratios)
     out = []
     for native in natives:

@@ -104,14 +104,10 @@ def stack_table(comparison: Comparison):
     return table
 
 
-def cost_line(comparison: Comparison, run_a: Path, run_b: Path) -> str | None:
+def cost_line(comparison: Comparison) -> str | None:
     """B against A in price too, where both runs have one: the geometric mean time ratio of the
     comparable cells with the ratio of the two VMs' per-GPU list prices (never a verdict)."""
-    from ..analysis import cost
-    from ..data.store import open_run
-
-    prices = cost.price_ratio(*(cost.price_of(open_run(run)[1]) for run in (run_a, run_b)))
-    said = cost.versus(comparison.geometric_mean_ratio, prices)
+    said = comparison.cost_versus
     return f"cost: B is {said} (list-price estimates; the verdicts are the time's)" \
         if said else None
 
@@ -125,7 +121,7 @@ def run_compare(run_a: Path, run_b: Path, threshold: float | None, alpha: float,
     console.print(stack_table(comparison))
     console.print(terminal_table(comparison))
     console.print(user_text(summary_line(comparison)), soft_wrap=True)
-    priced = cost_line(comparison, run_a, run_b)
+    priced = cost_line(comparison)
     if priced:
         console.print(user_text(priced), soft_wrap=True)
     console.print(f"threshold: {user_text(comparison.threshold_source)}", soft_wrap=True,

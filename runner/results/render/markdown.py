@@ -9,20 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import answers, cost, decoding, findings, native
-from ..analysis.effects import Analysis, keras_speedups
-from ..analysis.keras_table import keras_view
-from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY, fixed_costs, pivot, tf32_rows
-from ..data.types import CellSummary, Manifest
+from ..analysis import answers, decoding, native
+from ..analysis.report_model import ReportModel, TableView
+from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY
+from ..data.types import CellSummary
 from ..formatting import (best_text, cell_text, comparable_values, fmt, md_code, md_text,
                           peak_notes, percent)
-from ..analysis.profiles import Profiled
 from .markdown_cost import cost_section
 from .markdown_parts import (ABOVE_IDLE, CELLS_NOTE, _ci_text, _sanity, _tf32_text,
                              allocator_lines, answers_section, effects_section, no_interval_note,
                              ratio_text, tf32_section, training_table,
                              warnings_section)
-from .markdown_profiles import profile_findings, profiles_section
+from .markdown_profiles import profiles_section
 from .markdown_quantized import quantized_section
 from .markdown_reference import peak_section, published_section
 from .markdown_scaling import scaling_part
@@ -31,22 +29,19 @@ __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interv
            "ratio_text", "report_markdown"]
 
 
-def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool = True,
-                   bold_best: bool = True, keras_columns: bool = False,
-                   columns: list[str] | None = None, titles: dict[str, str] | None = None) -> str:
-    """Rows × environments of one summary key (columns in `columns` order, headed by `titles`
-    where given). With keras_columns (and both Keras 3 and Keras 2 environments in the run), two
-    more columns: the best Keras 3 backend and its speedup over Keras 2, computed on median
-    ms/step whatever `key` is."""
-    environments, rows, grid = pivot(summaries)
-    environments = columns or environments
-    speedups = keras_speedups(summaries) if keras_columns else {}
-    view = (summaries, environments, titles) if keras_columns and titles else None
-    natives, costs = native.native_titles(view), native.best_columns(view)
-    marked = tf32_rows(summaries)
+def markdown_table(view: TableView, key: str, lower_is_better: bool = True,
+                   bold_best: bool = True, keras_columns: bool = False) -> str:
+    """Rows × environments of one summary key (the view's columns, headed by its titles). With
+    keras_columns (and both Keras 3 and Keras 2 environments in the run), two more columns: the
+    best Keras 3 backend and its speedup over Keras 2, computed on median ms/step whatever `key`
+    is; then the view's native columns."""
+    environments, rows, grid, titles = view.environments, view.rows, view.grid, view.titles
+    speedups = view.speedups if keras_columns else {}
+    natives = view.natives if keras_columns else []
+    costs, marked = view.native_ratios, view.tf32_rows
     extra_head = " Best Keras 3 | Speedup of best Keras 3 over Keras 2 |" if speedups else ""
     extra_head += "".join(f" Best Keras 3 ÷ {title} |" for title in natives)
-    heads = [md_text((titles or {}).get(e, e)) for e in environments]
+    heads = [md_text(titles.get(e, e)) for e in environments]
     lines = ["| Workload (task) | Batch size | " + " | ".join(heads) + " |" + extra_head,
              "|---|---:|" + "---:|" * len(environments) + ("---:|---:|" if speedups else "")
              + "---:|" * len(natives)]
@@ -76,19 +71,15 @@ def markdown_table(summaries: list[CellSummary], key: str, lower_is_better: bool
 
 @dataclass(frozen=True)
 class Report:
-    """What every section of the report reads."""
+    """What every section of the report reads: the report model and the plots drawn of it."""
 
-    manifest: Manifest
-    summaries: list[CellSummary]
+    model: ReportModel
     plots: list[Any] | None
-    analysis: Analysis | None
-    keras: tuple[list[CellSummary], list[str], dict[str, str]] | None
-    left_out: list[tuple[str, str]]          # (record file, why): not in the report
-    profiled: Profiled | None = None      # the run's profiles, by row, and their plots
 
 
 def title_section(r: Report) -> list[str]:
-    manifest, host = r.manifest, r.manifest.get("host", {})
+    manifest = r.model.manifest
+    host = manifest.get("host", {})
     return [f"# Benchmark report: {md_text(manifest.get('name'))}", "",
             f"Run {md_code(manifest.get('run_id'))} · profile "
             f"**{md_text(manifest.get('profile'))}** ({md_text(manifest.get('profile_reason'))})"
@@ -100,37 +91,34 @@ def title_section(r: Report) -> list[str]:
 
 
 def method_section(r: Report) -> list[str]:
-    return ["", findings.method_sentence(r.summaries)] if r.summaries else []
+    return ["", r.model.method] if r.model.summaries else []
 
 
 def findings_section(r: Report) -> list[str]:
-    if r.analysis is None:
-        return []
-    said = findings.sentences(r.summaries, r.analysis, r.keras[0] if r.keras else None)
-    said += native.sentences(r.keras) + cost.sentences(r.summaries)
-    said += profile_findings(r.profiled)
+    said = r.model.findings
     return ["", "## Findings", "", *[f"- {sentence}" for sentence in said]] if said else []
 
 
 def keras_table_section(r: Report) -> list[str]:
-    if not r.keras:
+    view = r.model.keras_table
+    if view is None:
         return []
-    rows, columns, titles = r.keras
     return ["", "## The Keras 3 benchmark table (ms/step, geometric mean of the repeat medians, "
-            "lower is better; best in bold)", "", markdown_table(rows, TIME_KEY, keras_columns=True,
-                                                                  columns=columns, titles=titles), "",
+            "lower is better; best in bold)", "", markdown_table(view, TIME_KEY,
+                                                                  keras_columns=True), "",
             "Rows in the matrix's order (the study's Table 2); Keras 2's Stable Diffusion is "
             "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
             "row's speedup compares models, not frameworks."
             + (" HF PyTorch: the same models on Hugging Face's code (transformers, diffusers, "
                "peft) on native PyTorch, eager and torch.compile'd; best Keras 3 ÷ HF: how many "
                "times longer the fastest Keras 3 backend takes (Keras over native, see "
-               "Effects)." if native.native_titles(r.keras) else ""), ""]
+               "Effects)." if view.natives else ""), ""]
 
 
 def time_section(r: Report) -> list[str]:
     out = ["", "## Time per step (ms, geometric mean of the repeat medians; lower is better; "
-           "best in bold)", "", markdown_table(r.summaries, TIME_KEY, keras_columns=not r.keras),
+           "best in bold)", "", markdown_table(r.model.cells_table, TIME_KEY,
+                                               keras_columns=not r.model.keras),
            ""]
     out += ["Each value is the geometric mean of the repeat medians: each repeat (a fresh "
             "process) is summarised by the median of its timed steps, and the cell by the "
@@ -139,7 +127,7 @@ def time_section(r: Report) -> list[str]:
             "Warm-up steps, the first of which includes compilation, are excluded. Bold: the "
             "best of a row whose values differ as printed (ties as printed are all bold). NA: "
             "the combination does not exist in that environment.", ""]
-    if keras_speedups(r.summaries):
+    if r.model.speedups:
         out += ["Best Keras 3: the fastest Keras 3 backend of the row (its backend in brackets); "
                 "speedup: Keras 2 (tf-keras) ms/step divided by that, above 1 when Keras 3 is "
                 "faster, with its 95 % interval (an environment effect, see Effects).", ""]
@@ -147,37 +135,38 @@ def time_section(r: Report) -> list[str]:
 
 
 def effects_part(r: Report) -> list[str]:
-    out = effects_section(r.analysis, r.plots) if r.analysis is not None else []
-    costs = native.markdown_lines(r.keras)
+    analysis = r.model.analysis
+    out = effects_section(analysis, r.plots) if analysis is not None else []
+    costs = native.markdown_lines(r.model.native)
     if costs and not out:
         out = ["## Effects", ""]
     return out + costs
 
 
 def first_token_part(r: Report) -> list[str]:
-    return decoding.markdown_lines(r.summaries, r.keras)
+    return decoding.markdown_lines(r.model.summaries, r.model.column_titles)
 
 
 def answers_part(r: Report) -> list[str]:
-    return answers_section(r.summaries)
+    return answers_section(r.model.summaries)
 
 
 def warnings_part(r: Report) -> list[str]:
-    return warnings_section(r.manifest, r.summaries)
+    return warnings_section(r.model.manifest, r.model.summaries)
 
 
 def left_out_section(r: Report) -> list[str]:
     """The run's record files the report could not use: changed since the runner wrote them
     (its ledger), not valid, or not of a cell of the run."""
-    if not r.left_out:
+    if not r.model.left_out:
         return []
     return ["## Records left out", "", "These files in the run folder are not in this report "
             "(a resume sets them aside and measures their cells again):", "",
-            *[f"- {md_code(name)}: {md_text(why)}" for name, why in r.left_out], ""]
+            *[f"- {md_code(name)}: {md_text(why)}" for name, why in r.model.left_out], ""]
 
 
 def fixed_costs_section(r: Report) -> list[str]:
-    costs = fixed_costs(r.summaries)
+    costs = r.model.fixed_costs
     if not costs:
         return []
     out = ["## Where a process's time goes (s, medians per environment)", "",
@@ -193,7 +182,7 @@ def fixed_costs_section(r: Report) -> list[str]:
 
 
 def training_section(r: Report) -> list[str]:
-    training = training_table(r.summaries)
+    training = training_table(r.model.cells_table)
     if not training:
         return []
     return ["## Training", "", training, "",
@@ -205,34 +194,34 @@ def training_section(r: Report) -> list[str]:
 
 
 def memory_section(r: Report) -> list[str]:
-    summaries = r.summaries
+    summaries, view = r.model.summaries, r.model.cells_table
     out = ["## Peak memory", "", "Process RSS peak (MB):", "",
-           markdown_table(summaries, "rss_peak_mb", bold_best=False), ""]
+           markdown_table(view, "rss_peak_mb", bold_best=False), ""]
     if any(s.get("vram_peak_mb") is not None for s in summaries):
         out += ["Framework-native device memory peak (MB):", "",
-                markdown_table(summaries, "vram_peak_mb", bold_best=False), ""]
+                markdown_table(view, "vram_peak_mb", bold_best=False), ""]
     if any(s.get("nvml_memory_peak_mb") is not None for s in summaries):
         out += ["NVML device memory used, peak (MB): the whole device, including what an "
                 "allocator reserved or preallocated, so read it with the settings below:", "",
-                markdown_table(summaries, "nvml_memory_peak_mb", bold_best=False), "",
+                markdown_table(view, "nvml_memory_peak_mb", bold_best=False), "",
                 "Allocator settings in force (unset: the framework's default):", "",
                 *allocator_lines(summaries), ""]
     return out
 
 
 def energy_section(r: Report) -> list[str]:
-    summaries = r.summaries
+    summaries, view = r.model.summaries, r.model.cells_table
     if not any(s.get("energy_per_step_j") is not None or s.get("energy_note") for s in summaries):
         return []
     out = ["## Energy per step (J, NVML; lower is better)", "",
-           markdown_table(summaries, "energy_per_step_j"), "",
+           markdown_table(view, "energy_per_step_j"), "",
            "The NVML total-energy counter's delta over the timed window divided by the "
            "steps in it (per item: also by the batch); – where the window was shorter than "
            "20 of the counter's update intervals (measured at rest; 0.1 s assumed where it "
            "was not), never 0.", ""]
     if any(s.get("energy_per_step_above_idle_j") is not None for s in summaries):
         out += [ABOVE_IDLE, "",
-                markdown_table(summaries, "energy_per_step_above_idle_j"), "",
+                markdown_table(view, "energy_per_step_above_idle_j"), "",
                 "Power at rest (W): " + ", ".join(
                     f"{md_code(s['cell_name'])} {fmt(s['gpu_idle_power_w'])}" for s in summaries
                     if s.get("gpu_idle_power_w") is not None) + ".", ""]
@@ -265,24 +254,24 @@ def cells_section(r: Report) -> list[str]:
            "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
            "Loss first → last | Accuracy |",
            "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
-    out += [_cell_row(s) for s in r.summaries]
-    return out + ["", CELLS_NOTE, ""] + peak_notes(r.summaries)
+    out += [_cell_row(s) for s in r.model.summaries]
+    return out + ["", CELLS_NOTE, ""] + peak_notes(r.model.summaries)
 
 
 def tf32_part(r: Report) -> list[str]:
-    return tf32_section(r.summaries)
+    return tf32_section(r.model.summaries)
 
 
 def published_part(r: Report) -> list[str]:
-    return published_section(r.summaries)
+    return published_section(r.model.published)
 
 
 def peak_part(r: Report) -> list[str]:
-    return peak_section(r.manifest)
+    return peak_section(r.model.manifest)
 
 
 def problems_section(r: Report) -> list[str]:
-    problems = [s for s in r.summaries if s["status"] not in ("ok", "not_applicable")]
+    problems = [s for s in r.model.summaries if s["status"] not in ("ok", "not_applicable")]
     if not problems:
         return []
     out = ["## Problems", ""]
@@ -294,11 +283,11 @@ def problems_section(r: Report) -> list[str]:
 
 
 def profiles_part(r: Report) -> list[str]:
-    return profiles_section(r.profiled)
+    return profiles_section(r.model.profiled)
 
 
 def plots_section(r: Report) -> list[str]:
-    return plots_lines(r.plots, r.analysis is not None)
+    return plots_lines(r.plots, r.model.analysis is not None)
 
 
 def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
@@ -318,21 +307,17 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
-    lambda r: cost_section(r.manifest, r.summaries), effects_part, scaling_part,
-    lambda r: quantized_section(r.summaries), answers_part, warnings_part, left_out_section,
+    lambda r: cost_section(r.model), effects_part, scaling_part,
+    lambda r: quantized_section(r.model.quantized), answers_part, warnings_part, left_out_section,
     fixed_costs_section, training_section,
     first_token_part, memory_section,
     energy_section, cells_section, tf32_part, published_part, peak_part,
     problems_section, profiles_part, plots_section)
 
 
-def report_markdown(manifest: Manifest, summaries: list[CellSummary],
-                    plots: list[Any] | None = None, analysis: Analysis | None = None,
-                    left_out: list[tuple[str, str]] | None = None,
-                    profiled: Profiled | None = None) -> str:
-    """The Markdown report; `plots` (runner.plots.Plot: a path relative to the run folder, or a
-    note on why it was skipped) are listed at the end, the forest plot with the effects;
-    `left_out`: record files not in it, and why; `profiled`: the run's profiles."""
-    report = Report(manifest, summaries, plots, analysis, keras_view(summaries),
-                    left_out or [], profiled)
+def report_markdown(model: ReportModel, plots: list[Any] | None = None) -> str:
+    """The Markdown report of `model` (analysis/report_model.py); `plots` (runner.plots.Plot: a
+    path relative to the run folder, or a note on why it was skipped) are listed at the end, the
+    forest plot with the effects."""
+    report = Report(model, plots)
     return "\n".join(line for section in SECTIONS for line in section(report))

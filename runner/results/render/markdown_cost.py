@@ -5,13 +5,12 @@ took. Nothing without a price ([cost] in the matrix)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ...cost.prices import stale_note
 from ..analysis import cost
-from ..analysis.summaries import pivot
-from ..data.types import CellSummary, Manifest
+from ..analysis.report_model import ReportModel, TableView
 from ..formatting import best_text, cell_text, comparable_values, fmt, usd
 
 TABLES = (("usd_per_1k_items", "USD per 1,000 items (the time per step × the per-GPU price ÷ "
@@ -22,8 +21,8 @@ TABLES = (("usd_per_1k_items", "USD per 1,000 items (the time per step × the pe
           ("usd_per_image", "USD per image (Stable Diffusion)"))
 
 
-def priced_table(summaries: Sequence[CellSummary], key: str) -> list[str]:
-    environments, rows, grid = pivot(list(summaries))
+def priced_table(view: TableView, key: str) -> list[str]:
+    environments, rows, grid = view.environments, view.rows, view.grid
     lines = ["| Workload (task) | Batch size | " + " | ".join(environments) + " |",
              "|---|---:|" + "---:|" * len(environments)]
     for label, batch in rows:
@@ -63,8 +62,8 @@ def estimate_lines(entry: Mapping[str, Any], stopped_by: str | None = None) -> l
     return [line + ")." + stopped, ""]
 
 
-def cost_section(manifest: Manifest, summaries: Sequence[CellSummary]) -> list[str]:
-    price = cost.price_of(manifest)
+def cost_section(model: ReportModel) -> list[str]:
+    manifest, summaries, price = model.manifest, model.summaries, model.price
     if price is None:
         return []
     out = ["## Cost (list-price estimates; lower is better; best in bold)", "",
@@ -76,7 +75,7 @@ def cost_section(manifest: Manifest, summaries: Sequence[CellSummary]) -> list[s
         out += [f"**Warning:** {stale}.", ""]
     for key, title in TABLES:
         if any(s.get(key) is not None for s in summaries):
-            out += [f"{title}:", "", *priced_table(summaries, key), ""]
+            out += [f"{title}:", "", *priced_table(model.cells_table, key), ""]
     spent = [float(v) for s in summaries if (v := s.get("usd")) is not None]
     if spent:
         out += [f"The cells' processes cost {usd(sum(spent))} in all (each process's wall time, "

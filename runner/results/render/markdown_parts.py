@@ -11,7 +11,8 @@ from typing import Any
 from ..analysis import answers, conditions, stats
 from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, EffectTable, shown
 from ..analysis.ratios import Ratio
-from ..analysis.summaries import TF32_MARK, TF32_NOTE, pivot, tf32_rows
+from ..analysis.report_model import TableView
+from ..analysis.summaries import TF32_MARK, TF32_NOTE
 from ..data.types import CellSummary, Manifest
 from ..formatting import fmt, md_code, md_text
 
@@ -193,15 +194,14 @@ def _pair(first: float | None, second: float | None) -> str:
     return "–" if first is None and second is None else f"{fmt(first)} / {fmt(second)}"
 
 
-def training_table(summaries: list[CellSummary]) -> str | None:
+def training_table(view: TableView) -> str | None:
     """One line per fit cell (rows in matrix order, environments in column order)."""
-    fits = [s for s in summaries if s["task"] == "fit" and s["status"] != "not_applicable"]
+    fits = [s for s in view.summaries if s["task"] == "fit" and s["status"] != "not_applicable"]
     if not fits:
         return None
-    environments, rows, _ = pivot(summaries)
+    environments, rows, marked = view.environments, view.rows, view.tf32_rows
     fits.sort(key=lambda s: (rows.index((s["label"], s["batch_size"])),
                              environments.index(s["environment"])))
-    marked = tf32_rows(summaries)
     lines = ["| Workload (task) | Batch size | Environment | Epoch s, measured | Epoch s, step × "
              "steps | Train s (timed) | Accuracy | Loss first → last | RSS initial / peak MB | "
              "VRAM initial / peak MB |",

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...worker.profiling.categories import CATEGORIES
-from ..analysis.profiles import (TOP_OPS, Profiled, ProfiledRow, biggest_gap, category_ms,
-                                 explain, top_ops)
+from ..analysis.profiles import TOP_OPS, Profiled, ProfiledRow, category_ms, explain, top_ops
 from ..formatting import fmt, md_code, md_text
 
 DOCS = "docs/profiles.md"
@@ -61,12 +60,6 @@ def ops_table(row: ProfiledRow) -> list[str]:
                          f"{op['category']} | {fmt((op.get('us_per_step') or 0) / 1000)} | "
                          f"{fmt(op.get('count_per_step'))} | {fmt(op.get('pct'))} |")
     return lines
-
-
-def profile_findings(profiled: Profiled | None) -> list[str]:
-    """The findings' sentence on the biggest gap the profiles explain."""
-    gap = biggest_gap(profiled.rows) if profiled else None
-    return [f"Where the time goes: {md_text(gap)}"] if gap else []
 
 
 def profiles_section(profiled: Profiled | None) -> list[str]:

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..analysis import quantized
-from ..analysis.effects import speedup
+from ..analysis.report_model import Quantized
 from ..analysis.summaries import TIME_KEY
-from ..data.types import CellSummary
 from ..formatting import EMULATED_MARK, fmt, md_code, md_text
 from .markdown_parts import ratio_text
 
@@ -32,11 +31,10 @@ def _pair(base: Mapping[str, Any] | None, cell: Mapping[str, Any], key: str) -> 
     return f"{fmt(base.get(key)) if base else '–'} → {fmt(cell.get(key))}"
 
 
-def quantized_section(summaries: list[CellSummary]) -> list[str]:
-    cells = [s for s in summaries if s["status"] == "ok" and s.get("quantization")]
+def quantized_section(cells: list[Quantized]) -> list[str]:
+    """The section of the report model's quantized cells (report_model.quantized_cells)."""
     if not cells:
         return []
-    names = {s["cell_name"]: s for s in summaries}
     lines = ["## Quantized tier", "",
              "Each quantized cell beside the float cell of its row and environment (same "
              "workload, batch, axes and options; precision = the float precision it was built "
@@ -49,10 +47,9 @@ def quantized_section(summaries: list[CellSummary]) -> list[str]:
              + " of the float logits' largest magnitude. "
              f"{EMULATED_MARK}: float8 emulated where it ran (its time is no measure of float8, "
              "and no ratio is given).", "", HEAD, "|---|---|---|---:|---:|---|---|---|---|---|"]
-    for s in cells:
+    for entry in cells:
+        s, base, ratio = entry.cell, entry.base, entry.speedup
         q = s["quantization"] or {}
-        base = names.get(s.get("quantization_base") or "")
-        ratio = speedup(base, s) if base is not None else None
         time = fmt(s.get(TIME_KEY)) + (f" {EMULATED_MARK}" if s.get("emulated") else "")
         lines.append("| " + " | ".join([
             md_code(s["cell_name"], in_table=True),
@@ -64,7 +61,7 @@ def quantized_section(summaries: list[CellSummary]) -> list[str]:
             md_text(s.get("quantization_detail") or ""),
             md_text(s.get("quantization_base_check") or "–")]) + " |")
     layers = sorted({f"{md_text(q.get('library'))}: {md_text(q.get('config'))}"
-                     for s in cells if (q := s["quantization"] or {})})
+                     for e in cells if (q := e.cell["quantization"] or {})})
     return lines + ["", "What ran (effective.quantization of each record: mode, library and "
                     "version, the layers quantized and the parameters in them):", "",
                     *[f"- {line}" for line in layers], ""]

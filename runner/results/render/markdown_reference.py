@@ -4,13 +4,15 @@ study's table (analysis/reference.py) and the peak the run's calibration measure
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..analysis import reference
-from ..data.types import CellSummary, Manifest
+from ..data.types import Manifest
 from ..formatting import fmt, md_text
 
 
-def published_section(summaries: list[CellSummary]) -> list[str]:
-    beside = reference.beside(summaries)
+def published_section(beside: list[dict[str, Any]]) -> list[str]:
+    """The run beside the published table (reference.beside's rows)."""
     if not beside:
         return []
     table = reference.published()

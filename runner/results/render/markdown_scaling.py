@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.scaling import (DIFFERENT, SAME, Point, ScalingRow, efficiency_text, findings,
-                                scaling_rows, without_interval)
+                                without_interval)
 from ..formatting import DIFFERENT_MARK, cell_text
 
 DOCS = "docs/scaling.md"
@@ -68,9 +68,9 @@ def notes(row: ScalingRow) -> list[str]:
 
 
 def scaling_part(report: Any) -> list[str]:
-    """The section (none without a row of several device counts); reads the report's
-    summaries and its plots (plots_scaling.py drew them, titled by row)."""
-    rows = scaling_rows(report.summaries)
+    """The section (none without a row of several device counts); reads the report model's
+    scaling rows and the report's plots (plots_scaling.py drew them, titled by row)."""
+    rows = report.model.scaling
     if not rows:
         return []
     drawn = {plot.title: plot.path for plot in report.plots or [] if plot.path}

@@ -1,4 +1,4 @@
-"""PNG plots of a run's cell summaries (plots/*.png in the run folder).
+"""PNG plots of a run's report model (plots/*.png in the run folder).
 
 matplotlib is imported here only, and only its object API (`matplotlib.figure.Figure`, rendered by
 the Agg canvas): no pyplot global state, no display needed, nothing left open between calls.
@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 from ...errors import shortened
 from ...worker.protocol import atomic_target
-from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, keras_speedups, shown
-from ..analysis.summaries import TIME_KEY, pivot
+from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, shown
+from ..analysis.report_model import ReportModel
+from ..analysis.summaries import TIME_KEY
 from ..data.types import CellSummary
 
 DPI = 110
@@ -73,10 +74,11 @@ def time_bar(cell: CellSummary) -> tuple[float, float, float]:
     return value, max(0.0, value - min(medians)), max(0.0, max(medians) - value)
 
 
-def time_plot(summaries: list[CellSummary], path: Path) -> str | None:
+def time_plot(model: ReportModel, path: Path) -> str | None:
     """One panel per workload row, one bar per environment: ms/step as every table gives it (the
     geometric mean of the repeat medians), whiskers the range of the repeat medians."""
-    environments, rows, grid = pivot(summaries)
+    view = model.cells_table
+    environments, rows, grid = view.environments, view.rows, view.grid
     rows = [r for r in rows if any(_ok(grid.get((*r, e)), TIME_KEY) for e in environments)]
     if not rows:
         return "no cell finished"
@@ -110,9 +112,9 @@ def time_plot(summaries: list[CellSummary], path: Path) -> str | None:
     return None
 
 
-def keras_speedup_plot(summaries: list[CellSummary], path: Path) -> str | None:
+def keras_speedup_plot(model: ReportModel, path: Path) -> str | None:
     """The Keras 3 benchmark page's figure: speedup of the best Keras 3 backend over Keras 2."""
-    rows = [(row, e) for row, e in keras_speedups(summaries).items() if e["speedup"]]
+    rows = [(row, e) for row, e in model.speedups.items() if e["speedup"]]
     if not rows:
         return "no row has both a Keras 3 and a Keras 2 (tf-keras) result"
     fig = _figure(7.5, 0.45 * len(rows) + 1.4)
@@ -162,14 +164,14 @@ def _per_cell_bars(summaries: list[CellSummary], series: list[tuple[str, str]], 
     return None
 
 
-def memory_plot(summaries: list[CellSummary], path: Path) -> str | None:
-    return _per_cell_bars(summaries, [("rss_peak_mb", "process RSS peak"),
+def memory_plot(model: ReportModel, path: Path) -> str | None:
+    return _per_cell_bars(model.summaries, [("rss_peak_mb", "process RSS peak"),
                                       ("vram_peak_mb", "framework VRAM peak")],
                           path, "Peak memory per cell", "MB")
 
 
-def energy_plot(summaries: list[CellSummary], path: Path) -> str | None:
-    return _per_cell_bars(summaries, [("energy_per_step_j", "NVML energy per step")], path,
+def energy_plot(model: ReportModel, path: Path) -> str | None:
+    return _per_cell_bars(model.summaries, [("energy_per_step_j", "NVML energy per step")], path,
                           "GPU energy per step", "J per step (median over repeats)")
 
 
@@ -229,7 +231,7 @@ def forest_plot(analysis: Analysis, path: Path) -> str | None:
     return None
 
 
-PLOTS: list[tuple[str, str, Callable[[list[CellSummary], Path], str | None]]] = [
+PLOTS: list[tuple[str, str, Callable[[ReportModel, Path], str | None]]] = [
     ("time.png", "Time per step", time_plot),
     ("keras_speedup.png", "Speedup of the best Keras 3 backend over Keras 2", keras_speedup_plot),
     ("memory.png", "Peak memory", memory_plot),
@@ -240,22 +242,22 @@ PLOTS: list[tuple[str, str, Callable[[list[CellSummary], Path], str | None]]] = 
 FOREST = ("effects.png", "Effects (forest plot)")
 
 
-def write_plots(root: Path, summaries: list[CellSummary],
-                analysis: Analysis | None = None) -> list[Plot]:
-    """Write every plot under root/plots/ (the forest plot of `analysis` first); a plot with
-    nothing to show is skipped with a note, and a stale file of that name from an earlier
-    report is removed. All are drawn in a folder beside first and moved in when all are drawn:
-    a report interrupted meanwhile leaves the plots it had (each file moved in whole)."""
+def write_plots(root: Path, model: ReportModel) -> list[Plot]:
+    """Write every plot of `model` under root/plots/ (the forest plot of its effects first); a
+    plot with nothing to show is skipped with a note, and a stale file of that name from an
+    earlier report is removed. All are drawn in a folder beside first and moved in when all are
+    drawn: a report interrupted meanwhile leaves the plots it had (each file moved in whole)."""
     folder = root / "plots"
     if folder.is_symlink():      # never written through: it could point anywhere
         raise OSError(f"{folder} is a symbolic link")
     folder.mkdir(exist_ok=True)
+    analysis = model.analysis
     drawn = [(*FOREST, lambda _, target: forest_plot(analysis, target))] if analysis else []
     fresh = Path(tempfile.mkdtemp(prefix=".plots-", dir=root))
     try:
         out = []
         for name, title, draw in drawn + PLOTS:
-            skipped = draw(summaries, fresh / name)
+            skipped = draw(model, fresh / name)
             out.append(Plot(title, None, skipped) if skipped else Plot(title, f"plots/{name}"))
         for (name, _, _), plot in zip(drawn + PLOTS, out, strict=True):
             if plot.path:

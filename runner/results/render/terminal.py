@@ -6,37 +6,31 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..analysis import decoding, native
-from ..analysis.conditions import to_act_on
-from ..analysis.keras_table import keras_view
-from ..analysis.summaries import TF32_MARK, TIME_KEY, pivot, tf32_rows
-from ..data.types import CellSummary
+from ..analysis import native
+from ..analysis.report_model import ReportModel, TableView
+from ..analysis.summaries import TF32_MARK, TIME_KEY
 from ...errors import user_text
 from ..formatting import DIFFERENT_MARK, EMULATED_MARK, best_text, cell_text, comparable_values, fmt
 
 
-def terminal_table(summaries: list[CellSummary], title: str,
-                   columns: list[str] | None = None, titles: dict[str, str] | None = None):
+def terminal_table(view: TableView, title: str):
     """A rich table of ms/step (the geometric mean of the repeat medians), rows × environments
-    (in `columns` order, headed by `titles` where given; labels escaped: `[precision=...]` is
-    not markup). The Keras table (`titles` given) ends with the Keras-over-native columns where
-    it has native ones."""
+    (the view's columns, headed by its titles; labels escaped: `[precision=...]` is not markup).
+    The Keras table ends with the Keras-over-native columns where it has native ones."""
     from rich import box
     from rich.table import Table
 
-    environments, rows, grid = pivot(summaries)
-    environments = columns or environments
-    view = (summaries, environments, titles) if titles else None
-    natives, costs = native.native_titles(view), native.best_columns(view)
+    environments, rows, grid, titles = view.environments, view.rows, view.grid, view.titles
+    natives, costs = view.natives, view.native_ratios
     # No outer border and one space between columns; an environment's name breaks after its
     # hyphens in the header, a number never breaks: eight environments fit 100 columns.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   pad_edge=False, padding=(0, 1, 0, 0))
-    marked = tf32_rows(summaries)
+    marked = view.tf32_rows
     table.add_column("Workload (task)", overflow="fold", min_width=12)
     table.add_column("Batch", justify="right", no_wrap=True)
     for env in environments:
-        table.add_column(header((titles or {}).get(env, env)), justify="right", no_wrap=True)
+        table.add_column(header(titles.get(env, env)), justify="right", no_wrap=True)
     for name in natives:
         table.add_column(header(f"best Keras 3 ÷ {name}"), justify="right", no_wrap=True)
     for label, batch in rows:
@@ -51,15 +45,14 @@ def terminal_table(summaries: list[CellSummary], title: str,
                 text = f"{text[:-1]}[bold red]{DIFFERENT_MARK}[/]"
             elif text and text not in ("NA",) and not text[0].isdigit() and text != "–":
                 text = f"[red]{text}[/]"
-            cell = grid.get((label, batch, env))
-            if cell is not None and to_act_on(cell):
+            if (label, batch, env) in view.flagged:
                 text += " [yellow]![/]"
             cells.append(text)
         cells += [native.ratio_cell(costs[(label, batch)][name])
                   if name in costs.get((label, batch), {}) else "–" for name in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(user_text(label) + mark, str(batch), *cells)
-    table.caption = caption(summaries, marked)
+    table.caption = caption(view)
     return FittedTable(table)
 
 
@@ -124,9 +117,9 @@ class FittedTable:
         return part
 
 
-def caption(summaries: list[CellSummary], marked: set[tuple[str, int]]) -> str:
+def caption(view: TableView) -> str:
     """The table's legend: what a number is, and what its marks say (rich markup)."""
-    flagged = sum(1 for s in summaries if to_act_on(s))
+    summaries, marked, flagged = view.summaries, view.tf32_rows, view.flagged_cells
     routine = sum(1 for s in summaries if s.get("warnings")) - flagged
     differing = sum(1 for s in summaries if s.get("answer_differs"))
     return ("geometric mean of the repeat medians, ms/step (the ratios' estimator); "
@@ -153,31 +146,29 @@ def header(name: str) -> str:
     return escape(re.sub(r"(?<=-)(?=[^-])| (?=\()|(?<=÷) ", "\n", name))
 
 
-def tables(summaries: list[CellSummary], title: str) -> list[Any]:
+def tables(model: ReportModel, title: str) -> list[Any]:
     """What a run prints at its end: the Keras 3 benchmark table in the study's layout when the
     run has its rows, then every cell."""
     out = []
-    keras = keras_view(summaries)
-    if keras:
-        rows, columns, titles = keras
-        out.append(terminal_table(rows, f"Keras 3 benchmark table — {title}", columns, titles))
-    first = first_token_table(summaries, keras)
+    if model.keras_table is not None:
+        out.append(terminal_table(model.keras_table, f"Keras 3 benchmark table — {title}"))
+    first = first_token_table(model)
     if first is not None:
         out.append(first)
-    out.append(terminal_table(summaries, title))
+    out.append(terminal_table(model.cells_table, title))
     return out
 
 
-def first_token_table(summaries: list[CellSummary], keras: Any):
+def first_token_table(model: ReportModel):
     """The generate cells' time to first token and decode latency per token (ms), or None."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    cells = [s for s in summaries if s["status"] == "ok" and s.get("ttft_ms") is not None]
+    cells = [s for s in model.summaries if s["status"] == "ok" and s.get("ttft_ms") is not None]
     if not cells:
         return None
-    titles = decoding.keras_titles(keras)
+    titles = model.column_titles
     table = Table(title="Generate: time to first token", title_justify="left",
                   caption="ms (geometric means of the repeat medians); decode per token = (ms per "
                           "call − first token) ÷ (tokens − 1)",

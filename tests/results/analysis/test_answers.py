@@ -8,9 +8,9 @@ import pytest
 from runner.results.analysis import answers, effects, findings
 from runner.results.analysis import summaries as summarize
 from runner.results.formatting import DIFFERENT_MARK
-from runner.results.render import markdown
 
 from tests.results.synthetic import summary_of as summary
+from tests.results.rendered import report_of, tables_of
 
 
 def output(rms: float, mean: float = 0.01, max_abs: float = 4.0) -> dict:
@@ -118,7 +118,7 @@ def test_a_different_answer_is_marked_in_every_table_and_never_bold():
     cells = row(output(10.0), output(10.0), output(5.0), output(10.0))
     answers.check(cells)
     analysis = effects.analyse(cells)
-    text = markdown.report_markdown({"name": "t"}, cells, None, analysis)
+    text = report_of({"name": "t"}, cells, None, analysis)
     main = next(line for line in text.splitlines() if line.startswith("| elementwise (run) ["))
     # jax (1.0 ms) would be best; it computed a different answer: marked, and torch (2.0) is bold
     assert f"| 1.00 {DIFFERENT_MARK} |" in main and "**2.00**" in main
@@ -134,11 +134,10 @@ def test_a_different_answer_is_marked_in_every_table_and_never_bold():
     assert said[0].startswith("1 of 4 compared cells computed a different answer")
     assert not any(s.startswith("jax is fastest") for s in said)
     assert any(s.startswith("torch is fastest in 1 of 1 rows") for s in said)
-    from runner.results.render import terminal
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    console.print(*terminal.tables(cells, "t"))
+    console.print(*tables_of(cells, "t"))
     shown = console.export_text()
     assert f"1.00 {DIFFERENT_MARK}" in shown and "computed a different answer" in shown
 

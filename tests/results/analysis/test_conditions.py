@@ -7,8 +7,9 @@ from __future__ import annotations
 from runner.results.analysis import conditions
 from runner.results.analysis.summaries import cell_summaries
 from runner.results.formatting import fmt
-from runner.results.render import markdown
 from runner.worker.catalog import AXIS_DEFAULTS
+from tests.results.rendered import report_of
+from runner.results.analysis.report_model import table_view
 
 
 def record(repeat: int, **extra) -> dict:
@@ -111,7 +112,7 @@ def test_summaries_group_the_warnings_and_the_report_titles_each_group():
     assert list(groups) == ["statistics", "throttle", "other load"]
     assert groups["statistics"] == ["timed window 0.500 s < 1 s"]
     assert summary["warnings"] == [w for ws in groups.values() for w in ws]
-    text = markdown.report_markdown({"name": "x", "machine_profile": {
+    text = report_of({"name": "x", "machine_profile": {
         "found": False, "key": "vm-cpu", "why": "no machine profile for host vm (no GPU)"}},
         [summary])
     section = text.split("## Warnings")[1].split("\n## ")[0]
@@ -136,7 +137,7 @@ def test_the_machines_spread_from_the_profile_judges_the_clocks():
 
 
 def test_locked_clocks_are_named_in_the_report():
-    text = markdown.report_markdown({"name": "x", "gpu_clocks": {"setting": "tdp"}}, [])
+    text = report_of({"name": "x", "gpu_clocks": {"setting": "tdp"}}, [])
     assert "GPU clocks were locked at the TDP (base) clock for this run" in text
 
 
@@ -170,7 +171,7 @@ def test_the_machines_noise_is_one_line_per_kind_and_what_to_act_on_a_line_each(
     busy_gpu = noisy_cell(101, gpu_other_processes=seen)
     summaries = cell_summaries(records + mixed + busy_gpu)
     assert sum(1 for s in summaries if s["warnings"]) == 32
-    section = markdown.report_markdown({"name": "x"}, summaries).split("## Warnings")[1]
+    section = report_of({"name": "x"}, summaries).split("## Warnings")[1]
     lines = [line for line in section.splitlines() if line.startswith("- ")]
     cv_lines = [line for line in lines if line.startswith("- A step-to-step CV above")]
     assert len(cv_lines) == 1 and cv_lines[0].count("`matmul-run-jax-b1-n=") == 5
@@ -181,7 +182,7 @@ def test_the_machines_noise_is_one_line_per_kind_and_what_to_act_on_a_line_each(
     assert len(lines) == 4      # 32 flagged cells: the CV line, then the two to act on (one of
     #                             them on both its repeats)
     console = Console(width=200, record=True)
-    console.print(terminal.terminal_table(summaries, "t"))
+    console.print(terminal.terminal_table(table_view(summaries), "t"))
     shown = console.export_text()
     assert shown.count("!") == 3             # the two cells to act on, and the legend's own
     flat = " ".join(shown.split())          # the caption wraps where the terminal ends
@@ -208,7 +209,7 @@ def test_a_kind_of_noise_every_cell_has_names_a_few_and_counts_the_rest():
     busy = {"other_cpu_s": 1.6, "share": 0.8, "steal_share": 0.0, "cpus": 2, "window_s": 1.0}
     summaries = [cell_summaries([{**record(1, host_other_cpu=busy), "cell_id": f"c{i}",
                                   "cell_name": f"cell-{i}"}])[0] for i in range(12)]
-    text = markdown.report_markdown({"name": "x"}, summaries)
+    text = report_of({"name": "x"}, summaries)
     (line,) = [x for x in text.splitlines() if x.startswith("- Other processes using")]
     assert line.startswith("- Other processes using the host's CPU, 12 time(s): `cell-0` (")
     assert "`cell-4`" in line and "`cell-5`" not in line and line.endswith("; and 7 more")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runner.results.analysis import answers, summaries as summarize
-from runner.results.render import markdown
+from tests.results.rendered import report_of
 
 A100 = {"gpu_name": "NVIDIA A100-SXM4-40GB", "cpu_model": "EPYC"}
 # What each framework's defaults record on an A100 (tf32.decide): torch allows TF32 for cuDNN
@@ -69,7 +69,7 @@ def test_elementwise_work_has_no_tf32_and_no_percent_of_peak():
         assert cell["tf32_effective"] is False and cell["achieved_tflops"] > 0
     assert summarize.tf32_rows(cells) == set()
     assert by_id["mm-jax"]["fraction_of_peak"] == pytest.approx(1.1e12 / 2.96e-3 / 1e12 / 150)
-    text = markdown.report_markdown({"name": "t"}, cells)
+    text = report_of({"name": "t"}, cells)
     assert "| elementwise (run) |" in text and "| elementwise (run) †" not in text
 
 
@@ -88,6 +88,6 @@ def test_above_one_hundred_percent_of_peak_is_flagged_and_explained():
     assert torch["peak_note"].startswith("‼ mm-torch: 175 % of the measured float32 peak "
                                          "(0.571 TFLOP/s, measured in `numpy` at n = 256, "
                                          "another environment, slower there")
-    text = markdown.report_markdown({"name": "t"}, cells)
+    text = report_of({"name": "t"}, cells)
     cells_part = text.split("## Cells")[1].split("\n## ")[0]
     assert "| 175 % ‼ |" in cells_part and torch["peak_note"] in cells_part

@@ -15,6 +15,8 @@ from runner.results.analysis.ratios import geometric_mean_ratio, welch_ratio
 from runner.results.render import markdown
 
 from tests.results.synthetic import summary_of
+from tests.results.rendered import report_of
+from runner.results.analysis.report_model import build
 
 DRAWS = 200
 summary = summary_of
@@ -195,10 +197,10 @@ def test_the_forest_plot_is_drawn_and_placed_with_the_effects(tmp_path):
 
     cells = run_like()
     analysis = effects.analyse(cells)
-    drawn = plots.write_plots(tmp_path, cells, analysis)
+    drawn = plots.write_plots(tmp_path, build({}, cells, analysis))
     assert drawn[0].title == "Effects (forest plot)" and drawn[0].path == "plots/effects.png"
     assert (tmp_path / "plots" / "effects.png").read_bytes()[:4] == b"\x89PNG"
-    text = markdown.report_markdown({"name": "t"}, cells, drawn, analysis)
+    text = report_of({"name": "t"}, cells, drawn, analysis)
     head = text.split("## Effects")[1].split("\n## ")[0]
     assert "![Effects (forest plot)](plots/effects.png)" in head
     assert "### jit: against jit = false" in head and "| **Geometric mean** |" in head

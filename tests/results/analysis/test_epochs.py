@@ -10,6 +10,7 @@ import pytest
 
 from runner.results.analysis import derived, summaries as summarize
 from runner.results.render import markdown_parts
+from runner.results.analysis.report_model import table_view
 
 
 def fit_record(repeat: int, boundaries: list[int], epoch_end_ms: float = 202.0) -> dict:
@@ -53,6 +54,6 @@ def test_the_training_table_shows_both():
     (summary,) = summarize.cell_summaries(records)
     assert summary["epoch_measured_s"] == pytest.approx(0.642)
     assert summary["epoch_s"] == pytest.approx(0.44)
-    table = markdown_parts.training_table([summary])
+    table = markdown_parts.training_table(table_view([summary]))
     assert "Epoch s, measured | Epoch s, step × steps" in table
     assert "| 0.642 | 0.440 |" in table

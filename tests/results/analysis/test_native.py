@@ -11,8 +11,8 @@ import pytest
 
 from runner.results.analysis import answers, decoding, effects, keras_table, native
 from runner.results.analysis import summaries as summarize
-from runner.results.render import files, terminal
-from runner.results.render.markdown import report_markdown
+from runner.results.render import files
+from tests.results.rendered import report_of, tables_of
 
 # environment -> (api, backend)
 ENVIRONMENTS = {"keras-jax": ("keras", "jax"), "keras-torch": ("keras", "torch"),
@@ -93,7 +93,7 @@ def test_a_cell_with_a_different_answer_stays_out_of_the_mean(bert_run):
 
 def test_the_report_shows_the_ratios_in_the_keras_table_the_effects_and_the_findings(bert_run):
     manifest = {"name": "t", "run_id": "t/1", "host": {}, "environments": {}}
-    text = report_markdown(manifest, bert_run, analysis=effects.analyse(bert_run))
+    text = report_of(manifest, bert_run, analysis=effects.analyse(bert_run))
     table = text.split("## The Keras 3 benchmark table")[1].split("\n## ")[0]
     assert "| HF PyTorch (eager) | HF PyTorch (compiled) |" in table
     assert "Best Keras 3 ÷ HF PyTorch (eager) | Best Keras 3 ÷ HF PyTorch (compiled) |" in table
@@ -137,13 +137,13 @@ def test_keras_over_native_compares_like_with_like_and_marks_tf32_ratios(bert_ru
     assert native.ratio_cell(jax).endswith("†")
     mean, rows = native.overall(ratios, "Keras 3 (JAX)", "HF PyTorch (eager)")
     assert rows == 0 and mean.ratio is None
-    said = native.sentences(view)
+    said = native.sentences(native.keras_over_native(view))
     assert not any("Keras 3 (JAX) takes" in s for s in said)
     assert any(s.startswith("Keras over native: The best Keras 3 backend of the native cell's "
                             "arithmetic (TF32 or full float32) takes 2.45× the time of HF PyTorch "
                             "(eager)") for s in said)
     assert any("ratio(s) compare a Keras cell" in s and "†" in s for s in said)
-    text = report_markdown({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
+    text = report_of({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
     section = text.split("#### Against HF PyTorch (eager)")[1].split("\n#### ")[0]
     assert "| bert (fit) | 8 | 0.833× (" in section and ") † |" in section
     assert native.TF32_RATIO_NOTE in section
@@ -160,7 +160,7 @@ def test_with_no_keras_cell_of_the_native_arithmetic_best_is_marked(bert_run):
 def test_the_terminal_keras_table_has_the_ratio_columns(bert_run):
     from rich.console import Console
 
-    keras_table = terminal.tables(bert_run, "t")[0]
+    keras_table = tables_of(bert_run, "t")[0]
     console = Console(file=io.StringIO(), width=400)
     console.print(keras_table)
     text = console.file.getvalue()
@@ -172,8 +172,8 @@ def test_the_terminal_keras_table_has_the_ratio_columns(bert_run):
 def test_no_native_columns_without_hf_cells():
     run = run_of({("bert", "predict"): {"keras-jax": [20.0], "keras-torch": [40.0]}})
     view = keras_table.keras_view(run)
-    assert native.keras_over_native(view) == [] and native.sentences(view) == []
-    text = report_markdown({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
+    assert native.keras_over_native(view) == [] and native.sentences([]) == []
+    text = report_of({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
     assert "÷ HF" not in text and "Keras over native" not in text
 
 
@@ -239,14 +239,15 @@ def test_generate_cells_that_do_other_work_are_marked_like_a_different_answer():
     assert by["hf-torch"]["generate_work"]["prefill_positions"] == 10
     view = keras_table.keras_view(cells)
     assert all(r.differs for r in native.keras_over_native(view))
-    section = "\n".join(decoding.markdown_lines(cells, view))
+    section = "\n".join(decoding.markdown_lines(cells, decoding.keras_titles(view)))
     assert "| HF PyTorch (eager) ≠ |" in section and "| 10 / 40 | 40 | 10 |" in section
 
 
 def test_generate_cells_doing_the_same_work_pass_with_their_own_prefill():
     cells = generate_row(work(8, 42, 50), work(8, 42, 8))
     assert {c["answer_check"] for c in cells} == {answers.SAME}
-    section = "\n".join(decoding.markdown_lines(cells, keras_table.keras_view(cells)))
+    titles = decoding.keras_titles(keras_table.keras_view(cells))
+    section = "\n".join(decoding.markdown_lines(cells, titles))
     assert "| 8 / 42 | 42 | 50 |" in section and "| 8 / 42 | 42 | 8 |" in section
 
 
@@ -267,14 +268,14 @@ def test_the_report_and_the_terminal_show_time_to_first_token():
     reps += records("hf-torch", "gemma", "generate", [400.0],
                     extra={"prefill_ms": [20.0], "generated_tokens": 40})
     cells = summarize.cell_summaries(reps)
-    text = report_markdown({"name": "t", "host": {}}, cells)
+    text = report_of({"name": "t", "host": {}}, cells)
     section = text.split("## Generate: time to first token")[1].split("\n## ")[0]
     assert "| gemma (generate) | 8 | Keras 3 (JAX) | 900 | 300 | 14.6 | – |" in section
     assert "| gemma (generate) | 8 | HF PyTorch (eager) | 400 | 20.0 | 9.74 | – |" in section
     from rich.console import Console
 
     console = Console(file=io.StringIO(), width=300)
-    for table in terminal.tables(cells, "t"):
+    for table in tables_of(cells, "t"):
         console.print(table)
     assert "Generate: time to first token" in console.file.getvalue()
 

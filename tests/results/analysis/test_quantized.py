@@ -14,6 +14,7 @@ from runner.results.render.markdown_parts import effect_table
 from runner.results.render.markdown_quantized import quantized_section
 from runner.worker import catalog
 from runner.worker.apis.quantized import quantization_error
+from runner.results.analysis.report_model import quantized_cells, table_view
 
 
 def reason(workload: str, api: str, precision: str, task: str, backend: str | None = None,
@@ -104,7 +105,7 @@ def test_verdicts_pairs_and_the_report_section():
     assert "agrees" in good["quantization_base_check"]
     assert "relative difference" in bad["quantization_base_check"]
     assert base["quantization_check"] is None and base["quantization_detail"] == ""
-    text = "\n".join(quantized_section(summaries))
+    text = "\n".join(quantized_section(quantized_cells(summaries)))
     assert "## Quantized tier" in text and "4,000 → 1,000 (× 0.250)" in text
     assert "beyond tolerance 5.00 %" in text
 
@@ -142,8 +143,7 @@ def test_the_keras_table_puts_quantized_cells_in_a_column_group_never_bold():
     rows, columns, titles = keras_view(summaries)
     assert columns[-1] == "keras-jax · int8" and titles[columns[-1]] == "Keras 3 (JAX) · int8"
     assert len({s["label"] for s in rows}) == 1          # one row: the int8 cell beside float
-    table = markdown_table(rows, "geomean_ms", keras_columns=True, columns=columns,
-                           titles=titles)
+    table = markdown_table(table_view(rows, columns, titles), "geomean_ms", keras_columns=True)
     assert "**10.5**" in table and "**5.10**" not in table and "5.10" in table
 
 

@@ -12,6 +12,8 @@ from runner.results.analysis import effects, findings, summaries as summarize
 from runner.results.render import markdown
 
 from tests.results.synthetic import summary_of
+from tests.results.rendered import report_of
+from runner.results.analysis.report_model import table_view
 
 
 def test_the_bold_value_the_fastest_cell_and_the_ratio_agree():
@@ -24,7 +26,8 @@ def test_the_bold_value_the_fastest_cell_and_the_ratio_agree():
     best, _ = effects.fastest([a, b])
     assert best is b
     assert effects.speedup(a, b).ratio > 1                  # b faster, as the table says
-    row = next(line for line in markdown.markdown_table([a, b], summarize.TIME_KEY).splitlines()
+    table = markdown.markdown_table(table_view([a, b]), summarize.TIME_KEY)
+    row = next(line for line in table.splitlines()
                if line.startswith("| elementwise"))
     assert "| **1.20** |" in row and "**1.44**" not in row
 
@@ -102,7 +105,7 @@ def test_a_row_of_tf32_against_full_float32_is_marked_and_left_out():
     assert not any("matmul (run)" in s and "jax against torch" in s for s in said)
     assert any(s.startswith("1 float32 row(s) and 1 ratio(s) compare cells that ran") for s in said)
     assert any(s.startswith("torch is fastest in 1 of 1 rows") for s in said)   # SELU only
-    text = markdown.report_markdown({"name": "t"}, rows, analysis=analysis)
+    text = report_of({"name": "t"}, rows, analysis=analysis)
     env_table = text.split("### Environments against torch")[1].split("\n## ")[0]
     assert "| matmul (run) [n=8192] | 1 | 7.20× (" in env_table and ") †" in env_table
     assert "left out of the geometric mean" in env_table

@@ -5,7 +5,7 @@ included. (Keras fit's compile_s: tests/worker/test_keras_fit_clock.py.)"""
 from __future__ import annotations
 
 from runner.results.analysis import summaries as summarize
-from runner.results.render import markdown
+from tests.results.rendered import report_of
 
 
 def record(cell_id: str, calls_per_sample: int) -> dict:
@@ -20,7 +20,7 @@ def record(cell_id: str, calls_per_sample: int) -> dict:
 def test_a_blocked_cells_spread_says_it_is_between_blocks():
     cells = summarize.cell_summaries([record("blocked", 8), record("per-call", 1)])
     assert [c["calls_per_sample"] for c in cells] == [8, 1]
-    text = markdown.report_markdown({"name": "t"}, cells)
+    text = report_of({"name": "t"}, cells)
     rows = {line.split("`")[1]: line for line in text.splitlines() if line.startswith("| `")}
     assert "| 0.940–1.08 (blocks of 8 calls) |" in rows["blocked"]
     assert "blocks of" not in rows["per-call"]
@@ -29,7 +29,7 @@ def test_a_blocked_cells_spread_says_it_is_between_blocks():
 
 def test_the_method_line_says_how_the_numbers_were_made():
     cells = summarize.cell_summaries([record("blocked", 8)])
-    text = markdown.report_markdown({"name": "t"}, cells)
+    text = report_of({"name": "t"}, cells)
     method = next(line for line in text.splitlines() if line.startswith("Method: "))
     assert text.index(method) < text.index("## Time per step")
     for said in ("geometric mean of its repeat medians", "min(n) − 1 degrees of freedom",

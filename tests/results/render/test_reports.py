@@ -17,6 +17,8 @@ from runner.results.analysis import effects, keras_table, summaries as summarize
 from runner.results.data.store import Store
 from runner.results.render import files, html, markdown, plots, terminal
 from tests.fixtures import FIXTURE_RUNS
+from tests.results.rendered import report_of, tables_of
+from runner.results.analysis.report_model import build, table_view
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -69,12 +71,12 @@ def test_cells_that_differ_only_in_size_or_precision_get_rows_of_their_own():
     assert labels == ["matmul (run)", "matmul (run) [size=tiny]",
                       "matmul (run) [precision=bfloat16]"]
     console = Console(width=200, record=True)
-    console.print(terminal.terminal_table(summaries, "t"))
+    console.print(terminal.terminal_table(table_view(summaries), "t"))
     text = console.export_text()
     assert "[size=tiny]" in text and "[precision=bfloat16]" in text
     for ms in ("50.0", "1.00", "20.0"):          # every cell is shown, none replaced
         assert ms in text
-    table_md = markdown.markdown_table(summaries, "median_ms")
+    table_md = markdown.markdown_table(table_view(summaries), "median_ms")
     assert table_md.count("| matmul (run)") == 3
 
 
@@ -105,7 +107,7 @@ def test_summary_csv_has_statistics_and_warnings(summaries):
 
 
 def test_markdown_main_table_has_keras3_columns(summaries):
-    text = markdown.report_markdown({"name": "fixture", "runner_version": "f1x7u4e0c0de"},
+    text = report_of({"name": "fixture", "runner_version": "f1x7u4e0c0de"},
                                     summaries)
     assert "· runner `f1x7u4e0c0de`" in text.splitlines()[2]
     header = next(line for line in text.splitlines() if line.startswith("| Workload (task) | Batch size | keras"))
@@ -118,7 +120,7 @@ def test_markdown_main_table_has_keras3_columns(summaries):
 
 
 def test_markdown_warnings_and_training_sections(summaries):
-    text = markdown.report_markdown({"name": "fixture"}, summaries)
+    text = report_of({"name": "fixture"}, summaries)
     warnings = text.split("## Warnings")[1].split("\n## ")[0]
     throttle = warnings.split("### The GPU throttled")[1].split("\n### ")[0]
     assert ("The GPU slowing its clocks (power or heat), 1 time(s): `matmul-run-jax-b1` (GPU clock "
@@ -133,7 +135,7 @@ def test_markdown_warnings_and_training_sections(summaries):
 
 
 def test_nvml_memory_is_shown_with_the_allocator_settings(summaries):
-    memory = markdown.report_markdown({"name": "fixture"}, summaries).split("## Peak memory")[1]
+    memory = report_of({"name": "fixture"}, summaries).split("## Peak memory")[1]
     memory = memory.split("\n## ")[0]
     assert "NVML device memory used, peak (MB)" in memory and "| 1,200 |" in memory
     settings = memory.split("Allocator settings in force")[1]
@@ -145,18 +147,18 @@ def test_nvml_memory_is_shown_with_the_allocator_settings(summaries):
 
 def test_no_keras_columns_without_keras2(summaries):
     without = [s for s in summaries if s["api"] != "tf-keras"]
-    text = markdown.report_markdown({"name": "fixture"}, without)
+    text = report_of({"name": "fixture"}, without)
     assert "Best Keras 3" not in text
     assert effects.keras_speedups(without) == {}
 
 
 def test_speedup_plot_is_skipped_with_a_note_without_keras2(summaries, tmp_path):
     without = [s for s in summaries if s["api"] != "tf-keras"]
-    written = {p.title: p for p in plots.write_plots(tmp_path, without)}
+    written = {p.title: p for p in plots.write_plots(tmp_path, build({}, without))}
     skipped = written["Speedup of the best Keras 3 backend over Keras 2"]
     assert skipped.path is None and "Keras 2" in skipped.note
     assert not (tmp_path / "plots" / "keras_speedup.png").exists()
-    text = markdown.report_markdown({"name": "fixture"}, without, list(written.values()))
+    text = report_of({"name": "fixture"}, without, list(written.values()))
     assert "Speedup of the best Keras 3 backend over Keras 2: skipped, no row has both" in text
 
 
@@ -209,7 +211,7 @@ def test_energy_is_reported_only_where_nvml_resolves_it_and_per_step():
     assert "shorter than NVML's energy counter resolves" in by_id["short"]["energy_note"]
     assert by_id["long"]["energy_per_step_j"] == pytest.approx(1.5)     # 300 J / 200 steps
     assert by_id["long"]["energy_per_item_j"] == pytest.approx(0.375)
-    table = markdown.markdown_table(summaries, "energy_per_step_j")
+    table = markdown.markdown_table(table_view(summaries), "energy_per_step_j")
     # a lone value has nothing to be best against: not bold
     assert "| 1.50 |" in table and "0.00" not in table and "**" not in table
 
@@ -234,7 +236,7 @@ def test_the_energy_window_is_judged_by_the_counters_resolution_and_idle_is_show
     # 300 J less 60 W × 1.5 s at rest, over 200 steps
     assert by_id["fine"]["energy_per_step_above_idle_j"] == pytest.approx((300 - 90) / 200)
     assert by_id["fine"]["gpu_idle_power_w"] == 60.0
-    text = markdown.report_markdown({"name": "t"}, list(by_id.values()))
+    text = report_of({"name": "t"}, list(by_id.values()))
     energy = text.split("## Energy per step")[1].split("\n## ")[0]
     assert "Above idle:" in energy and "| 1.05 |" in energy and "`x` 60.0" in energy
     # Said where the power at rest comes from (issue 49): the worker's CUDA context is open.
@@ -249,7 +251,7 @@ def test_each_environments_fixed_cost_per_process_is_shown():
     assert cost["environment"] == "jax" and cost["cells"] == 3
     assert cost["fixed_s"] == pytest.approx(5.8)          # median wall 7.0 − timed 1.2
     assert cost["other_s"] == pytest.approx(5.8 - 2.0 - 0.5 - 1.1)
-    text = markdown.report_markdown({"name": "t"}, summaries)
+    text = report_of({"name": "t"}, summaries)
     assert "## Where a process's time goes" in text
     assert "| jax | 3 | 2.00 | 0.500 | 1.10 | 2.20 | 5.80 | 1.20 |" in text
 
@@ -276,7 +278,7 @@ def test_the_published_table_stands_beside_the_run_with_ratios_only_where_compar
     assert row["columns"]["keras3_torch"]["ratio"] is None                    # tiny, on a CPU
     assert row["columns"]["keras3_torch"]["measured_ms"] == pytest.approx(9.0)
     assert row["columns"]["keras2"]["published_ms"] is None                   # NA in the study
-    text = markdown.report_markdown({"name": "t"}, summaries)
+    text = report_of({"name": "t"}, summaries)
     assert "## Beside the published figures (NVIDIA A100 40GB, ms/step)" in text
     assert "| gemma (fit) | 8 | – / NA | – / 233 | 547 / 274 (2.00×) | 9.00 / 525 |" in text
     assert "weights differ" in text
@@ -300,12 +302,12 @@ def test_the_keras_table_has_the_studys_layout_and_no_speedup_across_models():
     speedups = effects.keras_speedups(summaries)
     assert speedups[("sam (fit)", 1)]["speedup"] == pytest.approx(110 / 100)   # K2 / best K3
     assert speedups[("stable_diffusion (fit)", 8)]["speedup"] is None      # v1.4 against SD3
-    text = markdown.report_markdown({"name": "t"}, summaries)
+    text = report_of({"name": "t"}, summaries)
     head = text.split("## The Keras 3 benchmark table")[1].splitlines()[2]
     assert head.startswith("| Workload (task) | Batch size | Keras 2 (TensorFlow) | "
                            "Keras 3 (TensorFlow) | Keras 3 (JAX) | Keras 3 (PyTorch) (eager) |")
     assert "| stable_diffusion (fit) | 8 | 110 | 130 | 120 | **100** | 100 (torch) | – |" in text
-    printed = terminal.tables(summaries, "t")
+    printed = tables_of(summaries, "t")
     assert len(printed) == 2 and [c.header.replace("\n", " ") for c in printed[0].columns][2:] == [
         "Keras 2 (TensorFlow)", "Keras 3 (TensorFlow)", "Keras 3 (JAX)", "Keras 3 (PyTorch) (eager)"]
 
@@ -327,13 +329,13 @@ def test_microsecond_steps_and_millijoules_print_everywhere_and_csv_keeps_raw_va
                            gpu_energy_j=0.0123, train_s=2.0, extra={"telemetry_window_s": 2.0}),
                record_like(cell_id="b", environment="torch", samples_ms=[0.0052] * 5)]
     summaries = summarize.cell_summaries(records, ["a", "b"])
-    text = markdown.report_markdown({"name": "t"}, summaries)
+    text = report_of({"name": "t"}, summaries)
     assert "| matmul (run) | 1 | **0.00410** | 0.00520 |" in text
     assert "0.00 " not in text and "| 0.00 |" not in text
     energy = text.split("## Energy per step")[1].split("\n## ")[0]
     assert "| matmul (run) | 1 | 0.00246 | – |" in energy               # 12.3 mJ / 5 steps
     console = Console(width=200, record=True)
-    console.print(terminal.terminal_table(summaries, "t"))
+    console.print(terminal.terminal_table(table_view(summaries), "t"))
     printed = console.export_text()
     assert "0.00410" in printed and "0.00520" in printed
     page = html.render(text, Path("."), "t")
@@ -349,12 +351,14 @@ def test_best_is_bold_only_among_values_that_differ_as_printed():
     assert formatting.best_text([1.0, 2.0], lower_is_better=False) == "2.00"
     records = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5)
                for e, ms in (("jax", 1.001), ("torch", 1.002), ("numpy", 1.3))]
-    table = markdown.markdown_table(summarize.cell_summaries(records, ["jax", "torch", "numpy"]),
+    table = markdown.markdown_table(table_view(summarize.cell_summaries(records,
+                                                                        ["jax", "torch", "numpy"])),
                                     "median_ms")
     assert "| matmul (run) | 1 | **1.00** | **1.00** | 1.30 |" in table
     same = [record_like(cell_id=e, environment=e, samples_ms=[ms] * 5)
             for e, ms in (("jax", 1.001), ("torch", 1.002))]
-    table = markdown.markdown_table(summarize.cell_summaries(same, ["jax", "torch"]), "median_ms")
+    table = markdown.markdown_table(table_view(summarize.cell_summaries(same, ["jax", "torch"])),
+                                    "median_ms")
     assert "**" not in table
 
 
@@ -384,7 +388,7 @@ def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
     ]
     summaries = summarize.cell_summaries(records, [r["cell_id"] for r in records])
     assert summarize.tf32_rows(summaries) == {("cnn (fit)", 128)}
-    text = markdown.report_markdown({"name": "t"}, summaries)
+    text = report_of({"name": "t"}, summaries)
     time_table = text.split("## Time per step")[1].split("\n## ")[0]
     assert "| cnn (fit) † | 128 |" in time_table and "| matmul (run) | 1 |" in time_table
     assert summarize.TF32_NOTE in time_table
@@ -397,7 +401,7 @@ def test_rows_whose_environments_differ_in_tf32_are_marked_in_every_table():
             "`cnn-fit-keras-torch-b128` (conv on, matmul off), `x` (matmul on), "
             "`x` (matmul on)") in section
     console = Console(width=200, record=True)
-    console.print(terminal.terminal_table(summaries, "t"))
+    console.print(terminal.terminal_table(table_view(summaries), "t"))
     printed = console.export_text()
     assert "cnn (fit) †" in printed and "TF32 differs" in printed
     assert "matmul (run) †" not in printed
@@ -410,7 +414,7 @@ def test_a_cpu_run_has_no_tf32_marks_or_section():
                            metadata={"cpu_model": "EPYC"}, effective={"device": "cpu"})
                for e, ms in (("jax", 1.0), ("torch", 2.0))]
     summaries = summarize.cell_summaries(records, ["jax", "torch"])
-    text = markdown.report_markdown({"name": "t"}, summaries)
+    text = report_of({"name": "t"}, summaries)
     assert "†" not in text and "## TF32" not in text
     assert [s["peak_kind"] for s in summaries] == ["float32", "float32"]
 
@@ -431,7 +435,7 @@ def test_the_cells_table_says_what_a_comparison_could_see():
     from tests.results.synthetic import summary_of
 
     cell = summary_of("jax", [1.0, 1.02, 0.98])
-    cells = markdown.report_markdown({"name": "t"}, [cell]).split("## Cells")[1]
+    cells = report_of({"name": "t"}, [cell]).split("## Cells")[1]
     assert "| Detectable change |" in cells
     assert f"| {formatting.percent(cell['detectable_change'])} |" in cells
     assert summary_of("jax", [1.0, 1.0])["detectable_change"] is None      # too few repeats

@@ -12,6 +12,7 @@ from runner.results.analysis import summaries as summarize
 from runner.results.render import terminal
 
 from tests.results.render.test_reports import record_like
+from runner.results.analysis.report_model import table_view
 
 ENVIRONMENTS = ["keras-tensorflow", "keras-jax", "keras-torch", "torch", "jax", "tensorflow",
                 "numpy", "keras2", "hf-torch"]
@@ -38,7 +39,7 @@ def printed(table, width: int) -> str:
 
 @pytest.mark.parametrize("width", [60, 80, 100])
 def test_a_table_wider_than_the_terminal_is_split_and_keeps_its_labels(wide_run, width):
-    text = printed(terminal.terminal_table(wide_run, "t"), width)
+    text = printed(terminal.terminal_table(table_view(wide_run), "t"), width)
     assert max(len(line.rstrip()) for line in text.splitlines()) <= width
     assert "…" not in text                                 # no header or number cut short
     for row in range(2):
@@ -51,7 +52,7 @@ def test_a_table_wider_than_the_terminal_is_split_and_keeps_its_labels(wide_run,
 
 
 def test_a_table_that_fits_is_printed_whole(wide_run):
-    table = terminal.terminal_table(wide_run, "t")
+    table = terminal.terminal_table(table_view(wide_run), "t")
     text = printed(table, 300)
     assert text.count("Workload (task)") == 1 and text.count("matmul (run)") == 2
     assert [c.header.replace("\n", "") for c in table.columns][2:] == ENVIRONMENTS
@@ -63,7 +64,8 @@ def test_a_narrow_tables_title_is_one_line_above_it():
     is not folded into it."""
     records = [record_like(cell_id="c", environment="numpy", samples_ms=[1.0] * 5)]
     title = "user-run (/tmp/results/user-run/20261127T101252Z)"
-    text = printed(terminal.terminal_table(summarize.cell_summaries(records, ["c"]), title), 100)
+    view = table_view(summarize.cell_summaries(records, ["c"]))
+    text = printed(terminal.terminal_table(view, title), 100)
     lines = [line.strip() for line in text.splitlines()]
     assert lines[0] == title
     assert lines.index(title) < next(i for i, line in enumerate(lines) if "Workload" in line)
