@@ -72,6 +72,12 @@ as_root debootstrap --variant=minbase --include=python3,python3-numpy,python3-ve
     || { as_root rm -rf "$ROOTFS"; give_up "debootstrap failed; see /tmp/debootstrap.log"; }
 # mktemp made the root folder 0700: the image's / must be 0755, or no non-root user can run.
 as_root chmod 0755 "$ROOTFS"
+# What no test reads (the downloaded .debs, apt's lists, docs, man pages, translations: 150 of
+# 327 MB): on a vfs engine every container starts with two full copies of its image, so a
+# smaller base makes every docker test's containers start sooner.
+as_root sh -c "rm -rf '$ROOTFS'/var/cache/apt/* '$ROOTFS'/var/lib/apt/lists/* \
+    '$ROOTFS'/usr/share/doc/* '$ROOTFS'/usr/share/man/* '$ROOTFS'/usr/share/locale/* \
+    '$ROOTFS'/usr/share/info/*"
 as_root tar -C "$ROOTFS" -c . | docker import - "$BASE" >/dev/null \
     || { as_root rm -rf "$ROOTFS"; give_up "docker import of the base image failed"; }
 as_root rm -rf "$ROOTFS"
