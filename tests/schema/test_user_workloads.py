@@ -332,19 +332,41 @@ def test_compare_says_when_the_users_code_changed(tmp_path, run_cli, results_dir
     assert "workload_sha256" in " ".join(out.split())      # the series says the code changed
 
 
+EXAMPLE_SELECTION = ("--profile", "smoke", "--only", "keras-", "--only", "torch", "--only", "numpy")
+EXAMPLE_CELLS = {(e, t) for e in ("keras-tensorflow", "keras-jax", "keras-torch", "torch")
+                 for t in ("fit", "predict")} | {("numpy", "predict")}
+
+
+def test_the_examples_plan_as_it_stands(run_cli):
+    """The README's example, copied as it stands, plans every API's fit and predict with the
+    profile's 3 repeats (the slow test below runs each cell once)."""
+    code, out, err = run_cli(EXAMPLE / "mlp.toml", *EXAMPLE_SELECTION, "--dry-run")
+    assert code == 0, out + err
+    planned = {(line.split()[0], int(line.split()[2])) for line in out.splitlines()
+               if line.startswith("mlp-") and line.rstrip().endswith("to run")}
+    assert planned == {(f"mlp-{task}-{env}-b256", 3) for env, task in EXAMPLE_CELLS}
+    assert "mlp-fit-numpy-b256   mlp/mlp.py defines no numpy_fit" in out
+
+
 @pytest.mark.slow
 def test_the_example_runs_one_keras_model_on_three_backends_beside_native_steps(
-        run_cli, results_dir):
+        run_cli, results_dir, tmp_path):
     """The README's example: examples/user-workloads/mlp.toml, smoke profile (no GPU here),
-    Keras 3 on TensorFlow, JAX and PyTorch beside native PyTorch and NumPy."""
-    code, out, err = run_cli(EXAMPLE / "mlp.toml", "--profile", "smoke", "--only", "keras-",
-                             "--only", "torch", "--only", "numpy")
+    Keras 3 on TensorFlow, JAX and PyTorch beside native PyTorch and NumPy; a copy whose smoke
+    profile takes one repeat of each cell instead of 3 (what is checked here needs one)."""
+    example = tmp_path / "example"
+    shutil.copytree(EXAMPLE, example)
+    matrix = example / "mlp.toml"
+    text = matrix.read_text(encoding="utf-8")
+    assert "[profiles.smoke]\nrepeats = 3\n" in text
+    matrix.write_text(text.replace("[profiles.smoke]\nrepeats = 3\n",
+                                   "[profiles.smoke]\nrepeats = 1\n"), encoding="utf-8")
+    code, out, err = run_cli(matrix, *EXAMPLE_SELECTION)
     assert code == 0, out + err
     run_dir = only_run(results_dir, "user-mlp")
     got = [json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")]
     ran = {(r["environment"], r["task"]) for r in got if r["status"] == "ok"}
-    assert ran == {(e, t) for e in ("keras-tensorflow", "keras-jax", "keras-torch", "torch")
-                   for t in ("fit", "predict")} | {("numpy", "predict")}
+    assert ran == EXAMPLE_CELLS and len(got) == len(EXAMPLE_CELLS) + 1     # + numpy fit, NA
     assert {r["status"] for r in got} == {"ok", "not_applicable"}
     keras = [r for r in got if r["api"] == "keras" and r["status"] == "ok"]
     assert {r["effective"]["user_workload"].split(", ")[-1] for r in keras} == {"model"}
