@@ -69,6 +69,7 @@ def test_a_real_run_of_eight_environments_says_its_setup_in_one_screen(write_mat
         warmup_steps = 1
         steps = 2
         calibrate = true
+        min_time = 0.1          # the peaks' timed windows: what is checked here is their lines
         preallocate = false
         profile = "smoke"
         [profiles.smoke]
