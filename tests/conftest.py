@@ -17,6 +17,46 @@ from runner import cli
 from runner.environments import images
 from runner.paths import REPO_ROOT
 
+
+
+ENGINE_GROUP = "docker-and-ray"
+
+
+def uses_the_engine(test_file: Path) -> bool:
+    """A test file with a docker or ray test (marked in the file itself)."""
+    text = test_file.read_text(encoding="utf-8") if test_file.is_file() else ""
+    return "mark.docker" in text or "mark.ray" in text
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:            # pytest-xdist is in the test extra; without it nothing is split
+    pass
+else:
+    class ModuleOrEngineScheduling(LoadScopeScheduling):
+        """`--dist loadscope`, the README's second half on two workers: each test module is
+        one unit of work, so the framework run its tests share (a module-scoped fixture) is
+        made once; every module with a Docker or Ray test is one unit together, so those run
+        one at a time on one worker (they time containers and tasks against engine timeouts
+        and share the engine's disk) while the other worker runs framework modules.
+        (pytest-xdist's own loadgroup marks no longer reach its scheduler under pytest 9.2.)"""
+
+        def __init__(self, config: pytest.Config, log=None) -> None:
+            super().__init__(config, log)
+            self.rootpath = config.rootpath
+            self.engine_files: dict[str, bool] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path not in self.engine_files:
+                self.engine_files[path] = uses_the_engine(self.rootpath / path)
+            return ENGINE_GROUP if self.engine_files[path] else path
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduling | None:
+        return ModuleOrEngineScheduling(config, log) if config.getvalue("dist") == "loadscope" \
+            else None
+
+
 ENVIRONMENTS = """
 [environments.numpy]
 image = "numpy"
