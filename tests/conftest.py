@@ -11,11 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from runner import settings
 from runner import cli
 from runner.environments import images
 from runner.paths import REPO_ROOT
+from tests.matrices import environment
 
 
 
@@ -57,21 +59,16 @@ else:
             else None
 
 
-ENVIRONMENTS = """
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[environments.keras-jax]
-image = "jax"
-api = "keras"
-backend = "jax"
-"""
+# write_matrix's environments unless told otherwise; the blank line first keeps the line
+# numbers a parse error names where they were.
+ENVIRONMENTS = "\n" + tomli_w.dumps(
+    {"environments": {name: environment(name) for name in ("numpy", "keras-jax")}})
 
 
 @pytest.fixture
 def write_matrix(tmp_path):
-    """write_matrix(text, with_environments=True) -> path of a matrix file in tmp_path."""
+    """write_matrix(text, with_environments=True) -> path of a matrix file in tmp_path. A text
+    from tests.matrices.matrix_text declares its environments: with_environments=False."""
 
     def write(text: str, with_environments: bool = True, name: str = "matrix.toml") -> Path:
         body = textwrap.dedent(text)

@@ -5,7 +5,6 @@ a price) is one line, exit 2, and nothing written."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,9 @@ import pytest
 from runner import schema
 from runner.cost import pricing, prices
 from runner.errors import UsageError
+from tests.matrices import matrix_text, this_interpreter
 
 HEADER = ",".join(prices.COLUMNS)
-PYTHON = sys.executable
 
 
 def cost(**keys):
@@ -87,35 +86,24 @@ def test_the_instance_error_suggests_the_name_meant(tmp_path):
         pricing.resolve(cost(instance="p4d.24xlarg"), tmp_path / "m.toml")
 
 
-MATRIX = f"""
-[run]
-name = "priced"
-repeats = 1
-steps = 2
-warmup_steps = 1
-profile = "smoke"
-
-[environments.numpy]
-python = "{PYTHON}"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-"""
+def priced_matrix(cost_table: dict | None) -> str:
+    """One selftest cell on this interpreter, with `cost_table` as its [cost] (None: none)."""
+    return matrix_text("priced", steps=2, profile="smoke", environments={"numpy": this_interpreter()},
+                       benchmarks=[{"workload": "selftest", "environments": ["numpy"]}],
+                       tables=None if cost_table is None else {"cost": cost_table})
 
 
 @pytest.mark.parametrize("cost_table, args, problem", [
-    ('[cost]\ninstance = "nope"\n', (), "cost.instance: 'nope' is not in"),
-    ('[cost]\ninstance = "p5.4xlarge"\nbudget = 0\n', (), "cost.budget: must be > 0"),
-    ('[cost]\ninstance = "p5.4xlarge"\nbudget = -3\n', (), "cost.budget: must be > 0"),
-    ("", ("--budget", "5"), "--budget 5: needs a price: add a [cost] table"),
-    ('[cost]\ninstance = "p5.4xlarge"\n', ("--budget", "0"), "expected a number above 0"),
-    ('[cost]\ninstance = "p5.4xlarge"\n', ("--max-hours", "-1"), "expected a number above 0"),
-    ('[cost]\ninstance = "p5.4xlarge"\nprice_table = "bad.csv"\n', (), "missing column"),
-    ('[cost]\ninstance = "x"\nprice_table = "negative.csv"\n', (), "Price: -1 is negative"),
-    ('[cost]\nregion = "us-east-1"\n', (), "name the VM"),
-    ('[cost]\ninstance = "p5.4xlarge"\nacelerator = "H100"\n', (), "unknown key"),
+    ({"instance": "nope"}, (), "cost.instance: 'nope' is not in"),
+    ({"instance": "p5.4xlarge", "budget": 0}, (), "cost.budget: must be > 0"),
+    ({"instance": "p5.4xlarge", "budget": -3}, (), "cost.budget: must be > 0"),
+    (None, ("--budget", "5"), "--budget 5: needs a price: add a [cost] table"),
+    ({"instance": "p5.4xlarge"}, ("--budget", "0"), "expected a number above 0"),
+    ({"instance": "p5.4xlarge"}, ("--max-hours", "-1"), "expected a number above 0"),
+    ({"instance": "p5.4xlarge", "price_table": "bad.csv"}, (), "missing column"),
+    ({"instance": "x", "price_table": "negative.csv"}, (), "Price: -1 is negative"),
+    ({"region": "us-east-1"}, (), "name the VM"),
+    ({"instance": "p5.4xlarge", "acelerator": "H100"}, (), "unknown key"),
 ])
 def test_bad_cost_input_is_one_line_exit_2_and_nothing_written(tmp_path, run_cli, results_dir,
                                                               cost_table, args, problem):
@@ -123,7 +111,7 @@ def test_bad_cost_input_is_one_line_exit_2_and_nothing_written(tmp_path, run_cli
     (tmp_path / "negative.csv").write_text(
         f"{HEADER}\nx,1,1,H100,1,r,-1,,aws,2026-11-01,s\n", encoding="utf-8")
     matrix = tmp_path / "m.toml"
-    matrix.write_text(MATRIX + cost_table, encoding="utf-8")
+    matrix.write_text(priced_matrix(cost_table), encoding="utf-8")
     code, out, err = run_cli(matrix, *args)
     assert code == 2, out + err
     assert err.count("\n") == 1 and problem in err, err
@@ -133,8 +121,8 @@ def test_bad_cost_input_is_one_line_exit_2_and_nothing_written(tmp_path, run_cli
 
 def test_plan_prints_the_price_and_the_estimated_cost(tmp_path, run_cli):
     matrix = tmp_path / "m.toml"
-    matrix.write_text(MATRIX + '[cost]\ninstance = "a2-highgpu-1g"\nregion = "us-central1"\n'
-                      'budget = 2.5\n', encoding="utf-8")
+    matrix.write_text(priced_matrix({"instance": "a2-highgpu-1g", "region": "us-central1",
+                                     "budget": 2.5}), encoding="utf-8")
     code, out, err = run_cli("plan", matrix)
     assert code == 0, err
     assert "cost: gcp a2-highgpu-1g us-central1 (1 × A100), on-demand: $3.67/h" in out

@@ -9,40 +9,23 @@ torch is the CUDA build; a CPU build other than the shipped one needs PyTorch's 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from runner import cli
 from runner.environments import indexes, installed, locking, stacks, venvs
 from runner.paths import IMAGES_DIR
+from tests.matrices import environment, matrix_text
 
-ENVIRONMENTS = """
-[run]
-name = "stacks"
-repeats = 1
-warmup_steps = 1
-steps = 2
-profile = "full"
-executor = "local"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-"""
+PINNED = environment("numpy", pins=["numpy==2.2.6"])
 
 
-def matrix_text(derived: str, name: str = "numpy-derived") -> str:
-    return ENVIRONMENTS + f"""
-[environments.{name}]
-image = "numpy"
-api = "numpy"
-{derived}
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["*"]
-size = "tiny"
-"""
+def stacks_matrix(derived: dict[str, dict[str, Any]]) -> str:
+    """NumPy's shipped environment beside `derived` (name -> table), a tiny matmul on each."""
+    return matrix_text("stacks", steps=2, executor="local",
+                       environments={"numpy": environment("numpy"), **derived},
+                       benchmarks=[{"workload": "matmul", "environments": ["*"], "size": "tiny"}])
 
 
 # --- the derived .in (no network) ------------------------------------------------------------
@@ -79,32 +62,32 @@ def test_a_package_the_folder_already_asks_for_is_changed_with_a_pin():
 # --- the matrix (no network: refused before any resolution) ------------------------------------
 
 @pytest.mark.parametrize("derived, message", [
-    ('pins = ["numpy"]', "environments.numpy-derived: pins[0]: 'numpy' gives no version: pin it "
-                         "as numpy==VERSION"),
-    ('pins = ["numpy==2.2.6"]\npackages = ["NumPy"]',
+    ({"pins": ["numpy"]}, "environments.numpy-derived: pins[0]: 'numpy' gives no version: pin it "
+                          "as numpy==VERSION"),
+    ({"pins": ["numpy==2.2.6"], "packages": ["NumPy"]},
      "environments.numpy-derived: packages[0]: NumPy is already in pins: name each distribution "
      "once"),
-    ('pins = ["numpy==2.2.6", "numpy==2.3.0"]', "pins[1]: numpy is already in pins"),
-    ('packages = ["numpy @ https://example.org/numpy.whl"]', "a URL is no release of an index"),
-    ('packages = ["not a requirement!"]', "packages[0]: 'not a requirement!' is not a requirement"),
-])
+    ({"pins": ["numpy==2.2.6", "numpy==2.3.0"]}, "pins[1]: numpy is already in pins"),
+    ({"packages": ["numpy @ https://example.org/numpy.whl"]}, "a URL is no release of an index"),
+    ({"packages": ["not a requirement!"]}, "packages[0]: 'not a requirement!' is not a requirement"),
+], ids=["unpinned", "pinned-and-packaged", "pinned-twice", "url", "not-a-requirement"])
 def test_a_stack_that_is_no_stack_is_refused_by_the_schema(derived, message, write_matrix, run_cli,
                                                             results_dir):
-    path = write_matrix(matrix_text(derived), with_environments=False)
+    path = write_matrix(stacks_matrix({"numpy-derived": environment("numpy", **derived)}),
+                        with_environments=False)
     code, out, err = run_cli("plan", path)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err and not any(results_dir.iterdir())
 
 
 def test_pins_need_an_image_folder_that_exists(write_matrix, run_cli):
-    text = matrix_text('pins = ["numpy==2.2.6"]').replace(
-        '[environments.numpy-derived]\nimage = "numpy"', '[environments.numpy-derived]\nimage = "numpi"')
+    text = stacks_matrix({"numpy-derived": {**PINNED, "image": "numpi"}})
     code, _, err = run_cli("plan", write_matrix(text, with_environments=False))
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "environments.numpy-derived.image: no folder images/numpi to derive a stack from " \
            "(did you mean 'numpy'?)" in err
-    python = matrix_text('pins = ["numpy==2.2.6"]').replace(
-        'image = "numpy"\napi = "numpy"\npins', 'python = "/usr/bin/python3"\napi = "numpy"\npins')
+    python = stacks_matrix({"numpy-derived": {"python": "/usr/bin/python3", "api": "numpy",
+                                              "pins": PINNED["pins"]}})
     code, _, err = run_cli("plan", write_matrix(python, with_environments=False))
     assert code == 2 and "pins and packages derive a stack from an image folder" in err
 
@@ -112,10 +95,11 @@ def test_pins_need_an_image_folder_that_exists(write_matrix, run_cli):
 def test_a_derived_environment_is_a_coordinate_of_its_cells(write_matrix):
     from runner.schema import matrix as matrix_mod
 
-    one = matrix_mod.load(write_matrix(matrix_text('pins = ["numpy==2.2.6"]'),
+    one = matrix_mod.load(write_matrix(stacks_matrix({"numpy-derived": PINNED}),
                                        with_environments=False))
-    other = matrix_mod.load(write_matrix(matrix_text('pins = ["numpy==2.3.0"]'),
-                                         with_environments=False, name="other.toml"))
+    other = matrix_mod.load(write_matrix(
+        stacks_matrix({"numpy-derived": environment("numpy", pins=["numpy==2.3.0"])}),
+        with_environments=False, name="other.toml"))
     a, b = ({c.environment: c for c in m.cells} for m in (one, other))
     assert a["numpy"].id == b["numpy"].id        # the shipped one unchanged
     assert a["numpy-derived"].id != b["numpy-derived"].id
@@ -197,10 +181,10 @@ def own_caches(tmp_path, monkeypatch):
 
 
 BAD = [
-    ('pins = ["numpy==0.0.99"]', "Because there is no version of numpy==0.0.99"),
-    ('pins = ["numpy==2.4.6"]\npackages = ["scipy==1.11.4"]',
+    ({"pins": ["numpy==0.0.99"]}, "Because there is no version of numpy==0.0.99"),
+    ({"pins": ["numpy==2.4.6"], "packages": ["scipy==1.11.4"]},
      "Because scipy==1.11.4 depends on numpy>=1.21.6,<1.28.0 and you require numpy==2.4.6"),
-    ('packages = ["no-such-distribution-dl-bench-31"]',
+    ({"packages": ["no-such-distribution-dl-bench-31"]},
      "Because no-such-distribution-dl-bench-31 was not found in the package registry"),
 ]
 
@@ -210,12 +194,7 @@ BAD = [
 def test_a_stack_that_cannot_be_resolved_stops_before_anything_is_built(
         derived, reason, pypi, own_caches, write_matrix, run_cli, results_dir):
     # A good derived stack first: it must not be built either.
-    text = matrix_text('pins = ["numpy==2.2.6"]', "numpy-good") + f"""
-[environments.numpy-bad]
-image = "numpy"
-api = "numpy"
-{derived}
-""".replace('environments = ["*"]', 'environments = ["numpy", "numpy-good", "numpy-bad"]')
+    text = stacks_matrix({"numpy-good": PINNED, "numpy-bad": environment("numpy", **derived)})
     code, out, err = run_cli(write_matrix(text, with_environments=False))
     assert code == 2, out + err
     [line] = err.strip().splitlines()
@@ -260,20 +239,11 @@ def test_the_plan_shows_a_cuda_torch_stack_resolved_from_pypi(pypi, own_caches, 
     # PyPI's torch is the CUDA build: its resolution (no install) works from any machine.
     monkeypatch.setenv("DL_BENCH_FLAVOUR", "cuda")
     monkeypatch.setenv("COLUMNS", "250")
-    path = write_matrix("""
-        [run]
-        executor = "local"
-        [environments.torch]
-        image = "torch"
-        api = "torch"
-        [environments.torch-2-15]
-        image = "torch"
-        pins = ["torch==2.15.0"]
-        api = "torch"
-        [[benchmarks]]
-        workload = "matmul"
-        environments = ["*"]
-    """, with_environments=False)
+    path = write_matrix(matrix_text(
+        None, run_defaults=False, executor="local",
+        environments={"torch": environment("torch"),
+                      "torch-2-15": environment("torch", pins=["torch==2.15.0"])},
+        benchmarks=[{"workload": "matmul", "environments": ["*"]}]), with_environments=False)
     code, out, err = run_cli("plan", path)
     assert code == 0, out + err
     [line] = [ln for ln in out.splitlines() if ln.startswith("derived:")]

@@ -10,6 +10,7 @@ import pytest
 
 from runner import cli
 from runner.environments import venvs
+from tests.matrices import environment, matrix_text
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -19,25 +20,11 @@ def test_a_derived_stack_runs_in_an_image_tagged_by_its_lock(engine, base_env, w
                                                               run_cli, results_dir, tmp_path,
                                                               monkeypatch, capsys, pypi):
     monkeypatch.setenv("COLUMNS", "250")
-    path = write_matrix("""
-        [run]
-        name = "derived-docker"
-        repeats = 1
-        warmup_steps = 1
-        steps = 2
-        timeout = 300
-        profile = "full"
-
-        [environments.numpy-2-2]
-        image = "numpy"
-        pins = ["numpy==2.2.6"]
-        api = "numpy"
-
-        [[benchmarks]]
-        workload = "matmul"
-        environments = ["numpy-2-2"]
-        size = "tiny"
-    """, with_environments=False)
+    path = write_matrix(matrix_text(
+        "derived-docker", steps=2, timeout=300,
+        environments={"numpy-2-2": environment("numpy", pins=["numpy==2.2.6"])},
+        benchmarks=[{"workload": "matmul", "environments": ["numpy-2-2"], "size": "tiny"}]),
+        with_environments=False)
     code, out, err = run_cli(path, "--executor", "docker")
     assert code == 0, out + err
     [run] = (results_dir / "derived-docker").iterdir()

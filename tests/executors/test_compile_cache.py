@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.executors.attempts import attempt_in
+from tests.matrices import matrix_text
 
 from runner import cli
 from runner.environments import Source
@@ -94,32 +95,14 @@ def test_kept_caches_leave_the_users_variables_alone(tmp_path):
     assert seen["TORCHINDUCTOR_CACHE_DIR"] is None or "compile-cache" not in seen["TORCHINDUCTOR_CACHE_DIR"]
 
 
-MATRIX = """
-[run]
-name = "caches"
-repeats = 1
-warmup_steps = 1
-steps = 2
-profile = "full"
-executor = "local"
-{keep}
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["numpy"]
-options = {{ n = 16 }}
-"""
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("keep, expected", [("", "fresh"), ("keep_compile_caches = true", "kept")])
+@pytest.mark.parametrize("keep, expected", [({}, "fresh"), ({"keep_compile_caches": True}, "kept")],
+                         ids=["fresh", "kept"])
 def test_every_record_says_which_caches_compile_s_ran_with(keep, expected, tmp_path):
     matrix = tmp_path / "matrix.toml"
-    matrix.write_text(MATRIX.format(keep=keep))
+    matrix.write_text(matrix_text("caches", steps=2, executor="local", **keep,
+                                  benchmarks=[{"workload": "matmul", "environments": ["numpy"],
+                                               "options": {"n": 16}}]))
     assert cli.main([str(matrix), "--results-dir", str(tmp_path / "results")]) == 0
     (record_path,) = (tmp_path / "results").glob("caches/*/cells/*.json")
     record = json.loads(record_path.read_text())

@@ -29,6 +29,7 @@ from runner import settings
 from runner import environments
 from runner.machine import hostinfo
 from runner.paths import REPO_ROOT as REPO
+from tests.matrices import matrix_text, this_interpreter
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
@@ -174,37 +175,20 @@ def ray_args(cluster: LocalCluster) -> list[str]:
 
 # --- a matrix through Ray: the same cells and statuses as a local run ------------------------------
 
-SAME = """
-[run]
-name = "same"
-repeats = 1
-warmup_steps = 1
-steps = 3
-timeout = 60
-profile = "full"
+SAME_CELLS = [
+    {"workload": "selftest", "options": {"behaviour": "ok", "sleep_ms": [50, 51, 52]}},
+    {"workload": "selftest", "options": {"behaviour": ["fail", "crash"]}},
+    {"workload": "selftest", "options": {"behaviour": "hang"}, "timeout": 3},
+    {"workload": "selftest", "device": "cpu", "options": {"behaviour": "ok", "sleep_ms": 53}},
+]
 
-[environments.numpy]
-image = "numpy"
-api = "numpy"
 
-[[benchmarks]]
-workload = "selftest"
-options = { behaviour = "ok", sleep_ms = [50, 51, 52] }
+def same_matrix(benchmarks: list[dict] = SAME_CELLS, **run_settings) -> str:
+    return matrix_text("same", steps=3, timeout=60, **run_settings, benchmarks=benchmarks)
 
-[[benchmarks]]
-workload = "selftest"
-options = { behaviour = ["fail", "crash"] }
 
-[[benchmarks]]
-workload = "selftest"
-options = { behaviour = "hang" }
-timeout = 3
-
-[[benchmarks]]
-workload = "selftest"
-device = "cpu"
-options = { behaviour = "ok", sleep_ms = 53 }
-"""
+SAME = same_matrix()
+ONE_OK_CELL = same_matrix([{"workload": "selftest", "options": {"behaviour": "ok", "sleep_ms": 50}}])
 
 
 def summary_rows(run_dir: Path) -> set[tuple[str, str]]:
@@ -275,10 +259,10 @@ def test_a_user_workload_is_shipped_with_its_cell_and_staged_on_the_node(
         "def answer(spec, output):\n"
         "    return {'sum': float(output.sum()), 'staged': float('workloads' in __file__)}\n")
     matrix = tmp_path / "matrix.toml"
-    matrix.write_text("[run]\nname = 'user'\nrepeats = 1\nsteps = 3\nprofile = 'full'\n"
-                      "[environments.numpy]\nimage = 'numpy'\napi = 'numpy'\n"
-                      "[workloads.w]\nfile = 'bench/bench.py'\ntasks = ['run']\n"
-                      "[[benchmarks]]\nworkload = 'w'\n")
+    matrix.write_text(matrix_text(
+        "user", steps=3, warmup_steps=None,
+        tables={"workloads": {"w": {"file": "bench/bench.py", "tasks": ["run"]}}},
+        benchmarks=[{"workload": "w"}]))
     code, out, _ = run_cli(matrix, *ray_args(cluster))
     assert code == 0, out
     (run_dir,) = run_dirs(results_dir, "user")
@@ -289,7 +273,7 @@ def test_a_user_workload_is_shipped_with_its_cell_and_staged_on_the_node(
 
 
 def test_profile_auto_looks_at_the_clusters_gpus(cluster, no_gpu_here, write_matrix, run_cli):
-    matrix = write_matrix(SAME.replace('profile = "full"', ""), with_environments=False)
+    matrix = write_matrix(same_matrix(profile=None), with_environments=False)
     code, out, _ = run_cli("plan", matrix, *ray_args(cluster))
     assert code == 0, out
     assert out.splitlines()[0] == "profile: full (auto: the Ray cluster has 2 GPUs)"
@@ -311,23 +295,14 @@ def test_doctor_names_the_cluster(cluster, no_gpu_here, write_matrix, capsys):
 
 # --- lost tasks ---------------------------------------------------------------------------------------
 
-LONG_CELL = f"""
-[run]
-name = "killed"
-repeats = 1
-warmup_steps = 1
-steps = 8
-timeout = 120
-profile = "full"
+def long_cell(name: str = "killed", steps: int = 8) -> str:
+    return matrix_text(name, steps=steps, timeout=120,
+                       environments={"numpy-here": this_interpreter()},
+                       benchmarks=[{"workload": "selftest",
+                                    "options": {"behaviour": "ok", "sleep_ms": 300}}])
 
-[environments.numpy-here]
-python = "{sys.executable}"
-api = "numpy"
 
-[[benchmarks]]
-workload = "selftest"
-options = {{ behaviour = "ok", sleep_ms = 300 }}
-"""
+LONG_CELL = long_cell()
 
 
 def runs_a_worker(proc) -> bool:
@@ -415,9 +390,7 @@ def test_a_node_whose_lock_differs_from_the_drivers_fails_the_cell(cluster, no_g
 
     monkeypatch.setattr(ray_executor, "expected_locks",
                         lambda source: {"cpu": "0" * 64, "cuda": "0" * 64})
-    text = SAME.replace('sleep_ms = [50, 51, 52]', 'sleep_ms = 50').split("[[benchmarks]]")
-    code, out, _ = run_cli(write_matrix("[[benchmarks]]".join(text[:2]), with_environments=False),
-                           *ray_args(cluster))
+    code, out, _ = run_cli(write_matrix(ONE_OK_CELL, with_environments=False), *ray_args(cluster))
     assert code == 1, out
     (record,) = records(run_dirs(results_dir, "same")[-1]).values()
     assert record["status"] == "failed"
@@ -429,23 +402,10 @@ def test_a_node_whose_lock_differs_from_the_drivers_fails_the_cell(cluster, no_g
 
 # --- an interrupted cluster run resumes -------------------------------------------------------------
 
-RESUMABLE = f"""
-[run]
-name = "resumable"
-repeats = 2
-warmup_steps = 1
-steps = 4
-timeout = 60
-profile = "full"
-
-[environments.numpy-here]
-python = "{sys.executable}"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-options = {{ behaviour = "ok", sleep_ms = [200, 201, 202] }}
-"""
+RESUMABLE = matrix_text("resumable", repeats=2, steps=4, timeout=60,
+                        environments={"numpy-here": this_interpreter()},
+                        benchmarks=[{"workload": "selftest",
+                                     "options": {"behaviour": "ok", "sleep_ms": [200, 201, 202]}}])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -495,7 +455,7 @@ def test_without_an_address_a_local_ray_instance_runs_the_cells(write_matrix, re
     """No --ray-address, no RAY_ADDRESS: the runner starts a Ray instance of its own for the
     run and stops it afterwards. (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps that single-node
     instance on 127.0.0.1 on this test machine.)"""
-    text = LONG_CELL.replace("steps = 8", "steps = 3").replace('name = "killed"', 'name = "here"')
+    text = long_cell("here", steps=3)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     done = subprocess.run([sys.executable, "-m", "runner", str(write_matrix(
@@ -534,9 +494,7 @@ def test_one_cell_runs_ray_to_docker_on_the_real_engine(cluster, no_gpu_here, wr
     monkeypatch.setenv("DL_BENCH_NODE_EXECUTOR", "docker")     # forwarded to every node
     monkeypatch.setenv(settings.BASE_IMAGE, DOCKER_BASE)
     monkeypatch.setenv(settings.FLAVOUR, "cpu")
-    text = SAME.replace('sleep_ms = [50, 51, 52]', 'sleep_ms = 50').split("[[benchmarks]]")
-    code, out, _ = run_cli(write_matrix("[[benchmarks]]".join(text[:2]), with_environments=False),
-                           *ray_args(cluster))
+    code, out, _ = run_cli(write_matrix(ONE_OK_CELL, with_environments=False), *ray_args(cluster))
     assert code == 0, out
     (record,) = records(run_dirs(results_dir, "same")[-1]).values()
     meta = record["metadata"]
@@ -595,27 +553,9 @@ def test_the_example_cluster_passes_rays_own_schema_check():
 
 # --- the cluster goes away under a run -------------------------------------------------------
 
-GONE = """
-[run]
-name = "cluster-gone"
-repeats = 1
-warmup_steps = 1
-steps = 2
-timeout = 120
-profile = "full"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-options = { behaviour = "hang" }
-
-[[benchmarks]]
-workload = "selftest"
-options = { behaviour = "ok", sleep_ms = [10, 11] }
-"""
+GONE = matrix_text("cluster-gone", steps=2, timeout=120, benchmarks=[
+    {"workload": "selftest", "options": {"behaviour": "hang"}},
+    {"workload": "selftest", "options": {"behaviour": "ok", "sleep_ms": [10, 11]}}])
 
 
 def test_a_run_whose_cluster_goes_away_stops_with_the_resume_line(ray_token, write_matrix,

@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 from runner.history import db, tables
 
 from tests.fixtures import FIXTURE_RUNS
+from tests.matrices import matrix_text, this_interpreter
 from .runs import insert_rows, old_run, write_run
 
 
@@ -131,25 +132,12 @@ def test_a_run_writes_itself_into_the_history(write_matrix, results_dir, capsys,
     from runner import cli
 
     monkeypatch.delenv("DL_BENCH_HISTORY_URL", raising=False)
-    matrix = write_matrix(f"""
-        [run]
-        name = "hist"
-        repeats = 2
-        steps = 3
-        warmup_steps = 1
-        profile = "full"
-
-        [history]
-        url = "{history_url}"
-
-        [environments.here]
-        python = "{sys.executable}"
-        api = "numpy"
-
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["here"]
-    """, with_environments=False)
+    matrix = write_matrix(matrix_text("hist", repeats=2, steps=3,
+                                      tables={"history": {"url": history_url}},
+                                      environments={"here": this_interpreter()},
+                                      benchmarks=[{"workload": "selftest",
+                                                   "environments": ["here"]}]),
+                          with_environments=False)
     assert cli.main([str(matrix), "--results-dir", str(results_dir)]) == 0
     out = capsys.readouterr().out
     assert "history: added hist/" in out
@@ -173,22 +161,10 @@ def test_a_history_that_cannot_be_written_costs_one_warning(write_matrix, result
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("DL_BENCH_HISTORY_URL", f"sqlite:///{blocker}/sub/history.sqlite")
-    matrix = write_matrix(f"""
-        [run]
-        name = "nohist"
-        repeats = 1
-        steps = 3
-        warmup_steps = 1
-        profile = "full"
-
-        [environments.here]
-        python = "{sys.executable}"
-        api = "numpy"
-
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["here"]
-    """, with_environments=False)
+    matrix = write_matrix(matrix_text("nohist", steps=3, environments={"here": this_interpreter()},
+                                      benchmarks=[{"workload": "selftest",
+                                                   "environments": ["here"]}]),
+                          with_environments=False)
     assert cli.main([str(matrix), "--results-dir", str(results_dir)]) == 0
     out = capsys.readouterr().out
     warnings = [line for line in out.splitlines() if line.startswith(("history:", "! history"))]

@@ -15,9 +15,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -28,27 +28,27 @@ from runner.paths import REPO_ROOT as REPO
 from runner.results.data.store import Store
 from runner.results.render import html
 from runner.worker import protocol
+from tests.matrices import matrix_text, this_interpreter
 
 HOST_PYTHON = sys.executable
 
-MATRIX = f"""
-[run]
-name = "hostile"
-repeats = 2
-warmup_steps = 1
-steps = 3
-timeout = 60
-profile = "full"
+SLEEPS_MS = [1.0, 2.0]
 
-[environments.host]
-python = "{HOST_PYTHON}"
-api = "numpy"
 
-[[benchmarks]]
-workload = "selftest"
-environments = ["host"]
-options = {{ behaviour = "ok", sleep_ms = [1.0, 2.0] }}
-"""
+def hostile_matrix(sleep_ms: float | list[float] = SLEEPS_MS, *,
+                   environments: dict[str, dict] | None = None, benchmarks: list[dict] | None = None,
+                   **run_settings: Any) -> str:
+    """Selftest cells sleeping `sleep_ms` on the host's interpreter, and any more `environments`
+    and `benchmarks`."""
+    run = {"repeats": 2, "steps": 3, "timeout": 60, **run_settings}
+    return matrix_text("hostile", **run,
+                       environments={"host": this_interpreter(), **(environments or {})},
+                       benchmarks=[{"workload": "selftest", "environments": ["host"],
+                                    "options": {"behaviour": "ok", "sleep_ms": sleep_ms}},
+                                   *(benchmarks or [])])
+
+
+MATRIX = hostile_matrix()
 
 
 @pytest.fixture(autouse=True)
@@ -102,8 +102,7 @@ def run_copy(finished_run, tmp_path) -> Path:
 
 def test_a_relative_results_dir_works_for_local_cells(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    Path("matrix.toml").write_text(MATRIX.replace("[1.0, 2.0]", "1.0").replace("repeats = 2",
-                                                                              "repeats = 1"))
+    Path("matrix.toml").write_text(hostile_matrix(1.0, repeats=1))
     code, out, err = main(capsys, "matrix.toml", "--results-dir", "rd")
     assert code == 0, out + err
     (run,) = Path("rd/hostile").iterdir()
@@ -187,7 +186,7 @@ def test_resume_refuses_another_matrix_and_never_rewrites_the_runs_copy(run_copy
                                                                         capsys):
     kept = (run_copy / "matrix.toml").read_bytes()
     changed = tmp_path / "changed.toml"
-    changed.write_text(MATRIX.replace("steps = 3", "steps = 500"))
+    changed.write_text(hostile_matrix(steps=500))
     before = set(os.listdir(run_copy / "cells"))
     code, _, err = main(capsys, changed, "--resume", run_copy)
     line = one_line(code, err)
@@ -195,7 +194,7 @@ def test_resume_refuses_another_matrix_and_never_rewrites_the_runs_copy(run_copy
     assert set(os.listdir(run_copy / "cells")) == before
     assert (run_copy / "matrix.toml").read_bytes() == kept
     more = tmp_path / "more.toml"                 # more repeats of the same cells: allowed
-    more.write_text(MATRIX.replace("repeats = 2", "repeats = 3"))
+    more.write_text(hostile_matrix(repeats=3))
     code, out, err = main(capsys, more, "--resume", run_copy)
     assert code == 0, err
     assert "resuming with run.repeats: 2 → 3" in out and len(records(run_copy)) == 6
@@ -208,7 +207,7 @@ def test_a_run_from_before_the_digest_is_compared_by_its_matrix_toml(run_copy, t
     del manifest["matrix_sha256"]
     (run_copy / "manifest.json").write_text(json.dumps(manifest))
     changed = tmp_path / "changed.toml"
-    changed.write_text(MATRIX.replace("[1.0, 2.0]", "[1.0, 3.0]"))
+    changed.write_text(hostile_matrix([1.0, 3.0]))
     line = one_line(*main(capsys, changed, "--resume", run_copy)[::2])
     assert "(benchmarks[0].options.sleep_ms[1]: 2.0 → 3.0)" in line
     code, _, err = main(capsys, tmp_path / "matrix.toml", "--resume", run_copy)
@@ -234,16 +233,10 @@ def test_a_lying_worker_never_aborts_the_run_nor_moves_its_cell(tmp_path, capsys
                            f'{fake} "$3" "$4"; fi\nexec {HOST_PYTHON} "$@"\n')
     interpreter.chmod(0o755)
     matrix = tmp_path / "m.toml"
-    matrix.write_text(MATRIX.replace("repeats = 2", "repeats = 1") + textwrap.dedent(f"""
-        [environments.liar]
-        python = "{interpreter}"
-        api = "numpy"
-
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["liar"]
-        options = {{ behaviour = "ok", sleep_ms = [1.0, 2.0, 3.0] }}
-        """))
+    matrix.write_text(hostile_matrix(
+        repeats=1, environments={"liar": {"python": str(interpreter), "api": "numpy"}},
+        benchmarks=[{"workload": "selftest", "environments": ["liar"],
+                     "options": {"behaviour": "ok", "sleep_ms": [1.0, 2.0, 3.0]}}]))
     code, out, err = main(capsys, matrix, "--results-dir", tmp_path / "r")
     assert code == 1, out + err                   # failed cells; the run went on to the end
     (run,) = (tmp_path / "r" / "hostile").iterdir()
@@ -391,9 +384,8 @@ def test_a_full_disk_stops_the_run_in_one_line_and_finalises_its_manifest(tmp_pa
     """A real ENOSPC: a 12 MB tmpfs in a mount namespace of its own, nearly filled."""
     if shutil.which("unshare") is None or shutil.which("fallocate") is None:
         pytest.skip("needs unshare and fallocate (util-linux)")
-    many = ", ".join(f"{i}.0" for i in range(1, 9))
-    (tmp_path / "m.toml").write_text(MATRIX.replace("[1.0, 2.0]", f"[{many}]")
-                                     .replace("repeats = 2", "repeats = 1"))
+    many = [float(i) for i in range(1, 9)]
+    (tmp_path / "m.toml").write_text(hostile_matrix(many, repeats=1))
     (tmp_path / "disk").mkdir()
     script = tmp_path / "fill.sh"
     script.write_text(FILL)

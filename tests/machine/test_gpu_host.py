@@ -18,6 +18,7 @@ from runner import cli
 from runner.environments import Source
 from runner.machine import hostinfo
 from runner.run.setup import choose_setup
+from tests.matrices import environment, matrix_text, this_interpreter
 
 A100 = {"gpu_count": 1, "gpu_name": "NVIDIA A100-SXM4-40GB", "driver_version": "550.54.15"}
 NO_ENGINE = "unix:///nonexistent/docker.sock"
@@ -34,26 +35,16 @@ def gpu_host(monkeypatch):
     return fake
 
 
-MATRIX = """
-[run]
-name = "gpu-host"
-repeats = 1
-warmup_steps = 1
-steps = 3
-timeout = 300
+def gpu_host_matrix(numpy: dict | None = None) -> str:
+    """torch and NumPy from their image folders, or `numpy` as the NumPy environment's table."""
+    return matrix_text("gpu-host", steps=3, timeout=300, profile=None,
+                       environments={"torch": environment("torch"),
+                                     "numpy": numpy or environment("numpy")},
+                       benchmarks=[{"workload": "matmul", "options": {"n": 32},
+                                    "device": ["auto", "cpu"]}])
 
-[environments.torch]
-image = "torch"
-api = "torch"
-[environments.numpy]
-image = "numpy"
-api = "numpy"
 
-[[benchmarks]]
-workload = "matmul"
-options = { n = 32 }
-device = ["auto", "cpu"]
-"""
+MATRIX = gpu_host_matrix()
 
 
 def test_gpu_host_without_engine_runs_local_cuda_stacks(gpu_host, write_matrix):
@@ -173,8 +164,7 @@ def test_doctor_without_gpu_or_engine_passes_on_the_cpu_path(gpu_host, capsys, w
 
 def test_doctor_checks_existing_interpreters(gpu_host, capsys, write_matrix, tmp_path):
     gpu_host({})
-    text = MATRIX.replace('[environments.numpy]\nimage = "numpy"',
-                          f'[environments.numpy]\npython = "{tmp_path / "gone" / "python"}"')
+    text = gpu_host_matrix({"python": str(tmp_path / "gone" / "python"), "api": "numpy"})
     (tmp_path / "gone").mkdir()
     (tmp_path / "gone" / "python").write_text("#!/bin/sh\nexit 1\n")
     (tmp_path / "gone" / "python").chmod(0o755)
@@ -200,10 +190,10 @@ def test_doctor_names_a_bad_matrix_in_one_line(capsys, tmp_path):
 
 
 def test_python_and_image_are_exclusive(write_matrix, run_cli, tmp_path):
-    both = MATRIX.replace('image = "numpy"', f'image = "numpy"\npython = "{sys.executable}"')
+    both = gpu_host_matrix(environment("numpy", python=sys.executable))
     code, _, err = run_cli("plan", write_matrix(both, with_environments=False))
     assert code == 2 and "environments.numpy: give image" in err
-    missing = MATRIX.replace('image = "numpy"', f'python = "{tmp_path / "no-python"}"')
+    missing = gpu_host_matrix({"python": str(tmp_path / "no-python"), "api": "numpy"})
     code, _, err = run_cli("plan", write_matrix(missing, with_environments=False))
     assert code == 2 and "environments.numpy.python:" in err and "no such file" in err
     assert len(err.strip().splitlines()) == 1
@@ -214,21 +204,9 @@ def test_an_existing_interpreter_runs_a_matrix_end_to_end(write_matrix, run_cli,
     """The runner's own interpreter (it has NumPy) as an existing environment: nothing is built,
     every record says what was installed and where it came from."""
     monkeypatch.setattr(hostinfo, "gpu_facts", lambda: {})
-    text = f"""
-    [run]
-    name = "byo"
-    repeats = 2
-    warmup_steps = 1
-    steps = 5
-
-    [environments.numpy-here]
-    python = "{sys.executable}"
-    api = "numpy"
-
-    [[benchmarks]]
-    workload = "matmul"
-    options = {{ n = 32 }}
-    """
+    text = matrix_text("byo", repeats=2, steps=5, profile=None,
+                       environments={"numpy-here": this_interpreter()},
+                       benchmarks=[{"workload": "matmul", "options": {"n": 32}}])
     code, out, _ = run_cli(write_matrix(text, with_environments=False))
     assert code == 0, out
     run_dir = next(results_dir.glob("byo/*"))

@@ -10,6 +10,7 @@ from runner.environments import Flavour, Source
 from runner.machine.peak_cache import PeakCache
 from runner.run.cells import source_identity
 from runner.run.setup import Setup
+from tests.matrices import matrix_text
 
 
 class Flavoured:
@@ -58,26 +59,9 @@ def test_the_identity_follows_the_locks_content(tmp_path):
     assert source_identity(setup, Source(reference=reference)) == reference
 
 
-MATRIX = """
-[run]
-name = "peaks"
-repeats = 1
-warmup_steps = 1
-steps = 2
-profile = "smoke"
-calibrate = true
-
-[profiles.smoke]
-size = "tiny"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-"""
+MATRIX = matrix_text("peaks", steps=2, profile="smoke", calibrate=True,
+                     tables={"profiles": {"smoke": {"size": "tiny"}}},
+                     benchmarks=[{"workload": "selftest", "environments": ["numpy"]}])
 
 
 def test_the_next_run_on_this_machine_reuses_the_peak_unless_asked(tmp_path, run_cli,

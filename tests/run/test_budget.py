@@ -9,34 +9,19 @@ from __future__ import annotations
 import csv
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
-PYTHON = sys.executable
-MATRIX = f"""
-[run]
-name = "budget"
-repeats = 1
-warmup_steps = 1
-steps = 2
-profile = "smoke"
+from tests.matrices import matrix_text, this_interpreter
 
-[environments.numpy]
-python = "{PYTHON}"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-batch_size = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
-
-[cost]
-price_per_hour = 3600.0     # $1 a second of the VM
-budget = 5.0                # a selftest run's default estimate is 3 s ($3): the run stops once
-                            # it has spent 2 s, a few cells in (12 take longer than that)
-"""
+MATRIX = matrix_text(
+    "budget", steps=2, profile="smoke", environments={"numpy": this_interpreter()},
+    benchmarks=[{"workload": "selftest", "environments": ["numpy"],
+                 "batch_size": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}],
+    # $1 a second of the VM; a selftest run's default estimate is 3 s ($3): the run stops once
+    # it has spent 2 s, a few cells in (12 take longer than that).
+    tables={"cost": {"price_per_hour": 3600.0, "budget": 5.0}})
 
 
 def run_folder(results: Path) -> Path:

@@ -8,31 +8,14 @@ import json
 
 import pytest
 
+from tests.matrices import matrix_text
+
 pytestmark = pytest.mark.slow
 
-MATRIX = """
-[run]
-name = "calibrated"
-repeats = 1
-warmup_steps = 1
-min_time = 0.2
-calibrate = true
-profile = "smoke"
-
-[profiles.smoke]
-size = "tiny"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-[environments.torch]
-image = "torch"
-api = "torch"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["numpy", "torch"]
-"""
+SMOKE_IS_TINY = {"profiles": {"smoke": {"size": "tiny"}}}
+MATRIX = matrix_text("calibrated", min_time=0.2, calibrate=True, profile="smoke",
+                     tables=SMOKE_IS_TINY, environments=["numpy", "torch"],
+                     benchmarks=[{"workload": "matmul", "environments": ["numpy", "torch"]}])
 
 
 def test_the_peak_is_measured_apart_and_divides_the_cells(write_matrix, run_cli, results_dir):
@@ -68,32 +51,9 @@ def test_the_peak_is_measured_apart_and_divides_the_cells(write_matrix, run_cli,
     assert "## Measured peak" in (run / "report.md").read_text()
 
 
-ONLY = """
-[run]
-name = "only-two"
-repeats = 1
-warmup_steps = 1
-min_time = 0.2
-calibrate = true
-profile = "smoke"
-
-[profiles.smoke]
-size = "tiny"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-[environments.torch]
-image = "torch"
-api = "torch"
-[environments.jax]
-image = "jax"
-api = "jax"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["*"]
-"""
+ONLY = matrix_text("only-two", min_time=0.2, calibrate=True, profile="smoke",
+                   tables=SMOKE_IS_TINY, environments=["numpy", "torch", "jax"],
+                   benchmarks=[{"workload": "matmul", "environments": ["*"]}])
 
 
 def test_only_two_environments_are_built_and_calibrated(write_matrix, run_cli, results_dir):

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from runner.paths import REPO_ROOT
 from runner.run.displays import build_display, calibration_display
+from tests.matrices import matrix_text, this_interpreter
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PYTHON = sys.executable
@@ -61,27 +62,11 @@ def test_the_calibration_on_a_terminal_counts_its_runs():
     assert plain.file.getvalue() == ""              # its line when it ends says how it went
 
 
-MATRIX = f"""
-[run]
-name = "shown"
-repeats = 1
-warmup_steps = 1
-steps = 2
-profile = "smoke"
-calibrate = true
-
-[profiles.smoke]
-size = "tiny"
-
-[environments.numpy]
-python = "{PYTHON}"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-batch_size = [1, 2]
-"""
+MATRIX = matrix_text("shown", steps=2, profile="smoke", calibrate=True,
+                     tables={"profiles": {"smoke": {"size": "tiny"}}},
+                     environments={"numpy": this_interpreter()},
+                     benchmarks=[{"workload": "selftest", "environments": ["numpy"],
+                                  "batch_size": [1, 2]}])
 
 
 def command(tmp_path: Path) -> list[str]:

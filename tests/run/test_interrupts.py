@@ -22,33 +22,18 @@ import pytest
 
 from runner import settings
 from runner.paths import REPO_ROOT
+from tests.matrices import environment, matrix_text
 
 pytestmark = pytest.mark.slow
 
-HANGING = """
-[run]
-name = "signals"
-repeats = 1
-warmup_steps = 1
-steps = 2
-timeout = 300
-profile = "full"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-env = {{ XLA_FLAGS = "--from-the-matrix" }}
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = {{ behaviour = "ok", sleep_ms = 1 }}
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = {{ behaviour = "orphan", marker = "{marker}", sleep_ms = 600000 }}
-"""
+def hanging(marker: str) -> str:
+    return matrix_text(
+        "signals", steps=2, timeout=300,
+        environments={"numpy": environment("numpy", env={"XLA_FLAGS": "--from-the-matrix"})},
+        benchmarks=[{"workload": "selftest", "environments": ["numpy"],
+                     "options": {"behaviour": "ok", "sleep_ms": 1}},
+                    {"workload": "selftest", "environments": ["numpy"],
+                     "options": {"behaviour": "orphan", "marker": marker, "sleep_ms": 600000}}])
 
 
 def marked(marker: str) -> list[psutil.Process]:
@@ -107,7 +92,7 @@ def run_folder(results_dir: Path) -> Path:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
                          ids=["sigterm", "sighup", "ctrl-c"])
 def test_a_signal_stops_the_run_as_ctrl_c_does(write_matrix, results_dir, marker, sig):
-    matrix = write_matrix(HANGING.format(marker=marker), with_environments=False)
+    matrix = write_matrix(hanging(marker), with_environments=False)
     runner = start_runner(matrix, results_dir)
     orphan = started_hanging_cell(runner, marker)
     runner.send_signal(sig)
@@ -128,7 +113,7 @@ def test_a_signal_stops_the_run_as_ctrl_c_does(write_matrix, results_dir, marker
 
 def test_after_sigkill_of_the_runner_nothing_it_started_survives(write_matrix, results_dir,
                                                                   marker):
-    matrix = write_matrix(HANGING.format(marker=marker), with_environments=False)
+    matrix = write_matrix(hanging(marker), with_environments=False)
     runner = start_runner(matrix, results_dir)
     orphan = started_hanging_cell(runner, marker)
     environ = orphan.environ()          # what the worker was given (its child inherits it)
@@ -148,38 +133,24 @@ def test_after_sigkill_of_the_runner_nothing_it_started_survives(write_matrix, r
     assert environ["PATH"] == os.environ["PATH"]
 
 
-ENDINGS = """
-[run]
-name = "endings"
-repeats = 1
-warmup_steps = 1
-steps = 2
-timeout = 120
-profile = "full"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = {{ behaviour = "orphan", marker = "{marker}-end", sleep_ms = 1 }}
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = {{ behaviour = "orphan", marker = "{marker}-timeout", sleep_ms = 600000 }}
-timeout = 3
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = {{ behaviour = "flood", flood_mb = 20, sleep_ms = 1 }}
-"""
+def endings(marker: str) -> str:
+    return matrix_text(
+        "endings", steps=2, timeout=120, environments=["numpy", "keras-jax"],
+        benchmarks=[{"workload": "selftest", "environments": ["numpy"],
+                     "options": {"behaviour": "orphan", "marker": f"{marker}-end", "sleep_ms": 1}},
+                    {"workload": "selftest", "environments": ["numpy"],
+                     "options": {"behaviour": "orphan", "marker": f"{marker}-timeout",
+                                 "sleep_ms": 600000},
+                     "timeout": 3},
+                    {"workload": "selftest", "environments": ["numpy"],
+                     "options": {"behaviour": "flood", "flood_mb": 20, "sleep_ms": 1}}])
 
 
 def test_a_cells_end_and_its_timeout_kill_what_the_worker_left_and_a_flood_is_capped(
         write_matrix, run_cli, results_dir, marker, monkeypatch):
     monkeypatch.setenv(settings.LOG_HEAD_MB, "0.25")
     monkeypatch.setenv(settings.LOG_TAIL_MB, "0.5")
-    code, out, err = run_cli(write_matrix(ENDINGS.format(marker=marker)))
+    code, out, err = run_cli(write_matrix(endings(marker), with_environments=False))
     assert code == 1, out + err                      # the timed-out cell
     assert marked(f"{marker}-end") == [] and marked(f"{marker}-timeout") == []
     [run_dir] = list(results_dir.glob("endings/*"))

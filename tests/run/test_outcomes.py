@@ -14,40 +14,20 @@ from pathlib import Path
 import pytest
 
 from runner.paths import REPO_ROOT
+from tests.matrices import environment, matrix_text
 
 
 pytestmark = pytest.mark.slow
 
-OUTCOMES = """
-[run]
-name = "outcomes"
-repeats = 1
-warmup_steps = 1
-steps = 3
-timeout = 20
-profile = "full"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = { behaviour = "ok", sleep_ms = 5 }
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = { behaviour = "fail" }
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = { behaviour = "crash" }
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = { behaviour = "hang" }
-timeout = 4
-"""
+# What write_matrix declares unless told otherwise; the cells run on NumPy.
+ENVIRONMENTS = ["numpy", "keras-jax"]
+OUTCOMES = matrix_text("outcomes", steps=3, timeout=20, environments=ENVIRONMENTS, benchmarks=[
+    {"workload": "selftest", "environments": ["numpy"],
+     "options": {"behaviour": "ok", "sleep_ms": 5}},
+    {"workload": "selftest", "environments": ["numpy"], "options": {"behaviour": "fail"}},
+    {"workload": "selftest", "environments": ["numpy"], "options": {"behaviour": "crash"}},
+    {"workload": "selftest", "environments": ["numpy"], "options": {"behaviour": "hang"},
+     "timeout": 4}])
 
 
 def records_by_behaviour(run_dir: Path) -> dict[str, dict]:
@@ -66,7 +46,7 @@ def only_run(results_dir: Path) -> Path:
 
 def test_failed_crashed_and_timed_out_cells_are_recorded_and_the_rest_completes(
         write_matrix, run_cli, results_dir):
-    code, out, _ = run_cli(write_matrix(OUTCOMES))
+    code, out, _ = run_cli(write_matrix(OUTCOMES, with_environments=False))
     assert code == 1  # some cells failed
     run_dir = only_run(results_dir)
     records = records_by_behaviour(run_dir)
@@ -88,20 +68,12 @@ def test_failed_crashed_and_timed_out_cells_are_recorded_and_the_rest_completes(
     assert len(summary) == 1 + 4
 
 
-RESUMABLE = """
-[run]
-name = "resumable"
-repeats = 2
-warmup_steps = 1
-steps = 4
-timeout = 60
-profile = "full"
-
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = { behaviour = "ok", sleep_ms = [150, 151, 152] }
-"""
+def resumable(repeats: int = 2) -> str:
+    return matrix_text("resumable", repeats=repeats, steps=4, timeout=60,
+                       environments=ENVIRONMENTS,
+                       benchmarks=[{"workload": "selftest", "environments": ["numpy"],
+                                    "options": {"behaviour": "ok",
+                                                "sleep_ms": [150, 151, 152]}}])
 
 
 def start_runner(matrix: Path, results_dir: Path, *extra: str) -> subprocess.Popen:
@@ -131,7 +103,7 @@ def worker_processes(run_dir: Path) -> list[str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_interrupted_run_resumes_without_loss_or_repeats(write_matrix, results_dir, sig):
-    matrix = write_matrix(RESUMABLE.replace("sleep_ms", "sleep_ms"))
+    matrix = write_matrix(resumable(), with_environments=False)
     runner = start_runner(matrix, results_dir)
     run_dir = wait_for_records(results_dir, 2)
     runner.send_signal(sig)
@@ -157,7 +129,7 @@ def test_interrupted_run_resumes_without_loss_or_repeats(write_matrix, results_d
 
 
 def test_resume_without_folder_takes_the_latest_run(write_matrix, run_cli, results_dir):
-    matrix = write_matrix(RESUMABLE)
+    matrix = write_matrix(resumable(), with_environments=False)
     code, _, _ = run_cli(matrix, "--only", "sleep_ms=150")
     first = only_run(results_dir)
     assert code == 0 and len(list((first / "cells").glob("*.json"))) == 2
@@ -170,7 +142,7 @@ def test_resume_without_folder_takes_the_latest_run(write_matrix, run_cli, resul
 def test_resume_adopts_a_result_the_runner_did_not_store(write_matrix, run_cli, results_dir):
     """The runner died after its worker wrote result.json but before the record was stored:
     --resume stores that measurement instead of running the cell again."""
-    matrix = write_matrix(RESUMABLE.replace("repeats = 2", "repeats = 1"))
+    matrix = write_matrix(resumable(repeats=1), with_environments=False)
     code, _, _ = run_cli(matrix, "--only", "sleep_ms=150")
     run_dir = only_run(results_dir)
     (record_path,) = [p for p in (run_dir / "cells").glob("*.json")]
@@ -185,30 +157,11 @@ def test_resume_adopts_a_result_the_runner_did_not_store(write_matrix, run_cli, 
     assert adopted["metadata"]["lock_sha256"] == original["metadata"]["lock_sha256"]
 
 
-GPU_GIVEN = """
-[run]
-name = "gpu-given"
-repeats = 1
-warmup_steps = 1
-steps = 2
-timeout = 120
-profile = "full"
-
-[environments.jax]
-image = "jax"
-api = "jax"
-env = { DL_BENCH_GPU_GIVEN = "1", JAX_PLATFORMS = "" }
-
-[environments.torch]
-image = "torch"
-api = "torch"
-env = { DL_BENCH_GPU_GIVEN = "1" }
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["*"]
-options = { n = 8 }
-"""
+GPU_GIVEN = matrix_text(
+    "gpu-given", steps=2, timeout=120,
+    environments={"jax": environment("jax", env={"DL_BENCH_GPU_GIVEN": "1", "JAX_PLATFORMS": ""}),
+                  "torch": environment("torch", env={"DL_BENCH_GPU_GIVEN": "1"})},
+    benchmarks=[{"workload": "matmul", "environments": ["*"], "options": {"n": 8}}])
 
 
 def test_a_gpu_the_framework_cannot_see_fails_the_cell_instead_of_running_on_the_cpu(

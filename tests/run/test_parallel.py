@@ -16,7 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,7 @@ from runner.machine import hostinfo
 from runner.machine.hostinfo import Gpu
 from runner.paths import REPO_ROOT as REPO
 from runner.run import scheduling
+from tests.matrices import matrix_text, this_interpreter
 
 GPUS = [{"index": i, "uuid": f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd",
          "name": "NVIDIA A100-SXM4-80GB"} for i in range(3)]
@@ -40,31 +43,14 @@ def three_gpu_host(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
-def matrix_text(name: str, sleeps: list[int], cpu_sleeps: list[int] = (), steps: int = 4) -> str:
-    text = f"""
-    [run]
-    name = "{name}"
-    repeats = 1
-    warmup_steps = 1
-    steps = {steps}
-    timeout = 120
-
-    [environments.numpy-here]
-    python = "{sys.executable}"
-    api = "numpy"
-
-    [[benchmarks]]
-    workload = "selftest"
-    options = {{ behaviour = "ok", sleep_ms = {list(sleeps)} }}
-    """
+def selftest_matrix(name: str, sleeps: list[int], cpu_sleeps: Sequence[int] = (), steps: int = 4,
+                    **run_settings: Any) -> str:
+    benchmarks = [{"workload": "selftest", "options": {"behaviour": "ok", "sleep_ms": list(sleeps)}}]
     if cpu_sleeps:
-        text += f"""
-    [[benchmarks]]
-    workload = "selftest"
-    device = "cpu"
-    options = {{ behaviour = "ok", sleep_ms = {list(cpu_sleeps)} }}
-    """
-    return text
+        benchmarks.append({"workload": "selftest", "device": "cpu",
+                           "options": {"behaviour": "ok", "sleep_ms": list(cpu_sleeps)}})
+    return matrix_text(name, steps=steps, timeout=120, profile=None, **run_settings,
+                       environments={"numpy-here": this_interpreter()}, benchmarks=benchmarks)
 
 
 def live_workers(results_dir: Path) -> dict[str, str | None]:
@@ -117,7 +103,7 @@ def records(results_dir: Path) -> dict[str, dict]:
 
 def test_one_cell_per_gpu_each_pinned_and_a_cpu_cell_alone(three_gpu_host, write_matrix,
                                                             run_cli, results_dir):
-    matrix = write_matrix(matrix_text("par", [150, 151, 152, 153, 154, 155], cpu_sleeps=[156]),
+    matrix = write_matrix(selftest_matrix("par", [150, 151, 152, 153, 154, 155], cpu_sleeps=[156]),
                           with_environments=False)
     with Watcher(results_dir) as watcher:
         code, out, _ = run_cli(matrix)
@@ -152,7 +138,7 @@ def test_one_cell_per_gpu_each_pinned_and_a_cpu_cell_alone(three_gpu_host, write
 
 def test_parallel_caps_the_lanes_and_one_means_one_at_a_time(three_gpu_host, write_matrix,
                                                               run_cli, results_dir):
-    matrix = write_matrix(matrix_text("cap", [100, 101, 102, 103]), with_environments=False)
+    matrix = write_matrix(selftest_matrix("cap", [100, 101, 102, 103]), with_environments=False)
     with Watcher(results_dir) as watcher:
         code, out, _ = run_cli(matrix, "--parallel", "2")
     assert code == 0, out
@@ -189,14 +175,14 @@ def test_gpu_facts_without_a_list_give_indices(monkeypatch):
 
 @pytest.mark.parametrize("value", ["0", "-1", "many", "1.5"])
 def test_a_bad_parallel_flag_is_one_line(value, write_matrix, run_cli):
-    code, _, err = run_cli("plan", write_matrix(matrix_text("bad", [1]), with_environments=False),
+    code, _, err = run_cli("plan", write_matrix(selftest_matrix("bad", [1]), with_environments=False),
                            "--parallel", value)
     assert code == 2 and "--parallel" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("value", ["0", "true", '"al"'])
+@pytest.mark.parametrize("value", [0, True, "al"])
 def test_a_bad_parallel_setting_is_one_line(value, write_matrix, run_cli):
-    text = matrix_text("bad", [1]).replace('timeout = 120', f'timeout = 120\n    parallel = {value}')
+    text = selftest_matrix("bad", [1], parallel=value)
     code, _, err = run_cli("plan", write_matrix(text, with_environments=False))
     assert code == 2 and "run.parallel" in err and len(err.strip().splitlines()) == 1
 
@@ -226,7 +212,7 @@ def start_runner(matrix: Path, results_dir: Path, *extra: str) -> subprocess.Pop
 @pytest.mark.slow    # two runner processes, about 20 s
 def test_ctrl_c_in_a_parallel_run_keeps_finished_cells_and_resume_runs_the_rest(write_matrix,
                                                                                 results_dir):
-    matrix = write_matrix(matrix_text("ctrlc", [100, 101, 102, 103, 500, 501, 502], steps=6),
+    matrix = write_matrix(selftest_matrix("ctrlc", [100, 101, 102, 103, 500, 501, 502], steps=6),
                           with_environments=False)
     runner = start_runner(matrix, results_dir)
     deadline = time.monotonic() + 120
@@ -268,7 +254,7 @@ def test_later_repeats_wait_for_their_cells_first_and_take_its_block_size(
     """Two cells × 3 repeats on three lanes: each cell's first repeat calibrates its block, the
     later ones start only once it finished (the other cell's entries meanwhile) and are handed
     its calls_per_sample, so every repeat takes as many samples of the same block."""
-    text = matrix_text("blocks", [2, 3], steps=200).replace("repeats = 1", "repeats = 3")
+    text = selftest_matrix("blocks", [2, 3], steps=200, repeats=3)
     with Watcher(results_dir) as watcher:
         code, out, _ = run_cli(write_matrix(text, with_environments=False))
     assert code == 0, out
@@ -291,10 +277,9 @@ def test_later_repeats_wait_for_their_cells_first_and_take_its_block_size(
 
 def test_resume_hands_the_stored_first_repeats_block_size_to_the_rest(write_matrix, run_cli,
                                                                       results_dir):
-    text = matrix_text("resumed", [2], steps=100)
-    matrix = write_matrix(text, with_environments=False)
+    matrix = write_matrix(selftest_matrix("resumed", [2], steps=100), with_environments=False)
     assert run_cli(matrix)[0] == 0
-    matrix.write_text(matrix.read_text().replace("repeats = 1", "repeats = 3"))
+    matrix.write_text(selftest_matrix("resumed", [2], steps=100, repeats=3))
     code, out, _ = run_cli(matrix, "--resume")
     assert code == 0, out
     (reps,) = by_cell(records(results_dir)).values()

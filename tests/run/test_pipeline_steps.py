@@ -27,24 +27,18 @@ from runner.run.setup import Setup
 from runner.run.state import Decisions, Options, RunState
 from runner.schema import matrix as matrix_mod
 from runner.worker.protocol import empty_result, write_json_atomic
+from tests.matrices import matrix_text
 
 # Two runnable cells (matmul on numpy and on keras-jax) × 2 repeats, and two not applicable
 # (steps_per_execution = 4 on both).
-MATRIX = """
-[run]
-name = "steps"
-repeats = 2
-warmup_steps = 1
-steps = 3
-settle = 0
-profile = "full"
+def steps_matrix(**run_settings: Any) -> str:
+    return matrix_text("steps", repeats=2, steps=3, settle=0, **run_settings,
+                       environments=["numpy", "keras-jax"],
+                       benchmarks=[{"workload": "matmul", "environments": ["*"], "size": "tiny",
+                                    "steps_per_execution": [1, 4]}])
 
-[[benchmarks]]
-workload = "matmul"
-environments = ["*"]
-size = "tiny"
-steps_per_execution = [1, 4]
-"""
+
+MATRIX = steps_matrix()
 SAMPLES = [2.0, 2.1, 1.9]
 
 
@@ -115,7 +109,7 @@ def make_state(write_matrix, results_dir, fake):
     runs every cell on the fake executor; its console writes to state.console.file."""
 
     def make(text: str = MATRIX, **options: Any) -> RunState:
-        path = write_matrix(text)
+        path = write_matrix(text, with_environments=False)
         opts = Options(matrix_path=path, results_dir=results_dir, history=False, **options)
         matrix = matrix_mod.load(path, opts.profile)
         setup = Setup(fake, "a fake executor for the test")
@@ -171,7 +165,7 @@ def test_a_step_that_decides_replaces_the_frozen_decisions(make_state):
 
 def test_load_matrix_decides_the_matrix_and_a_setup_closed_with_the_run(write_matrix,
                                                                        results_dir):
-    path = write_matrix(MATRIX.replace('profile = "full"', 'profile = "auto"'))
+    path = write_matrix(steps_matrix(profile="auto"), with_environments=False)
     state = RunState(Options(matrix_path=path, results_dir=results_dir, executor="local"),
                      Console(file=io.StringIO(), width=200))
     closed: list[str] = []
@@ -221,7 +215,7 @@ def test_a_resumed_plan_skips_what_the_run_folder_finished(make_state, fake):
 
 
 def test_calibrations_are_planned_only_for_environments_the_plan_uses(make_state):
-    text = MATRIX.replace("settle = 0", "settle = 0\ncalibrate = true")
+    text = steps_matrix(calibrate=True)
     every = planned(make_state(text))
     assert {c.environment for c in every.calibrations} == {"numpy", "keras-jax"}
     narrowed = planned(make_state(text, only=["numpy"]))

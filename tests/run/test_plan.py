@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from runner.run.plan import make_plan
 from runner.schema import matrix as matrix_mod
+from tests.matrices import matrix_text
 
-BENCH = """
-[run]
-repeats = 3
-[[benchmarks]]
-workload = "matmul"
-environments = ["*"]
-[[benchmarks]]
-workload = "elementwise"
-environments = ["numpy"]
-repeats = 2
-"""
+BENCH = matrix_text(None, run_defaults=False, repeats=3, environments=["numpy", "keras-jax"],
+                    benchmarks=[{"workload": "matmul", "environments": ["*"]},
+                                {"workload": "elementwise", "environments": ["numpy"],
+                                 "repeats": 2}])
 
 
 def cells(write_matrix):
-    return matrix_mod.load(write_matrix(BENCH), profile="full").cells
+    return matrix_mod.load(write_matrix(BENCH, with_environments=False), profile="full").cells
 
 
 def test_rounds_are_interleaved(write_matrix):
@@ -53,8 +47,10 @@ def test_finished_entries_are_skipped(write_matrix):
 
 def test_the_first_line_names_the_profile_and_its_reason_verbatim(write_matrix, run_cli):
     """The reason quotes the matrix's "[run]" table: printed as text, not read as markup."""
-    matrix = write_matrix('[run]\nname = "why"\nprofile = "full"\n'
-                          '[[benchmarks]]\nworkload = "matmul"\nenvironments = ["numpy"]\n')
+    matrix = write_matrix(matrix_text("why", run_defaults=False, profile="full",
+                                      environments=["numpy", "keras-jax"],
+                                      benchmarks=[{"workload": "matmul", "environments": ["numpy"]}]),
+                          with_environments=False)
     code, out, _ = run_cli(matrix, "--dry-run")
     assert code == 0, out
     assert out.splitlines()[0] == "profile: full ([run] profile full)"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.matrices import matrix_text
+
 VALID_BENCH = """
 [[benchmarks]]
 workload = "matmul"
@@ -135,23 +137,13 @@ def test_the_report_table_and_check_answers_reach_the_manifest(write_matrix, tmp
 
     from runner import cli
 
-    path = write_matrix("""
-        [run]
-        repeats = 1
-        steps = 2
-        warmup_steps = 1
-        executor = "local"
-
-        [report]
-        baselines = { options.sleep_ms = 2.0 }
-        baseline_environment = "numpy"
-
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["numpy"]
-        options = { sleep_ms = [1.0, 2.0] }
-        check_answers = false
-        """)
+    path = write_matrix(matrix_text(
+        None, steps=2, executor="local", profile=None, environments=["numpy", "keras-jax"],
+        tables={"report": {"baselines": {"options": {"sleep_ms": 2.0}},
+                           "baseline_environment": "numpy"}},
+        benchmarks=[{"workload": "selftest", "environments": ["numpy"],
+                     "options": {"sleep_ms": [1.0, 2.0]}, "check_answers": False}]),
+        with_environments=False)
     assert cli.main([str(path), "--results-dir", str(tmp_path / "results")]) == 0
     (run,) = (tmp_path / "results" / "run").iterdir()
     manifest = json.loads((run / "manifest.json").read_text())

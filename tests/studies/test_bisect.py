@@ -5,7 +5,6 @@ change — that slows the matmul cell about 3×); `runner bisect` names that one
 from __future__ import annotations
 
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from runner import cli
 from runner.environments.venvs import find_uv
 from runner.history import db, tables
 from tests.fixtures import FIXTURE_RUNS
+from tests.matrices import matrix_text
 
 from .probe_wheels import write_wheel
 
@@ -35,27 +35,12 @@ def make_env(path: Path, requirements: list[str], wheels: Path) -> Path:
 def matrix(folder: Path, name: str, python: Path) -> Path:
     path = folder / f"{name}.toml"
     # One BLAS thread: on a shared 2-core machine a second OpenBLAS thread only adds noise.
-    path.write_text(textwrap.dedent(f"""
-        [run]
-        name = "{name}"
-        repeats = 3
-        warmup_steps = 1
-        min_time = 0.3
-        max_time = 3.0
-        profile = "full"
-        executor = "local"
-
-        [environments.numpy]
-        python = "{python}"
-        api = "numpy"
-        env = {{ OPENBLAS_NUM_THREADS = "1" }}
-
-        [[benchmarks]]
-        workload = "matmul"
-        batch_size = 1
-        environments = ["numpy"]
-        options = {{ n = 384 }}
-    """))
+    path.write_text(matrix_text(
+        name, repeats=3, min_time=0.3, max_time=3.0, executor="local",
+        environments={"numpy": {"python": str(python), "api": "numpy",
+                                "env": {"OPENBLAS_NUM_THREADS": "1"}}},
+        benchmarks=[{"workload": "matmul", "batch_size": 1, "environments": ["numpy"],
+                     "options": {"n": 384}}]))
     return path
 
 

@@ -18,7 +18,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pynvml
 import pytest
@@ -28,29 +30,16 @@ from runner import cli
 from runner.machine import gpustate, hostinfo
 from runner.worker.monitor import Nvml
 from tests.machine.test_gpustate import TDP, FakeGpu
+from tests.matrices import matrix_text
 
-MATRIX = """
-[run]
-name = "{name}"
-repeats = 2
-warmup_steps = 1
-min_time = 0.3
-profile = "full"
-{extra}
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[[benchmarks]]
-workload = "matmul"
-options = {{ n = 64 }}
-"""
+MATMUL = {"workload": "matmul", "options": {"n": 64}}
 
 
-def write(tmp_path: Path, name: str = "noise", extra: str = "", text: str = MATRIX) -> Path:
+def write(tmp_path: Path, name: str = "noise", benchmarks: Sequence[dict] = (MATMUL,),
+          **run_settings: Any) -> Path:
     path = tmp_path / f"{name}.toml"
-    path.write_text(text.format(name=name, extra=extra), encoding="utf-8")
+    path.write_text(matrix_text(name, repeats=2, min_time=0.3, **run_settings,
+                                benchmarks=benchmarks), encoding="utf-8")
     return path
 
 
@@ -99,8 +88,7 @@ def test_the_aa_measure_runs_here_prints_a_threshold_and_runs_use_it(tmp_path, r
     from runner.machine import profile as machine_profile
 
     monkeypatch.setattr(machine_profile, "this_machine", lambda: ("test-vm", None))
-    matrix = write(tmp_path, extra="", text=MATRIX + '\n[[benchmarks]]\nworkload = "elementwise"\n'
-                   'options = {{ n = 4096 }}\n')
+    matrix = write(tmp_path, benchmarks=[MATMUL, {"workload": "elementwise", "options": {"n": 4096}}])
     code, out, err = run_cli("doctor", matrix, "--measure", "--runs", "2", "--detect", "10")
     assert code == 0, out + err
     assert "to detect a 10 % change with 80 % power in matmul" in out.replace("\n", " ")
@@ -154,7 +142,7 @@ def test_a_hot_gpu_is_waited_for_and_the_cell_says_it_could_not_settle(tmp_path,
                                                                          results_dir,
                                                                          fake_gpu_host):
     fake_gpu_host(temps=(78,), process_lists=[[(4242, 2**30)]])
-    code, out, err = run_cli(write(tmp_path, extra="settle = 1.0\nsettle_temperature = 50"))
+    code, out, err = run_cli(write(tmp_path, settle=1.0, settle_temperature=50))
     assert code == 0, out + err
     folder = run_folder(results_dir, "noise")
     waits = [r["settle"] for r in records(folder)]
@@ -172,7 +160,7 @@ def test_a_hot_gpu_is_waited_for_and_the_cell_says_it_could_not_settle(tmp_path,
 def test_clocks_are_locked_for_the_run_and_reset_after(tmp_path, run_cli, results_dir,
                                                        fake_gpu_host):
     fake = fake_gpu_host()
-    code, out, err = run_cli(write(tmp_path, extra="lock_clocks = true\nsettle = 0"))
+    code, out, err = run_cli(write(tmp_path, lock_clocks=True, settle=0))
     assert code == 0, out + err
     assert fake.calls == [("lock", "GPU-fake-0", TDP, TDP), ("reset", "GPU-fake-0")]
     assert "clocks locked (TDP (base) clock) on GPU GPU-fake-0 until the run ends" in \
@@ -188,16 +176,16 @@ def test_clocks_are_locked_for_the_run_and_reset_after(tmp_path, run_cli, result
 def test_a_refused_lock_is_one_line_exit_2_and_nothing_written(tmp_path, run_cli, results_dir,
                                                                fake_gpu_host):
     fake = fake_gpu_host(refuse=pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION))
-    code, out, err = run_cli(write(tmp_path, extra="lock_clocks = 1200"))
+    code, out, err = run_cli(write(tmp_path, lock_clocks=1200))
     assert code == 2
     assert err.count("\n") == 1 and "Insufficient Permissions" in err and "needs root" in err
     assert list(results_dir.iterdir()) == [] and fake.calls == []
 
 
 def test_lock_clocks_takes_a_boolean_or_a_clock(tmp_path, run_cli, results_dir):
-    code, _, err = run_cli(write(tmp_path, extra='lock_clocks = "max"'))
+    code, _, err = run_cli(write(tmp_path, lock_clocks="max"))
     assert code == 2 and "run.lock_clocks: expected false, true" in err
-    code, _, err = run_cli(write(tmp_path, extra="settle = -1"))
+    code, _, err = run_cli(write(tmp_path, settle=-1))
     assert code == 2 and "run.settle" in err
     assert list(results_dir.iterdir()) == []
 

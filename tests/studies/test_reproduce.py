@@ -14,24 +14,16 @@ import pytest
 from runner import cli
 from runner.results.analysis import comparison as compare
 from tests.fixtures import FIXTURE_RUNS
+from tests.matrices import environment, matrix_text
 
 DIGEST = "sha256:" + "ab" * 32
 
 
 def env_matrix(image: str) -> str:
-    return f"""
-[run]
-name = "pinned"
-
-[environments.numpy]
-image = "{image}"
-api = "numpy"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["numpy"]
-size = "tiny"
-"""
+    return matrix_text("pinned", run_defaults=False,
+                       environments={"numpy": environment("numpy", image=image)},
+                       benchmarks=[{"workload": "matmul", "environments": ["numpy"],
+                                    "size": "tiny"}])
 
 
 @pytest.mark.parametrize("image", [f"127.0.0.1:5000/dl-bench/numpy@{DIGEST}",
@@ -118,29 +110,10 @@ def test_compare_marks_every_row_of_an_environment_whose_lock_differs(tmp_path, 
 
 # --- reproduce a finished NumPy run (local executor, real worker processes) -------------------
 
-NUMPY_RUN = """
-[run]
-name = "repro"
-repeats = 3                # compare's verdict needs 3 repeats a side
-warmup_steps = 1
-steps = 6
-timeout = 300
-profile = "full"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["numpy"]
-options = { n = [32, 64] }
-
-[[benchmarks]]
-workload = "elementwise"
-environments = ["numpy"]
-size = "tiny"
-"""
+NUMPY_RUN = matrix_text(
+    "repro", repeats=3, steps=6, timeout=300,       # compare's verdict needs 3 repeats a side
+    benchmarks=[{"workload": "matmul", "environments": ["numpy"], "options": {"n": [32, 64]}},
+                {"workload": "elementwise", "environments": ["numpy"], "size": "tiny"}])
 
 
 def cells_of(run_dir: Path) -> dict[tuple[str, int], dict]:

@@ -13,7 +13,6 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
 import typing
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from runner.schema import matrix
 from runner.worker import catalog
 from runner.worker import protocol
 from runner.worker.protocol import RECORD_FIELDS, CellSpec
+from tests.matrices import matrix_text, this_interpreter
 
 APIS_DIR = ROOT / "runner" / "worker" / "apis"
 
@@ -196,24 +196,14 @@ def changed_files(copy: Path) -> set[str]:
     return out
 
 
-def run_matrix(copy: Path, text: str, run_keys: str = "") -> subprocess.CompletedProcess:
-    """The copy's runner on a matrix whose environments are this interpreter as NumPy and as
-    torch (only planned: torch never runs here); `run_keys`: more lines of [run]."""
-    (copy / "toy.toml").write_text(textwrap.dedent("""
-        [run]
-        name = "toy"
-        repeats = 1
-        warmup_steps = 1
-        steps = 2
-        settle = 0
-        """) + run_keys + textwrap.dedent(f"""
-        [environments.numpy]
-        python = "{sys.executable}"
-        api = "numpy"
-        [environments.torch]
-        python = "{sys.executable}"
-        api = "torch"
-        """) + textwrap.dedent(text), encoding="utf-8")
+def run_matrix(copy: Path, benchmarks: list[dict],
+               **run_keys: typing.Any) -> subprocess.CompletedProcess:
+    """The copy's runner on `benchmarks` in a matrix whose environments are this interpreter as
+    NumPy and as torch (only planned: torch never runs here); `run_keys`: more keys of [run]."""
+    (copy / "toy.toml").write_text(matrix_text(
+        "toy", steps=2, settle=0, profile=None, **run_keys,
+        environments={"numpy": this_interpreter(), "torch": this_interpreter("torch")},
+        benchmarks=benchmarks), encoding="utf-8")
     return subprocess.run([sys.executable, "-m", "runner", "toy.toml", "--executor", "local",
                            "--results-dir", str(copy / "results")], cwd=copy,
                           capture_output=True, text=True, timeout=300)
@@ -240,15 +230,15 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",
                                    "runner/worker/catalog/rules.py",
                                    "runner/worker/protocol.py", "runner/results/data/types.py"}
-    bench = '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
+    bench = {"workload": "matmul", "options": {"n": 8}}
 
-    wrong = run_matrix(copy, bench + 'toy = "fancey"\n')
+    wrong = run_matrix(copy, [{**bench, "toy": "fancey"}])
     assert wrong.returncode == 2, wrong.stderr
     assert "benchmarks[0].toy: 'fancey' is not one of 'plain', 'fancy' (did you mean 'fancy'?)" \
         in wrong.stderr
 
-    done = run_matrix(copy, bench + 'toy = ["plain", "fancy"]\nenvironments = ["numpy"]\n'
-                      + bench + 'toy = "fancy"\nenvironments = ["torch"]\n')
+    done = run_matrix(copy, [{**bench, "toy": ["plain", "fancy"], "environments": ["numpy"]},
+                             {**bench, "toy": "fancy", "environments": ["torch"]}])
     assert done.returncode == 0, done.stdout + done.stderr
     records, rows = results_of(copy)
     assert {(r["environment"], r["toy"], r["status"]) for r in records} == {
@@ -266,7 +256,7 @@ def test_a_toy_workload_touches_only_its_catalog_entry_and_its_module(tmp_path):
     assert changed_files(copy) == {"runner/worker/catalog/workloads.py",
                                    "runner/worker/apis/numpy_api/toy.py"}
 
-    done = run_matrix(copy, '[[benchmarks]]\nworkload = "toy"\nsize = ["tiny", "small"]\n')
+    done = run_matrix(copy, [{"workload": "toy", "size": ["tiny", "small"]}])
     assert done.returncode == 0, done.stdout + done.stderr
     records, rows = results_of(copy)
     ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["options"]["n"])
@@ -307,8 +297,8 @@ def test_a_toy_setting_declared_in_the_spec_reaches_the_worker(tmp_path):
     # one with a [run] key: the matrix's table declares the key too (validated, documented)
     insert_after(copy / "runner" / "schema" / "tables.py", "    lock_clocks: Any = False\n",
                  "    toy_knob: int = 3\n")
-    done = run_matrix(copy, '[[benchmarks]]\nworkload = "matmul"\noptions = { n = 8 }\n'
-                      'environments = ["numpy"]\n', run_keys="toy_knob = 5\n")
+    done = run_matrix(copy, [{"workload": "matmul", "options": {"n": 8},
+                              "environments": ["numpy"]}], toy_knob=5)
     assert done.returncode == 0, done.stdout + done.stderr
     (run,) = (copy / "results" / "toy").iterdir()
     (spec_file,) = (run / "work").glob("*/spec.json")

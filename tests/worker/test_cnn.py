@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import statistics
-import textwrap
 
 import pytest
 
 from runner import cli
 from runner.worker.apis.cnn_common import PARAMETERS
+from tests.matrices import matrix_text
 
 pytestmark = pytest.mark.slow
 
@@ -20,107 +20,34 @@ BATCH = 64
 STEPS = 10
 FLOAT32_ENVIRONMENTS = ("keras-tensorflow", "keras-jax", "keras-torch", "keras2", "torch", "jax",
                         "tensorflow")
-MATRIX = f"""
-[run]
-name = "cnn"
-repeats = 1
-warmup_steps = 1
-steps = {STEPS}
-timeout = 600
-profile = "full"
-
-[environments.keras-tensorflow]
-image = "tensorflow"
-api = "keras"
-backend = "tensorflow"
-[environments.keras-jax]
-image = "jax"
-api = "keras"
-backend = "jax"
-[environments.keras-torch]
-image = "torch"
-api = "keras"
-backend = "torch"
-[environments.keras2]
-image = "tf-keras"
-api = "tf-keras"
-[environments.torch]
-image = "torch"
-api = "torch"
-[environments.jax]
-image = "jax"
-api = "jax"
-[environments.tensorflow]
-image = "tensorflow"
-api = "tensorflow"
-
-# Every API as its users run it by default, float32.
-[[benchmarks]]
-workload = "cnn"
-environments = ["*"]
-batch_size = {BATCH}
-size = "tiny"
-
-# Keras axes together: XLA on, a mixed policy, 2 steps per train-function call, tf.data.
-[[benchmarks]]
-workload = "cnn"
-environments = ["keras-tensorflow"]
-batch_size = {BATCH}
-size = "tiny"
-jit = true
-precision = "mixed_bfloat16"
-steps_per_execution = 2
-data = "dataset"
-
-# One torch.compile mode (compiling takes about a minute here), data preloaded on the device.
-[[benchmarks]]
-workload = "cnn"
-environments = ["torch"]
-batch_size = {BATCH}
-size = "tiny"
-jit = "default"
-data = "device"
-steps = 2
-
-# Planned as not applicable: steps_per_execution outside Keras and on Keras' torch backend.
-[[benchmarks]]
-workload = "cnn"
-environments = ["torch", "jax", "keras-torch"]
-batch_size = {BATCH}
-size = "tiny"
-steps_per_execution = 4
-
-# Data-parallel on two virtual CPU devices (docs/scaling.md), strong scaling: the global batch
-# is the 1-device cells' {BATCH}, so every framework's first step computes their loss.
-[[benchmarks]]
-workload = "cnn"
-environments = ["*"]
-batch_size = {BATCH}
-size = "tiny"
-devices = 2
-scaling = "strong"
-
-# ... and DDP on Hugging Face's BERT (torch processes launched by the worker, as for the CNN).
-[environments.hf-torch]
-image = "hf-torch"
-api = "hf"
-
-[[benchmarks]]
-workload = "bert"
-task = "fit"
-environments = ["hf-torch"]
-batch_size = 4
-size = "tiny"
-devices = 2
-options = {{ sequence_length = 16 }}
-"""
+MATRIX = matrix_text("cnn", steps=STEPS, timeout=600,
+                     environments=[*FLOAT32_ENVIRONMENTS, "hf-torch"], benchmarks=[
+    # Every API as its users run it by default, float32.
+    {"workload": "cnn", "environments": ["*"], "batch_size": BATCH, "size": "tiny"},
+    # Keras axes together: XLA on, a mixed policy, 2 steps per train-function call, tf.data.
+    {"workload": "cnn", "environments": ["keras-tensorflow"], "batch_size": BATCH, "size": "tiny",
+     "jit": True, "precision": "mixed_bfloat16", "steps_per_execution": 2, "data": "dataset"},
+    # One torch.compile mode (compiling takes about a minute here), data preloaded on the device.
+    {"workload": "cnn", "environments": ["torch"], "batch_size": BATCH, "size": "tiny",
+     "jit": "default", "data": "device", "steps": 2},
+    # Planned as not applicable: steps_per_execution outside Keras and on Keras' torch backend.
+    {"workload": "cnn", "environments": ["torch", "jax", "keras-torch"], "batch_size": BATCH,
+     "size": "tiny", "steps_per_execution": 4},
+    # Data-parallel on two virtual CPU devices (docs/scaling.md), strong scaling: the global
+    # batch is the 1-device cells' BATCH, so every framework's first step computes their loss.
+    {"workload": "cnn", "environments": ["*"], "batch_size": BATCH, "size": "tiny", "devices": 2,
+     "scaling": "strong"},
+    # ... and DDP on Hugging Face's BERT (torch processes launched by the worker, as for the CNN).
+    {"workload": "bert", "task": "fit", "environments": ["hf-torch"], "batch_size": 4,
+     "size": "tiny", "devices": 2, "options": {"sequence_length": 16}},
+])
 
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory) -> list[dict]:
     folder = tmp_path_factory.mktemp("cnn")
     matrix = folder / "matrix.toml"
-    matrix.write_text(textwrap.dedent(MATRIX))
+    matrix.write_text(MATRIX)
     code = cli.main([str(matrix), "--results-dir", str(folder / "results")])
     (run,) = list((folder / "results" / "cnn").iterdir())
     found = [json.loads(path.read_text()) for path in sorted((run / "cells").glob("*.json"))]

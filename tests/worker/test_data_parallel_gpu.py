@@ -7,46 +7,25 @@ are built as for any run there); the CPU suite runs the same paths on virtual de
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 
 from runner import cli
 from runner.machine import hostinfo
+from tests.matrices import matrix_text
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
-ENVIRONMENTS = {"keras-jax": ("jax", "keras", "jax"), "keras-tensorflow": ("tensorflow", "keras",
-                                                                           "tensorflow"),
-                "keras2": ("tf-keras", "tf-keras", None), "torch": ("torch", "torch", None),
-                "jax": ("jax", "jax", None), "tensorflow": ("tensorflow", "tensorflow", None)}
 ALL_REDUCE = {"keras-jax": "XLA collectives (NCCL)", "keras-tensorflow": "NcclAllReduce",
               "keras2": "NcclAllReduce", "torch": "nccl", "jax": "XLA collectives (NCCL)",
               "tensorflow": "NcclAllReduce"}
 
 
 def matrix() -> str:
-    environments = "".join(
-        f'[environments.{name}]\nimage = "{image}"\napi = "{api}"\n'
-        + (f'backend = "{backend}"\n' if backend else "")
-        for name, (image, api, backend) in ENVIRONMENTS.items())
-    return textwrap.dedent("""
-        [run]
-        name = "dp-gpu"
-        repeats = 1
-        warmup_steps = 2
-        steps = 20
-        profile = "full"
-        """) + environments + textwrap.dedent("""
-        [[benchmarks]]
-        workload = "cnn"
-        environments = ["*"]
-        batch_size = 256
-        size = "small"
-        device = "gpu"
-        devices = [1, 2]
-        scaling = "strong"
-        """)
+    return matrix_text("dp-gpu", warmup_steps=2, steps=20, environments=list(ALL_REDUCE),
+                       benchmarks=[{"workload": "cnn", "environments": ["*"], "batch_size": 256,
+                                    "size": "small", "device": "gpu", "devices": [1, 2],
+                                    "scaling": "strong"}])
 
 
 @pytest.fixture(scope="module")

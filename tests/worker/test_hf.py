@@ -24,6 +24,7 @@ from runner.environments import venvs
 from runner.paths import REPO_ROOT as ROOT
 from runner.worker import catalog
 from runner.worker.protocol import CellSpec
+from tests.matrices import matrix_text
 
 
 # (workload, task, batch size, precision, jit, options): tiny configurations, small batches.
@@ -237,40 +238,14 @@ def test_a_run_shows_the_hf_columns_the_ratio_and_the_first_token(write_matrix, 
     """`python -m runner MATRIX` on Keras and HF cells: the terminal's Keras table has the HF
     PyTorch column and the best Keras 3 ÷ HF ratio, generate rows their time to first token,
     and report.md the Keras-over-native section."""
-    path = write_matrix("""
-        [run]
-        name = "native"
-        repeats = 1
-        warmup_steps = 1
-        steps = 2
-        executor = "local"
-        calibrate = false
-
-        [environments.keras-torch]
-        image = "torch"
-        api = "keras"
-        backend = "torch"
-
-        [environments.hf-torch]
-        image = "hf-torch"
-        api = "hf"
-
-        [[benchmarks]]
-        workload = "bert"
-        task = "predict"
-        batch_size = 8
-        size = "tiny"
-        environments = ["keras-torch", "hf-torch"]
-
-        [[benchmarks]]
-        workload = "gemma"
-        task = "generate"
-        batch_size = 2
-        precision = "bfloat16"
-        size = "tiny"
-        options = { max_length = 14 }
-        environments = ["keras-torch", "hf-torch"]
-        """, with_environments=False)
+    both = ["keras-torch", "hf-torch"]
+    path = write_matrix(matrix_text(
+        "native", steps=2, executor="local", calibrate=False, profile=None, environments=both,
+        benchmarks=[{"workload": "bert", "task": "predict", "batch_size": 8, "size": "tiny",
+                     "environments": both},
+                    {"workload": "gemma", "task": "generate", "batch_size": 2,
+                     "precision": "bfloat16", "size": "tiny", "options": {"max_length": 14},
+                     "environments": both}]), with_environments=False)
     code, out, err = run_cli(path)
     assert code == 0, err[-3000:]
     assert "Keras 3 benchmark table" in out and "HF PyTorch" in out and "÷" in out

@@ -7,31 +7,26 @@ such cells: tests/results/analysis/test_compare.py.)"""
 from __future__ import annotations
 
 import json
-import sys
+from typing import Any
 
 from runner.results.analysis.comparability import COMPARABILITY_KEYS, differences
 from runner.schema import matrix as matrix_mod
 from runner.version import method_version, runner_version
 from runner.worker.metadata import KEYS
+from tests.matrices import matrix_text, this_interpreter
 
-SELFTEST = f"""
-[run]
-name = "versioned"
-repeats = 1
-warmup_steps = 1
-steps = 4
-timeout = 120
-profile = "full"
+WORKER_ENV = {"XLA_FLAGS": "--xla_gpu_autotune_level=0"}
 
-[environments.here]
-python = "{sys.executable}"
-api = "numpy"
-env = {{ XLA_FLAGS = "--xla_gpu_autotune_level=0" }}
 
-[[benchmarks]]
-workload = "selftest"
-options = {{ behaviour = "ok", sleep_ms = 1 }}
-"""
+def selftest_matrix(here: dict | None = None, **run_settings: Any) -> str:
+    """One selftest cell on this interpreter, with WORKER_ENV unless `here` says otherwise."""
+    return matrix_text("versioned", steps=4, timeout=120, **run_settings,
+                       environments={"here": here or this_interpreter(env=WORKER_ENV)},
+                       benchmarks=[{"workload": "selftest",
+                                    "options": {"behaviour": "ok", "sleep_ms": 1}}])
+
+
+SELFTEST = selftest_matrix()
 
 
 def ids(write_matrix, text: str) -> list[str]:
@@ -41,9 +36,9 @@ def ids(write_matrix, text: str) -> list[str]:
 def test_the_cell_id_holds_the_worker_env_and_the_method_version(write_matrix, monkeypatch):
     base = ids(write_matrix, SELFTEST)
     assert ids(write_matrix, SELFTEST) == base                       # stable
-    no_flags = SELFTEST.replace('env = { XLA_FLAGS = "--xla_gpu_autotune_level=0" }', "")
+    no_flags = selftest_matrix(this_interpreter())
     assert ids(write_matrix, no_flags) != base                        # XLA flags
-    on_demand = SELFTEST.replace('profile = "full"', 'profile = "full"\npreallocate = false')
+    on_demand = selftest_matrix(preallocate=False)
     assert ids(write_matrix, on_demand) != base                       # preallocation switches
     monkeypatch.setattr(matrix_mod, "method_version", lambda *_: "0123456789ab")
     assert ids(write_matrix, SELFTEST) != base                        # another method
