@@ -20,7 +20,6 @@ from runner.paths import REPO_ROOT
 from tests.matrices import environment
 
 
-
 ENGINE_GROUP = "docker-and-ray"
 
 
