@@ -31,7 +31,9 @@ from runner import cli
 from runner.paths import REPO_ROOT
 from runner.run import pipeline
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
-from tests.hostile.test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
+from tests.hostile.test_hostile_runs import (MATRIX, hostile_matrix,  # noqa: F401
+                                             no_process_left_behind)
+from tests.matrices import this_interpreter
 
 HOST_PYTHON = sys.executable
 
@@ -147,8 +149,7 @@ json.dump({"schema": 1, "status": "ok", "samples_ms": [1.7e308] * 3, "flops_per_
 def test_a_worker_giving_huge_step_times_is_a_crashed_cell_not_an_internal_error(tmp_path,
                                                                                   capsys):
     liar = fake_interpreter(tmp_path, HUGE_WORKER)
-    (tmp_path / "m.toml").write_text(MATRIX.replace(HOST_PYTHON, str(liar))
-                                     .replace("repeats = 2", "repeats = 1"))
+    (tmp_path / "m.toml").write_text(hostile_matrix(python=str(liar), repeats=1))
     code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
     assert code == 1 and "internal error" not in err, out + err      # failed cells, reports
     (run,) = (tmp_path / "r" / "hostile").iterdir()
@@ -285,8 +286,9 @@ def test_bash_env_cannot_make_a_shell_wrapper_run_code(tmp_path, capsys):
     evil = tmp_path / "evil.sh"
     evil.write_text(f"touch {marker}\n")
     matrix = tmp_path / "m.toml"
-    matrix.write_text(MATRIX.replace(HOST_PYTHON, str(shell_wrapper(tmp_path)))
-                      .replace('api = "numpy"', f'api = "numpy"\nenv = {{ BASH_ENV = "{evil}" }}'))
+    wrapper = str(shell_wrapper(tmp_path))
+    matrix.write_text(hostile_matrix(environments={"host": this_interpreter(
+        python=wrapper, env={"BASH_ENV": str(evil)})}))
     line = one_line(*main(capsys, matrix, "--results-dir", tmp_path / "r")[::2])
     assert "env.BASH_ENV: makes a shell wrapper" in line and "unsafe_env = true" in line
     assert not marker.exists() and not (tmp_path / "r").exists()
@@ -326,8 +328,7 @@ def test_the_interpreter_probe_gets_the_workers_allow_list_not_the_host_environm
     wrapper.chmod(0o755)
     monkeypatch.setenv("DL_BENCH_TEST_HOST_SECRET", "do-not-pass")
     matrix = tmp_path / "m.toml"
-    matrix.write_text(MATRIX.replace(HOST_PYTHON, str(wrapper)).replace("repeats = 2",
-                                                                        "repeats = 1"))
+    matrix.write_text(hostile_matrix(python=str(wrapper), repeats=1))
     code, out, err = main(capsys, matrix, "--results-dir", tmp_path / "r")
     assert code == 0, out + err
     probed = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
@@ -352,8 +353,7 @@ def test_the_hosts_history_url_beats_the_matrix_and_plan_names_it(tmp_path, caps
     theirs, ours = tmp_path / "other-app.sqlite", tmp_path / "ours.sqlite"
     sqlite3.connect(theirs).close()
     matrix = tmp_path / "m.toml"
-    matrix.write_text(MATRIX.replace("repeats = 2", "repeats = 1")
-                      + f'\n[history]\nurl = "sqlite:///{theirs}"\n')
+    matrix.write_text(hostile_matrix(repeats=1, tables={"history": {"url": f"sqlite:///{theirs}"}}))
     monkeypatch.setenv("DL_BENCH_HISTORY_URL", f"sqlite:///{ours}")
     code, out, err = main(capsys, matrix, "--results-dir", tmp_path / "r")
     assert code == 0, err
@@ -391,9 +391,8 @@ def test_a_resume_records_history_beside_the_run_it_resumes(run_copy, tmp_path, 
 
 # --- 6. the resume line after Ctrl-C or SIGTERM --------------------------------------------------
 
-SMOKE = MATRIX.replace('profile = "full"', 'profile = "full"\n\n[profiles.smoke]\nsteps = 2') \
-    .replace("sleep_ms = [1.0, 2.0]", "sleep_ms = [300.0, 301.0, 302.0]") \
-    .replace("repeats = 2", "repeats = 1")
+SMOKE = hostile_matrix([300.0, 301.0, 302.0], repeats=1,
+                       tables={"profiles": {"smoke": {"steps": 2}}})
 
 
 @pytest.mark.slow          # a real runner stopped by SIGTERM, then resumed as printed: ~15 s
@@ -433,7 +432,7 @@ def test_a_relative_python_is_the_matrix_folders_resolved_once_and_kept_absolute
     here = tmp_path / "project"
     (here / "bin").mkdir(parents=True)
     (here / "bin" / "py").symlink_to(HOST_PYTHON)
-    (here / "m.toml").write_text(MATRIX.replace(HOST_PYTHON, "bin/py"))
+    (here / "m.toml").write_text(hostile_matrix(python="bin/py"))
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "bin").mkdir(parents=True)
     other = elsewhere / "bin" / "py"                  # another interpreter, same relative path
@@ -451,7 +450,7 @@ def test_a_relative_python_is_the_matrix_folders_resolved_once_and_kept_absolute
                records(run).values())
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["environments"]["host"]["python"] == absolute
-    (elsewhere / "m.toml").write_text(MATRIX.replace(HOST_PYTHON, "bin/py"))   # a copy, here
+    (elsewhere / "m.toml").write_text(hostile_matrix(python="bin/py"))   # a copy, here
     before = sorted(os.listdir(run / "cells"))
     line = one_line(*main(capsys, elsewhere / "m.toml", "--resume", run)[::2])
     assert "is not the matrix this run was started with (environments.host.python: " in line
@@ -481,7 +480,7 @@ def test_a_resume_keeps_the_runs_start_and_updates_its_manifest(run_copy, tmp_pa
     manifest["started_at"] = "2001-02-03T04:05:06Z"     # the run's start, long ago
     (run_copy / "manifest.json").write_text(json.dumps(manifest))
     more = tmp_path / "more.toml"
-    more.write_text(MATRIX.replace("repeats = 2", "repeats = 3"))
+    more.write_text(hostile_matrix(repeats=3))
     code, out, err = main(capsys, more, "--resume", run_copy, "--only", "sleep_ms=1.0")
     assert code == 0, err
     after = json.loads((run_copy / "manifest.json").read_text())
@@ -505,8 +504,7 @@ def test_a_new_runs_manifest_is_not_rebuilt_after_preparing(tmp_path, capsys, mo
     slow = tmp_path / "slow-python"
     slow.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then sleep 4; fi\nexec {HOST_PYTHON} "$@"\n')
     slow.chmod(0o755)
-    (tmp_path / "m.toml").write_text(MATRIX.replace(HOST_PYTHON, str(slow))
-                                     .replace("repeats = 2", "repeats = 1"))
+    (tmp_path / "m.toml").write_text(hostile_matrix(python=str(slow), repeats=1))
     code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
     assert code == 0, out + err
     (run,) = (tmp_path / "r" / "hostile").iterdir()
@@ -544,8 +542,7 @@ json.dump({"schema": 1, "status": "not_applicable", "error": "not today"}, open(
 
 def test_a_worker_claiming_not_applicable_for_a_planned_cell_is_failed(tmp_path, capsys):
     liar = fake_interpreter(tmp_path, NA_WORKER)
-    (tmp_path / "m.toml").write_text(MATRIX.replace(HOST_PYTHON, str(liar))
-                                     .replace("repeats = 2", "repeats = 1"))
+    (tmp_path / "m.toml").write_text(hostile_matrix(python=str(liar), repeats=1))
     code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
     assert code == 1, out + err
     (run,) = (tmp_path / "r" / "hostile").iterdir()
@@ -622,20 +619,20 @@ def test_compare_refuses_a_threshold_that_is_not_a_finite_share(threshold, finis
 def test_an_option_given_as_1_or_1_0_is_one_cell(whole):
     """The same value written as a whole number or a float is one cell with one id (a
     matrix listing both repeats a cell: one line, exit 2)."""
-    def plan_ids(value: str) -> tuple[int, str]:
+    def plan_ids(value: float | list[float]) -> tuple[int, str]:
         with tempfile.TemporaryDirectory() as scratch:
             matrix = Path(scratch) / "m.toml"
-            matrix.write_text(MATRIX.replace("[1.0, 2.0]", value))
+            matrix.write_text(hostile_matrix(value))      # TOML keeps 7 and 7.0 apart
             out = io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 code = cli.main(["plan", str(matrix)])
             return code, out.getvalue()
 
-    code_int, as_int = plan_ids(str(whole))
-    code_float, as_float = plan_ids(f"{whole}.0")
+    code_int, as_int = plan_ids(whole)
+    code_float, as_float = plan_ids(float(whole))
     assert code_int == code_float == 0
     ids = [line.split()[1] for text in (as_int, as_float)
            for line in text.splitlines() if line.startswith("selftest-run-host")]
     assert len(ids) == 2 and ids[0] == ids[1], (as_int, as_float)
-    code, both = plan_ids(f"[{whole}, {whole}.0]")
+    code, both = plan_ids([whole, float(whole)])
     assert code == 2 and "repeats cell" in both

@@ -30,7 +30,8 @@ from runner.results.render import plots
 from runner.run import pipeline
 from tests.hostile.test_hostile_round3 import fake_interpreter
 # MATRIX: 2 selftest cells × 2 repeats, run by this interpreter; and the same autouse check.
-from tests.hostile.test_hostile_runs import MATRIX, no_process_left_behind  # noqa: F401
+from tests.hostile.test_hostile_runs import (MATRIX, hostile_matrix,  # noqa: F401
+                                             no_process_left_behind)
 
 HOST_PYTHON = sys.executable
 
@@ -216,8 +217,8 @@ def test_a_database_holding_another_applications_tables_is_never_written(tmp_pat
     with sqlite3.connect(theirs) as connection:
         connection.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
     before = theirs.read_bytes()
-    (tmp_path / "m.toml").write_text(MATRIX.replace("repeats = 2", "repeats = 1")
-                                     + f'\n[history]\nurl = "sqlite:///{theirs}"\n')
+    (tmp_path / "m.toml").write_text(hostile_matrix(
+        repeats=1, tables={"history": {"url": f"sqlite:///{theirs}"}}))
     code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
     assert code == 0, out + err                     # the run is finished: a warning, not a failure
     assert f"! history: not recorded (HistoryError: history database sqlite:///{theirs}: it " \
@@ -287,8 +288,7 @@ def test_a_2_gb_file_beside_a_workload_is_refused_unread(tmp_path):
 
 def test_a_long_option_value_is_printed_shortened_and_kept_whole(tmp_path, capsys):
     value = "x" * 20_000 + "-end"             # 20 kB: 9 s of printing before, minutes at 200 kB
-    (tmp_path / "m.toml").write_text(MATRIX.replace("repeats = 2", "repeats = 1").replace(
-        'sleep_ms = [1.0, 2.0] }', f'sleep_ms = 1.0, marker = "{value}" }}'))
+    (tmp_path / "m.toml").write_text(hostile_matrix(1.0, repeats=1, options={"marker": value}))
     started = time.monotonic()
     code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
     assert code == 0, err
@@ -600,9 +600,8 @@ def test_a_hub_handle_as_a_preset_is_refused_when_the_matrix_is_read(preset, tmp
 
 def test_history_site_writes_no_warning_for_failed_cells_or_glyphs_its_font_lacks(tmp_path,
                                                                                  capsys):
-    (tmp_path / "m.toml").write_text(MATRIX.replace("repeats = 2", "repeats = 1").replace(
-        'behaviour = "ok", sleep_ms = [1.0, 2.0]',
-        'behaviour = ["ok", "fail"], sleep_ms = 1.0, marker = "中文 😀"'))
+    (tmp_path / "m.toml").write_text(hostile_matrix(
+        1.0, repeats=1, options={"behaviour": ["ok", "fail"], "marker": "中文 😀"}))
     code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
     assert code == 1, out + err                            # the failing cell
     code, out, err = main(capsys, "history", "site", "--db",

@@ -35,16 +35,19 @@ HOST_PYTHON = sys.executable
 SLEEPS_MS = [1.0, 2.0]
 
 
-def hostile_matrix(sleep_ms: float | list[float] = SLEEPS_MS, *,
+def hostile_matrix(sleep_ms: Any = SLEEPS_MS, *, python: str = HOST_PYTHON,
+                   options: dict[str, Any] | None = None,
                    environments: dict[str, dict] | None = None, benchmarks: list[dict] | None = None,
-                   **run_settings: Any) -> str:
-    """Selftest cells sleeping `sleep_ms` on the host's interpreter, and any more `environments`
-    and `benchmarks`."""
+                   tables: dict[str, Any] | None = None, **run_settings: Any) -> str:
+    """Selftest cells sleeping `sleep_ms` on `python` (the host's interpreter), with more
+    `options`, and any more `environments`, `benchmarks` and top-level `tables`."""
     run = {"repeats": 2, "steps": 3, "timeout": 60, **run_settings}
-    return matrix_text("hostile", **run,
-                       environments={"host": this_interpreter(), **(environments or {})},
+    return matrix_text("hostile", **run, tables=tables,
+                       environments={"host": this_interpreter(python=python),
+                                     **(environments or {})},
                        benchmarks=[{"workload": "selftest", "environments": ["host"],
-                                    "options": {"behaviour": "ok", "sleep_ms": sleep_ms}},
+                                    "options": {"behaviour": "ok", "sleep_ms": sleep_ms,
+                                                **(options or {})}},
                                    *(benchmarks or [])])
 
 
