@@ -29,6 +29,7 @@ from runner.run.pipeline import Options
 from runner.run.resume import resume_command
 
 from tests.environments.engine_proxy import EngineProxy
+from tests.matrices import environment, matrix_text
 
 
 
@@ -181,29 +182,17 @@ def test_the_resume_line_keeps_the_selection_and_the_executor(tmp_path):
 # The docker tests' fixtures (tests/conftest.py): a client of the real engine with the local base
 # image, and the numpy image built FROM it (both skip, saying why, without an engine).
 
-SLOW = """
-[run]
-name = "slow-engine"
-repeats = 1
-warmup_steps = 1
-steps = 2
-timeout = 120
-profile = "full"
 
-[environments.numpy]
-image = "numpy"
-api = "numpy"
+def slow_matrix(benchmarks: list[dict]) -> str:
+    """The slow-engine run of `benchmarks` on two environments of the numpy image: numpy-slow's
+    variable marks the creates of its containers, the ones the proxy holds back."""
+    return matrix_text("slow-engine", steps=2, timeout=120, benchmarks=benchmarks, environments={
+        "numpy": environment("numpy"),
+        "numpy-slow": environment("numpy", env={"ENGINE_PROXY_MARK": "slow-create"})})
 
-[environments.numpy-slow]
-image = "numpy"
-api = "numpy"
-env = { ENGINE_PROXY_MARK = "slow-create" }
 
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy-slow", "numpy"]
-options = { behaviour = "ok", sleep_ms = 10 }
-"""
+SLOW = slow_matrix([{"workload": "selftest", "environments": ["numpy-slow", "numpy"],
+                     "options": {"behaviour": "ok", "sleep_ms": 10}}])
 
 
 @pytest.fixture
@@ -281,17 +270,11 @@ def test_an_engine_slow_three_cells_in_a_row_stops_the_run(engine, proxy, throug
     run stops with the --resume line instead of waiting on every cell left."""
     silent = proxy(slow_marker=b"slow-create", delay_s=None)
     through(silent, timeout=5)
-    path = write_matrix(SLOW.split("[[benchmarks]]")[0] + """
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["numpy-slow"]
-        options = { behaviour = "ok", sleep_ms = [1, 2, 3] }
-
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["numpy"]
-        options = { behaviour = "ok", sleep_ms = 4 }
-    """.replace("\n        ", "\n"), with_environments=False)
+    path = write_matrix(slow_matrix([
+        {"workload": "selftest", "environments": ["numpy-slow"],
+         "options": {"behaviour": "ok", "sleep_ms": [1, 2, 3]}},
+        {"workload": "selftest", "environments": ["numpy"],
+         "options": {"behaviour": "ok", "sleep_ms": 4}}]), with_environments=False)
     code, out, err = run_cli(path, "--executor", "docker")
     assert code == 1, out + err
     assert "Traceback" not in out + err
@@ -306,27 +289,9 @@ def test_an_engine_slow_three_cells_in_a_row_stops_the_run(engine, proxy, throug
     assert mine(engine, os.getpid()) == []
 
 
-GONE = """
-[run]
-name = "gone-engine"
-repeats = 1
-warmup_steps = 1
-steps = 2
-timeout = 120
-profile = "full"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[[benchmarks]]
-workload = "selftest"
-options = { behaviour = "hang" }
-
-[[benchmarks]]
-workload = "selftest"
-options = { behaviour = "ok", sleep_ms = [10, 11] }
-"""
+GONE = matrix_text("gone-engine", steps=2, timeout=120, environments=["numpy"], benchmarks=[
+    {"workload": "selftest", "options": {"behaviour": "hang"}},
+    {"workload": "selftest", "options": {"behaviour": "ok", "sleep_ms": [10, 11]}}])
 
 
 @pytest.mark.slow

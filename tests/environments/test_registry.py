@@ -26,6 +26,7 @@ import pytest
 from runner import cli
 from runner.environments import images, transfer
 from runner.results.data.ledger import Ledger
+from tests.matrices import environment, matrix_text
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -117,24 +118,10 @@ def registry_has(address: str, reference: str) -> bool:
 
 def numpy_matrix(tmp_path: Path, image: str = "numpy", name: str = "registry") -> Path:
     path = tmp_path / f"{name}.toml"
-    path.write_text(textwrap.dedent(f"""\
-        [run]
-        name = "{name}"
-        repeats = 1
-        warmup_steps = 1
-        steps = 4
-        timeout = 120
-        profile = "full"
-
-        [environments.numpy]
-        image = "{image}"
-        api = "numpy"
-
-        [[benchmarks]]
-        workload = "matmul"
-        environments = ["numpy"]
-        size = "tiny"
-        """), encoding="utf-8")
+    path.write_text(matrix_text(
+        name, steps=4, timeout=120, environments={"numpy": environment("numpy", image=image)},
+        benchmarks=[{"workload": "matmul", "environments": ["numpy"], "size": "tiny"}]),
+        encoding="utf-8")
     return path
 
 

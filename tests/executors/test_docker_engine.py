@@ -23,6 +23,7 @@ from runner import settings
 from runner import cli
 from runner.environments import images
 from runner.paths import REPO_ROOT
+from tests.matrices import matrix_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -60,44 +61,16 @@ def test_build_subcommand_uses_the_docker_executor(engine, numpy_image, base_env
     assert "environments ready: numpy (" in out
 
 
-MATRIX = """
-[run]
-name = "docker-e2e"
-repeats = 1
-warmup_steps = 1
-steps = 4
-timeout = 120
-profile = "full"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["numpy"]
-size = "tiny"
-
-# The worker kills itself: it exits without a result.
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = { behaviour = "crash" }
-
-# 12 MB of output: the log keeps its first and last bytes (the test sets 1 MB each).
-[[benchmarks]]
-workload = "selftest"
-environments = ["numpy"]
-options = { behaviour = "flood", flood_mb = 12 }
-
-# Far more steps than the timeout allows: the container is killed.
-[[benchmarks]]
-workload = "elementwise"
-environments = ["numpy"]
-size = "tiny"
-steps = 100000000
-timeout = 4
-"""
+MATRIX = matrix_text("docker-e2e", steps=4, timeout=120, environments=["numpy"], benchmarks=[
+    {"workload": "matmul", "environments": ["numpy"], "size": "tiny"},
+    # The worker kills itself: it exits without a result.
+    {"workload": "selftest", "environments": ["numpy"], "options": {"behaviour": "crash"}},
+    # 12 MB of output: the log keeps its first and last bytes (the test sets 1 MB each).
+    {"workload": "selftest", "environments": ["numpy"],
+     "options": {"behaviour": "flood", "flood_mb": 12}},
+    # Far more steps than the timeout allows: the container is killed.
+    {"workload": "elementwise", "environments": ["numpy"], "size": "tiny", "steps": 100000000,
+     "timeout": 4}])
 
 
 def test_matrix_end_to_end_through_docker(engine, numpy_image, base_env, tmp_path,
@@ -311,20 +284,10 @@ def test_a_cell_killed_by_the_oom_killer_is_recorded_as_oom(engine, numpy_image,
                                                            results_dir):
 
     monkeypatch.setenv(settings.DOCKER_MEMORY, "128m")   # three 6000² float32 matrices need ~430 MB
-    path = write_matrix("""
-        [run]
-        name = "docker-oom"
-        repeats = 1
-        warmup_steps = 1
-        steps = 2
-        timeout = 120
-        profile = "full"
-
-        [[benchmarks]]
-        workload = "matmul"
-        environments = ["numpy"]
-        options = { n = 6000 }
-    """)
+    path = write_matrix(matrix_text(
+        "docker-oom", steps=2, timeout=120, environments=["numpy", "keras-jax"],
+        benchmarks=[{"workload": "matmul", "environments": ["numpy"], "options": {"n": 6000}}]),
+        with_environments=False)
     code, out, err = run_cli(path, "--executor", "docker")
     assert code == 1, out + err
     [run_dir] = (results_dir / "docker-oom").iterdir()
@@ -339,25 +302,12 @@ def test_sigterm_stops_a_docker_run_as_ctrl_c_and_leaves_no_container(engine, nu
                                                                       results_dir):
     """systemd or Slurm stopping a run: the container in flight is killed and removed, the
     finished record kept, the manifest finalised, exit 143."""
-    path = write_matrix("""
-        [run]
-        name = "docker-sigterm"
-        repeats = 1
-        warmup_steps = 1
-        steps = 2
-        timeout = 300
-        profile = "full"
-
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["numpy"]
-        options = { behaviour = "ok", sleep_ms = 1 }
-
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["numpy"]
-        options = { behaviour = "hang" }
-    """)
+    path = write_matrix(matrix_text(
+        "docker-sigterm", steps=2, timeout=300, environments=["numpy", "keras-jax"], benchmarks=[
+            {"workload": "selftest", "environments": ["numpy"],
+             "options": {"behaviour": "ok", "sleep_ms": 1}},
+            {"workload": "selftest", "environments": ["numpy"], "options": {"behaviour": "hang"}}]),
+        with_environments=False)
     from runner.executors.containers import LABEL_OWNER
 
     env = {**os.environ, settings.BASE_IMAGE: docker_base, settings.FLAVOUR: "cpu"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,58 +13,19 @@ import pytest
 from runner import cli
 from runner.worker.metadata import KEYS
 from runner.worker.protocol import RECORD_FIELDS
+from tests.matrices import matrix_text
 
 pytestmark = pytest.mark.slow
 
 N = 64
 STEPS = 4
-MATRIX = f"""
-[run]
-name = "e2e"
-repeats = 1
-warmup_steps = 2
-steps = {STEPS}
-timeout = 600
-profile = "full"
-preallocate = false
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-[environments.torch]
-image = "torch"
-api = "torch"
-[environments.jax]
-image = "jax"
-api = "jax"
-[environments.tensorflow]
-image = "tensorflow"
-api = "tensorflow"
-[environments.keras-tensorflow]
-image = "tensorflow"
-api = "keras"
-backend = "tensorflow"
-[environments.keras-jax]
-image = "jax"
-api = "keras"
-backend = "jax"
-[environments.keras-torch]
-image = "torch"
-api = "keras"
-backend = "torch"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["*"]
-options = {{ n = {N} }}
-batch_size = 2
-
-[[benchmarks]]
-workload = "elementwise"
-environments = ["jax", "numpy"]
-jit = [false, true]
-options = {{ n = 4096 }}
-"""
+MATRIX = matrix_text(
+    "e2e", warmup_steps=2, steps=STEPS, timeout=600, preallocate=False,
+    environments=["numpy", "torch", "jax", "tensorflow", "keras-tensorflow", "keras-jax",
+                  "keras-torch"],
+    benchmarks=[{"workload": "matmul", "environments": ["*"], "options": {"n": N}, "batch_size": 2},
+                {"workload": "elementwise", "environments": ["jax", "numpy"], "jit": [False, True],
+                 "options": {"n": 4096}}])
 
 GPU_FIELDS = ("vram_initial_mb", "vram_peak_mb", "vram_source", "nvml_memory_peak_mb",
               "gpu_util_mean", "gpu_power_mean_w", "gpu_energy_j", "gpu_sm_clock_mhz")
@@ -75,7 +35,7 @@ GPU_FIELDS = ("vram_initial_mb", "vram_peak_mb", "vram_source", "nvml_memory_pea
 def run_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("e2e")
     matrix = folder / "matrix.toml"
-    matrix.write_text(textwrap.dedent(MATRIX))
+    matrix.write_text(MATRIX)
     code = cli.main([str(matrix), "--results-dir", str(folder / "results")])
     (run,) = list((folder / "results" / "e2e").iterdir())
     assert code == 0, "not-applicable cells are not failures; everything else must be ok"

@@ -7,9 +7,9 @@ keep names whole."""
 from __future__ import annotations
 
 import math
-import sys
 
 from runner.paths import REPO_ROOT
+from tests.matrices import matrix_text, this_interpreter
 
 MATRIX = REPO_ROOT / "matrix.toml"
 SCREEN = 26
@@ -57,30 +57,14 @@ def test_output_to_a_pipe_or_a_log_file_is_laid_out_for_100_columns(run_cli, mon
 def test_a_real_run_of_eight_environments_says_its_setup_in_one_screen(write_matrix, run_cli,
                                                                        monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
-    environments = "".join(f"""
-        [environments.env-{n}]
-        python = "{sys.executable}"
-        api = "numpy"
-        """ for n in range(8))
-    matrix = write_matrix(f"""
-        [run]
-        name = "screen"
-        repeats = 1
-        warmup_steps = 1
-        steps = 2
-        calibrate = true
-        min_time = 0.1          # the peaks' timed windows: what is checked here is their lines
-        preallocate = false
-        profile = "smoke"
-        [profiles.smoke]
-        size = "tiny"
-        {environments}
-        [environments.env-7.env]
-        OMP_NUM_THREADS = "1"
-        [[benchmarks]]
-        workload = "selftest"
-        environments = ["*"]
-    """, with_environments=False)
+    environments = {f"env-{n}": this_interpreter("numpy") for n in range(8)}
+    environments["env-7"]["env"] = {"OMP_NUM_THREADS": "1"}   # its own line on the screen
+    matrix = write_matrix(matrix_text(
+        "screen", steps=2, calibrate=True,
+        min_time=0.1,           # the peaks' timed windows: what is checked here is their lines
+        preallocate=False, profile="smoke", tables={"profiles": {"smoke": {"size": "tiny"}}},
+        environments=environments, benchmarks=[{"workload": "selftest", "environments": ["*"]}]),
+        with_environments=False)
     code, out, err = run_cli(matrix)
     assert code == 0, out + err
     lines = out.splitlines()

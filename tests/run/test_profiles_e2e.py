@@ -17,59 +17,19 @@ import pytest
 
 from runner import cli
 from runner.paths import REPO_ROOT
+from tests.matrices import matrix_text
 
 pytestmark = pytest.mark.slow
 
-MATRIX = """
-[run]
-name = "profiles"
-repeats = 1
-warmup_steps = 1
-steps = 3
-profile = "smoke"
-
-[profiles.smoke]
-size = "tiny"
-
-[profiling]
-steps = 2
-warmup = 1
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-[environments.torch]
-image = "torch"
-api = "torch"
-[environments.jax]
-image = "jax"
-api = "jax"
-[environments.tensorflow]
-image = "tensorflow"
-api = "tensorflow"
-[environments.keras-torch]
-image = "torch"
-api = "keras"
-backend = "torch"
-[environments.keras-jax]
-image = "jax"
-api = "keras"
-backend = "jax"
-[environments.keras-tensorflow]
-image = "tensorflow"
-api = "keras"
-backend = "tensorflow"
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["numpy", "torch", "jax", "tensorflow"]
-
-[[benchmarks]]
-workload = "cnn"
-batch_size = 16
-environments = ["keras-torch", "keras-jax", "keras-tensorflow"]
-options = { samples = 64 }
-"""
+MATRIX = matrix_text(
+    "profiles", steps=3, profile="smoke",
+    tables={"profiles": {"smoke": {"size": "tiny"}}, "profiling": {"steps": 2, "warmup": 1}},
+    environments=["numpy", "torch", "jax", "tensorflow", "keras-torch", "keras-jax",
+                  "keras-tensorflow"],
+    benchmarks=[{"workload": "matmul", "environments": ["numpy", "torch", "jax", "tensorflow"]},
+                {"workload": "cnn", "batch_size": 16,
+                 "environments": ["keras-torch", "keras-jax", "keras-tensorflow"],
+                 "options": {"samples": 64}}])
 SOURCES = {"numpy": "cProfile", "torch": "torch.profiler", "jax": "jax.profiler",
            "tensorflow": "tf.profiler", "keras-torch": "torch.profiler",
            "keras-jax": "jax.profiler", "keras-tensorflow": "tf.profiler"}

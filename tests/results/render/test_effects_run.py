@@ -8,55 +8,28 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from runner import cli
 from runner.paths import RESULTS_DIR
+from tests.matrices import environment, matrix_text
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = RESULTS_DIR / "test-artifacts"
 
-EFFECTS_MATRIX = """
-[run]
-name = "effects"
-repeats = 3
-warmup_steps = 1
-steps = 5
-executor = "local"
-profile = "full"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[environments.jax]
-image = "jax"
-api = "jax"
-
-[environments.torch]
-image = "torch"
-api = "torch"
-
-[[benchmarks]]
-workload = "elementwise"
-environments = ["jax", "torch"]
-jit = [false, true]
-options = { n = 16384 }
-
-[[benchmarks]]
-workload = "matmul"
-environments = ["numpy", "jax"]
-precision = ["float32", "bfloat16"]
-options = { n = [64, 128] }
-"""
+EFFECTS_MATRIX = matrix_text(
+    "effects", repeats=3, steps=5, executor="local", environments=["numpy", "jax", "torch"],
+    benchmarks=[{"workload": "elementwise", "environments": ["jax", "torch"], "jit": [False, True],
+                 "options": {"n": 16384}},
+                {"workload": "matmul", "environments": ["numpy", "jax"],
+                 "precision": ["float32", "bfloat16"], "options": {"n": [64, 128]}}])
 
 
 def run_matrix(folder: Path, text: str, name: str) -> Path:
     matrix = folder / "matrix.toml"
-    matrix.write_text(textwrap.dedent(text), encoding="utf-8")
+    matrix.write_text(text, encoding="utf-8")
     code = cli.main([str(matrix), "--results-dir", str(folder / "results")])
     (run,) = (folder / "results" / name).iterdir()
     records = [json.loads(p.read_text()) for p in (run / "cells").glob("*.json")]
@@ -145,32 +118,13 @@ addEventListener("load", () => {
     shutil.copy(shot, ARTIFACTS / "effects-report.png")
 
 
-SHORTCUT_MATRIX = """
-[run]
-name = "shortcut"
-repeats = 3
-warmup_steps = 1
-steps = 5
-executor = "local"
-profile = "full"
-
-[environments.numpy]
-image = "numpy"
-api = "numpy"
-
-[environments.numpy-again]
-image = "numpy"
-api = "numpy"
-
-[environments.numpy-shortcut]     # does half the work: sleeps half as long, a scaled answer
-image = "numpy"
-api = "numpy"
-env = { DL_BENCH_SELFTEST_SHORTCUT = "0.5" }
-
-[[benchmarks]]
-workload = "selftest"
-options = { sleep_ms = 20.0 }
-"""
+SHORTCUT_MATRIX = matrix_text(
+    "shortcut", repeats=3, steps=5, executor="local", environments={
+        "numpy": environment("numpy"),
+        "numpy-again": environment("numpy"),
+        # Does half the work: sleeps half as long, a scaled answer.
+        "numpy-shortcut": environment("numpy", env={"DL_BENCH_SELFTEST_SHORTCUT": "0.5"})},
+    benchmarks=[{"workload": "selftest", "options": {"sleep_ms": 20.0}}])
 
 
 def test_an_environment_that_computes_differently_is_marked_and_never_best(tmp_path, capsys):
