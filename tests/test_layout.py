@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from runner.paths import REPO_ROOT
+from runner.worker import catalog
 
 RUNNER = REPO_ROOT / "runner"
 RENDERERS = {"runner.results.render." + name for name in
              ("terminal", "markdown", "html", "files", "plots", "compare")}
-FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax",
-              "transformers", "diffusers", "peft", "accelerate", "huggingface_hub"}
+# What the worker imports for an API (its record's imports; NumPy is the host's too).
+FRAMEWORKS = {module for record in catalog.API_RECORDS.values() for module in record.imports} \
+    - {"numpy"}
 
 
 def module_name(path: Path) -> str:

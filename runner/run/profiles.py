@@ -22,6 +22,7 @@ from ..results.data.store import Store
 from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
+from ..worker import catalog
 from .cells import attempt_for, cell_spec, stop_if_lost
 from .console import cell_label
 from .plan import Entry, matches
@@ -35,6 +36,10 @@ def step(state: RunState) -> None:
     profiling = state.matrix.spec.profiling
     patterns = [*state.opts.profile_cells, *profiling.cells]
     cells = cells_to_profile(state.plan.cells, state.store.records(), patterns, state.store.root)
+    for cell in [c for c in cells if no_profiler(c)]:
+        state.console.print(f"profile: {cell_label(cell.name)} not profiled: "
+                            f"{user_text(str(no_profiler(cell)))}", soft_wrap=True)
+    cells = [c for c in cells if not no_profiler(c)]
     run_profiles(state.setup, cells, state.progress.prepared, state.store,
                  profiling.worker_settings(), state.matrix.spec.run.seed, state.console)
 
@@ -48,6 +53,14 @@ def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]]
     ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
     return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
             and c.axes["devices"] == 1 and not stored.has_profile(root, c.id)]
+
+
+def no_profiler(cell: Cell) -> str | None:
+    """Why a cell's engine has no profiler (its API's record), or None when it has one."""
+    engine = catalog.api(cell.api, cell.backend).engine_record
+    if engine is None:
+        return f"{cell.api} has no engine known for backend {cell.backend!r}"
+    return None if engine.profiler else engine.profiler.reason
 
 
 def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | None:

@@ -174,10 +174,14 @@ class EnvironmentSpec(Strict):
         if (self.image is None) == (self.python is None):
             raise ValueError("give image = '<folder under images/>' or python = "
                              "'/path/to/python' (an existing interpreter), exactly one of them")
-        if self.api == "keras" and self.backend is None:
-            raise ValueError("api = 'keras' needs backend = 'tensorflow' | 'jax' | 'torch'")
-        if self.api != "keras" and self.backend is not None:
-            raise ValueError(f"backend applies to api = 'keras' only, not {self.api!r}")
+        backends = catalog.api(self.api).backends
+        if backends and self.backend not in backends:
+            raise ValueError(f"api = {self.api!r} needs backend = "
+                             + " | ".join(repr(b) for b in backends))
+        if not backends and self.backend is not None:
+            with_backends = [name for name, r in catalog.API_RECORDS.items() if r.backends]
+            raise ValueError(f"backend applies to api = {' | '.join(map(repr, with_backends))} "
+                             f"only, not {self.api!r}")
         return self
 
 

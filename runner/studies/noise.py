@@ -195,7 +195,7 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
         axes = dict(catalog.AXIS_DEFAULTS)
         if catalog.not_applicable_reason("matmul", env.api, env.backend, axes, "run"):
             continue
-        n = OVERHEAD_N["gpu" if gpu and env.api != "numpy" else "cpu"]
+        n = OVERHEAD_N["gpu" if gpu and catalog.api(env.api, env.backend).gpu else "cpu"]
         out.append(Cell(environment=name, api=env.api, backend=env.backend, image=env.image,
                         python=env.python, workload="matmul", task="run", batch_size=1,
                         axes=axes, options={"n": n}, env=worker_env(run_settings, env),

@@ -63,6 +63,12 @@ class Framework(FrameworkBase):
 
             ddp.barrier()
 
+    def is_array(self, leaf: Any) -> bool:
+        return bool(torch.is_tensor(leaf))
+
+    def on_host(self, leaf: Any) -> bool:
+        return leaf.device.type == "cpu"
+
     def mean_over_ranks(self, value: Any) -> float:
         if not self.shards.parallel:
             return float(value)
