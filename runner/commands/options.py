@@ -47,6 +47,14 @@ def add_cost_options(parser: argparse.ArgumentParser) -> None:
                              "past H hours (--resume carries the time taken)")
 
 
+def add_tuning_option(parser: argparse.ArgumentParser) -> None:
+    """Where the tuned tier's cells read their knobs (run, plan)."""
+    parser.add_argument("--tuning", action="append", type=Path, default=[], metavar="DIR",
+                        help="tier = \"tuned\" cells take their knobs from this tuning folder "
+                             "(python -m runner tune wrote it; repeatable, the first that has a "
+                             "cell wins; default: the matrix's newest that has it)")
+
+
 def positive(text: str) -> float:
     try:
         value = float(text)
@@ -69,7 +77,7 @@ def run_options(args: argparse.Namespace, **overrides: Any) -> Options:
     """pipeline.Options from run, plan and build's arguments."""
     from ..run.pipeline import Options
 
-    caps = {k: getattr(args, k) for k in ("budget", "max_hours") if hasattr(args, k)}
+    caps = {k: getattr(args, k) for k in ("budget", "max_hours", "tuning") if hasattr(args, k)}
     opts = Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
                    executor=args.executor, parallel=args.parallel,
                    ray_address=args.ray_address, profile_cells=args.profile_cells, **caps,

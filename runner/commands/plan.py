@@ -7,12 +7,13 @@ import argparse
 
 from rich.console import Console
 
-from .options import add_cost_options, add_matrix_options, run_options
+from .options import add_cost_options, add_matrix_options, add_tuning_option, run_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_matrix_options(parser)
     add_cost_options(parser)
+    add_tuning_option(parser)
 
 
 def main(args: argparse.Namespace, console: Console) -> int:

@@ -75,7 +75,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         calls_per_sample=calls_per_sample, user_workload=user_workload_entry(cell),
-        **cell.axes, **cell.settings)
+        tuning=dict(cell.tuning), **cell.axes, **cell.settings)
 
 
 def user_workload_entry(cell: Cell) -> UserWorkloadEntry | None:

@@ -60,6 +60,9 @@ class Cell:
     # A workload from the user's own file ([workloads.<name>]): its code's digest is a
     # coordinate (an edit makes other cells), where the file lies is not.
     user_workload: UserWorkload | None = None
+    # A tuned cell's knobs (tier = "tuned", from its tuning; a probe's): a coordinate where
+    # there are any, so that other knobs make another cell and the defaults keep their ids.
+    tuning: dict[str, Any] = field(default_factory=dict)
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -70,6 +73,8 @@ class Cell:
         calibration = protocol.coordinate_settings(self.settings)
         if self.user_workload is not None:
             calibration["workload_sha256"] = self.user_workload.sha256
+        if self.tuning:
+            calibration["tuning"] = self.tuning
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options,

@@ -13,6 +13,7 @@ from ..errors import did_you_mean
 from ..worker import catalog
 from .benchmark import BenchmarkSpec, check_option
 from .profiling import ProfilingSettings
+from .tuning import TuningSettings
 from .cost import CostSettings
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
                      RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
@@ -245,6 +246,7 @@ class MatrixSpec(Strict):
     cost: CostSettings | None = None      # [cost]: the VM's price, the budget (schema/cost.py)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     profiling: ProfilingSettings = Field(default_factory=ProfilingSettings)
+    tuning: TuningSettings = Field(default_factory=TuningSettings)   # [tuning]: schema/tuning.py
     # Validated before the benchmarks (field order), which read what it declares.
     workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)

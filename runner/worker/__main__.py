@@ -17,7 +17,7 @@ import time
 import traceback
 from typing import Any, cast
 
-from . import distributions, overhead, ranks
+from . import distributions, overhead, ranks, tuning
 from .apis import FrameworkBase, NoGpuError, Workload
 from .apis import data_parallel as parallel
 from .bench import BLOCK_TARGET_S, Bench, StepClock, run_loop, short_block
@@ -169,7 +169,8 @@ def record_after_window(spec: CellSpec, result: WorkerResult, bench: Bench, cloc
     result["vram_source"] = fw.vram_source if vram else None
     result["allocator"] = fw.allocator()
     result["effective"] = {**fw.effective, **fw.in_effect(), **bench.effective,
-                           "gc_in_timed_window": clock.gc_in_timed_window}
+                           "gc_in_timed_window": clock.gc_in_timed_window,
+                           **({"tuning": dict(spec.tuning)} if spec.tuning else {})}
     result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)
     if spec.harness_overhead and getattr(fw, "agree", None) is None:   # after the window
@@ -325,7 +326,7 @@ def main(argv: list[str]) -> int:
     if followers is not None:
         followers.watch(lambda why: abandon(spec, result, result_path, started, why))
     try:
-        measure(spec, result)
+        measure(tuning.applied(spec), result)      # the tuned tier's knobs, if any
         result["status"] = "ok"
     except Exception as exc:  # errors become data: the status and the error text
         traceback.print_exc()

@@ -107,6 +107,7 @@ class CellSpec:
     # default (tests/worker/test_catalog.py checks these are the catalog's).
     devices: int = 1
     scaling: str = "weak"
+    tier: str = "defaults"
     # --- the settings
     options: dict[str, Any]
     steps: int | str                    # timed steps, or "auto": until min_time_s (see bench.py)
@@ -129,6 +130,10 @@ class CellSpec:
     # A workload from the user's own file: {name, file, module, folder, sha256, defaults}; the
     # worker imports its staged copy (runner/worker/user_code.py). None: a built-in workload.
     user_workload: UserWorkloadEntry | None = None
+    # A tuned cell's (or a tuning probe's) knobs, knob → value, each one its API's record
+    # declares (catalog/apis.py); the worker applies them (runner/worker/tuning.py). {}: the
+    # framework's defaults.
+    tuning: dict[str, Any] = field(default_factory=dict)
     # A profiled pass of the cell instead of a timed repeat (runner/worker/profiling/): {steps,
     # warmup, activities, record_shapes, with_stack, max_trace_mb}; None: a timed repeat.
     profile_pass: dict[str, Any] | None = None
@@ -340,6 +345,7 @@ class WorkerResult(TypedDict):
     device: str
     devices: int
     scaling: str
+    tier: str
     options: dict[str, Any]
     steps: int | str
     warmup_steps: int
@@ -350,6 +356,7 @@ class WorkerResult(TypedDict):
     calls_per_sample: int | None        # the spec's, then the one the timed window used
     harness_overhead: bool
     user_workload: UserWorkloadEntry | None
+    tuning: dict[str, Any]
     profile_pass: dict[str, Any] | None
     # --- measured (RECORD_FIELDS says what each means)
     samples_ms: list[float]

@@ -62,6 +62,7 @@ class CellCoordinates(TypedDict):
     device: str | None
     devices: int | None
     scaling: str | None
+    tier: str | None
     options: Document
     # A user workload's spec entry (name, file, sha256, option defaults, ...); None: built-in.
     user_workload: Document | None
@@ -148,6 +149,7 @@ class Record(CellCoordinates, StepSummary, Throughput):
     extra: Document | None
     profile: Document | None          # a profiled pass's capture; None in every timed record
     profile_pass: Document | None     # a profiled pass's settings; None in every timed record
+    tuning: Document | None           # a tuned cell's knobs ({} or None: the defaults)
     effective: Document | None
     metadata: Document | None
     distributions: Document | None
@@ -308,3 +310,5 @@ class Manifest(TypedDict, total=False):
     resumed: list[dict[str, Any]]    # each resume: when, with which executor
     cost: dict[str, Any] | None      # price, estimate, caps, what it spent (runner/cost/)
     stopped_by: str                  # "budget" | "max_hours": a cap stopped the run
+    # per tuned cell's id: its knobs and where they came from (runner/run/tiers.py)
+    tuning: dict[str, dict[str, Any]]

@@ -67,24 +67,41 @@ class Engine:
 
 @dataclass(frozen=True)
 class Knob:
-    """A setting the tuned tier may change (docs/tuned.md): its values (the first is the
-    framework's default), whether a value needs a fresh process (every probe is one anyway; a
-    knob read at import time, such as XLA_FLAGS, can change nothing inside a process), what it
-    applies to, and what it may not change."""
+    """A setting the tuned tier may change (docs/tuned.md), declared on the API that has it.
+
+    Its `values` start with the framework's default. It reaches the worker one of three ways:
+    `axis`, the axis it sets in the cell's spec (jit, tf32, steps_per_execution: the cell keeps
+    its own axis values as coordinates, the worker runs the knob's); `variable`, a variable the
+    worker sets before it imports anything (XLA_FLAGS: a value no process can change once the
+    framework is loaded); else the spec's `tuning`, which the API's own code reads. Every probe
+    is a fresh process, so a knob read at import time is probed like any other. A knob applies
+    to a cell only where each of its filters admits it (an empty filter admits everything) and,
+    with `only_with`, where that other knob is off its default (fullgraph needs a compiler). It
+    never changes what the tuned tier keeps closed (`never_changes`, the same for every knob)."""
 
     name: str
     values: tuple[Any, ...]
     help: str
-    fresh_process: bool = False
+    axis: str | None = None
+    variable: str | None = None
+    cpu_values: tuple[Any, ...] | None = None   # the values worth probing on a CPU (None: all)
+    devices: tuple[str, ...] = ()        # ("gpu",): only where the cell runs on a GPU
     tasks: tuple[str, ...] = ()          # () every task
     precisions: tuple[str, ...] = ()     # () every precision; ("float32",): TF32 knobs
     workloads: tuple[str, ...] = ()      # () every workload
     families: tuple[str, ...] = ()       # () every family
-    never_changes: str = "the model, its weights, the optimizer, shapes, batch and precision"
+    only_with: str | None = None         # another knob that must be off its default
+    never_changes: str = ("the model, its weights' seed, the optimizer, sequence length, image "
+                          "size, denoising steps, generate length, the batch size and the "
+                          "precision class")
 
     @property
     def default(self) -> Any:
         return self.values[0]
+
+    def values_on(self, device: str) -> tuple[Any, ...]:
+        """The values worth probing on a device ("gpu" or "cpu"), the default first."""
+        return self.values if device == "gpu" or self.cpu_values is None else self.cpu_values
 
 
 @dataclass(frozen=True)
@@ -111,8 +128,8 @@ class Api:
     keras_table: str | None = None
     precision_gaps: Mapping[str, str] = field(default_factory=dict)   # precision → why not
     knobs: tuple[Knob, ...] = ()         # what the tuned tier may change (docs/tuned.md)
-    # A backend's exceptions (Keras 3 on torch: no data parallelism), field → Capability.
-    on_backend: Mapping[str, Mapping[str, Capability]] = field(default_factory=dict)
+    # A backend's exceptions (Keras 3 on torch: no data parallelism), field → its value there.
+    on_backend: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def package(self) -> str:

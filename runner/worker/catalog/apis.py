@@ -20,7 +20,7 @@ modules), its image folder, and one `declare_api(Api(...))` below (CONTRIBUTING.
 
 from __future__ import annotations
 
-from .api_base import Api, Engine, declare_api, declare_engine, has, lacks
+from .api_base import Api, Engine, Knob, declare_api, declare_engine, has, lacks
 from .axes import TORCH_COMPILE_MODES
 
 
@@ -64,6 +64,53 @@ NUMPY_ONE_DEVICE = "numpy runs on one device: it has no data-parallel path"
 TORCHAO = "torchao"
 KERAS_QUANTIZE = "keras"
 
+# --- the tuned tier's knobs (docs/tuned.md: each API's, what they may not change) ------------
+
+COMPILE = Knob("compile", ("auto", "default", "reduce-overhead", "max-autotune",
+                           "max-autotune-no-cudagraphs"),
+               "torch.compile and its mode (auto: eager, torch's default)", axis="jit",
+               cpu_values=("auto", "default", "max-autotune-no-cudagraphs"))
+FULLGRAPH = Knob("fullgraph", (False, True), "torch.compile(fullgraph=True): one graph, an "
+                 "error where it would break", only_with="compile")
+TORCH_TF32 = Knob("tf32", (None, True), "TF32 for float32 matmuls and convolutions "
+                  "(torch.backends.cuda.matmul.allow_tf32; torch's default is off)", axis="tf32",
+                  devices=("gpu",), precisions=("float32",))
+CHANNELS_LAST = Knob("channels_last", (False, True), "the convolutions' weights and inputs in "
+                     "channels-last memory format", workloads=("cnn",))
+FUSED_OPTIMIZER = Knob("fused_optimizer", (False, True), "torch.optim.Adam(fused=True): one "
+                       "kernel per step for the update", workloads=("cnn",), tasks=("fit",))
+STATIC_CACHE = Knob("static_cache", (False, True), "generate with a static KV cache "
+                    "(cache_implementation='static'), which torch.compile can capture",
+                    tasks=("generate",))
+ATTENTION = Knob("attention", ("sdpa", "eager"), "attn_implementation: PyTorch's "
+                 "scaled_dot_product_attention (transformers' default) or the model's own",
+                 families=("hub",), workloads=("bert", "gemma", "mistral"))
+KERAS_JIT = Knob("jit_compile", ("auto", True, False), "model.compile(jit_compile=…): XLA on "
+                 "JAX and TensorFlow, torch.compile on PyTorch", axis="jit",
+                 families=("model", "hub", "user"))
+STEPS_PER_EXECUTION = Knob("steps_per_execution", (1, 8, 32, 128), "model.compile("
+                           "steps_per_execution=…): steps per compiled call",
+                           axis="steps_per_execution", tasks=("fit", "predict"))
+TF_JIT = Knob("jit_compile", ("auto", True), "tf.function(jit_compile=True): XLA", axis="jit")
+TF_TF32 = Knob("tf32", (None, False), "TF32 for float32 matmuls and convolutions (TensorFlow's "
+               "default is on)", axis="tf32", devices=("gpu",), precisions=("float32",))
+DONATE = Knob("donate", (False, True), "jax.jit(donate_argnums=…): the training state's "
+              "buffers reused in place", workloads=("cnn",), tasks=("fit",))
+# Documented in JAX's GPU performance tips; read at import, so set before it (variable).
+XLA_FLAGS = Knob("xla_flags", ("", "--xla_gpu_enable_latency_hiding_scheduler=true",
+                               "--xla_gpu_enable_triton_gemm=false"),
+                 "flags added to XLA_FLAGS (JAX's GPU performance tips)", variable="XLA_FLAGS",
+                 devices=("gpu",))
+# The runner's own diagnostic workload: knobs of a known cost model, which test the search.
+SELFTEST_KNOBS = (
+    Knob("selftest_speed", (1.0, 0.5), "selftest: each step sleeps this share of sleep_ms",
+         workloads=("selftest",)),
+    Knob("selftest_greedy", (False, True), "selftest: a quarter of the step, out of memory "
+         "above batch 2", workloads=("selftest",)),
+    Knob("selftest_shortcut", (False, True), "selftest: a tenth of the step and a scaled "
+         "answer (a different answer, never a winner)", workloads=("selftest",)),
+)
+
 declare_api(Api(
     "keras", "Keras 3", None, ("keras", "keras_hub"),
     {**ARRAY_RECIPES, "cnn": "keras_api.cnn", "bert": "keras_api.bert", "sam": "keras_api.sam",
@@ -76,13 +123,15 @@ declare_api(Api(
     ops_compile=lacks("keras.ops has no compile switch outside a model (use the native API's "
                       "jit)"),
     backends=("tensorflow", "jax", "torch"), variables={"KERAS_BACKEND": "{backend}"}, keras=3,
-    keras_table="keras3",
+    keras_table="keras3", knobs=(KERAS_JIT, STEPS_PER_EXECUTION),
     on_backend={
-        "jax": {"data_parallel": has("keras.distribution.DataParallel")},
+        "jax": {"data_parallel": has("keras.distribution.DataParallel"),
+                "knobs": (KERAS_JIT, STEPS_PER_EXECUTION, XLA_FLAGS)},
         "tensorflow": {"data_parallel": has(MIRRORED)},
         "torch": {"data_parallel": lacks(KERAS_TORCH_DATA_PARALLEL),
                   "steps_per_execution": lacks("Keras on PyTorch requires steps_per_execution "
-                                               "= 1")}},
+                                               "= 1"),
+                  "knobs": (KERAS_JIT, TORCH_TF32)}},
 ))
 declare_api(Api(
     "tf-keras", "Keras 2 (tf-keras)", "tensorflow",
@@ -95,6 +144,7 @@ declare_api(Api(
     steps_per_execution=has("model.compile(steps_per_execution=…)"),
     ops_compile=has("tf.function(jit_compile)"),
     variables={"TF_USE_LEGACY_KERAS": "1"}, keras=2, keras_table="keras2",
+    knobs=(TF_JIT, STEPS_PER_EXECUTION),
     precision_gaps={"bfloat16": "Keras 2 runs bfloat16 as a mixed policy only"},
 ))
 declare_api(Api(
@@ -102,6 +152,7 @@ declare_api(Api(
     {**ARRAY_RECIPES, "cnn": "torch_api.cnn"},
     quantizer=has(TORCHAO), data_parallel=has(DDP), sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET),
     steps_per_execution=lacks(NOT_KERAS), ops_compile=has("torch.compile"),
+    knobs=(COMPILE, FULLGRAPH, TORCH_TF32, CHANNELS_LAST, FUSED_OPTIMIZER),
 ))
 declare_api(Api(
     "jax", "JAX", "jax", ("jax", "jaxlib", "flax", "optax"),
@@ -112,7 +163,7 @@ declare_api(Api(
                     "\"keras\", backend = \"jax\")"),
     data_parallel=has("jax.sharding (NamedSharding: batch sharded, parameters replicated)"),
     sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET), steps_per_execution=lacks(NOT_KERAS),
-    ops_compile=has("jax.jit"),
+    ops_compile=has("jax.jit"), knobs=(DONATE, XLA_FLAGS),
 ))
 declare_api(Api(
     "tensorflow", "TensorFlow", "tensorflow", ("tensorflow",),
@@ -122,6 +173,7 @@ declare_api(Api(
                     "maintenance); Keras 3 on TensorFlow runs the quantized tier"),
     data_parallel=has(MIRRORED), sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET),
     steps_per_execution=lacks(NOT_KERAS), ops_compile=has("tf.function(jit_compile)"),
+    knobs=(TF_JIT, TF_TF32),
 ))
 declare_api(Api(
     "numpy", "NumPy", "numpy", ("numpy",),
@@ -129,7 +181,7 @@ declare_api(Api(
     quantizer=lacks("NumPy runs float32 only (no bfloat16, mixed or quantized precision)"),
     data_parallel=lacks(NUMPY_ONE_DEVICE), sharded_dataset=lacks(NUMPY_ONE_DEVICE),
     steps_per_execution=lacks(NOT_KERAS),
-    ops_compile=lacks("NumPy has no compiler (jit must be false)"),
+    ops_compile=lacks("NumPy has no compiler (jit must be false)"), knobs=SELFTEST_KNOBS,
 ))
 declare_api(Api(
     "hf", "Hugging Face on PyTorch", "torch",
@@ -139,4 +191,5 @@ declare_api(Api(
     quantizer=has(TORCHAO), data_parallel=has("DistributedDataParallel"),
     sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET), steps_per_execution=lacks(NOT_KERAS),
     ops_compile=has("torch.compile"), keras_table="native",
+    knobs=(COMPILE, FULLGRAPH, TORCH_TF32, STATIC_CACHE, ATTENTION),
 ))
