@@ -95,6 +95,7 @@ def attach(setup: Setup, cells: list[Cell], folders: list[Path], results_dir: Pa
         out.append(tuned)
         sources[tuned.id] = {"status": entry.status, "knobs": dict(entry.knobs),
                              "source": entry.source, "probes": entry.probes,
-                             "minutes": entry.minutes, "usd": entry.usd,
+                             "minutes": entry.minutes, "budget_minutes": entry.budget_minutes,
+                             "usd": entry.usd,
                              "probe_gain": entry.probe_gain}
     return out, sources

@@ -147,9 +147,10 @@ def tune_one(state: RunState, tuner: Tuner, cell: Cell) -> stored.Tuned:
     status = (stored.NOTHING_RAN if winner is None else stored.BUDGET_SPENT
               if outcome.budget_spent else stored.DEFAULTS_WON if not chosen
               else stored.TUNED_STATUS)
-    usd = prober.usd if prober.priced else None
+    budget_s = tuner.budget_s(state, device == "gpu")
     return stored.Tuned(cell.name, gpu, stack, chosen, status, len(outcome.probes),
-                        round(outcome.spent_s / 60.0, 3), usd, probe_gain(outcome))
+                        round(outcome.spent_s / 60.0, 3), round(budget_s / 60.0, 3),
+                        prober.usd if prober.priced else None, probe_gain(outcome))
 
 
 def probe_gain(outcome: tuning_search.Outcome) -> float | None:

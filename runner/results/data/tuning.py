@@ -54,6 +54,7 @@ class Tuned:
     status: str = TUNED_STATUS
     probes: int = 0
     minutes: float = 0.0
+    budget_minutes: float | None = None    # the search's budget (the same for every cell)
     usd: float | None = None
     probe_gain: float | None = None    # defaults ÷ winner in the probes: selected, so biased
     source: str = ""               # the tuning folder it was read from (not written)
