@@ -1,8 +1,8 @@
 """The parts of the manual (docs/) made from the code, so they cannot drift from it: the CLI
 reference from the argparse parsers of runner/cli.py, the settings table from the registry of
-runner/settings.py. docs/hooks.py puts each into the page that asks for it
-(`<!-- generated: cli-reference -->`, `<!-- generated: settings -->`) when mkdocs builds the
-site."""
+runner/settings.py, the tuned tier's knobs from the API records (runner/worker/catalog/apis.py).
+docs/hooks.py puts each into the page that asks for it (`<!-- generated: cli-reference -->`,
+`<!-- generated: settings -->`, `<!-- generated: knobs -->`) when mkdocs builds the site."""
 
 from __future__ import annotations
 
@@ -40,6 +40,39 @@ def settings_table() -> str:
     lines += [f"| `{s.name}` | {_cell(s.kind)} | {s.set_by} | {_cell(s.meaning)} | "
               f"{_cell(s.applies)} |" for s in others]
     return "\n".join(lines) + "\n"
+
+
+def knobs_table() -> str:
+    """Markdown: every API's knobs (on each Keras backend), their values (the default first),
+    how each reaches the worker, and where it applies."""
+    from .worker import catalog
+
+    lines = ["| API | knob | values (default first; on a CPU) | sets | applies to | what it is |",
+             "|---|---|---|---|---|---|"]
+    for name, record in catalog.API_RECORDS.items():
+        for backend in record.backends or (None,):
+            where = f"{name} on {backend}" if backend else name
+            for knob in record.on(backend).knobs or ():
+                values = " · ".join(map(_code, knob.values))
+                if knob.cpu_values is not None:
+                    values += " (CPU: " + " · ".join(map(_code, knob.cpu_values)) + ")"
+                sets = f"axis `{knob.axis}`" if knob.axis else \
+                    f"`{knob.variable}` before import" if knob.variable else "its own code"
+                filters = [f"{label} {', '.join(values_)}" for label, values_ in (
+                    ("tasks", knob.tasks), ("precision", knob.precisions),
+                    ("workloads", knob.workloads), ("families", knob.families),
+                    ("devices", knob.devices)) if values_]
+                if knob.only_with:
+                    filters.append(f"with {knob.only_with} on")
+                lines.append(f"| {where} | `{knob.name}` | {values} | {sets} | "
+                             f"{_cell('; '.join(filters) or 'every cell')} | {_cell(knob.help)} |")
+            if not record.on(backend).knobs:
+                lines.append(f"| {where} | none | | | | its tuned cell is its defaults |")
+    return "\n".join(lines) + "\n"
+
+
+def _code(value: object) -> str:
+    return '`""` (none)' if value == "" else f"`{value}`"
 
 
 def _default(setting) -> str:

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "repository)")
     parser.add_argument("--budget-minutes", type=positive, default=None, metavar="N",
                         help="wall minutes of probes per cell, start-up and compilation "
-                             "included (default: [tuning] budget_minutes, else 30 on a GPU, 5 "
+                             "included (default: [tuning] budget_minutes, else 30 on a GPU, 3 "
                              "on a CPU)")
     parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
                         metavar="DIR", help="continue a tuning (default: the matrix's newest): "

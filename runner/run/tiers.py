@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..results.data import tuning as stored
 from ..schema.matrix import Cell
 from ..worker import catalog
-from ..worker.catalog.knobs import applicable
+from ..worker.catalog.knobs import applicable, runnable
 from . import devices
 from .cells import source_identity
 from .setup import Setup
@@ -50,7 +50,8 @@ def knobs_of(setup: Setup, cell: Cell) -> list[catalog.Knob]:
     workload = cell.user_workload.workload if cell.user_workload is not None \
         else catalog.WORKLOADS[cell.workload]
     device = "gpu" if devices.on_gpu(setup, cell) else "cpu"
-    return applicable(record, workload, cell.task, cell.axes, device)
+    return runnable(applicable(record, workload, cell.task, cell.axes, device), device,
+                    workload, cell.api, cell.backend, cell.axes, cell.task, cell.batch_size)
 
 
 def found_tunings(folders: list[Path], results_dir: Path, name: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from .values import Strict
 # a GPU; on a CPU, where every probe's start and compilation dominate, a few minutes at the
 # smoke profile's sizes.
 GPU_BUDGET_MINUTES = 30.0
-CPU_BUDGET_MINUTES = 5.0
+CPU_BUDGET_MINUTES = 3.0
 MAX_BUDGET_MINUTES = 24 * 60.0
 # The first rung's timed window per probe; each later rung's is 4 times longer.
 WINDOW_S = 0.5

@@ -70,7 +70,8 @@ def choose_cells(state: RunState) -> None:
 
 
 def show_knobs(state: RunState, tuner: Tuner) -> None:
-    """Per cell: its knobs and how many settings of them can run, and the budget."""
+    """Per cell: its knobs and the budget; then what the whole tuning may take."""
+    most = 0.0
     for cell in state.plan.cells:
         knobs = tiers.knobs_of(state.setup, cell)
         gpu = tiers.gpu_model(state.setup, cell) != "cpu"
@@ -78,6 +79,9 @@ def show_knobs(state: RunState, tuner: Tuner) -> None:
                          for k in knobs) or "none (its tuned cell is its defaults)"
         state.console.print(f"tune: {user_text(cell.name)}: {user_text(line)}; budget "
                             f"{tuner.budget_s(state, gpu) / 60:g} min", soft_wrap=True)
+        most += tuner.budget_s(state, gpu) / 60 if knobs else 0.0
+    state.console.print(f"tune: {len(state.plan.cells)} cell(s), at most {most:g} min of probes "
+                        "(each cell's budget, start-up and compilation included)", soft_wrap=True)
 
 
 def open_folder(state: RunState, tuner: Tuner) -> None:

@@ -65,3 +65,26 @@ def changed(knobs: Sequence[Knob], setting: Mapping[str, Any]) -> dict[str, Any]
     """The knobs a setting moves off their defaults (what a cell's spec carries)."""
     defaults = {k.name: k.default for k in knobs}
     return {name: value for name, value in setting.items() if defaults.get(name) != value}
+
+
+def runnable(knobs: Sequence[Knob], device: str, workload: Workload | str, api: str,
+             backend: str | None, axes: Mapping[str, Any], task: str,
+             batch_size: int | None) -> list[Knob]:
+    """The knobs with a value off their default that the cell can run (the one they need on,
+    where they need one): a knob all of whose values the cell cannot take is no knob of it
+    (steps_per_execution on a keras-hub cell)."""
+    def can(setting: dict[str, Any]) -> bool:
+        return blocked(knobs, setting, workload, api, backend, axes, task, batch_size) is None
+
+    def on(knob: Knob) -> dict[str, Any] | None:
+        """A setting that turns `knob` off its default and can run, else None."""
+        partner = next((k for k in knobs if k.name == knob.only_with), None)
+        partners = [{}] if partner is None else [{partner.name: v}
+                                                 for v in partner.values_on(device)[1:]]
+        for value in knob.values_on(device)[1:]:
+            for extra in partners:
+                if can({**extra, knob.name: value}):
+                    return {**extra, knob.name: value}
+        return None
+
+    return [k for k in knobs if on(k) is not None]
