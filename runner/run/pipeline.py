@@ -99,7 +99,8 @@ def plan_cells(state: RunState) -> None:
     cells, tuned = tiers.attach(state.setup, devices.fit_to_machine(state.setup,
                                                                     state.matrix.cells),
                                 state.opts.tuning, results_folder(state),
-                                state.matrix.spec.run.name, state.matrix.path)
+                                state.matrix.spec.run.name, state.matrix.path,
+                                state.matrix.spec.tuning.knobs)
     state.matrix.cells = cells
     state.decide(plan=make_plan(cells, state.opts.only, finished), tuned=tuned)
 

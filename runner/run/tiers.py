@@ -44,9 +44,14 @@ def stack_of(setup: Setup, source: Source) -> str:
     return source_identity(setup, source) or ""
 
 
-def knobs_of(setup: Setup, cell: Cell) -> list[catalog.Knob]:
-    """The knobs of the cell's API that apply to it, on the device it runs on."""
+def knobs_of(setup: Setup, cell: Cell,
+             only: list[str] | None = None) -> list[catalog.Knob]:
+    """The knobs of the cell's API that apply to it, on the device it runs on (of `only`, the
+    matrix's [tuning] knobs, where it names some)."""
     record = catalog.api(cell.api, cell.backend)
+    if only is not None:
+        record = dataclasses.replace(record, knobs=tuple(k for k in record.knobs
+                                                         if k.name in only))
     workload = cell.user_workload.workload if cell.user_workload is not None \
         else catalog.WORKLOADS[cell.workload]
     device = "gpu" if devices.on_gpu(setup, cell) else "cpu"
@@ -68,9 +73,10 @@ def found_tunings(folders: list[Path], results_dir: Path, name: str) -> list[dic
 
 
 def attach(setup: Setup, cells: list[Cell], folders: list[Path], results_dir: Path,
-           run_name: str, matrix_path: Path) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
+           run_name: str, matrix_path: Path, only: list[str] | None = None
+           ) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
     """The cells with each tuned one given its knobs (or made not applicable), and, per tuned
-    cell id, where its knobs came from (the manifest's `tuning`)."""
+    cell id, where its knobs came from (the manifest's `tuning`); `only`: [tuning] knobs."""
     if not any(c.axes.get("tier") == TUNED for c in cells):
         return cells, {}
     tunings = found_tunings(folders, results_dir, run_name)
@@ -80,7 +86,7 @@ def attach(setup: Setup, cells: list[Cell], folders: list[Path], results_dir: Pa
             out.append(cell)
             continue
         twin = defaults_twin(cell)
-        if not knobs_of(setup, twin):
+        if not knobs_of(setup, twin, only):
             out.append(cell)
             sources[cell.id] = {"status": stored.NO_KNOBS, "knobs": {}}
             continue

@@ -3,7 +3,10 @@ window of its first probes."""
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat
+from pydantic import Field, PositiveFloat, field_validator
+
+from ..errors import did_you_mean
+from ..worker import catalog
 
 from .values import Strict
 
@@ -24,3 +27,16 @@ class TuningSettings(Strict):
     budget_minutes: PositiveFloat | None = Field(None, le=MAX_BUDGET_MINUTES)
     # The first rung's timed window, seconds (probes are steps = "auto" cells).
     window: PositiveFloat = Field(WINDOW_S, le=600.0)
+    # The knobs searched, by name (none given: every knob an API declares that applies).
+    knobs: list[str] | None = Field(None, min_length=1)
+
+    @field_validator("knobs", mode="after")
+    @classmethod
+    def _knobs(cls, knobs: list[str] | None) -> list[str] | None:
+        declared = sorted({k.name for r in catalog.API_RECORDS.values()
+                           for b in r.backends or (None,) for k in r.on(b).knobs})
+        for name in knobs or ():
+            if name not in declared:
+                raise ValueError(f"no API declares a knob {name!r}"
+                                 f"{did_you_mean(name, declared)} (docs/tuned.md lists them)")
+        return knobs

@@ -73,7 +73,7 @@ def show_knobs(state: RunState, tuner: Tuner) -> None:
     """Per cell: its knobs and the budget; then what the whole tuning may take."""
     most = 0.0
     for cell in state.plan.cells:
-        knobs = tiers.knobs_of(state.setup, cell)
+        knobs = tiers.knobs_of(state.setup, cell, state.matrix.spec.tuning.knobs)
         gpu = tiers.gpu_model(state.setup, cell) != "cpu"
         line = ", ".join(f"{k.name} ({'/'.join(map(str, k.values_on('gpu' if gpu else 'cpu')))})"
                          for k in knobs) or "none (its tuned cell is its defaults)"
@@ -133,7 +133,7 @@ def tune_cells(state: RunState, tuner: Tuner) -> None:
 
 def tune_one(state: RunState, tuner: Tuner, cell: Cell) -> stored.Tuned:
     setup = state.setup
-    knobs = tiers.knobs_of(setup, cell)
+    knobs = tiers.knobs_of(setup, cell, state.matrix.spec.tuning.knobs)
     gpu = tiers.gpu_model(setup, cell)
     stack = tiers.stack_of(setup, setup.source_of(cell))
     if not knobs:

@@ -208,3 +208,13 @@ def test_the_run_measures_both_tiers_applies_the_knobs_and_reports_them(tuned):
     assert "| numpy |" in row and "selftest_speed=0.5" in row and "probes (tuned)" in row
     gain = float(row.split("|")[6].split("×")[0])
     assert 1.5 < gain < 2.5                                       # the step was halved
+
+
+def test_a_knob_no_api_declares_is_one_line_with_a_suggestion(tmp_path, run_cli):
+    path = tmp_path / "m.toml"
+    path.write_text(matrix_text("k", tables={"tuning": {"knobs": ["compil"]}},
+                                benchmarks=[{"workload": "matmul"}]), encoding="utf-8")
+    code, out, err = run_cli("plan", path)
+    assert code == 2 and out == ""
+    assert err.strip().endswith("tuning.knobs: no API declares a knob 'compil' (did you mean "
+                                "'compile'?) (docs/tuned.md lists them)")
