@@ -59,11 +59,14 @@ class Store:
         self._lock_fd: int | None = None
         self._reserved = False
 
-    def calibration(self) -> Store:
+    def calibration(self, create: bool = True) -> Store:
         """The same run folder, its calibration records kept apart in calibration/ (they are
-        the run's measured peak, never cells of the run)."""
+        the run's measured peak, never cells of the run): its one ledger shared, so that what
+        the calibration notes is in the run's held copy too."""
         store = Store(self.root, "calibration")
-        store._make_folders()
+        store.ledger = self.ledger
+        if create:
+            store._make_folders()
         return store
 
     # --- creating and opening ---------------------------------------------------------------
@@ -115,8 +118,13 @@ class Store:
             raise UsageError(f"{root}: not a run folder (no manifest.json)")
         if lock:
             store.lock()
-            store.reserve()
             store.ledger.hold()
+            unusable = store.ledger.unusable()
+            if unusable:
+                store.close()
+                raise UsageError(f"{unusable}; nothing more is written into the run (`report` "
+                                 "still reads it, unverified): start a new run")
+            store.reserve()
         if create_folders:
             store._make_folders()
         return store
@@ -226,7 +234,8 @@ class Store:
         if path.exists() or path.is_symlink():
             raise FileExistsError(f"{path} exists: a finished result is never overwritten")
         text = json_text(record)
-        self.ledger.note(self.ledger_name(path), text.encode("utf-8"))
+        self.ledger.note(self.ledger_name(path), text.encode("utf-8"),
+                         replacing="never written (the write did not finish)")
         write_text_atomic(path, text)
 
     def ledger_name(self, path: Path) -> str:
@@ -289,6 +298,7 @@ class Store:
                 number += 1
                 target = folder / f"{path.stem}.{number}{path.suffix}"
             os.replace(path, target)          # a link is moved as a link, never followed
+            self.ledger.retire(self.ledger_name(path), f"set aside to {SET_ASIDE}/{target.name}")
             moved.append((target, problem))
         return moved
 
