@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ...paths import folder_in_run
 from ...worker.profiling.categories import CATEGORIES, category
 from ...worker.protocol import atomic_target, json_text
 from .ledger import Ledger
@@ -93,8 +94,7 @@ def write_profile(root: Path, cell_id: str, profile: dict[str, Any],
     """profiles/<cell>/: each file written atomically, profile.json last (it names the others),
     so a profile.json on disk always has its files beside it; each noted in the run's `ledger`
     before it is written (a profile made again retires the last one's lines)."""
-    folder = profile_dir(root, cell_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = folder_in_run(root, PROFILES, cell_id)     # never through a link: refused
     files = {"trace": TRACE_FILE if trace is not None else None,
              "kernels": KERNELS_FILE if kernels is not None else None}
     written = {TRACE_FILE: trace,

@@ -20,7 +20,7 @@ from typing import Any, cast
 import tomli_w
 
 from ...errors import UsageError
-from ...paths import RESULTS_DIR
+from ...paths import RESULTS_DIR, folder_in_run
 from ...worker.protocol import json_text, write_json_atomic, write_text_atomic
 from . import schemas
 from .ledger import Ledger
@@ -139,7 +139,7 @@ class Store:
 
     def _make_folders(self) -> None:
         for folder in (self.cells, self.logs, self.work):
-            folder.mkdir(parents=True, exist_ok=True)
+            folder_in_run(self.root, folder.name)
 
     def lock(self) -> None:
         """Hold the run folder for this process's life (flock: the kernel releases it when the
@@ -290,8 +290,7 @@ class Store:
         runs again and its new record can be written: [(where it went, why)]."""
         moved = []
         for path, problem in self.read_records()[1]:
-            folder = self.root / SET_ASIDE
-            folder.mkdir(exist_ok=True)
+            folder = folder_in_run(self.root, SET_ASIDE)
             target = folder / path.name
             number = 1
             while target.exists() or target.is_symlink():
