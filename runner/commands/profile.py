@@ -107,11 +107,12 @@ def diff_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def _profiles(run_dir: Path) -> list[dict[str, Any]]:
+    from ..results.data.ledger import Ledger
     from ..results.data.profiles import read_profiles
 
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
-    found = [p for p in read_profiles(run_dir)[0] if p.get("status") == "ok"
+    found = [p for p in read_profiles(run_dir, Ledger(run_dir))[0] if p.get("status") == "ok"
              and p.get("kernels")]
     if not found:
         raise UsageError(f"{run_dir}: no finished profile (make some with `python -m runner "

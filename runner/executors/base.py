@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import threading
 from dataclasses import dataclass, field
@@ -279,8 +280,22 @@ def log_tail(path: Path, lines: int = 30) -> str:
 
 def note_in_log(path: Path, text: str) -> None:
     """A line of the runner's own in a worker's log: `[runner: text]`."""
-    with path.open("a", encoding="utf-8") as log:
-        log.write(f"[runner: {text}]\n")
+    append_to_log(path, f"[runner: {text}]\n")
+
+
+def append_to_log(path: Path, text: str) -> None:
+    """Append to a worker's log, never through a symbolic link planted at its name: the log is
+    the runner's, so the link is removed and the log made in its place."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        path.unlink()
+        fd = os.open(path, flags | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "a", encoding="utf-8") as log:
+        log.write(text)
 
 
 def write_crashed_result(attempt: Attempt, error: str) -> None:

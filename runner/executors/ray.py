@@ -33,8 +33,8 @@ from .. import settings
 from ..environments import (LOCKS, Flavour, Source, folder_flavour, lock_path,
                             lock_sha256)
 from ..worker.protocol import write_text_atomic
-from .base import (Attempt, Executor, InFlight, Outcome, Prepared, log_tail, note_in_log,
-                   write_crashed_result)
+from .base import (Attempt, Executor, InFlight, Outcome, Prepared, append_to_log, log_tail,
+                   note_in_log, write_crashed_result)
 from .ray_cluster import (ADDRESS_ENV, ClusterLost, RayUnavailable, address_problem,
                           authentication, check_version, cluster_facts, first_line, gcs_address,
                           import_ray, join, retries_setting)
@@ -276,8 +276,7 @@ class RayExecutor(Executor):
         """Store what the node sent where a local worker would have left it."""
         if reply.get("error"):
             return self.crashed(attempt, started, reply["error"], reply.get("log", ""))
-        with attempt.log_path.open("a", encoding="utf-8") as log:
-            log.write(reply.get("log", ""))
+        append_to_log(attempt.log_path, reply.get("log", ""))
         if reply.get("result") is not None:
             write_text_atomic(attempt.result_path, reply["result"])
         attempt.placement.update({**reply.get("metadata", {}), "executor": self.name})
@@ -287,8 +286,7 @@ class RayExecutor(Executor):
 
     def crashed(self, attempt: Attempt, started: float, error: str, log: str = "") -> Outcome:
         """The task could not report a worker's result: the executor writes it (crashed)."""
-        with attempt.log_path.open("a", encoding="utf-8") as handle:
-            handle.write(log)
+        append_to_log(attempt.log_path, log)
         note_in_log(attempt.log_path, error)
         write_crashed_result(attempt, error)
         attempt.placement.setdefault("executor", self.name)

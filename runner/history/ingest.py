@@ -84,7 +84,7 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
     manifest = cast(Manifest, {**manifest, **(extra or {})})
     records, left_out = store.read_records(manifest)
     warnings = tuple(f"{path}: {why}; not recorded" for path, why in left_out) + \
-        tuple(filter(None, [store.ledger.missing()]))
+        tuple(filter(None, [store.ledger.warning()]))
     hashes = content_hash(store, records)
     run_id = manifest.get("run_id") or store.run_id
     with engine.begin() as conn:

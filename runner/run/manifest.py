@@ -16,6 +16,7 @@ from ..errors import one_line
 from ..executors.base import Prepared
 from ..machine import hostinfo, profile as machine_profile
 from ..machine.hostinfo import Gpu
+from ..results.data import ledger
 from ..results.data.store import Store
 from ..results.data.types import Manifest, ManifestCell
 from ..schema import EnvironmentSpec
@@ -94,6 +95,8 @@ def build_manifest(matrix: Matrix, plan: Plan, run_id: str, *, executor: str,
         # [report]: the baselines of the effects (report RUN_DIR reads them from here).
         "report": matrix.spec.report.model_dump(),
         "cells": cell_entries(matrix, plan),
+        # The run keeps a ledger (a deleted one is named so) and what it vouches for.
+        "ledger": ledger.declaration(),
     }
 
 

@@ -20,6 +20,7 @@ from ..environments import stacks
 from ..errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_code,
                       interruption, os_error_line, signals_held, user_text)
 from ..machine import gpustate, hostinfo
+from ..paths import folder_in_run
 from ..results.analysis.report_model import build as build_report
 from ..results.data.store import Store
 from ..results.render.write import write_reports
@@ -184,7 +185,7 @@ def start_run(state: RunState) -> None:
     for name, stack in state.setup.stacks.items():     # what reproduce rebuilds
         target = stacks.run_folder_lock(store.root, name, stack.flavour)
         if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
+            folder_in_run(store.root, *target.parent.relative_to(store.root).parts)
             store.write_text(str(target.relative_to(store.root)),
                              stack.lock.read_text(encoding="utf-8"))
     store.write_manifest(state.progress.manifest)

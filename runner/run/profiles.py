@@ -35,7 +35,8 @@ def step(state: RunState) -> None:
     [profiling] cells name, after the timed repeats."""
     profiling = state.matrix.spec.profiling
     patterns = [*state.opts.profile_cells, *profiling.cells]
-    cells = cells_to_profile(state.plan.cells, state.store.records(), patterns, state.store.root)
+    cells = cells_to_profile(state.plan.cells, state.store.records(), patterns, state.store.root,
+                             state.store.ledger)
     for cell in [c for c in cells if no_profiler(c)]:
         state.console.print(f"profile: {cell_label(cell.name)} not profiled: "
                             f"{user_text(str(no_profiler(cell)))}", soft_wrap=True)
@@ -45,14 +46,14 @@ def step(state: RunState) -> None:
 
 
 def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]],
-                     patterns: list[str], root: Any) -> list[Cell]:
+                     patterns: list[str], root: Any, ledger: Any = None) -> list[Cell]:
     """The named cells that have an ok repeat and no finished profile, in the matrix's order;
     one-device cells only (a profiled pass runs on one lane; docs/scaling.md)."""
     if not patterns:
         return []
     ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
     return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
-            and c.axes["devices"] == 1 and not stored.has_profile(root, c.id)]
+            and c.axes["devices"] == 1 and not stored.has_profile(root, c.id, ledger)]
 
 
 def no_profiler(cell: Cell) -> str | None:
@@ -112,7 +113,7 @@ def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store
     profile, kernels, trace = profile_of(cell, worker, outcome, settings,
                                          timed_median(records, cell.id), records)
     profile["log"] = f"logs/{key}.log"
-    stored.write_profile(store.root, cell.id, profile, kernels, trace)
+    stored.write_profile(store.root, cell.id, profile, kernels, trace, store.ledger)
     return {**profile, "kernels": kernels}
 
 

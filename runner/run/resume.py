@@ -96,8 +96,9 @@ def set_aside(store: Store, say: Callable[[str], None]) -> None:
     if taken:
         say(f"{store.ledger.path.name}: the run had none; its {taken} record(s) are taken as "
             "they are now")
-    for target, problem in store.set_aside_unreadable():
-        say(f"set aside {target.name} ({problem}) to {target.parent}: its cell runs again")
+    for records in (store, store.calibration()):    # the calibration's too: it is measured again
+        for target, problem in records.set_aside_unreadable():
+            say(f"set aside {target.name} ({problem}) to {target.parent}: its cell runs again")
 
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..paths import folder_in_run
 from ..worker import catalog
 from ..worker.protocol import UserWorkloadEntry
 from ..worker.user_code import STAGED_ENV, digest
@@ -246,14 +247,16 @@ def stage(workloads: list[UserWorkload], run_dir: Path) -> None:
     """Read-only copies of each workload's code under run_dir/workloads/, checked against its
     digest (a file edited since the matrix was read is refused: ValueError)."""
     for user in workloads:
-        target = run_dir / STAGED / user.folder
+        target = folder_in_run(run_dir, STAGED) / user.folder
+        if target.is_symlink():
+            raise ValueError(f"{target}: is a symbolic link; a run folder holds none (it "
+                             "could point anywhere)")
         if target.is_dir():
             continue                         # a resumed run staged it already
         sources = read_sources(user.path, user.file, f"workloads.{user.name}.file")
         if digest(user.path.name, sources) != user.sha256:
             raise ValueError(f"workloads.{user.name}.file: {user.file} changed while the run "
                              "was starting; run it again")
-        target.parent.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(prefix=f".{user.folder}.", dir=target.parent))
         for module, data in sources.items():
             out = partial / module

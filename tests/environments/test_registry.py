@@ -38,12 +38,14 @@ MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json, "
 def set_recorded_metadata(run_dir: Path, **values) -> None:
     """The run's records as another VM's run would have written them: changed, and their new
     digests in the ledger (as the runner there wrote it), so they are read as the run's own."""
+    ledger = Ledger(run_dir)
     for path in (run_dir / "cells").glob("*.json"):
         changed = json.loads(path.read_text())
         changed["metadata"].update(values)
         text = json.dumps(changed)
         path.write_text(text)
-        Ledger(run_dir).note(f"cells/{path.name}", text.encode())
+        ledger.retire(f"cells/{path.name}", "written as another VM's run")
+        ledger.note(f"cells/{path.name}", text.encode())
 
 
 def free_port() -> int:

@@ -436,9 +436,12 @@ def test_records_a_workload_rewrites_are_named_and_left_out_everywhere(tmp_path,
 
 
 def test_a_run_without_a_ledger_is_read_unverified_and_said_so(run_copy, tmp_path, capsys):
-    (run_copy / "ledger.jsonl").unlink()          # a run made before the ledger, or deleted
-    missing = f"warning: {run_copy / 'ledger.jsonl'}: missing; the run's records are read " \
-              "unverified (a run made before the ledger, or its ledger deleted)"
+    (run_copy / "ledger.jsonl").unlink()          # a run made before the ledger (and before
+    manifest = json.loads((run_copy / "manifest.json").read_text())     # its manifest said so)
+    del manifest["ledger"]
+    (run_copy / "manifest.json").write_text(json.dumps(manifest))
+    missing = f"warning: {run_copy / 'ledger.jsonl'}: missing (a run made before the ledger); " \
+              "the run's records are read unverified"
     code, out, err = main(capsys, "report", run_copy)
     assert code == 0 and err.strip() == missing
     code, out, err = main(capsys, tmp_path / "matrix.toml", "--resume", run_copy)

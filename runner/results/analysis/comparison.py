@@ -138,8 +138,8 @@ def readable_records(store: Store, manifest: Manifest | None = None) -> list[Rec
     records, unreadable = store.read_records(manifest)
     for path, problem in unreadable:
         print(f"warning: {one_line(f'{path}: {problem}; not compared')}", file=sys.stderr)
-    if store.ledger.missing():
-        print(f"warning: {one_line(str(store.ledger.missing()))}", file=sys.stderr)
+    if store.ledger.warning():
+        print(f"warning: {one_line(str(store.ledger.warning()))}", file=sys.stderr)
     return records
 
 

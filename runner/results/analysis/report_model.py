@@ -95,6 +95,7 @@ class ReportModel:
     left_out: list[tuple[str, str]]        # (record file, why): not in the report
     profiled: Profiled | None = None       # the run's profiles, by row, and their plots
     tiers: list[TierPair] = field(default_factory=list)     # tiers.tier_pairs
+    ledger_fault: str | None = None        # why the run's ledger vouches for nothing
 
 
 def quantized_cells(summaries: list[CellSummary]) -> list[Quantized]:

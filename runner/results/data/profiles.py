@@ -19,8 +19,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ...paths import folder_in_run
 from ...worker.profiling.categories import CATEGORIES, category
-from ...worker.protocol import write_json_atomic
+from ...worker.protocol import atomic_target, json_text
+from .ledger import Ledger
 from .store import read_file
 
 PROFILES = "profiles"
@@ -87,28 +89,39 @@ def trace_bytes(encoded: Any, limit_mb: float) -> bytes | None:
 
 
 def write_profile(root: Path, cell_id: str, profile: dict[str, Any],
-                  kernels: dict[str, Any] | None, trace: bytes | None) -> Path:
+                  kernels: dict[str, Any] | None, trace: bytes | None,
+                  ledger: Ledger | None = None) -> Path:
     """profiles/<cell>/: each file written atomically, profile.json last (it names the others),
-    so a profile.json on disk always has its files beside it."""
-    folder = profile_dir(root, cell_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in (KERNELS_FILE, TRACE_FILE):
-        (folder / stale).unlink(missing_ok=True)
-    if trace is not None:
-        partial = folder / f".{TRACE_FILE}.tmp"
-        partial.write_bytes(trace)
-        partial.replace(folder / TRACE_FILE)
-    if kernels is not None:
-        write_json_atomic(folder / KERNELS_FILE, kernels)
+    so a profile.json on disk always has its files beside it; each noted in the run's `ledger`
+    before it is written (a profile made again retires the last one's lines)."""
+    folder = folder_in_run(root, PROFILES, cell_id)     # never through a link: refused
     files = {"trace": TRACE_FILE if trace is not None else None,
              "kernels": KERNELS_FILE if kernels is not None else None}
-    write_json_atomic(folder / PROFILE_FILE, {**profile, "schema": SCHEMA, "files": files})
+    written = {TRACE_FILE: trace,
+               KERNELS_FILE: None if kernels is None else json_text(kernels).encode(),
+               PROFILE_FILE: json_text({**profile, "schema": SCHEMA, "files": files}).encode()}
+    for name, data in written.items():
+        noted, again = f"{PROFILES}/{cell_id}/{name}", "made again by a new profiled pass"
+        if data is None:
+            (folder / name).unlink(missing_ok=True)
+            if ledger is not None:
+                ledger.retire(noted, again)
+            continue
+        if ledger is not None:
+            ledger.note(noted, data, replacing=again)
+        write_bytes_atomic(folder / name, data)
     return folder
 
 
-def read_profiles(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    with atomic_target(path) as partial, open(partial, "wb") as handle:
+        handle.write(data)
+
+
+def read_profiles(root: Path, ledger: Ledger | None = None
+                  ) -> tuple[list[dict[str, Any]], list[str]]:
     """Every profile of a run with its kernels table (profile["kernels"]), and a line for each
-    that could not be read."""
+    that could not be read or is not what the runner wrote (its `ledger`, where given)."""
     found, problems = [], []
     base = Path(root) / PROFILES
     for folder in sorted(base.iterdir()) if base.is_dir() else []:
@@ -116,11 +129,23 @@ def read_profiles(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if folder.is_symlink() or not path.is_file():
             continue
         try:
-            profile = json.loads(read_file(path))
+            raw = read_file(path)
             kernels_path = folder / KERNELS_FILE
-            kernels = clean_kernels(json.loads(read_file(kernels_path))) \
-                if kernels_path.is_file() else None
-        except (OSError, ValueError) as exc:
+            kernels_raw = read_file(kernels_path) if kernels_path.is_file() else None
+        except OSError as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        changed = ledger is not None and next(filter(None, (
+            ledger.problem(f"{PROFILES}/{folder.name}/{file.name}", data)
+            for file, data in ((path, raw), (folder / KERNELS_FILE, kernels_raw))
+            if data is not None)), None)
+        if changed:
+            problems.append(f"{path}: {changed}")
+            continue
+        try:
+            profile = json.loads(raw)
+            kernels = clean_kernels(json.loads(kernels_raw)) if kernels_raw is not None else None
+        except ValueError as exc:
             problems.append(f"{path}: {exc}")
             continue
         if not isinstance(profile, dict):
@@ -130,11 +155,15 @@ def read_profiles(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return found, problems
 
 
-def has_profile(root: Path, cell_id: str) -> bool:
-    """Whether the cell has a finished profile (a resumed run or `profile` does not redo it)."""
+def has_profile(root: Path, cell_id: str, ledger: Ledger | None = None) -> bool:
+    """Whether the cell has a finished profile (a resumed run or `profile` does not redo it),
+    as the runner wrote it (its `ledger`, where given: a changed one is made again)."""
     path = profile_dir(root, cell_id) / PROFILE_FILE
     try:
-        return json.loads(read_file(path)).get("status") == "ok"
+        raw = read_file(path)
+        if ledger is not None and ledger.problem(f"{PROFILES}/{cell_id}/{PROFILE_FILE}", raw):
+            return False
+        return json.loads(raw).get("status") == "ok"
     except (OSError, ValueError, AttributeError):
         return False
 

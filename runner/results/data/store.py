@@ -20,7 +20,7 @@ from typing import Any, cast
 import tomli_w
 
 from ...errors import UsageError
-from ...paths import RESULTS_DIR
+from ...paths import RESULTS_DIR, folder_in_run
 from ...worker.protocol import json_text, write_json_atomic, write_text_atomic
 from . import schemas
 from .ledger import Ledger
@@ -59,11 +59,14 @@ class Store:
         self._lock_fd: int | None = None
         self._reserved = False
 
-    def calibration(self) -> Store:
+    def calibration(self, create: bool = True) -> Store:
         """The same run folder, its calibration records kept apart in calibration/ (they are
-        the run's measured peak, never cells of the run)."""
+        the run's measured peak, never cells of the run): its one ledger shared, so that what
+        the calibration notes is in the run's held copy too."""
         store = Store(self.root, "calibration")
-        store._make_folders()
+        store.ledger = self.ledger
+        if create:
+            store._make_folders()
         return store
 
     # --- creating and opening ---------------------------------------------------------------
@@ -115,8 +118,13 @@ class Store:
             raise UsageError(f"{root}: not a run folder (no manifest.json)")
         if lock:
             store.lock()
-            store.reserve()
             store.ledger.hold()
+            unusable = store.ledger.unusable()
+            if unusable:
+                store.close()
+                raise UsageError(f"{unusable}; nothing more is written into the run (`report` "
+                                 "still reads it, unverified): start a new run")
+            store.reserve()
         if create_folders:
             store._make_folders()
         return store
@@ -131,7 +139,7 @@ class Store:
 
     def _make_folders(self) -> None:
         for folder in (self.cells, self.logs, self.work):
-            folder.mkdir(parents=True, exist_ok=True)
+            folder_in_run(self.root, folder.name)
 
     def lock(self) -> None:
         """Hold the run folder for this process's life (flock: the kernel releases it when the
@@ -226,7 +234,8 @@ class Store:
         if path.exists() or path.is_symlink():
             raise FileExistsError(f"{path} exists: a finished result is never overwritten")
         text = json_text(record)
-        self.ledger.note(self.ledger_name(path), text.encode("utf-8"))
+        self.ledger.note(self.ledger_name(path), text.encode("utf-8"),
+                         replacing="never written (the write did not finish)")
         write_text_atomic(path, text)
 
     def ledger_name(self, path: Path) -> str:
@@ -281,14 +290,14 @@ class Store:
         runs again and its new record can be written: [(where it went, why)]."""
         moved = []
         for path, problem in self.read_records()[1]:
-            folder = self.root / SET_ASIDE
-            folder.mkdir(exist_ok=True)
+            folder = folder_in_run(self.root, SET_ASIDE)
             target = folder / path.name
             number = 1
             while target.exists() or target.is_symlink():
                 number += 1
                 target = folder / f"{path.stem}.{number}{path.suffix}"
             os.replace(path, target)          # a link is moved as a link, never followed
+            self.ledger.retire(self.ledger_name(path), f"set aside to {SET_ASIDE}/{target.name}")
             moved.append((target, problem))
         return moved
 

@@ -301,6 +301,7 @@ class Manifest(TypedDict, total=False):
     workloads: dict[str, dict[str, Any]]
     report: dict[str, Any]
     cells: list[ManifestCell]
+    ledger: dict[str, Any]           # the run keeps ledger.jsonl: its file, what it vouches for
     # added as the run goes on
     calibration: dict[str, Any] | None
     finished_at: str

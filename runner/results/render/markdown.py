@@ -158,12 +158,17 @@ def warnings_part(r: Report) -> list[str]:
 
 def left_out_section(r: Report) -> list[str]:
     """The run's record files the report could not use: changed since the runner wrote them
-    (its ledger), not valid, or not of a cell of the run."""
+    (its ledger), not valid, or not of a cell of the run; and the ledger itself when it cannot
+    vouch for any (deleted, unreadable, or a run made before it)."""
+    out = [] if not r.model.ledger_fault else [
+        "## Records unverified", "", f"{md_code('ledger.jsonl')}: {md_text(r.model.ledger_fault)}"
+        ": this report's records are read unverified (the ledger is what tells a record the "
+        "runner wrote from one changed since).", ""]
     if not r.model.left_out:
-        return []
-    return ["## Records left out", "", "These files in the run folder are not in this report "
-            "(a resume sets them aside and measures their cells again):", "",
-            *[f"- {md_code(name)}: {md_text(why)}" for name, why in r.model.left_out], ""]
+        return out
+    return out + ["## Records left out", "", "These files in the run folder are not in this "
+                  "report (a resume sets them aside and measures their cells again):", "",
+                  *[f"- {md_code(name)}: {md_text(why)}" for name, why in r.model.left_out], ""]
 
 
 def fixed_costs_section(r: Report) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...paths import folder_in_run
 from ...worker.profiling.categories import CATEGORIES
 from ..analysis.profiles import ProfiledRow, category_ms
 from .plots import _figure, save
@@ -43,7 +44,7 @@ def profile_plots(root: Path, rows: list[ProfiledRow]) -> dict[tuple[str, int], 
         fig.suptitle(f"Where the time goes: {row.label}, batch {row.batch_size}", fontsize=9)
         shares.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         relative = f"plots/profile-{number}.png"
-        (root / "plots").mkdir(exist_ok=True)
+        folder_in_run(root, "plots")
         save(fig, root / relative)
         out[(row.label, row.batch_size)] = relative
     return out

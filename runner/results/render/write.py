@@ -4,6 +4,7 @@ report model (analysis/report_model.py: the analysis, once), then each renderer 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -24,7 +25,7 @@ def _warn(message: str) -> None:
 
 def profiled_of(store: Store) -> Profiled | None:
     """The run's profiles by row (none: no profile)."""
-    found, problems = read_profiles(store.root)
+    found, problems = read_profiles(store.root, store.ledger)
     for problem in problems:
         _warn(f"{problem}; not in the reports")
     if not found:
@@ -65,10 +66,13 @@ def write_reports(store: Store, manifest: Manifest) -> ReportModel:
         _warn(f"{store.ledger.path}: changed while the run ran; written again from the "
               "runner's own copy")
     records, unreadable = store.read_records(manifest)
+    calibration = store.calibration(create=False)
+    if calibration.cells.is_dir():          # verified like the cells, never in the tables
+        unreadable += calibration.read_records()[1]
     for path, problem in unreadable:
         _warn(f"{path}: {problem}; not in the reports")
-    if store.ledger.missing():
-        _warn(str(store.ledger.missing()))
+    if store.ledger.warning():
+        _warn(str(store.ledger.warning()))
     summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
                                (manifest.get("calibration") or {}).get("peaks"),
                                manifest.get("machine_profile"), cost.price_of(manifest))
@@ -78,7 +82,8 @@ def write_reports(store: Store, manifest: Manifest) -> ReportModel:
     store.write_text("results.jsonl", files.results_jsonl(records))
     store.write_text("summary.csv", files.summary_csv(summaries))
     left_out = [(str(path.relative_to(store.root)), why) for path, why in unreadable]
-    model = build(manifest, summaries, analysis, left_out, profiled_of(store))
+    model = dataclasses.replace(build(manifest, summaries, analysis, left_out, profiled_of(store)),
+                                ledger_fault=store.ledger.fault())
     plots: list[Any] = []
     try:
         from .plots import write_plots
