@@ -204,9 +204,10 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(work / "result.json"),
                      calls_per_sample)
     settled = None
+    worker: record_mod.WorkerReply
     if prepared.error:
         outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
-        worker: dict[str, Any] | None = {"schema": 1, "status": "failed", "error": prepared.error}
+        worker = record_mod.failed_result(spec, prepared.error)
     else:
         settled = settle_before(entry.cell, lane, on_status, stop)
         store.log_path(entry.key).unlink(missing_ok=True)
@@ -218,7 +219,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         outcome = executor.run(prepared, attempt)
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
-        worker = record_mod.read_worker_result(attempt.result_path)
+        worker = record_mod.read_worker_result(attempt.result_path, spec)
     record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  f"logs/{entry.key}.log", settle=settled, usd_per_s=usd_per_s)
     store.write_record(entry.key, record)
@@ -263,12 +264,13 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
     """On resume: a worker that finished while the runner died before storing its record left
     a complete result.json; store it instead of measuring again (nothing finished is lost)."""
     path = store.orphaned_result(entry.key)
-    worker = record_mod.read_worker_result(path) if path else None
-    if worker is None or worker.get("cell_id") != entry.cell.id:
+    found = record_mod.read_json_object(path) if path else None
+    if found is None or found.get("cell_id") != entry.cell.id:
         return None
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(path))
     outcome = Outcome(returncode=0, timed_out=False, wall_s=None)
-    record = record_mod.finalize(spec, outcome, worker, host_metadata, f"logs/{entry.key}.log",
+    record = record_mod.finalize(spec, outcome, record_mod.worker_result(found, spec),
+                                 host_metadata, f"logs/{entry.key}.log",
                                  notes={"adopted_after_interrupt": True})
     store.write_record(entry.key, record)
     return record
