@@ -144,7 +144,7 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
             measure.append((cell, lock))
     with calibration_display(console, len(measure)) as show:    # transient: one line when done
         for n, (cell, lock) in enumerate(measure, 1):
-            show(n, f"{user_text(cell.environment)} {cell.axes['precision']}")
+            show(n, f"{user_text(cell.environment)} {cell.axes.precision}")
             source = setup.source_of(cell)
             executor = setup.executor_for(source)
             record = run_entry(executor, Entry(cell, 1), prepared[source.key], sub, seed,
@@ -242,10 +242,10 @@ def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
     """What the cell asks of the GPU on its lane: none for a CPU cell, else the lane's GPU (or
     the executor's default where the lane has none); a data-parallel cell, its lane's GPUs
     (a joined lane: Lanes gave it one per device)."""
-    if cell.axes["device"] == "cpu":
+    if cell.axes.device == "cpu":
         return None
     ids = [gpu.device_id for gpu in lane.gpus]
-    return GpuRequest(ids[0] if ids else None, tuple(ids[1:]), count=cell.axes["devices"])
+    return GpuRequest(ids[0] if ids else None, tuple(ids[1:]), count=cell.axes.devices)
 
 
 def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
@@ -293,7 +293,7 @@ def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
                   stop: threading.Event | None = None) -> dict[str, Any] | None:
     """[run] settle: wait for a quiet GPU before a GPU cell on this host's lane (a Ray slot's
     GPU is on its node; a CPU cell needs none); the record's `settle`."""
-    if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
+    if cell.axes.device == "cpu" or not lane.local or lane.gpu is None:
         return None
     settled = [gpustate.settle_gpu(gpu.device_id, cell.settle_s, cell.settle_temp_c, on_status,
                                    stop) for gpu in lane.gpus]      # a joined lane: each GPU

@@ -47,7 +47,7 @@ def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]]
         return []
     ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
     return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
-            and c.axes["devices"] == 1 and not stored.has_profile(root, c.id)]
+            and c.axes.devices == 1 and not stored.has_profile(root, c.id)]
 
 
 def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | None:

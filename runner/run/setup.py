@@ -89,7 +89,7 @@ class Setup:
         """A CPU cell on a host whose lanes are GPUs runs alone (Ray keeps it alone on its node
         by the resources it asks for)."""
         lanes, _ = self.lanes()
-        return cell.axes["device"] == "cpu" and lanes[0].local and lanes[0].gpu is not None
+        return cell.axes.device == "cpu" and lanes[0].local and lanes[0].gpu is not None
 
     def would_use(self, source: Source) -> tuple[str, str | None, str]:
         """(executor name, flavour, what it uses) without building anything."""

@@ -29,6 +29,7 @@ from runner.run import devices, scheduling
 from runner.run.cells import gpu_request
 from runner.run.setup import choose_setup
 from runner.schema import matrix as matrix_mod
+from runner.schema.axes import Axes
 from tests.executors.attempts import attempt_in
 
 GPUS = [{"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA A100-SXM4-80GB"} for i in range(8)]
@@ -84,9 +85,9 @@ def test_a_joined_lane_names_every_gpu_and_its_placement():
     lane = scheduling.Lane.join(gpu_lanes()[2:4])
     assert lane.label == "GPU 2+3" and [g.index for g in lane.gpus] == [2, 3]
     assert lane.placement()["gpu_indices"] == [2, 3] and lane.placement()["gpu_index"] == 2
-    cell = SimpleNamespace(axes={"device": "auto", "devices": 2})
+    cell = SimpleNamespace(axes=Axes.defaults(devices=2))
     assert gpu_request(cell, lane) == GpuRequest("GPU-2", ("GPU-3",), count=2)
-    assert gpu_request(SimpleNamespace(axes={"device": "cpu", "devices": 2}), lane) is None
+    assert gpu_request(SimpleNamespace(axes=Axes.defaults(device="cpu", devices=2)), lane) is None
 
 
 def test_a_cell_wider_than_every_lane_is_a_bug_not_a_hang():
@@ -160,10 +161,10 @@ def test_a_ray_cluster_is_judged_by_its_largest_node():
     setup = SimpleNamespace(
         lanes=lambda: ([scheduling.Lane("ray 1", local=False)], ""),
         executor=SimpleNamespace(cluster=lambda: cluster))
-    cell = SimpleNamespace(axes={"device": "auto", "devices": 16})
+    cell = SimpleNamespace(axes=Axes.defaults(devices=16))
     assert devices.capacity(setup, cell) == (8, "GPUs on the Ray cluster's largest node")
     assert devices.width(setup, cell) == 16
-    cpu_cell = SimpleNamespace(axes={"device": "cpu", "devices": 2})
+    cpu_cell = SimpleNamespace(axes=Axes.defaults(device="cpu", devices=2))
     assert devices.capacity(setup, cpu_cell)[0] == 8 and devices.width(setup, cpu_cell) == 1
 
 
