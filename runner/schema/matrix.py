@@ -340,8 +340,7 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
                             image=env.image, python=env.python, pins=tuple(env.pins),
                             packages=tuple(env.packages), workload="matmul", task="run",
-                            batch_size=1,
-                            axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
+                            batch_size=1, axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
                             repeats=1, timeout=run.timeout,
                             settings=protocol.settings_from(

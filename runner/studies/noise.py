@@ -204,8 +204,7 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
                         timeout=run_settings.timeout,
                         settings=protocol.settings_from(run_settings, harness_overhead=True),
                         keep_compile_caches=run_settings.keep_compile_caches,
-                        settle_s=run_settings.settle,
-                        settle_temp_c=run_settings.settle_temperature))
+                        settle_s=run_settings.settle, settle_temp_c=run_settings.settle_temperature))
     return out
 
 
