@@ -21,6 +21,8 @@ from runner.executors.base import GpuRequest
 from runner.executors.containers import run_options
 from runner.executors.local import LocalExecutor
 from runner.executors.ray import RayExecutor
+from runner.environments import Source
+from runner.executors.ray_messages import CellRequest
 from runner.executors.ray_node import node_attempt
 from runner.machine import hostinfo
 from runner.machine.hostinfo import Gpu
@@ -112,8 +114,8 @@ def test_ray_asks_for_n_gpus_on_one_node_and_the_node_hands_over_all(tmp_path):
     assert RayExecutor.resources(cluster, 4) == {"num_gpus": 4, "num_cpus": 1}
     assert RayExecutor.resources(cluster, 1) == {"num_gpus": 1, "num_cpus": 1}
     assert RayExecutor.resources(cluster, 0) == {"num_gpus": 0, "num_cpus": 32}
-    spec = attempt_in(tmp_path).spec.to_dict()
-    request = {"spec": spec, "wants_gpu": True, "env": {}, "timeout": 5}
+    request = CellRequest(spec=attempt_in(tmp_path).spec, source=Source("numpy"), locks={},
+                          env={}, timeout=5, wants_gpu=True, node_executor="local")
     attempt = node_attempt(request, {"gpu_index": 4, "gpu_indices": [4, 5, 6, 7]}, tmp_path,
                            tmp_path / "log")
     assert attempt.gpu == GpuRequest("4", ("5", "6", "7"), count=4)
