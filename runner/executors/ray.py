@@ -67,6 +67,11 @@ class RayExecutor(Executor):
     on_this_host = False        # Ray places every cell on a node of the cluster
     runs_existing = True        # an existing interpreter runs on each node (a VM image's stack)
 
+    @classmethod
+    def for_run(cls, flavour: Flavour, gpu: bool, address: str | None = None) -> RayExecutor:
+        """The driver of the cluster at `address` (the host's own GPU does not matter)."""
+        return cls(address, flavour=flavour)
+
     def __init__(self, address: str | None = None, retries: int | None = None,
                  flavour: Flavour | None = None):
         # Each node decides its own flavour, unless DL_BENCH_FLAVOUR forces one everywhere.

@@ -216,17 +216,14 @@ def node_executor(wanted: str) -> tuple[str, Any]:
         key = ("executor", wanted)
         if key not in _NODE_STATE:
             from ..machine import hostinfo
+            from . import kinds
             from .auto import choose
-            from .docker import DockerExecutor
-            from .local import LocalExecutor
 
             gpu = hostinfo.gpu_found()
             facts = hostinfo.gpu_facts()
             flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
-            kind = choose(gpu)[0] if wanted == "auto" else wanted
-            executor = DockerExecutor(flavour, gpu) if kind == "docker" else \
-                LocalExecutor(flavour, gpu)
-            _NODE_STATE[key] = (kind, executor)
+            kind = choose(gpu)[0] if wanted == kinds.AUTO else wanted
+            _NODE_STATE[key] = (kind, kinds.create(kind, flavour, gpu))
         return _NODE_STATE[key]
 
 
