@@ -110,14 +110,20 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         progress.console.print(cell_line(entry, record, pace.finish(entry) if pace else ""),
                                soft_wrap=True)
 
-    lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
-              alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
-              interrupt=setup.interrupt, ready=blocks.ready,
-              gate=pace.gate if pace else lambda entry: None,
-              width=lambda e: devices.width(setup, e.cell))
+    lanes.run(plan.to_run, cell_policy(setup, blocks, pace), run_one, done, setup.interrupt)
     if lanes.stopped is not None:
         raise RunStopped(lanes.stopped, by=pace.stopped_by if pace and pace.stopped_by
                          else "executor")
+
+
+def cell_policy(setup: Setup, blocks: BlockSizes, pace: Pace | None) -> scheduling.Policy[Entry]:
+    """Where and when each cell × repeat runs: a CPU cell alone (on a host with GPUs), a later
+    repeat once its cell's first has finished (its block size), as many lanes as its devices,
+    and, with a pace, no cell × repeat that would pass the run's caps."""
+    return scheduling.Policy(label=lambda e: f"{e.cell.name} r{e.repeat}",
+                             alone=lambda e: setup.alone(e.cell), ready=blocks.ready,
+                             gate=pace.gate if pace else lambda entry: None,
+                             width=lambda e: devices.width(setup, e.cell))
 
 
 def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],

@@ -75,9 +75,9 @@ def test_mixed_1_2_4_device_cells_never_share_a_gpu_nor_exceed_the_host():
 
     finished = []
     lanes = scheduling.Lanes(gpu_lanes(), Console(quiet=True))
-    lanes.run(entries, label=lambda e: e.name, alone=lambda e: False, run_one=run_one,
-              done=lambda e, result, progress: finished.append(e.name),
-              interrupt=lambda: None, width=lambda e: e.width)
+    lanes.run(entries, scheduling.Policy(label=lambda e: e.name, width=lambda e: e.width),
+              run_one=run_one, done=lambda e, result, progress: finished.append(e.name),
+              interrupt=lambda: None)
     assert sorted(finished) == sorted(e.name for e in entries)      # every one ran, once
     assert peak[0] <= 8 and peak[0] >= 6                             # busy, never beyond
     assert given["c12"] == [f"GPU-{i}" for i in range(8)]            # 8 devices: the whole host
@@ -95,9 +95,9 @@ def test_a_joined_lane_names_every_gpu_and_its_placement():
 def test_a_cell_wider_than_every_lane_is_a_bug_not_a_hang():
     lanes = scheduling.Lanes(gpu_lanes(2), Console(quiet=True))
     with pytest.raises(RuntimeError, match="wants 4 lanes, the run has 2"):
-        lanes.run([SimpleNamespace()], label=str, alone=lambda e: False,
+        lanes.run([SimpleNamespace()], scheduling.Policy(width=lambda e: 4),
                   run_one=lambda e, lane, show: None, done=lambda e, r, p: None,
-                  interrupt=lambda: None, width=lambda e: 4)
+                  interrupt=lambda: None)
 
 
 def test_the_executors_hand_a_cell_all_of_its_gpus(tmp_path):
