@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..executors.kinds import KINDS
+from ..executors import kinds
 
 if TYPE_CHECKING:
     from ..run.pipeline import Options
@@ -21,7 +21,7 @@ def add_matrix_options(parser: argparse.ArgumentParser) -> None:
                         help="run only cells whose name contains or globs PATTERN (repeatable)")
     parser.add_argument("--profile", choices=PROFILES,
                         help="override [run] profile (auto: smoke when no GPU is found)")
-    parser.add_argument("--executor", choices=KINDS, help="override [run] executor")
+    parser.add_argument("--executor", choices=kinds.choices(), help="override [run] executor")
     parser.add_argument("--parallel", type=parallel, metavar="N|auto",
                         help="cells at once: auto (one per GPU) or at most N; 1: one at a time "
                              "(overrides [run] parallel)")

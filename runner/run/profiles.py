@@ -53,7 +53,7 @@ def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]]
         return []
     ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
     return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
-            and c.axes["devices"] == 1 and not stored.has_profile(root, c.id, ledger)]
+            and c.axes.devices == 1 and not stored.has_profile(root, c.id, ledger)]
 
 
 def no_profiler(cell: Cell) -> str | None:
@@ -98,9 +98,9 @@ def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store
     work = store.work_dir(key)
     spec = dataclasses.replace(cell_spec(cell, 0, store.run_id, seed, str(work / "result.json")),
                                profile_pass=settings)
-    worker: dict[str, Any] | None
+    worker: record_mod.WorkerReply
     if prepared.error:
-        outcome, worker = Outcome(None, False, 0.0), {"status": "failed", "error": prepared.error}
+        outcome, worker = Outcome(None, False, 0.0), record_mod.failed_result(spec, prepared.error)
     else:
         store.log_path(key).unlink(missing_ok=True)
         attempt: Attempt = attempt_for(Entry(cell, 0), spec, work, store.log_path(key), lane,
@@ -109,7 +109,7 @@ def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store
             attempt.staged_code = store.root / STAGED
         write_spec(attempt)
         outcome = executor.run(prepared, attempt)
-        worker = record_mod.read_worker_result(attempt.result_path)
+        worker = record_mod.read_worker_result(attempt.result_path, spec)
     profile, kernels, trace = profile_of(cell, worker, outcome, settings,
                                          timed_median(records, cell.id), records)
     profile["log"] = f"logs/{key}.log"
@@ -117,7 +117,7 @@ def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store
     return {**profile, "kernels": kernels}
 
 
-def profile_of(cell: Cell, worker: Mapping[str, Any] | None, outcome: Outcome,
+def profile_of(cell: Cell, worker: record_mod.WorkerReply, outcome: Outcome,
                settings: dict[str, Any], timed_ms: float | None,
                records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], Any, bytes | None]:
     """profile.json, kernels.json and the trace from what the worker handed back."""
@@ -129,11 +129,14 @@ def profile_of(cell: Cell, worker: Mapping[str, Any] | None, outcome: Outcome,
         "api": cell.api, "backend": cell.backend, "workload": cell.workload, "task": cell.task,
         "batch_size": cell.batch_size, "row": row_label(first), "settings": settings,
         "timed_median_ms": timed_ms, "wall_s": outcome.wall_s}
-    captured = (worker or {}).get("profile")
-    if not worker or worker.get("status") != "ok" or not isinstance(captured, dict):
-        why = (worker or {}).get("error") or ("timed out" if outcome.timed_out else
-                                              f"the worker exited {outcome.returncode} without "
-                                              "a profile")
+    if isinstance(worker, record_mod.Unusable):
+        why = f"the worker's result.json is not a valid result ({worker.problem})"
+        return {**base, "status": "failed", "error": why[-2000:]}, None, None
+    captured = worker["profile"] if worker is not None else None
+    if worker is None or worker["status"] != "ok" or not isinstance(captured, dict):
+        why = (worker["error"] if worker is not None else None) or (
+            "timed out" if outcome.timed_out else
+            f"the worker exited {outcome.returncode} without a profile")
         return {**base, "status": "failed", "error": str(why)[-2000:]}, None, None
     profiled = stored.finite_number(captured.get("profiled_step_ms"))
     overhead = profiled / timed_ms if profiled and timed_ms else None

@@ -27,7 +27,7 @@ TUNED, DEFAULTS = "tuned", "defaults"
 
 def defaults_twin(cell: Cell) -> Cell:
     """The tuned cell's defaults: the same cell at tier = "defaults" (no knobs)."""
-    return dataclasses.replace(cell, axes={**cell.axes, "tier": DEFAULTS}, tuning={})
+    return dataclasses.replace(cell, axes=cell.axes.replace(tier=DEFAULTS), tuning={})
 
 
 def gpu_model(setup: Setup, cell: Cell) -> str:
@@ -77,12 +77,12 @@ def attach(setup: Setup, cells: list[Cell], folders: list[Path], results_dir: Pa
            ) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
     """The cells with each tuned one given its knobs (or made not applicable), and, per tuned
     cell id, where its knobs came from (the manifest's `tuning`); `only`: [tuning] knobs."""
-    if not any(c.axes.get("tier") == TUNED for c in cells):
+    if not any(c.axes.tier == TUNED for c in cells):
         return cells, {}
     tunings = found_tunings(folders, results_dir, run_name)
     out, sources = [], {}
     for cell in cells:
-        if cell.axes.get("tier") != TUNED or cell.not_applicable:
+        if cell.axes.tier != TUNED or cell.not_applicable:
             out.append(cell)
             continue
         twin = defaults_twin(cell)

@@ -57,7 +57,7 @@ class Tuner:
 def choose_cells(state: RunState) -> None:
     """The defaults cell of every tuned cell --only selects (one repeat each: the plan of what
     is tuned); none is bad input."""
-    tuned = [c for c in state.matrix.cells if c.axes.get("tier") == tiers.TUNED]
+    tuned = [c for c in state.matrix.cells if c.axes.tier == tiers.TUNED]
     if not tuned:
         raise UsageError(f"{state.matrix.path}: no cell asks for the tuned tier: add tier = "
                          "[\"defaults\", \"tuned\"] to a benchmark (docs/tuned.md)")

@@ -244,11 +244,12 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     # CellSpec's field, and WorkerResult's (the worker copies the spec into its result)
     insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n",
                  times=2)
-    insert_after(copy / "runner" / "results" / "data" / "types.py", "    device: str | None\n",
+    # the record's type of it (CellCoordinates, declared with the record)
+    insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str | None\n",
                  "    toy: str | None\n")
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",
                                    "runner/worker/catalog/rules.py",
-                                   "runner/worker/protocol.py", "runner/results/data/types.py"}
+                                   "runner/worker/protocol.py"}
     bench = {"workload": "matmul", "options": {"n": 8}}
 
     wrong = run_matrix(copy, [{**bench, "toy": "fancey"}])
