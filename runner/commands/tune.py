@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..executors import kinds
 from .options import PROFILES, parallel, positive
 
 
@@ -20,8 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "PATTERN (repeatable)")
     parser.add_argument("--profile", choices=PROFILES,
                         help="override [run] profile (auto: smoke when no GPU is found)")
-    parser.add_argument("--executor", choices=("auto", "local", "docker"),
-                        help="override [run] executor")
+    parser.add_argument("--executor", choices=kinds.choices(), help="override [run] executor")
     parser.add_argument("--parallel", type=parallel, metavar="N|auto", help=argparse.SUPPRESS)
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="folder for run and tuning folders (default: results/ of the "

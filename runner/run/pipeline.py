@@ -176,8 +176,7 @@ def start_run(state: RunState) -> None:
     state.console.print(f"run folder: {user_text(str(store.root))}", soft_wrap=True)
     state.progress.manifest = manifest_mod.opening_manifest(
         matrix, state.plan, state.setup, store, state.progress.prepared, bool(state.opts.resume))
-    if state.decisions.tuned:               # where the tuned tier's knobs came from
-        state.progress.manifest["tuning"] = state.decisions.tuned
+    manifest_mod.add_tuning(state.progress.manifest, state.decisions.tuned)
     show.announce_machine(state.progress.manifest, state.console)
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran

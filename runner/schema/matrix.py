@@ -55,15 +55,11 @@ class Cell:
     keep_compile_caches: bool = False         # [run] keep_compile_caches (not a coordinate)
     settle_s: float = 0.0                     # [run] settle: the wait for a quiet GPU (idem)
     settle_temp_c: float = 60.0               # [run] settle_temperature
-    # The report compares this cell's answer with its row's ([[benchmarks]] check_answers);
-    # not a coordinate: the cell computes the same either way.
+    # The report checks its answer against its row's ([[benchmarks]] check_answers; no coordinate).
     check_answers: bool = True
-    # A workload from the user's own file ([workloads.<name>]): its code's digest is a
-    # coordinate (an edit makes other cells), where the file lies is not.
+    # A user's workload ([workloads.<name>]): its code's digest is a coordinate, not its path.
     user_workload: UserWorkload | None = None
-    # A tuned cell's knobs (tier = "tuned", from its tuning; a probe's): a coordinate where
-    # there are any, so that other knobs make another cell and the defaults keep their ids.
-    tuning: dict[str, Any] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)    # knobs: a coordinate, where any
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -74,8 +70,7 @@ class Cell:
         calibration = protocol.coordinate_settings(self.settings)
         if self.user_workload is not None:
             calibration["workload_sha256"] = self.user_workload.sha256
-        if self.tuning:
-            calibration["tuning"] = self.tuning
+        calibration.update({"tuning": self.tuning} if self.tuning else {})   # tier = tuned
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
