@@ -15,7 +15,8 @@ from .benchmark import BenchmarkSpec, check_option
 from .profiling import ProfilingSettings
 from .cost import CostSettings
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
-                     RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
+                     RUN_NAME_PATTERN, CHANNELS, Strict, check_axis, check_build_date,
+                     check_image, check_lock_clocks,
                      check_parallel, check_run_name, check_stack, check_steps, is_image_reference,
                      loader_env, no_control, protected_env, shown)
 from .workloads import WorkloadSpec, read_workloads
@@ -111,23 +112,50 @@ class EnvironmentSpec(Strict):
     # A derived stack (image folders only): `pins` replace the requirement of their name in the
     # folder's requirements*.in (or add it), `packages` add distributions; resolved into a
     # hash-locked lock of its own (runner/environments/stacks.py).
+    # A pin may name a local wheel or source tree (`keras @ ../keras`), locked by its content.
     pins: list[str] = Field(default_factory=list)
     packages: list[str] = Field(default_factory=list)
+    # A stack that follows a channel (runner/environments/channels.py): `channel = "nightly"`
+    # takes the newest nightly build of each distribution `follow` names (default: the
+    # framework under test), `date` that day's build (and implies the nightly channel).
+    channel: Literal[CHANNELS] | None = None  # type: ignore[valid-type]
+    date: str | None = None
+    follow: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _stack(self) -> EnvironmentSpec:
-        if not (self.pins or self.packages):
+        if not self.derived:
+            if self.follow:
+                raise ValueError("follow names what follows a channel: set channel = 'nightly'")
             return self
         if self.image is None or is_image_reference(self.image):
             where = "an existing interpreter" if self.image is None else "an image named by digest"
             raise ValueError(f"pins and packages derive a stack from an image folder (image = "
-                             f"'<folder under images/>'), not from {where}")
-        check_stack(self.pins, self.packages)
+                             f"'<folder under images/>'), as a channel does, not from {where}")
+        check_stack(self.pins, self.packages, self.follow)
         return self
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date(cls, value: Any) -> Any:
+        return check_build_date(value)
+
+    @property
+    def channel_name(self) -> str | None:
+        return self.channel or ("nightly" if self.date else None)
 
     @property
     def derived(self) -> bool:
-        return bool(self.pins or self.packages)
+        return bool(self.pins or self.packages or self.channel_name)
+
+    @property
+    def stack_pins(self) -> tuple[str, ...]:
+        """What the stack changes besides its packages, as a cell's id holds it: the pins, then
+        the channel (its date, or the newest build; what follows it)."""
+        if self.channel_name is None:
+            return tuple(self.pins)
+        follows = ", ".join(self.follow) or "the framework"
+        return (*self.pins, f"channel {self.channel_name} {self.date or 'newest'}: {follows}")
 
     @field_validator("image", mode="after")
     @classmethod
