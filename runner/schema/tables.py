@@ -110,23 +110,21 @@ class EnvironmentSpec(Strict):
     # matrix is code then: run only one you trust.
     unsafe_env: bool = False
     # A derived stack (image folders only): `pins` replace the requirement of their name in the
-    # folder's requirements*.in (or add it), `packages` add distributions; resolved into a
-    # hash-locked lock of its own (runner/environments/stacks.py).
-    # A pin may name a local wheel or source tree (`keras @ ../keras`), locked by its content.
+    # folder's requirements*.in (or add it; `keras @ ../keras`: a local wheel or tree), `packages`
+    # add distributions; resolved into a hash-locked lock of its own (environments/stacks.py).
     pins: list[str] = Field(default_factory=list)
     packages: list[str] = Field(default_factory=list)
-    # A stack that follows a channel (runner/environments/channels.py): `channel = "nightly"`
-    # takes the newest nightly build of each distribution `follow` names (default: the
-    # framework under test), `date` that day's build (and implies the nightly channel).
+    # `channel = "nightly"`: the newest nightly build of what `follow` names (default: the
+    # framework under test); `date`: that day's build (environments/channels.py).
     channel: Literal[CHANNELS] | None = None  # type: ignore[valid-type]
     date: str | None = None
     follow: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _stack(self) -> EnvironmentSpec:
+        if not self.derived and self.follow:
+            raise ValueError("follow names what follows a channel: set channel = 'nightly'")
         if not self.derived:
-            if self.follow:
-                raise ValueError("follow names what follows a channel: set channel = 'nightly'")
             return self
         if self.image is None or is_image_reference(self.image):
             where = "an existing interpreter" if self.image is None else "an image named by digest"
@@ -150,12 +148,10 @@ class EnvironmentSpec(Strict):
 
     @property
     def stack_pins(self) -> tuple[str, ...]:
-        """What the stack changes besides its packages, as a cell's id holds it: the pins, then
-        the channel (its date, or the newest build; what follows it)."""
-        if self.channel_name is None:
-            return tuple(self.pins)
+        """The pins, then the channel (its day, what follows it), as a cell's id holds them."""
         follows = ", ".join(self.follow) or "the framework"
-        return (*self.pins, f"channel {self.channel_name} {self.date or 'newest'}: {follows}")
+        return (*self.pins, *([f"channel {self.channel_name} {self.date or 'newest'}: {follows}"]
+                              if self.channel_name else []))
 
     @field_validator("image", mode="after")
     @classmethod
