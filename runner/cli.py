@@ -52,6 +52,8 @@ COMMANDS = {
     "bisect": ("bisect", "which changed distribution moved a cell between two runs"),
     "ab": ("ab", "two environments' cells in pairs (A B B A …), then B ÷ A per cell with its "
                  "interval, as a PR-ready Markdown table"),
+    "scan": ("scan", "a channel's dated builds measured day by day into the history, every "
+                     "change point between days named, the first bad day bisected"),
     "lock": ("lock", "make or check the image folders' hash-locked requirements (the one "
                      "command behind every lock)"),
     "profile": ("profile", "a per-op profile of cells of a finished run (`profile RUN_DIR`), "

@@ -19,7 +19,7 @@ from runner.paths import REPO_ROOT
 
 RUNNER = REPO_ROOT / "runner"
 RENDERERS = {"runner.results.render." + name for name in
-             ("terminal", "markdown", "html", "files", "plots", "compare")}
+             ("terminal", "markdown", "html", "files", "plots", "compare", "ab", "issue")}
 FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax",
               "transformers", "diffusers", "peft", "accelerate", "huggingface_hub"}
 
