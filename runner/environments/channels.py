@@ -26,8 +26,9 @@ import functools
 import re
 import subprocess
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -204,3 +205,16 @@ def substituted(base: str, builds: Sequence[Build],
         if canonicalize_name(build.build) != build.name:
             excluded.append(build.name)
     return "\n".join(index_lines + text) + "\n", excluded
+
+
+def excluding(pins: Mapping[str, str], folder: Path) -> list[str]:
+    """The resolver's arguments that leave out each release a pinned nightly build replaces
+    (keras beside keras-nightly: keras-hub's `keras>=3.15` would install it too), its list
+    written into `folder`; none when no pin is such a build."""
+    names = {canonicalize_name(n) for n in pins}
+    left_out = sorted(release for release, twin in NIGHTLY.items()
+                      if twin.name != release and twin.name in names)
+    if not left_out:
+        return []
+    (folder / "excludes.txt").write_text("".join(f"{name}\n" for name in left_out))
+    return ["--excludes", str(folder / "excludes.txt")]

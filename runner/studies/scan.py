@@ -239,14 +239,9 @@ def hand_on(scan: Scan, change, engine, console: Console) -> None:
 
 def bisected(engine, before: Path, after: Path, change, console: Console) -> str:
     """The bisect between the two days' runs; what it concluded (its history's message)."""
-    from sqlalchemy import select
-
-    from ..history import tables
+    from ..history.queries import bisect_conclusion
     from .bisect import Bisect
 
     found = Bisect(engine, before, after, change.cell_name, None, None, [], console)
     found.run()
-    with engine.connect() as conn:
-        said = conn.execute(select(tables.bisects.c.message)
-                            .where(tables.bisects.c.id == found.pk)).scalar()
-    return str(said or "no conclusion")
+    return bisect_conclusion(engine, found.pk) or "no conclusion"

@@ -154,3 +154,11 @@ def test_an_index_this_machine_does_not_reach_is_said_so(write_matrix, run_cli, 
     assert code == 2
     assert f"torch's nightly builds are published on {index}, which cannot be reached from " \
            "here (" in err
+
+
+def test_a_pinned_nightly_leaves_its_release_out_of_a_resolution(tmp_path):
+    args = channels.excluding({"keras-nightly": "3.16.0.dev2026102704", "keras-hub": "0.32.0"},
+                              tmp_path)
+    assert args == ["--excludes", str(tmp_path / "excludes.txt")]
+    assert (tmp_path / "excludes.txt").read_text() == "keras\n"
+    assert channels.excluding({"keras": "3.15.1", "torch": "2.13.0"}, tmp_path / "x") == []
