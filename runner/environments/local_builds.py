@@ -25,7 +25,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from .channels import Build
-from .venvs import find_uv
+from .venvs import find_uv, sha256_file
 
 BUILD_TIMEOUT_S = 1800.0
 WHEELS = "wheels"               # the stack cache's wheels/<hash>/: one local build each
@@ -84,14 +84,6 @@ def tree_sha256(tree: Path) -> tuple[str, str, list[str]]:
     return digest.hexdigest(), said, files
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def wheel_version(name: str, wheel: Path) -> str:
     """The wheel's version; LocalBuildError when it is no wheel of `name`."""
     try:
@@ -138,7 +130,7 @@ def build(name: str, where: str, base: Path, cache: Path) -> tuple[Build, Path]:
     the cache under its content hash: (its Build, the wheel)."""
     path = (base / Path(where.removeprefix("file://")).expanduser()).resolve()
     if path.is_file():
-        sha = file_sha256(path)
+        sha = sha256_file(path)
         home = cache / WHEELS / f"file-{sha[:16]}"
         wheel = home / path.name
         version = wheel_version(name, path)

@@ -113,7 +113,7 @@ def test_a_local_wheel_is_locked_by_its_content(pypi, own_caches, tmp_path):
     pin = "dlbench-probe @ dist/dlbench_probe-0.1.0-py3-none-any.whl"
     stack = stacks.resolve("numpy", "cpu", [pin], [], base=tmp_path)
     [build] = stack.builds
-    sha = local_builds.file_sha256(wheel)
+    sha = venvs.sha256_file(wheel)
     assert (build.origin, build.version, build.sha256) == ("local wheel", "0.1.0", sha)
     text = stack.lock.read_text()
     cached = own_caches / "wheels" / f"file-{sha[:16]}" / wheel.name

@@ -28,8 +28,9 @@ from .ab import PairRow, PairTable, Side, machine, pair_table
 TOP_OPS = 5
 VERSION_KEYS = ("framework_name", "framework_version", "keras_version", "keras_backend",
                 "backend_version", "jaxlib_version", "tensorflow_version", "python_version")
-# What a reproduction's matrix keeps of an environment's declaration (never a host variable).
-DECLARED = ("image", "api", "backend", "pins", "packages", "channel", "date", "follow", "env")
+# What a reproduction's matrix keeps of an environment's declaration: never a variable (its
+# `env` is named, its values left out: a matrix may hold a token there).
+DECLARED = ("image", "api", "backend", "pins", "packages", "channel", "date", "follow")
 
 
 @dataclass
@@ -44,6 +45,7 @@ class SideFacts:
     lock: str | None                       # its lock's sha256, short
     declared: dict[str, Any]               # as its run's manifest declares it
     existing: bool = False                 # an existing interpreter (python = …), not built
+    variables: tuple[str, ...] = ()        # the names its `env` sets (never their values)
 
     @property
     def build_text(self) -> str:
@@ -90,7 +92,7 @@ def facts(side: Side) -> SideFacts:
     declared = (side.manifest.get("environments") or {}).get(side.environment) or {}
     return SideFacts(side.environment, side.run_id, str(side.manifest.get("started_at") or "")[:10],
                      meta, builds, lock, {k: declared[k] for k in DECLARED if declared.get(k)},
-                     bool(declared.get("python")))
+                     bool(declared.get("python")), tuple(sorted(declared.get("env") or {})))
 
 
 def headline(table: PairTable) -> PairRow | None:

@@ -91,8 +91,12 @@ def profile_lines(model: IssueModel) -> list[str]:
 
 
 def reproduce_lines(model: IssueModel) -> list[str]:
+    variables = [f"{md_code(side.environment)} sets {', '.join(map(md_code, side.variables))}"
+                 for side in (model.control, model.treatment) if side.variables]
+    said = [f"Variables the environments set for their workers, their values left out: "
+            f"{'; '.join(variables)}.", ""] if variables else []
     return ["The two sides as one matrix (`matrix.toml`), A the control:", "", "```toml",
-            tomli_w.dumps(model.matrix).rstrip(), "```", "",
+            tomli_w.dumps(model.matrix).rstrip(), "```", "", *said,
             "With dl-bench-runner (a checkout of it, set up as its README says):", "",
             "```sh",
             "python -m runner ab matrix.toml                     # A and B in pairs, A B B A …",

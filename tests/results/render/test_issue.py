@@ -30,6 +30,7 @@ def planted(source: Path, target: Path, nightly: bool) -> Path:
     shutil.copytree(source, target)
     manifest = json.loads((target / "manifest.json").read_text())
     manifest["matrix"] = str(target.parent / "private-matrix.toml")
+    manifest["environments"]["keras-jax"]["env"] = {"HF_TOKEN": SECRET}
     if nightly:
         manifest["environments"]["keras-jax"]["channel"] = "nightly"
     (target / "manifest.json").write_text(json.dumps(manifest))
@@ -85,6 +86,7 @@ def test_it_has_what_a_tracker_asks(issue):
     assert "| not recorded |" in text                # the fixture records hold no answer
     assert 'date = "2026-10-27"' in text               # the channel pinned to the day it measured
     assert "python -m runner ab matrix.toml" in text and "python -m runner reproduce RUN_DIR" in text
+    assert "`keras-jax` sets `HF_TOKEN`" in text           # a matrix's variable: its name only
 
 
 def test_nothing_of_the_machine_reaches_it(issue):
