@@ -66,16 +66,17 @@ def pairs_of(cells: list[Cell], sides: Sides) -> list[tuple[Cell, Cell]]:
 
 
 def paired_order(to_run: list[Entry], pairs: list[tuple[Cell, Cell]]) -> list[Entry]:
-    """The plan's entries as pairs: round k of each pair A then B (k odd) or B then A."""
+    """The plan's entries as pairs: round k of each pair A then B (k odd) or B then A; an
+    entry of no pair (--only chose one side of it) after them, never dropped."""
     wanted = {entry.key: entry for entry in to_run}
     rounds = max((a.repeats for a, _ in pairs), default=0)
     out = []
     for repeat in range(1, rounds + 1):
         for a, b in pairs:
             first, second = (a, b) if repeat % 2 else (b, a)
-            out += [wanted[key] for key in (Entry(first, repeat).key, Entry(second, repeat).key)
-                    if key in wanted]
-    return out
+            out += [wanted.pop(key) for key in (Entry(first, repeat).key,
+                                                Entry(second, repeat).key) if key in wanted]
+    return out + list(wanted.values())
 
 
 def keep_the_pairs(a: str | None, b: str | None, chosen: dict[str, Sides],

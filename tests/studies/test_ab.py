@@ -80,6 +80,9 @@ def test_the_pairs_alternate_which_side_goes_first(tmp_path):
     assert said == [("a", 20.0, 1), ("b", 20.0, 1), ("a", 1.0, 1), ("b", 1.0, 1),
                     ("b", 20.0, 2), ("a", 20.0, 2), ("b", 1.0, 2), ("a", 1.0, 2),
                     ("a", 20.0, 3), ("b", 20.0, 3), ("a", 1.0, 3), ("b", 1.0, 3)]
+    one_side = make_plan(matrix.cells, only=["-a-"]).to_run        # --only: A's cells alone
+    assert ab.paired_order(one_side, ab.pairs_of(make_plan(matrix.cells, only=["-a-"]).cells,
+                                                 sides)) == one_side      # nothing dropped
 
 
 @pytest.mark.parametrize("args, said", [
