@@ -6,6 +6,7 @@ slower than A in any cell."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.console import Console
 
@@ -24,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="practical threshold of a verdict (default: the machine "
                              "profile's, else 0.05, as for compare)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
+                        metavar="RUN_DIR",
+                        help="continue an A/B run (default: the latest of this matrix's name); "
+                             "what is left runs in pairs")
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
@@ -32,5 +37,5 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
     if args.threshold is not None and not 0 <= args.threshold < 10:
         raise UsageError(f"--threshold must be a fraction ≥ 0 (got {args.threshold})")
-    return run_ab(run_options(args, dry_run=args.dry_run), console, args.a, args.b,
-                  args.threshold)
+    return run_ab(run_options(args, dry_run=args.dry_run, resume=args.resume), console, args.a,
+                  args.b, args.threshold)
