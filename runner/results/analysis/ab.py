@@ -91,8 +91,12 @@ class PairTable:
 
 
 def by_row(side: Side) -> dict[str, list[Record]]:
+    """A side's records by row, in the order its run's manifest lists the cells (the
+    matrix's)."""
+    order = {c.get("id"): n for n, c in enumerate(side.manifest.get("cells") or [])}
     out: dict[str, list[Record]] = {}
-    for record in side.records:
+    for record in sorted(side.records, key=lambda r: (order.get(r["cell_id"], len(order)),
+                                                      r["cell_id"], r["repeat"])):
         out.setdefault(row_key(record, side.environment), []).append(record)
     return out
 

@@ -110,10 +110,11 @@ def title(treatment: SideFacts, row: PairRow | None) -> str:
     (1.27–1.35)."""
     if row is None or row.ratio.ratio is None:
         return f"{treatment.build_text}: no cell measured on both sides"
-    ratio = row.ratio.ratio
-    way = f"{ratio:.2f}× slower" if ratio >= 1 else f"{1 / ratio:.2f}× faster"
-    interval = f" ({row.ratio.low:.2f}–{row.ratio.high:.2f})" \
-        if row.ratio.low is not None and row.ratio.high is not None else ""
+    ratio, low, high = row.ratio.ratio, row.ratio.low, row.ratio.high
+    if ratio < 1 and low and high:                 # faster: A ÷ B, its interval turned round
+        ratio, low, high = 1 / ratio, 1 / high, 1 / low
+    way = f"{ratio:.2f}× slower" if row.ratio.ratio >= 1 else f"{ratio:.2f}× faster"
+    interval = f" ({low:.2f}–{high:.2f})" if low is not None and high is not None else ""
     return f"{treatment.build_text}: {row.label} on {treatment.environment} {way}{interval}"
 
 
@@ -173,13 +174,13 @@ def benchmark(row: PairRow, environments: list[str]) -> dict[str, Any]:
 
 
 def pinned_day(side: SideFacts) -> dict[str, Any]:
-    """The side's declaration, a channel's newest build pinned to the day it measured, and
-    where it names something of this machine (an interpreter, a local build's path), a
-    placeholder saying what goes there."""
+    """The side's declaration, a channel's newest build pinned to the day it measured (where
+    its builds are of one day), and where it names something of this machine (an interpreter,
+    a local build's path), a placeholder saying what goes there."""
     out = dict(side.declared)
-    days = [b["date"] for b in side.builds if b.get("date")]
-    if out.get("channel") and not out.get("date") and days:
-        out["date"] = days[0]
+    days = {b["date"] for b in side.builds if b.get("date")}
+    if out.get("channel") and not out.get("date") and len(days) == 1:
+        out["date"] = days.pop()       # builds of several days: the Builds table names each
     local = {b["build"]: b for b in side.builds if b.get("sha256")}
     out["pins"] = [f"{name} @ YOUR-{local[name]['origin'].split()[-1].upper()} (sha256:"
                    f"{str(local[name]['sha256'])[:12]})" if (name := p.split("@")[0].strip())
