@@ -6,11 +6,10 @@ slower than A in any cell."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
-from .options import add_matrix_options, run_options
+from .options import add_dry_run_and_resume, add_matrix_options, run_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,11 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=None, metavar="FRACTION",
                         help="practical threshold of a verdict (default: the machine "
                              "profile's, else 0.05, as for compare)")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
-    parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
-                        metavar="RUN_DIR",
-                        help="continue an A/B run (default: the latest of this matrix's name); "
-                             "what is left runs in pairs")
+    add_dry_run_and_resume(parser)
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
