@@ -114,3 +114,14 @@ def test_a_path_that_comes_in_with_a_note_is_taken_out(issue, tmp_path):
     text = path.read_text()
     assert "- bisect worked in <path> and <private>/.cache" in text
     assert str(home) not in text
+
+
+def test_which_two_sides_it_cannot_tell_is_one_line(run_cli):
+    code, _, err = run_cli("report", FIXTURE_RUNS / "base", "--issue")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "report --issue needs --control ENV --treatment ENV (its environments: " \
+           "keras-tensorflow, keras-jax, keras2, jax)" in err
+    code, _, err = run_cli("report", FIXTURE_RUNS / "base", "--issue", "--control", "keras-jax",
+                           "--treatment", "torch")
+    assert code == 2 and "no record of environment 'torch'" in err
+    assert not (FIXTURE_RUNS / "base" / "issue.md").exists()
