@@ -15,11 +15,11 @@ from .benchmark import BenchmarkSpec, check_option
 from .profiling import ProfilingSettings
 from .tuning import TuningSettings
 from .cost import CostSettings
-from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
-                     RUN_NAME_PATTERN, CHANNELS, Strict, check_axis, check_build_date,
-                     check_image, check_lock_clocks,
-                     check_parallel, check_run_name, check_stack, check_steps, is_image_reference,
-                     loader_env, no_control, protected_env, shown)
+from .values import (AXES, CHANNELS, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S,
+                     NAME, RUN_NAME_PATTERN, Strict, backend_problem, check_axis,
+                     check_build_date, check_image, check_lock_clocks, check_parallel,
+                     check_run_name, check_stack, check_steps, is_image_reference, loader_env,
+                     no_control, protected_env, shown)
 from .workloads import WorkloadSpec, read_workloads
 
 class RunSettings(Strict):
@@ -199,14 +199,9 @@ class EnvironmentSpec(Strict):
         if (self.image is None) == (self.python is None):
             raise ValueError("give image = '<folder under images/>' or python = "
                              "'/path/to/python' (an existing interpreter), exactly one of them")
-        backends = catalog.api(self.api).backends
-        if backends and self.backend not in backends:
-            raise ValueError(f"api = {self.api!r} needs backend = "
-                             + " | ".join(repr(b) for b in backends))
-        if not backends and self.backend is not None:
-            with_backends = [name for name, r in catalog.API_RECORDS.items() if r.backends]
-            raise ValueError(f"backend applies to api = {' | '.join(map(repr, with_backends))} "
-                             f"only, not {self.api!r}")
+        problem = backend_problem(self.api, self.backend)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -271,8 +266,7 @@ class MatrixSpec(Strict):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     profiling: ProfilingSettings = Field(default_factory=ProfilingSettings)
     tuning: TuningSettings = Field(default_factory=TuningSettings)   # [tuning]: schema/tuning.py
-    # Validated before the benchmarks (field order), which read what it declares.
-    workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
+    workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)   # before the benchmarks
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)
     benchmarks: list[BenchmarkSpec] = Field(min_length=1)
 

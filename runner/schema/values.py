@@ -263,3 +263,16 @@ def no_control(value: str | None) -> str | None:
     return value
 
 
+
+
+def backend_problem(api: str, backend: str | None) -> str | None:
+    """What is wrong with an environment's backend for its API (its record says which backends
+    it has: Keras 3's three), or None."""
+    backends = catalog.api(api).backends
+    if backends and backend not in backends:
+        return f"api = {api!r} needs backend = " + " | ".join(repr(b) for b in backends)
+    if not backends and backend is not None:
+        with_backends = [name for name, r in catalog.API_RECORDS.items() if r.backends]
+        return f"backend applies to api = {' | '.join(map(repr, with_backends))} only, " \
+               f"not {api!r}"
+    return None
