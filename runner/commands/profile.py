@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import EXIT_OK, UsageError, user_text
+from ..errors import EXIT_OK, UsageError, one_line, user_text
 from ..executors.kinds import KINDS
 
 ACTIONS = ("cells", "diff")
@@ -112,8 +113,10 @@ def _profiles(run_dir: Path) -> list[dict[str, Any]]:
 
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
-    found = [p for p in read_profiles(run_dir, Ledger(run_dir))[0] if p.get("status") == "ok"
-             and p.get("kernels")]
+    found, problems = read_profiles(run_dir, Ledger(run_dir))
+    for problem in problems:                # named, as report names them, and left out
+        print(f"warning: {one_line(problem)}; not compared", file=sys.stderr)
+    found = [p for p in found if p.get("status") == "ok" and p.get("kernels")]
     if not found:
         raise UsageError(f"{run_dir}: no finished profile (make some with `python -m runner "
                          f"profile {run_dir}`)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import typing
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 from collections.abc import Mapping
 
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_model,
@@ -21,7 +21,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_mode
 from ...schema import RUN_NAME_PATTERN, format_error
 from ...worker.catalog import AXIS_DEFAULTS
 from ...worker.protocol import RECORD_FIELDS
-from .types import MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Record
+from .types import MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Positive, Record, Sample
 
 # Every record field's type, bounds included: Record's annotations (Any: taken as it is).
 RECORD_TYPES: dict[str, Any] = typing.get_type_hints(Record, include_extras=True)
@@ -35,11 +35,9 @@ class _Data(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
 
-class _RecordChecks(_Data):
-    # Two of the record's fields (RecordModel adds every field of RECORD_FIELDS) the checks
-    # below read, declared here so they can name them.
-    status: str
-    samples_ms: Any = None
+class _Names(_Data):
+    """The names a record or a profile shows, checked as the matrix checks them."""
+
     @field_validator("environment", check_fields=False)
     @classmethod
     def _safe_environment(cls, value: str) -> str:
@@ -57,6 +55,13 @@ class _RecordChecks(_Data):
         if not value or any(not c.isprintable() for c in value):
             raise ValueError(f"{value[:40]!r}: empty, or holds a control character")
         return value
+
+
+class _RecordChecks(_Names):
+    # Two of the record's fields (RecordModel adds every field of RECORD_FIELDS) the checks
+    # below read, declared here so they can name them.
+    status: str
+    samples_ms: Any = None
 
     @field_validator("extra", check_fields=False)
     @classmethod
@@ -136,6 +141,37 @@ def record_of(fields: Mapping[str, Any]) -> Record:
     None where `fields` has none. Its values are the spec's and the worker's, whose result was
     validated first (records.worker_problem); the host then sets its own fields, typed."""
     return cast(Record, {k: fields.get(k) for k in RECORD_FIELDS})
+
+
+# --- profile -----------------------------------------------------------------------------------
+
+class ProfileModel(_Names):
+    """profile.json of a profiled pass (results/data/profiles.py writes it): what the report
+    and `profile diff` read of it, its times finite and within a week."""
+
+    schema_: Literal[1] = Field(1, alias="schema")
+    status: Literal["ok", "failed"]
+    cell_id: str
+    cell_name: str
+    environment: str
+    workload: str
+    task: str
+    batch_size: Positive
+    row: str
+    error: str | None = None
+    source: str | None = None
+    device: str | None = None
+    log: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    timed_median_ms: Sample | None = None
+    profiled_step_ms: Sample | None = None
+    step_ms: list[Sample | None] = Field(default_factory=list)
+    profile_overhead: Annotated[float, Field(ge=0.0, le=MAX_FIGURE)] | None = None
+    wall_s: Annotated[float, Field(ge=0.0, le=MAX_FIGURE)] | None = None
+
+
+def profile_problem(data: Any) -> str | None:
+    return problem_of(ProfileModel, data)
 
 
 # --- manifest ---------------------------------------------------------------------------------
