@@ -67,11 +67,12 @@ def test_a_reading_history_command_never_makes_a_database(action, tmp_path, caps
 
 def test_a_foreign_table_named_runs_is_not_the_runners(tmp_path, capsys):
     database = tmp_path / "other.sqlite"
-    with sqlite3.connect(database) as connection:
-        connection.execute("CREATE TABLE runs (x INTEGER)")
-    line = one_line(*main(capsys, "history", "list", "--db", f"sqlite:///{database}")[::2])
-    assert line == f"error: history database sqlite:///{database}: it holds tables that are " \
-                   "not the runner's (runs); a history needs a database of its own", line
-    with sqlite3.connect(database) as connection:                   # nothing written into it
-        assert [r[0] for r in connection.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")] == ["runs"]
+    connection = sqlite3.connect(database)
+    connection.executescript("CREATE TABLE runs (x INTEGER);")
+    connection.close()
+    before = database.read_bytes()
+    for action in (["list"], ["import", tmp_path]):          # a reader, and a writer
+        line = one_line(*main(capsys, "history", *action, "--db", f"sqlite:///{database}")[::2])
+        assert line == f"error: history database sqlite:///{database}: it holds tables that " \
+                       "are not the runner's (runs); a history needs a database of its own"
+    assert database.read_bytes() == before                          # nothing written into it
