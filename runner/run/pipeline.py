@@ -106,6 +106,7 @@ def refuse_an_empty_selection(state: RunState) -> None:
     opts, plan = state.opts, state.plan
     if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
         raise UsageError(f"--only {' '.join(opts.only)}: no cell of {state.matrix.path} matches")
+    profiles.refuse_unmatched(state)
 
 
 def plan_calibrations(state: RunState) -> None:
@@ -153,6 +154,12 @@ def stop_at_the_plan(state: RunState) -> int | None:
     not_applicable = show.not_applicable_table(state.plan)
     if not_applicable is not None:
         state.console.print(not_applicable)
+    profiled = profiles.planned(state)
+    if profiled:
+        more = f", and {len(profiled) - 10} more" if len(profiled) > 10 else ""
+        state.console.print(f"profiled after their repeats ({len(profiled)}): "
+                            + ", ".join(user_text(c.name) for c in profiled[:10]) + more,
+                            soft_wrap=True)
     return EXIT_OK
 
 
