@@ -171,7 +171,8 @@ def test_profiles_are_noted_in_the_runs_ledger_and_verified_on_read(tmp_path):
     store = Store.create("profiled", tmp_path)
     store.write_manifest({"schema": 1, "name": "profiled", "ledger": declaration()})
     try:
-        profile = {"cell_id": "c1", "cell_name": "x", "status": "failed"}
+        profile = {"cell_id": "c1", "cell_name": "x", "environment": "host", "row": "r",
+                   "workload": "selftest", "task": "run", "batch_size": 1, "status": "failed"}
         profiles.write_profile(store.root, "c1", profile, None, None, store.ledger)
         profile["status"] = "ok"                                    # made again: no refusal
         profiles.write_profile(store.root, "c1", profile, {"rows": []}, b"\x1f\x8b", store.ledger)
