@@ -11,7 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout's 
 from runner import manual  # noqa: E402
 
 MARKERS = {"<!-- generated: cli-reference -->": manual.cli_reference,
-           "<!-- generated: settings -->": manual.settings_table}
+           "<!-- generated: settings -->": manual.settings_table,
+           "<!-- generated: knobs -->": manual.knobs_table,
+           "<!-- generated: record-fields -->": manual.record_fields_table}
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

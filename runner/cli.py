@@ -1,5 +1,5 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
-compare, doctor, export, import, reproduce, history, bisect, lock, profile, prices.
+compare, doctor, export, import, reproduce, history, bisect, lock, profile, prices, tune.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
@@ -55,6 +55,8 @@ COMMANDS = {
                            "or two profiles side by side (`profile diff`)"),
     "prices": ("prices", "the price tables a matrix's [cost] reads: show, check, import a "
                          "SkyPilot catalog (offline)"),
+    "tune": ("tune", "the tuned tier: search each tuned cell's knobs within the same budget "
+                     "for every environment, into a tuning folder a run reads"),
 }
 SUBCOMMANDS = tuple(COMMANDS)
 

@@ -1,13 +1,17 @@
 """The parts of the manual (docs/) made from the code, so they cannot drift from it: the CLI
 reference from the argparse parsers of runner/cli.py, the settings table from the registry of
-runner/settings.py. docs/hooks.py puts each into the page that asks for it
-(`<!-- generated: cli-reference -->`, `<!-- generated: settings -->`) when mkdocs builds the
-site."""
+runner/settings.py, the tuned tier's knobs from the API records (runner/worker/catalog/apis.py),
+the record's fields from their declaration (runner/worker/protocol.py's `Record`). docs/hooks.py
+puts each into the page that asks for it (`<!-- generated: cli-reference -->`,
+`<!-- generated: settings -->`, `<!-- generated: knobs -->`,
+`<!-- generated: record-fields -->`) when mkdocs builds the site."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import types
+import typing
 
 WIDTH = 100         # the usage lines are wrapped as a 100-column terminal would
 
@@ -40,6 +44,76 @@ def settings_table() -> str:
     lines += [f"| `{s.name}` | {_cell(s.kind)} | {s.set_by} | {_cell(s.meaning)} | "
               f"{_cell(s.applies)} |" for s in others]
     return "\n".join(lines) + "\n"
+
+
+def knobs_table() -> str:
+    """Markdown: every API's knobs (on each Keras backend), their values (the default first),
+    how each reaches the worker, and where it applies."""
+    from .worker import catalog
+
+    lines = ["| API | knob | values (default first; on a CPU) | sets | applies to | what it is |",
+             "|---|---|---|---|---|---|"]
+    for name, record in catalog.API_RECORDS.items():
+        for backend in record.backends or (None,):
+            where = f"{name} on {backend}" if backend else name
+            for knob in record.on(backend).knobs or ():
+                values = " · ".join(map(_code, knob.values))
+                if knob.cpu_values is not None:
+                    values += " (CPU: " + " · ".join(map(_code, knob.cpu_values)) + ")"
+                sets = f"axis `{knob.axis}`" if knob.axis else \
+                    f"`{knob.variable}` before import" if knob.variable else "its own code"
+                filters = [f"{label} {', '.join(values_)}" for label, values_ in (
+                    ("tasks", knob.tasks), ("precision", knob.precisions),
+                    ("workloads", knob.workloads), ("families", knob.families),
+                    ("devices", knob.devices)) if values_]
+                if knob.only_with:
+                    filters.append(f"with {knob.only_with} on")
+                lines.append(f"| {where} | `{knob.name}` | {values} | {sets} | "
+                             f"{_cell('; '.join(filters) or 'every cell')} | {_cell(knob.help)} |")
+            if not record.on(backend).knobs:
+                lines.append(f"| {where} | none | | | | its tuned cell is its defaults |")
+    return "\n".join(lines) + "\n"
+
+
+def _code(value: object) -> str:
+    return '`""` (none)' if value == "" else f"`{value}`"
+
+
+def record_fields_table() -> str:
+    """Markdown: every field of the result record, in its order: its type, who fills it and
+    what it means, as runner/worker/protocol.py declares it."""
+    from .worker import catalog
+    from .worker.protocol import RECORD_FIELDS, SPEC, Record
+
+    declared = typing.get_type_hints(Record)
+    lines = ["| field | type | filled by | what it means |", "|---|---|---|---|"]
+    for name, filled in RECORD_FIELDS.items():
+        meaning = filled.help
+        if filled == SPEC and name in catalog.AXES:     # an axis: its declaration says
+            meaning = f"the {name} axis: {catalog.AXES[name].help}"
+        lines.append(f"| `{name}` | {_cell(type_text(declared.get(name, typing.Any)))} | "
+                     f"{filled.origin} | {_cell(meaning).replace('<', '&lt;')} |")
+    return "\n".join(lines) + "\n"
+
+
+JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean",
+              type(None): "null"}
+
+
+def type_text(kind: typing.Any) -> str:
+    """A field's type in JSON's words: `number | null`, `list of number`, `object`."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is typing.Any:
+        return "any"
+    if origin is typing.Literal:
+        return " | ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_text(a) for a in args)
+    if origin is list:
+        return f"list of {type_text(args[0])}" if args else "list"
+    if origin is dict or typing.is_typeddict(kind):
+        return "object"
+    return JSON_NAMES.get(kind, getattr(kind, "__name__", str(kind)))
 
 
 def _default(setting) -> str:

@@ -16,18 +16,21 @@ Which files belong to a cell (`cell_files`): what `python -m runner.worker` impo
   included): the clock (`bench.py`), the protocol, the telemetry, the metadata, the data-parallel
   launcher, the profiler, `apis/__init__.py` (FrameworkBase) and the catalog. Every cell runs
   these, so a code change in any of them changes every cell's version.
-- The catalog's `workloads.py` is the one file taken in part: its statements other than the
-  `declare_workload(Workload("<name>", ...))` calls, and the call that declares the cell's own
-  workload. Adding (or changing) another workload's declaration changes no other cell; the rest
-  of the catalog (APIs, axes, rules, precisions) counts whole.
-- The API's package, `apis/<api>_api/__init__.py` (its Framework), dispatched by name
-  (catalog.API_PACKAGES), and what it imports. A Keras cell also runs its backend's native
-  package (`apis/<backend>_api/`, imported by name in keras_api/__init__.py); with no backend
-  known, all three of them.
-- The workload's module for that API, `apis/<api>_api/<workload>.py`, and what it imports (its
-  recipe, e.g. `apis/cnn_common.py`, `apis/kerashub/`). A user workload's cell runs
-  `apis/user_common.py` instead (and `user_code.py`); the user's own code has its own digest
-  (`workload_sha256`, runner/schema/workload_code.py), a coordinate of its own.
+- The catalog's `workloads.py` and `apis.py` are the files taken in part: their statements
+  other than the `declare_workload(Workload("<name>", ...))` and `declare_api(Api("<name>",
+  ...))` calls, and the calls that declare the cell's own workload and API (and its backend's,
+  whose package a Keras cell runs). Adding (or changing) another workload's or API's
+  declaration changes no other cell; the rest of the catalog (the shapes, axes, rules,
+  precisions) counts whole.
+- The API's package, `apis/<api>_api/__init__.py` (its Framework; the API's record names it),
+  and what it imports. A cell of an API with backends (Keras 3) also runs its backend's native
+  package (the backend's own API record's; keras_api/__init__.py imports it); with no backend
+  known, every backend's.
+- The module the API's record names for the workload (`apis/<api>_api/<workload>.py`, or a
+  shared recipe such as `apis/matmul_common.py`), and what it imports (its recipe, e.g.
+  `apis/cnn_common.py`, `apis/kerashub/`). A user workload's cell runs `apis/user_common.py`
+  instead (and `user_code.py`); the user's own code has its own digest (`workload_sha256`,
+  runner/schema/workload_code.py), a coordinate of its own.
 - Importing a module runs its packages' `__init__.py`: those count too.
 
 When in doubt a file belongs to the cell: a set too wide only costs a trend's continuity, one
@@ -42,6 +45,7 @@ TIMING_METHOD, for information (the manifest, a record's metadata, `history list
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Iterable
@@ -57,13 +61,34 @@ TIMING_METHOD = ("repeats in fresh processes; blocks of calls with one device sy
 
 ENTRY = "__main__.py"                       # every cell's: the clock, protocol, shared core
 WORKLOADS_FILE = "catalog/workloads.py"     # counted per workload (cell_source)
-KERAS_BACKENDS = ("jax", "tensorflow", "torch")
+APIS_FILE = "catalog/apis.py"               # counted per API (cell_source)
 DIGITS = 12
 
 
 def api_package(api: str) -> str:
-    """The API's package under apis/ (catalog.API_PACKAGES' rule, for any root)."""
+    """The API's package under apis/ (its record's rule, for any root)."""
     return api.replace("-", "_") + "_api"
+
+
+def workload_module(api: str, workload: str) -> str:
+    """The file of the module that builds `workload` on `api`: the one the API's record names,
+    else the package's module of the workload's name (a root of another runner's worker)."""
+    from .worker import catalog
+
+    record = catalog.API_RECORDS.get(api)
+    module = record.workloads.get(workload) if record else None
+    return (module or f"{api_package(api)}.{workload}").replace(".", "/") + ".py"
+
+
+def backend_packages(api: str, backend: str | None) -> list[str]:
+    """The native packages a cell of an API with backends also runs: its backend's, or every
+    backend's when none is known."""
+    from .worker import catalog
+
+    record = catalog.API_RECORDS.get(api)
+    backends = record.backends if record else ()
+    natives = (backend,) if backend in backends else backends
+    return [api_package(native) for native in natives]
 
 
 @functools.cache
@@ -72,9 +97,10 @@ def method_version(api: str, workload: str, backend: str | None = None, user: bo
     """12 hex digits of sha256 over TIMING_METHOD and the normalized source of every file of
     `cell_files` (path and syntax tree)."""
     digest = hashlib.sha256(TIMING_METHOD.encode())
+    own = {WORKLOADS_FILE: {None if user else workload}, APIS_FILE: {api, backend}}
     for name in cell_files(api, workload, backend, user, root):
         digest.update(b"\0" + name.encode() + b"\0")
-        digest.update(cell_source(root, name, None if user else workload))
+        digest.update(cell_source(root, name, own.get(name)))
     return digest.hexdigest()[:DIGITS]
 
 
@@ -95,10 +121,8 @@ def cell_files(api: str, workload: str, backend: str | None = None, user: bool =
     the module docstring says which and why."""
     package = f"apis/{api_package(api)}"
     entries = [ENTRY, f"{package}/__init__.py",
-               "apis/user_common.py" if user else f"{package}/{workload}.py"]
-    if api == "keras":
-        natives = (backend,) if backend in KERAS_BACKENDS else KERAS_BACKENDS
-        entries += [f"apis/{native}_api/__init__.py" for native in natives]
+               "apis/user_common.py" if user else f"apis/{workload_module(api, workload)}"]
+    entries += [f"apis/{native}/__init__.py" for native in backend_packages(api, backend)]
     return sorted(closure([e for e in entries if (root / e).is_file()], root))
 
 
@@ -164,14 +188,35 @@ def module_file(root: Path, parts: list[str]) -> list[str]:
     return [n for n in (f"{stem}.py", f"{stem}/__init__.py") if (root / n).is_file()]
 
 
-def cell_source(root: Path, name: str, workload: str | None) -> bytes:
-    """A file's normalized source; the catalog's workloads.py without the other workloads'
-    declarations (a user workload's cell: without any)."""
-    if name != WORKLOADS_FILE:
+def cell_source(root: Path, name: str, declared: set[str | None] | None) -> bytes:
+    """A file's normalized source; the catalog's workloads.py and apis.py (`declared`: the names
+    whose declarations count) without the other declarations (a user workload's cell: without
+    any workload's)."""
+    if declared is None:
         return file_source(root, name)
     tree = ast.Module(body=parsed(root, name).body, type_ignores=[])
-    tree.body = [s for s in tree.body if declared_workload(s) in (None, workload)]
+    tree.body = [without_workloads(s) for s in tree.body
+                 if declaration_of(s) is None or declaration_of(s) in declared]
     return normalized(tree)
+
+
+def without_workloads(statement: ast.stmt) -> ast.stmt:
+    """An API's declaration without its `workloads` mapping: which module a cell runs is in the
+    digest already (that module's path and source), so adding a workload to an API changes
+    none of its other cells."""
+    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+            and getattr(statement.value.func, "id", None) == "declare_api"):
+        return statement
+    from .worker.catalog import Api
+
+    record = statement.value.args[0]
+    if not isinstance(record, ast.Call):
+        return statement
+    position = [f.name for f in dataclasses.fields(Api)].index("workloads")
+    args = [a for index, a in enumerate(record.args) if index != position]
+    keywords = [k for k in record.keywords if k.arg != "workloads"]
+    call = ast.Call(func=record.func, args=args, keywords=keywords)
+    return ast.Expr(value=ast.Call(func=statement.value.func, args=[call], keywords=[]))
 
 
 @functools.cache
@@ -179,11 +224,15 @@ def file_source(root: Path, name: str) -> bytes:
     return normalized(parsed(root, name))
 
 
-def declared_workload(statement: ast.stmt) -> str | None:
-    """The name a top-level `declare_workload(Workload("<name>", ...))` declares, else None."""
+DECLARERS = ("declare_workload", "declare_api")
+
+
+def declaration_of(statement: ast.stmt) -> str | None:
+    """The name a top-level `declare_workload(Workload("<name>", ...))` or `declare_api(Api(
+    "<name>", ...))` declares, else None."""
     if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
             and isinstance(statement.value.func, ast.Name)
-            and statement.value.func.id == "declare_workload" and statement.value.args):
+            and statement.value.func.id in DECLARERS and statement.value.args):
         return None
     inner = statement.value.args[0]
     if isinstance(inner, ast.Call) and inner.args and isinstance(inner.args[0], ast.Constant):

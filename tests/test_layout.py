@@ -3,9 +3,11 @@ never by each other, the host never importing a framework, the worker never impo
 every package of runner/ in one ordered table of layers (LAYERS), each module importing only its
 own layer and those below it, inside functions too (the matrix nothing of what runs it, a run's
 data nothing of its analysis, the analysis no renderer, the pipeline nothing of what drives it);
-executors never importing results/ or the run (runner/run/, where scheduling is), and no module
-outside executors/ telling executors apart by name (they read the capability flags of
-executors/base.py); argparse stopping at the command layer (runner/cli.py, runner/commands/);
+executors never importing results/ or the run (runner/run/, where scheduling is), no module
+telling executors apart by their kind (they read the capability flags of executors/base.py),
+executors made by their kind alone (registered once, in executors/kinds.py, which alone lists
+the kinds and makes one by its class); argparse stopping at the command layer (runner/cli.py,
+runner/commands/);
 modules and functions small. Each rule is shown to catch a planted violation."""
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from runner.executors import kinds
 from runner.paths import REPO_ROOT
+from runner.worker import catalog
 
 RUNNER = REPO_ROOT / "runner"
 RENDERERS = {"runner.results.render." + name for name in
              ("terminal", "markdown", "html", "files", "plots", "compare")}
-FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "keras", "tf_keras", "keras_hub", "flax",
-              "transformers", "diffusers", "peft", "accelerate", "huggingface_hub"}
+# What the worker imports for an API (its record's imports; NumPy is the host's too).
+FRAMEWORKS = {module for record in catalog.API_RECORDS.values() for module in record.imports} \
+    - {"numpy"}
 
 
 def module_name(path: Path) -> str:
@@ -330,7 +335,7 @@ def test_the_recompute_rule_catches_a_planted_call():
 # --- executors: one contract, read by its flags -------------------------------------------------
 
 EXECUTORS = "runner.executors"
-EXECUTOR_KINDS = {"local", "docker", "ray"}     # executors/kinds.py KINDS, "auto" apart
+EXECUTOR_KINDS = {"local", "docker", "ray"}     # executors/kinds.py REGISTRY (a test says so)
 NOT_FOR_EXECUTORS = ("runner.results", "runner.run")
 
 
@@ -351,19 +356,6 @@ def test_the_executor_import_rule_catches_a_planted_import():
     assert not forbidden_executor_imports(imports_in("from .base import Outcome\n", EXECUTORS))
 
 
-def _names_an_executor(node: ast.AST) -> bool:
-    """An expression that stands for an executor or its name: x.name, or anything that
-    mentions an executor (setup.executor, opts.executor, manifest.get("executor"))."""
-    if isinstance(node, ast.Attribute) and node.attr == "name":
-        return True
-    for part in ast.walk(node):
-        if isinstance(part, ast.Name) and "executor" in part.id.lower() or \
-                isinstance(part, ast.Attribute) and "executor" in part.attr.lower() or \
-                isinstance(part, ast.Constant) and part.value == "executor":
-            return True
-    return False
-
-
 def _is_an_executor_kind(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return node.value in EXECUTOR_KINDS
@@ -373,25 +365,24 @@ def _is_an_executor_kind(node: ast.AST) -> bool:
 
 
 def executor_name_checks(source: str) -> list[int]:
-    """Lines of `source` that compare an executor (or its name) with an executor's kind."""
+    """Lines of `source` that compare a value with an executor's kind: an executor's name
+    (setup.executor.name == "ray") or any other (kind == "docker": the if-chain a registry
+    replaces)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
-            kinds = [o for o in operands if _is_an_executor_kind(o)]
-            others = [o for o in operands if not _is_an_executor_kind(o)]
-            if kinds and any(_names_an_executor(o) for o in others):
+            if any(_is_an_executor_kind(o) for o in operands):
                 found.append(node.lineno)
     return found
 
 
-def test_no_module_outside_executors_tells_executors_apart_by_name():
+def test_no_module_tells_executors_apart_by_name():
     for path in RUNNER.rglob("*.py"):
-        if module_name(path).startswith(EXECUTORS):
-            continue
         lines = executor_name_checks(path.read_text(encoding="utf-8"))
-        assert not lines, f"{module_name(path)} compares an executor's name on lines {lines}: " \
-                          "read a capability flag of executors/base.py instead"
+        assert not lines, f"{module_name(path)} compares an executor's kind on lines {lines}: " \
+                          "read a capability flag of executors/base.py, or make one by its " \
+                          "kind (executors/kinds.py)"
 
 
 @pytest.mark.parametrize("planted", [
@@ -400,6 +391,8 @@ def test_no_module_outside_executors_tells_executors_apart_by_name():
     'ok = self.executor.name in ("local", "docker")\n',
     'if manifest.get("executor") not in ("local", "docker"):\n    pass\n',
     'if opts.executor == "docker":\n    pass\n',
+    'if kind == "docker":\n    pass\n',
+    'made = Docker(flavour) if wanted == "docker" else Local(flavour)\n',
 ])
 def test_the_executor_name_rule_catches_a_planted_check(planted):
     assert executor_name_checks(planted) == [1]
@@ -407,7 +400,107 @@ def test_the_executor_name_rule_catches_a_planted_check(planted):
 
 def test_the_executor_name_rule_leaves_other_names_alone():
     assert executor_name_checks('same = cell.name == other.name\nkind = kind == "auto"\n'
-                                'remote = not executor.on_this_host\n') == []
+                                'remote = not executor.on_this_host\n'
+                                'image = kind == kinds.IMAGE_KIND\n') == []
+
+
+# --- executors: registered by kind ----------------------------------------------------------------
+
+REGISTRY_MODULE = "runner.executors.kinds"
+EXECUTOR_CLASSES = {kind.cls for kind in kinds.REGISTRY.values()}
+# Two layers below the executors must write the kinds out, each held to the registry by a test
+# (test_the_kinds_written_below_the_executors_are_the_registrys): the matrix schema's
+# [run] executor, and the variable that says how a Ray node runs its cells.
+KINDS_WRITTEN_OUT = {"runner.schema.tables", "runner.settings"}
+
+
+def executor_constructions(source: str) -> list[int]:
+    """Lines that make an executor by its class (LocalExecutor(...), docker.DockerExecutor(...),
+    kinds.executor_class(kind)(...)) instead of by its kind (kinds.create)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else \
+            func.attr if isinstance(func, ast.Attribute) else None
+        inner = func.func if isinstance(func, ast.Call) else None
+        by_class = isinstance(inner, (ast.Name, ast.Attribute)) and \
+            (inner.id if isinstance(inner, ast.Name) else inner.attr) == "executor_class"
+        if name in EXECUTOR_CLASSES or by_class:
+            found.append(node.lineno)
+    return found
+
+
+def kind_lists(source: str) -> list[int]:
+    """Lines that write two or more executor kinds out together (a tuple, list or set, a
+    Literal, a call's arguments): the registry's list, copied."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else \
+            node.args if isinstance(node, ast.Call) else []
+        if sum(isinstance(i, ast.Constant) and i.value in EXECUTOR_KINDS for i in items) >= 2:
+            found.add(node.lineno)
+    return sorted(found)
+
+
+def test_executors_are_made_by_their_kind_and_their_kinds_listed_once():
+    assert set(kinds.REGISTRY) == EXECUTOR_KINDS
+    for path in RUNNER.rglob("*.py"):
+        name = module_name(path)
+        if name == REGISTRY_MODULE:
+            continue
+        source = path.read_text(encoding="utf-8")
+        made = executor_constructions(source)
+        assert not made, f"{name} makes an executor by its class on lines {made}: " \
+                         "kinds.create(kind, ...) makes one by its kind"
+        if name not in KINDS_WRITTEN_OUT:
+            listed = kind_lists(source)
+            assert not listed, f"{name} writes the executor kinds out on lines {listed}: " \
+                               "read them from executors/kinds.py (choices(), REGISTRY)"
+
+
+@pytest.mark.parametrize("planted", [
+    "executor = DockerExecutor(flavour, gpu)\n",
+    "return local.LocalExecutor()\n",
+    "executor = kinds.executor_class(kind)(flavour, gpu)\n",
+])
+def test_the_registry_rule_catches_an_executor_made_by_its_class(planted):
+    assert executor_constructions(planted) == [1]
+
+
+@pytest.mark.parametrize("planted", [
+    'KINDS = ("auto", "local", "docker", "ray")\n',
+    'parser.add_argument("--executor", choices=["local", "docker"])\n',
+    'executor: Literal["local", "ray"] = "local"\n',
+    'parse = choice("auto", "local", "docker")\n',
+])
+def test_the_registry_rule_catches_a_list_of_kinds(planted):
+    assert kind_lists(planted) == [1]
+
+
+def test_the_registry_rule_leaves_other_calls_and_lists_alone():
+    source = ('pool = ThreadPoolExecutor(max_workers=2)\nok = isinstance(x, LocalExecutor)\n'
+              'executor = kinds.create(kind, flavour, gpu)\nsetup = choose_setup(m, "local")\n'
+              'where = ("local", "cpu")\n')
+    assert executor_constructions(source) == [] and kind_lists(source) == []
+
+
+def test_the_kinds_written_below_the_executors_are_the_registrys():
+    """The matrix schema and settings sit below the executors (they cannot read the
+    registry): what they allow is held to it here."""
+    import typing
+
+    from runner import schema, settings
+
+    allowed = typing.get_args(schema.RunSettings.model_fields["executor"].annotation)
+    assert allowed == kinds.choices()
+    on_a_node = [kinds.AUTO, *(k for k in kinds.REGISTRY if kinds.executor_class(k).on_this_host)]
+    parse = settings.SETTINGS[settings.NODE_EXECUTOR].parse
+    assert [parse(k) for k in on_a_node] == on_a_node
+    for kind in set(kinds.REGISTRY) - set(on_a_node):
+        with pytest.raises(ValueError):
+            parse(kind)
 
 
 # --- small modules and functions ------------------------------------------------------------------

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from runner import version
 from runner.schema import matrix as matrix_mod
 from runner.version import WORKER_DIR, cell_files, method_version, runner_version
+from runner.worker import catalog
 from runner.worker.catalog import WORKLOADS
 
 CELLS = [(api, w.name, backend) for w in WORKLOADS.values() for api in w.apis
-         for backend in (version.KERAS_BACKENDS if api == "keras" else (None,))]
+         for backend in (catalog.KERAS_BACKENDS if api == "keras" else (None,))]
 
 
 def worker_copy(tmp_path: Path, name: str, edit=None) -> Path:
@@ -52,11 +52,11 @@ def test_versions_are_short_digests_and_a_copy_has_the_same_ones(tmp_path):
 
 
 def test_a_change_to_one_api_module_changes_that_apis_cells_only(tmp_path):
-    changed = "apis/jax_api/matmul.py"
+    changed = "apis/jax_api/cnn.py"
     before = versions(WORKER_DIR)
     after = versions(worker_copy(tmp_path, "jax", append(changed, "\nEXTRA_SETTING = 1\n")))
     moved = {cell for cell in before if before[cell] != after[cell]}
-    assert moved == {("jax", "matmul", None)}
+    assert moved == {("jax", "cnn", None)}
     # ...and what decides it is the file set: every cell that runs the file, no other.
     runs_it = {cell for cell in CELLS if changed in cell_files(*cell)}
     assert moved == runs_it
@@ -95,11 +95,16 @@ def test_a_code_change_in_the_shared_clock_changes_every_cell(tmp_path):
 
 
 def test_adding_a_workload_leaves_every_other_cell_alone(tmp_path):
-    declaration = ('\ndeclare_workload(Workload(\n    "toy", ("run",), ("numpy",), False, '
+    declaration = ('\ndeclare_workload(Workload(\n    "toy", ("run",), False, '
                    '("float32",), {}, help="a toy", family="ops"))\n')
 
     def edit(root: Path) -> None:
         append("catalog/workloads.py", declaration)(root)
+        # NumPy's record names the toy's module: its declaration changes, its cells do not
+        apis = root / "catalog/apis.py"
+        apis.write_text(apis.read_text(encoding="utf-8").replace(
+            '"selftest": "numpy_api.selftest"}',
+            '"selftest": "numpy_api.selftest", "toy": "numpy_api.toy"}'), encoding="utf-8")
         (root / "apis/numpy_api/toy.py").write_text("def build(spec, fw):\n    return None\n")
 
     root = worker_copy(tmp_path, "toy", edit)
@@ -155,7 +160,7 @@ def ids_against(write_matrix, monkeypatch):
 def test_a_change_to_one_apis_module_changes_its_cell_ids_only(tmp_path, ids_against):
     before = ids_against(WORKER_DIR)
     assert before == ids_against(worker_copy(tmp_path, "same"))
-    after = ids_against(worker_copy(tmp_path, "keras", append("apis/keras_api/matmul.py",
+    after = ids_against(worker_copy(tmp_path, "keras", append("apis/keras_api/__init__.py",
                                                              "\nEXTRA_SETTING = 1\n")))
     assert len(before) == 2
     numpy_cell = next(name for name in before if "-numpy-" in name)

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..errors import UsageError
-from ..executors.kinds import KINDS
+from ..executors import kinds
 from .options import PROFILES
 
 
@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("matrix", type=Path, nargs="?", default=None,
                         help="the matrix whose path to check (default: matrix.toml of the "
                              "repository)")
-    parser.add_argument("--executor", choices=KINDS,
+    parser.add_argument("--executor", choices=kinds.choices(),
                         help="check this executor instead of the matrix's")
     parser.add_argument("--ray-address", metavar="HOST:PORT", default=None,
                         help="the Ray cluster to check (default: RAY_ADDRESS, else a local "

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..executors.kinds import KINDS
+from ..executors import kinds
 
 if TYPE_CHECKING:
     from ..run.pipeline import Options
@@ -21,7 +21,7 @@ def add_matrix_options(parser: argparse.ArgumentParser) -> None:
                         help="run only cells whose name contains or globs PATTERN (repeatable)")
     parser.add_argument("--profile", choices=PROFILES,
                         help="override [run] profile (auto: smoke when no GPU is found)")
-    parser.add_argument("--executor", choices=KINDS, help="override [run] executor")
+    parser.add_argument("--executor", choices=kinds.choices(), help="override [run] executor")
     parser.add_argument("--parallel", type=parallel, metavar="N|auto",
                         help="cells at once: auto (one per GPU) or at most N; 1: one at a time "
                              "(overrides [run] parallel)")
@@ -56,6 +56,14 @@ def pattern(text: str) -> str:
     return text
 
 
+def add_tuning_option(parser: argparse.ArgumentParser) -> None:
+    """Where the tuned tier's cells read their knobs (run, plan)."""
+    parser.add_argument("--tuning", action="append", type=Path, default=[], metavar="DIR",
+                        help="tier = \"tuned\" cells take their knobs from this tuning folder "
+                             "(python -m runner tune wrote it; repeatable, the first that has a "
+                             "cell wins; default: the matrix's newest that has it)")
+
+
 def positive(text: str) -> float:
     try:
         value = float(text)
@@ -78,7 +86,7 @@ def run_options(args: argparse.Namespace, **overrides: Any) -> Options:
     """pipeline.Options from run, plan and build's arguments."""
     from ..run.pipeline import Options
 
-    caps = {k: getattr(args, k) for k in ("budget", "max_hours") if hasattr(args, k)}
+    caps = {k: getattr(args, k) for k in ("budget", "max_hours", "tuning") if hasattr(args, k)}
     opts = Options(matrix_path=args.matrix, only=args.only, profile=args.profile,
                    executor=args.executor, parallel=args.parallel,
                    ray_address=args.ray_address, profile_cells=args.profile_cells, **caps,

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_OK, UsageError, one_line, user_text
-from ..executors.kinds import KINDS
+from ..executors import kinds
 from .options import pattern
 
 ACTIONS = ("cells", "diff")
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cells.add_argument("--cell", action="append", default=[], metavar="GLOB", type=pattern,
                        help="the cells to profile: a name, glob or id (repeatable; default: "
                             "every cell with a finished repeat)")
-    cells.add_argument("--executor", choices=KINDS, help="override the run's [run] executor")
+    cells.add_argument("--executor", choices=kinds.choices(), help="override the run's [run] executor")
     diff = sub.add_parser("diff", help="two profiles side by side: categories, then the ops "
                                        "that moved most")
     diff.add_argument("run_a", type=Path, metavar="RUN_DIR", help="a run folder (A)")

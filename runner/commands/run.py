@@ -8,12 +8,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .options import add_cost_options, add_matrix_options, run_options
+from .options import add_cost_options, add_matrix_options, add_tuning_option, run_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_matrix_options(parser)
     add_cost_options(parser)
+    add_tuning_option(parser)
     parser.add_argument("--recalibrate", action="store_true",
                         help="[run] calibrate: measure the peaks again, even where this "
                              "machine's cache holds them for the same locks")

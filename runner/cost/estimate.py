@@ -106,13 +106,14 @@ class Estimate:
 
     def entry(self) -> dict[str, Any]:
         """The manifest's cost.estimate (seconds; the sources counted)."""
-        return {"seconds": _span(self.total), "cells_s": _span(self.cells),
-                "builds_s": _span(self.builds), "calibration_s": _span(self.calibration),
+        return {"seconds": span_entry(self.total), "cells_s": span_entry(self.cells),
+                "builds_s": span_entry(self.builds),
+                "calibration_s": span_entry(self.calibration),
                 "runs": len(self.entries), "lanes": self.lanes,
                 "sources": {part: dict(counts) for part, counts in self.sources.items()}}
 
 
-def _span(span: Span) -> dict[str, float]:
+def span_entry(span: Span) -> dict[str, float]:
     return {"low": round(span.low, 1), "expected": round(span.expected, 1),
             "high": round(span.high, 1)}
 

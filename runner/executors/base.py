@@ -4,8 +4,9 @@ An executor prepares environments (`prepare`) and runs one cell × repeat in one
 an Attempt in, an Outcome out: what it saw of the worker process or container). Callers — the
 pipeline, doctor, reproduce — read its capability flags, never its name, to decide what differs
 between executors. Adding an executor: subclass Executor, set the flags, implement `would_use`,
-`prepare` and `run` (and `interrupt`, `close` where something can be left behind), and name
-its kind in executors/kinds.py.
+`prepare` and `run` (and `interrupt`, `close` where something can be left behind; `for_run` where
+it is made from more than a flavour and the host's GPU), and register its kind in
+executors/kinds.py.
 
 Shared here: the in-flight set Ctrl-C reaches (InFlight), the log's tail and the runner's notes
 in it, the GPU hand-off to a worker, and spec.json, written in one place (write_spec) and read
@@ -140,8 +141,14 @@ class Executor:
     flavour: Flavour
 
     def __init__(self, flavour: Flavour | None = None, gpu: bool = False) -> None:
-        """What executors/kinds.py `create` passes every kind but ray (which takes an address)."""
         raise NotImplementedError
+
+    @classmethod
+    def for_run(cls, flavour: Flavour, gpu: bool, address: str | None = None) -> Executor:
+        """An executor of this kind for a run (executors/kinds.py `create`): on a host whose
+        GPU `gpu` says, in `flavour`; `address`: the cluster of an executor that places cells
+        on one (the others have none)."""
+        return cls(flavour, gpu)
 
     # Why this executor can run no more cells (its Docker engine or Ray cluster is gone), else
     # None: the run stops after the cell that found out.

@@ -11,7 +11,7 @@ environments.
 No shared file system: the runner's code and the image folders travel with the job (Ray's
 `working_dir`, staged from this checkout: ray_cluster.py), the spec goes out in the task's
 arguments, and the worker's result, its log and the node's facts come back as the task's return
-values; the driver stores them exactly as a local run does. A task whose process or node is lost
+values (each typed: ray_messages.py); the driver stores them exactly as a local run does. A task whose process or node is lost
 is submitted again, at most DL_BENCH_RAY_RETRIES times (Ray places it on a node that is alive),
 then the cell is recorded as crashed with each loss named.
 
@@ -38,6 +38,7 @@ from .base import (Attempt, Executor, InFlight, Outcome, Prepared, append_to_log
 from .ray_cluster import (ADDRESS_ENV, ClusterLost, RayUnavailable, address_problem,
                           authentication, check_version, cluster_facts, first_line, gcs_address,
                           import_ray, join, retries_setting)
+from .ray_messages import CellReply, CellRequest, Placed, PrepareReply, PrepareRequest
 from .ray_node import staged_sources, prepare_on_node, run_on_node, where
 
 # The driver's settings every node must share (the base image its Docker builds start from, a
@@ -65,6 +66,11 @@ class RayExecutor(Executor):
     name = "ray"
     on_this_host = False        # Ray places every cell on a node of the cluster
     runs_existing = True        # an existing interpreter runs on each node (a VM image's stack)
+
+    @classmethod
+    def for_run(cls, flavour: Flavour, gpu: bool, address: str | None = None) -> RayExecutor:
+        """The driver of the cluster at `address` (the host's own GPU does not matter)."""
+        return cls(address, flavour=flavour)
 
     def __init__(self, address: str | None = None, retries: int | None = None,
                  flavour: Flavour | None = None):
@@ -163,8 +169,7 @@ class RayExecutor(Executor):
             return Prepared(source.key, uses, flavour,
                             error=f"images/{source.folder}: no requirements lock")
         self._sources[source.key] = source
-        request = {"source": dataclasses.asdict(source), "locks": locks,
-                   "node_executor": self.node_executor}
+        request = PrepareRequest(source, locks, self.node_executor)
         nodes = [n for n in self.connect()["nodes"] if n["cpus"]]
         task = self.ray.remote(prepare_on_node)
         pending = {task.options(num_cpus=0, name=f"dl-bench prepare {source.key}",
@@ -185,12 +190,12 @@ class RayExecutor(Executor):
                 continue
             node = pending.pop(done[0])
             try:
-                reply = self.ray.get(done[0])
+                reply: PrepareReply = self.ray.get(done[0])
             except self.ray.exceptions.RayError as exc:
-                reply = {"error": f"{type(exc).__name__}: {first_line(exc)}"}
+                reply = PrepareReply(f"{type(exc).__name__}: {first_line(exc)}")
             name = f"node {node['node_ip']} ({node['node_name']})"
-            (failures if reply.get("error") else ready).append(f"{name}: {reply.get('error')}")
-            notes += [f"{name}: {warning}" for warning in reply.get("warnings") or []]
+            (failures if reply.error else ready).append(f"{name}: {reply.error}")
+            notes += [f"{name}: {warning}" for warning in reply.warnings]
             on_line(f"{len(ready)}/{len(nodes)} nodes ready" +
                     (f", {len(failures)} failed" if failures else ""))
         metadata: dict[str, Any] = {"executor": self.name,
@@ -211,14 +216,13 @@ class RayExecutor(Executor):
             return {"num_gpus": gpus, "num_cpus": 1}
         return {"num_gpus": 0, "num_cpus": self.facts.get("cpus_per_node") or 1}
 
-    def request_for(self, prepared: Prepared, attempt: Attempt, source: Source) -> dict[str, Any]:
-        return {"spec": attempt.spec.to_dict(),
-                "source": dataclasses.asdict(source),
-                "locks": expected_locks(source), "env": attempt.env, "timeout": attempt.timeout,
-                "wants_gpu": attempt.gpu is not None, "node_executor": self.node_executor,
-                "staged_code": staged_sources(attempt)}
+    def request_for(self, prepared: Prepared, attempt: Attempt, source: Source) -> CellRequest:
+        return CellRequest(spec=attempt.spec, source=source, locks=expected_locks(source),
+                           env=attempt.env, timeout=attempt.timeout,
+                           wants_gpu=attempt.gpu is not None, node_executor=self.node_executor,
+                           staged_code=staged_sources(attempt))
 
-    def submit(self, request: dict[str, Any], attempt: Attempt) -> Any:
+    def submit(self, request: CellRequest, attempt: Attempt) -> Any:
         return self._task.options(
             **self.resources(attempt.gpu.count if attempt.gpu is not None else 0),
             max_retries=0,                                               # resubmitted in run()
@@ -239,7 +243,7 @@ class RayExecutor(Executor):
         return self.crashed(attempt, started, f"the Ray task was lost {len(losses)} times "
                             f"({self.retries} retries): " + "; ".join(losses))
 
-    def submit_once(self, request: dict[str, Any], attempt: Attempt, started: float, tries: int,
+    def submit_once(self, request: CellRequest, attempt: Attempt, started: float, tries: int,
                     losses: list[str]) -> Outcome | None:
         """One submission of the cell's task: its outcome, or None when the task was lost and
         may be submitted again (the loss added to `losses`)."""
@@ -248,10 +252,11 @@ class RayExecutor(Executor):
         generator = self.submit(request, attempt)
         try:
             with self._in_flight.holding(generator):
-                placement.update(self.next_reply(generator)["placement"])
+                placed: Placed = self.next_reply(generator)
+                placement.update(placed.placement)
                 attempt.placement.update(placement)
                 attempt.on_status(f"on {where(placement)}")
-                reply = self.next_reply(generator)
+                reply: CellReply = self.next_reply(generator)
         except ClusterLost as exc:
             return self.cluster_lost(attempt, started, str(exc), placement)
         except ray.exceptions.TaskCancelledError:
@@ -272,16 +277,16 @@ class RayExecutor(Executor):
             return None
         return self.received(reply, attempt, started)
 
-    def received(self, reply: dict[str, Any], attempt: Attempt, started: float) -> Outcome:
+    def received(self, reply: CellReply, attempt: Attempt, started: float) -> Outcome:
         """Store what the node sent where a local worker would have left it."""
-        if reply.get("error"):
-            return self.crashed(attempt, started, reply["error"], reply.get("log", ""))
-        append_to_log(attempt.log_path, reply.get("log", ""))
-        if reply.get("result") is not None:
-            write_text_atomic(attempt.result_path, reply["result"])
-        attempt.placement.update({**reply.get("metadata", {}), "executor": self.name})
-        outcome = Outcome(**reply["outcome"])
-        outcome.log_tail = log_tail(attempt.log_path)
+        if reply.error or reply.outcome is None:
+            return self.crashed(attempt, started, reply.error or "the node sent no outcome",
+                                reply.log)
+        append_to_log(attempt.log_path, reply.log)
+        if reply.result is not None:
+            write_text_atomic(attempt.result_path, reply.result)
+        attempt.placement.update({**reply.metadata, "executor": self.name})
+        outcome = dataclasses.replace(reply.outcome, log_tail=log_tail(attempt.log_path))
         return outcome
 
     def crashed(self, attempt: Attempt, started: float, error: str, log: str = "") -> Outcome:

@@ -11,7 +11,6 @@ environment at once.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import hashlib
 import json
@@ -28,6 +27,7 @@ from ..environments import Source, decide_flavour, folder_flavour, lock_path, lo
 from ..environments.venvs import ENV_ROOT
 from ..worker.protocol import CellSpec
 from .base import Attempt, Executor, GpuRequest, Outcome, Prepared, write_spec
+from .ray_messages import CellReply, CellRequest, Placed, PrepareReply, PrepareRequest
 
 LOG_LIMIT = 4 * 2**20                       # bytes of a cell's log sent back to the driver
 RESULT_LIMIT = 64 << 20                     # a result.json larger than this is not one
@@ -46,17 +46,17 @@ def where(placement: dict[str, Any]) -> str:
     return text
 
 
-def run_on_node(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def run_on_node(request: CellRequest) -> Iterator[Placed | CellReply]:
     """The Ray task: first where it runs (so a lost task can still be placed), then the result."""
     placement = node_placement()
-    yield {"placement": placement}
+    yield Placed(placement)
     try:
         yield run_here(request, placement)
     except Exception as exc:  # a bug on the node becomes the cell's error text
         import traceback
 
-        yield {"error": f"on {where(placement)}: {type(exc).__name__}: {exc}",
-               "log": traceback.format_exc()}
+        yield CellReply(error=f"on {where(placement)}: {type(exc).__name__}: {exc}",
+                        log=traceback.format_exc())
 
 
 def node_placement() -> dict[str, Any]:
@@ -82,20 +82,19 @@ def node_placement() -> dict[str, Any]:
     return placement
 
 
-def prepare_on_node(request: dict[str, Any]) -> dict[str, Any]:
+def prepare_on_node(request: PrepareRequest) -> PrepareReply:
     """The Ray task that builds (or finds) one environment on the node it is pinned to."""
     try:
-        _, executor = node_executor(request["node_executor"])
-        prepared = prepare_here(executor, Source(**request["source"]), request["locks"])
+        _, executor = node_executor(request.node_executor)
+        prepared = prepare_here(executor, request.source, request.locks)
     except Exception as exc:  # reported per node by the driver
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"error": prepared.error, "warnings": prepared.warnings}
+        return PrepareReply(f"{type(exc).__name__}: {exc}")
+    return PrepareReply(prepared.error, list(prepared.warnings))
 
 
-def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, Any]:
-    source = Source(**request["source"])
-    kind, executor = node_executor(request["node_executor"])
-    prepared = prepare_here(executor, source, request["locks"])
+def run_here(request: CellRequest, placement: dict[str, Any]) -> CellReply:
+    kind, executor = node_executor(request.node_executor)
+    prepared = prepare_here(executor, request.source, request.locks)
     # A fresh private folder (mkdtemp: an unpredictable name, mode 0700), never a fixed /tmp
     # path another user could have planted a link at.
     work = Path(tempfile.mkdtemp(prefix="dl-bench-ray-cell-"))
@@ -111,29 +110,28 @@ def run_here(request: dict[str, Any], placement: dict[str, Any]) -> dict[str, An
             write_spec(attempt)
             outcome = run_interruptibly(executor, prepared, attempt)
             result = read_result(attempt.result_path)
-        return {"outcome": dataclasses.asdict(outcome), "result": result,
-                "log": read_log(log_path),
-                "metadata": {**prepared.metadata, **placement, "node_executor": kind}}
+        return CellReply(outcome, result, read_log(log_path),
+                         {**prepared.metadata, **placement, "node_executor": kind})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def node_attempt(request: dict[str, Any], placement: dict[str, Any], work: Path,
+def node_attempt(request: CellRequest, placement: dict[str, Any], work: Path,
                  log_path: Path) -> Attempt:
     """The driver's attempt on this node: its spec, in a work folder here, on the GPU Ray gave
     the task."""
     gpu = None
-    if request["wants_gpu"]:
+    if request.wants_gpu:
         device_id = placement.get("gpu_uuid") or (str(placement["gpu_index"])
                                                   if "gpu_index" in placement else None)
         gpu = GpuRequest(device_id)
         every = [str(i) for i in placement.get("gpu_indices", [])]
         if every:                                # a data-parallel cell: all of them, as Ray names them
             gpu = GpuRequest(every[0], tuple(every[1:]), count=len(every))
-    spec = CellSpec.from_dict(request["spec"])
-    return Attempt(spec=spec, work_dir=work, log_path=log_path, env=request["env"],
-                   timeout=request["timeout"], gpu=gpu,
-                   staged_code=stage_here(request.get("staged_code"), spec, work))
+    spec = request.spec
+    return Attempt(spec=spec, work_dir=work, log_path=log_path, env=request.env,
+                   timeout=request.timeout, gpu=gpu,
+                   staged_code=stage_here(request.staged_code, spec, work))
 
 
 def staged_sources(attempt: Attempt) -> dict[str, bytes] | None:
@@ -218,17 +216,14 @@ def node_executor(wanted: str) -> tuple[str, Any]:
         key = ("executor", wanted)
         if key not in _NODE_STATE:
             from ..machine import hostinfo
+            from . import kinds
             from .auto import choose
-            from .docker import DockerExecutor
-            from .local import LocalExecutor
 
             gpu = hostinfo.gpu_found()
             facts = hostinfo.gpu_facts()
             flavour = decide_flavour(facts.get("gpu_count") or 0, facts.get("gpu_name"))
-            kind = choose(gpu)[0] if wanted == "auto" else wanted
-            executor = DockerExecutor(flavour, gpu) if kind == "docker" else \
-                LocalExecutor(flavour, gpu)
-            _NODE_STATE[key] = (kind, executor)
+            kind = choose(gpu)[0] if wanted == kinds.AUTO else wanted
+            _NODE_STATE[key] = (kind, kinds.create(kind, flavour, gpu))
         return _NODE_STATE[key]
 
 

@@ -75,7 +75,7 @@ def cell_spec(cell: Cell, repeat: int, run_id: str, seed: int, result_path: str,
         workload=cell.workload, task=cell.task, batch_size=cell.batch_size, options=cell.options,
         steps=cell.steps, warmup_steps=cell.warmup_steps, seed=seed, result_path=result_path,
         calls_per_sample=calls_per_sample, user_workload=user_workload_entry(cell),
-        **cell.axes, **cell.settings)
+        tuning=dict(cell.tuning), **cell.axes, **cell.settings)
 
 
 def user_workload_entry(cell: Cell) -> UserWorkloadEntry | None:
@@ -110,14 +110,20 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         progress.console.print(cell_line(entry, record, pace.finish(entry) if pace else ""),
                                soft_wrap=True)
 
-    lanes.run(plan.to_run, label=lambda e: f"{e.cell.name} r{e.repeat}",
-              alone=lambda e: setup.alone(e.cell), run_one=run_one, done=done,
-              interrupt=setup.interrupt, ready=blocks.ready,
-              gate=pace.gate if pace else lambda entry: None,
-              width=lambda e: devices.width(setup, e.cell))
+    lanes.run(plan.to_run, cell_policy(setup, blocks, pace), run_one, done, setup.interrupt)
     if lanes.stopped is not None:
         raise RunStopped(lanes.stopped, by=pace.stopped_by if pace and pace.stopped_by
                          else "executor")
+
+
+def cell_policy(setup: Setup, blocks: BlockSizes, pace: Pace | None) -> scheduling.Policy[Entry]:
+    """Where and when each cell × repeat runs: a CPU cell alone (on a host with GPUs), a later
+    repeat once its cell's first has finished (its block size), as many lanes as its devices,
+    and, with a pace, no cell × repeat that would pass the run's caps."""
+    return scheduling.Policy(label=lambda e: f"{e.cell.name} r{e.repeat}",
+                             alone=lambda e: setup.alone(e.cell), ready=blocks.ready,
+                             gate=pace.gate if pace else lambda entry: None,
+                             width=lambda e: devices.width(setup, e.cell))
 
 
 def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, Prepared],
@@ -144,7 +150,7 @@ def run_calibration(setup: Setup, calibrations: list[Cell], prepared: dict[str, 
             measure.append((cell, lock))
     with calibration_display(console, len(measure)) as show:    # transient: one line when done
         for n, (cell, lock) in enumerate(measure, 1):
-            show(n, f"{user_text(cell.environment)} {cell.axes['precision']}")
+            show(n, f"{user_text(cell.environment)} {cell.axes.precision}")
             source = setup.source_of(cell)
             executor = setup.executor_for(source)
             record = run_entry(executor, Entry(cell, 1), prepared[source.key], sub, seed,
@@ -204,9 +210,10 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(work / "result.json"),
                      calls_per_sample)
     settled = None
+    worker: record_mod.WorkerReply
     if prepared.error:
         outcome = Outcome(returncode=None, timed_out=False, wall_s=0.0)
-        worker: dict[str, Any] | None = {"schema": 1, "status": "failed", "error": prepared.error}
+        worker = record_mod.failed_result(spec, prepared.error)
     else:
         settled = settle_before(entry.cell, lane, on_status, stop)
         store.log_path(entry.key).unlink(missing_ok=True)
@@ -218,7 +225,7 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
         outcome = executor.run(prepared, attempt)
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt     # killed by the interrupt: no record, --resume reruns it
-        worker = record_mod.read_worker_result(attempt.result_path)
+        worker = record_mod.read_worker_result(attempt.result_path, spec)
     record = record_mod.finalize(spec, outcome, worker, host_metadata(entry, prepared, placement),
                                  f"logs/{entry.key}.log", settle=settled, usd_per_s=usd_per_s)
     store.write_record(entry.key, record)
@@ -241,10 +248,10 @@ def gpu_request(cell: Cell, lane: Lane) -> GpuRequest | None:
     """What the cell asks of the GPU on its lane: none for a CPU cell, else the lane's GPU (or
     the executor's default where the lane has none); a data-parallel cell, its lane's GPUs
     (a joined lane: Lanes gave it one per device)."""
-    if cell.axes["device"] == "cpu":
+    if cell.axes.device == "cpu":
         return None
     ids = [gpu.device_id for gpu in lane.gpus]
-    return GpuRequest(ids[0] if ids else None, tuple(ids[1:]), count=cell.axes["devices"])
+    return GpuRequest(ids[0] if ids else None, tuple(ids[1:]), count=cell.axes.devices)
 
 
 def host_metadata(entry: Entry, prepared: Prepared, placement: dict[str, Any]) -> dict[str, Any]:
@@ -263,12 +270,13 @@ def adopt_orphan(entry: Entry, store: Store, seed: int,
     """On resume: a worker that finished while the runner died before storing its record left
     a complete result.json; store it instead of measuring again (nothing finished is lost)."""
     path = store.orphaned_result(entry.key)
-    worker = record_mod.read_worker_result(path) if path else None
-    if worker is None or worker.get("cell_id") != entry.cell.id:
+    found = record_mod.read_json_object(path) if path else None
+    if found is None or found.get("cell_id") != entry.cell.id:
         return None
     spec = cell_spec(entry.cell, entry.repeat, store.run_id, seed, str(path))
     outcome = Outcome(returncode=0, timed_out=False, wall_s=None)
-    record = record_mod.finalize(spec, outcome, worker, host_metadata, f"logs/{entry.key}.log",
+    record = record_mod.finalize(spec, outcome, record_mod.worker_result(found, spec),
+                                 host_metadata, f"logs/{entry.key}.log",
                                  notes={"adopted_after_interrupt": True})
     store.write_record(entry.key, record)
     return record
@@ -291,7 +299,7 @@ def settle_before(cell: Cell, lane: Lane, on_status: Callable[[str], None],
                   stop: threading.Event | None = None) -> dict[str, Any] | None:
     """[run] settle: wait for a quiet GPU before a GPU cell on this host's lane (a Ray slot's
     GPU is on its node; a CPU cell needs none); the record's `settle`."""
-    if cell.axes["device"] == "cpu" or not lane.local or lane.gpu is None:
+    if cell.axes.device == "cpu" or not lane.local or lane.gpu is None:
         return None
     settled = [gpustate.settle_gpu(gpu.device_id, cell.settle_s, cell.settle_temp_c, on_status,
                                    stop) for gpu in lane.gpus]      # a joined lane: each GPU

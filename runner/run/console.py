@@ -252,7 +252,7 @@ def cell_line(entry: Entry, record: Record, pace: str = "") -> str:
 def calibration_line(cell: Cell, record: Record) -> str:
     mark = "[green]✓[/]" if record["status"] == "ok" else "[red]✗[/]"
     return (f"{mark} calibration {user_text(cell.environment)} "
-            f"{cell.axes['precision']}: {user_text(peak_text(record))}")
+            f"{cell.axes.precision}: {user_text(peak_text(record))}")
 
 
 def calibration_summary(records: Sequence[Mapping[str, Any]], took: float, reused: int = 0,

@@ -61,7 +61,7 @@ def estimate_the_run(state: RunState) -> None:
     from .preparing import packages_of
 
     setup, plan = state.setup, state.plan
-    devices = {d: device_key(d) for d in {c.axes["device"] for c in plan.cells}}
+    devices = {d: device_key(d) for d in {c.axes.device for c in plan.cells}}
     past = past_cells(history_destination(state)[0])
     builds = [Build(s.label, setup.executor_for(s).is_ready(s), packages_of(setup, s))
               for s in state.sources]
@@ -72,7 +72,7 @@ def estimate_the_run(state: RunState) -> None:
         cached = not state.opts.recalibrate and cache.get(lock, cell.id) is not None
         calibrations.append((cached, cache.last_wall_s(cell.id)))
     found = estimate_mod.estimate(
-        plan.to_run, lambda cell: devices[cell.axes["device"]], past,
+        plan.to_run, lambda cell: devices[cell.axes.device], past,
         lambda name: state.matrix.spec.workload(name).family, builds, venvs.build_logs(),
         calibrations, lanes=len(setup.lanes()[0]), gpu=setup.gpu)
     state.decide(estimate=found)

@@ -20,7 +20,7 @@ from .setup import Setup
 def on_gpu(setup: Setup, cell: Cell) -> bool:
     """Whether the cell's devices are GPUs: it does not ask for the CPU and the run has GPU
     lanes (this host's GPUs, or a Ray cluster with GPUs)."""
-    if cell.axes["device"] == "cpu":
+    if cell.axes.device == "cpu":
         return False
     lanes, _ = setup.lanes()
     if lanes[0].local:
@@ -30,7 +30,7 @@ def on_gpu(setup: Setup, cell: Cell) -> bool:
 
 def width(setup: Setup, cell: Cell) -> int:
     """Lanes the cell holds at once: one per GPU it computes on; a CPU cell one (alone)."""
-    return cell.axes["devices"] if on_gpu(setup, cell) else 1
+    return cell.axes.devices if on_gpu(setup, cell) else 1
 
 
 def capacity(setup: Setup, cell: Cell) -> tuple[int, str]:
@@ -55,7 +55,7 @@ def fit_to_machine(setup: Setup, cells: list[Cell]) -> list[Cell]:
     matrix on a smaller machine)."""
     out = []
     for cell in cells:
-        wanted = cell.axes["devices"]
+        wanted = cell.axes.devices
         if wanted > 1 and not cell.not_applicable:
             most, what = capacity(setup, cell)
             if wanted > most:

@@ -211,3 +211,9 @@ def add_prepared(manifest: Manifest, matrix: Matrix, setup: Setup,
                  prepared: dict[str, Prepared]) -> None:
     """The environments' entries with what preparing them found."""
     add_environments(manifest, environment_entries(matrix, setup, prepared))
+
+
+def add_tuning(manifest: Manifest, tuned: dict[str, dict[str, Any]]) -> None:
+    """Per tuned cell's id, its knobs and where they came from (run/tiers.py), where any."""
+    if tuned:
+        manifest["tuning"] = tuned

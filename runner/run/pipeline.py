@@ -26,7 +26,7 @@ from ..results.analysis.report_model import build as build_report
 from ..results.data.store import Store
 from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
-from . import console as show, devices, profiles, resume, manifest as manifest_mod
+from . import console as show, devices, profiles, resume, tiers, manifest as manifest_mod
 from .cells import RunStopped, record_not_applicable, run_calibration, run_cells
 from .costing import estimate_the_run, price_the_run, start_the_meter
 from .places import results_folder
@@ -98,8 +98,13 @@ def open_resumed_store(state: RunState) -> None:
 
 def plan_cells(state: RunState) -> None:
     finished = state.store.finished() if state.progress.store is not None else set()
-    cells = state.matrix.cells = devices.fit_to_machine(state.setup, state.matrix.cells)
-    state.decide(plan=make_plan(cells, state.opts.only, finished))
+    cells, tuned = tiers.attach(state.setup, devices.fit_to_machine(state.setup,
+                                                                    state.matrix.cells),
+                                state.opts.tuning, results_folder(state),
+                                state.matrix.spec.run.name, state.matrix.path,
+                                state.matrix.spec.tuning.knobs)
+    state.matrix.cells = cells
+    state.decide(plan=make_plan(cells, state.opts.only, finished), tuned=tuned)
 
 
 def refuse_an_empty_selection(state: RunState) -> None:
@@ -179,6 +184,7 @@ def start_run(state: RunState) -> None:
     state.console.print(f"run folder: {user_text(str(store.root))}", soft_wrap=True)
     state.progress.manifest = manifest_mod.opening_manifest(
         matrix, state.plan, state.setup, store, state.progress.prepared, bool(state.opts.resume))
+    manifest_mod.add_tuning(state.progress.manifest, state.decisions.tuned)
     show.announce_machine(state.progress.manifest, state.console)
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran

@@ -22,6 +22,7 @@ from ..results.data.store import Store
 from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
+from ..worker import catalog
 from .cells import attempt_for, cell_spec, stop_if_lost
 from .console import cell_label
 from .plan import Entry, matches
@@ -39,6 +40,10 @@ def step(state: RunState) -> None:
     if patterns and not cells:
         state.console.print("◷ profile: no cell to profile (the cells named have no ok repeat, "
                             "run on several devices, or have a profile already)", soft_wrap=True)
+    for cell in [c for c in cells if no_profiler(c)]:
+        state.console.print(f"profile: {cell_label(cell.name)} not profiled: "
+                            f"{user_text(str(no_profiler(cell)))}", soft_wrap=True)
+    cells = [c for c in cells if not no_profiler(c)]
     run_profiles(state.setup, cells, state.progress.prepared, state.store,
                  profiling.worker_settings(), state.matrix.spec.run.seed, state.console)
 
@@ -65,7 +70,15 @@ def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]]
         return []
     ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
     return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
-            and c.axes["devices"] == 1 and not stored.has_profile(root, c.id, ledger)]
+            and c.axes.devices == 1 and not stored.has_profile(root, c.id, ledger)]
+
+
+def no_profiler(cell: Cell) -> str | None:
+    """Why a cell's engine has no profiler (its API's record), or None when it has one."""
+    engine = catalog.api(cell.api, cell.backend).engine_record
+    if engine is None:
+        return f"{cell.api} has no engine known for backend {cell.backend!r}"
+    return None if engine.profiler else engine.profiler.reason
 
 
 def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | None:
@@ -102,9 +115,9 @@ def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store
     work = store.work_dir(key)
     spec = dataclasses.replace(cell_spec(cell, 0, store.run_id, seed, str(work / "result.json")),
                                profile_pass=settings)
-    worker: dict[str, Any] | None
+    worker: record_mod.WorkerReply
     if prepared.error:
-        outcome, worker = Outcome(None, False, 0.0), {"status": "failed", "error": prepared.error}
+        outcome, worker = Outcome(None, False, 0.0), record_mod.failed_result(spec, prepared.error)
     else:
         store.log_path(key).unlink(missing_ok=True)
         attempt: Attempt = attempt_for(Entry(cell, 0), spec, work, store.log_path(key), lane,
@@ -113,7 +126,7 @@ def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store
             attempt.staged_code = store.root / STAGED
         write_spec(attempt)
         outcome = executor.run(prepared, attempt)
-        worker = record_mod.read_worker_result(attempt.result_path)
+        worker = record_mod.read_worker_result(attempt.result_path, spec)
     profile, kernels, trace = profile_of(cell, worker, outcome, settings,
                                          timed_median(records, cell.id), records)
     profile["log"] = f"logs/{key}.log"
@@ -121,7 +134,7 @@ def profile_one(executor: Executor, prepared: Prepared, cell: Cell, store: Store
     return {**profile, "kernels": kernels}
 
 
-def profile_of(cell: Cell, worker: Mapping[str, Any] | None, outcome: Outcome,
+def profile_of(cell: Cell, worker: record_mod.WorkerReply, outcome: Outcome,
                settings: dict[str, Any], timed_ms: float | None,
                records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], Any, bytes | None]:
     """profile.json, kernels.json and the trace from what the worker handed back."""
@@ -133,11 +146,14 @@ def profile_of(cell: Cell, worker: Mapping[str, Any] | None, outcome: Outcome,
         "api": cell.api, "backend": cell.backend, "workload": cell.workload, "task": cell.task,
         "batch_size": cell.batch_size, "row": row_label(first), "settings": settings,
         "timed_median_ms": timed_ms, "wall_s": outcome.wall_s}
-    captured = (worker or {}).get("profile")
-    if not worker or worker.get("status") != "ok" or not isinstance(captured, dict):
-        why = (worker or {}).get("error") or ("timed out" if outcome.timed_out else
-                                              f"the worker exited {outcome.returncode} without "
-                                              "a profile")
+    if isinstance(worker, record_mod.Unusable):
+        why = f"the worker's result.json is not a valid result ({worker.problem})"
+        return {**base, "status": "failed", "error": why[-2000:]}, None, None
+    captured = worker["profile"] if worker is not None else None
+    if worker is None or worker["status"] != "ok" or not isinstance(captured, dict):
+        why = (worker["error"] if worker is not None else None) or (
+            "timed out" if outcome.timed_out else
+            f"the worker exited {outcome.returncode} without a profile")
         return {**base, "status": "failed", "error": str(why)[-2000:]}, None, None
     profiled = stored.finite_number(captured.get("profiled_step_ms"))
     overhead = profiled / timed_ms if profiled and timed_ms else None

@@ -21,7 +21,7 @@ import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from collections.abc import Callable, Iterable
 
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
@@ -78,6 +78,41 @@ class Lane:
 CPU_LANE = Lane("CPU")
 
 
+def _anyone(entry: Any) -> bool:
+    return True
+
+
+def _no_one(entry: Any) -> bool:
+    return False
+
+
+def _no_stop(entry: Any) -> str | None:
+    return None
+
+
+def _one_lane(entry: Any) -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class Policy(Generic[Entry]):
+    """What the lanes ask of each entry, decided once for a run (run/cells.py cell_policy);
+    Lanes knows nothing else of what an entry is.
+
+    label: its name on the display and in the lines; alone: it runs by itself, once the
+    running entries have finished, and nothing starts beside it (a CPU cell); ready: it may
+    start now (with several lanes; a later repeat waits for its cell's first, whose block size
+    it takes), else the next ready entry goes ahead of it; gate: asked before it starts, why
+    the run stops there (a budget), or None; width: the lanes it holds at once, joined (a
+    data-parallel cell's devices)."""
+
+    label: Callable[[Entry], str] = str
+    alone: Callable[[Entry], bool] = _no_one
+    ready: Callable[[Entry], bool] = _anyone
+    gate: Callable[[Entry], str | None] = _no_stop
+    width: Callable[[Entry], int] = _one_lane
+
+
 class _CellsOnly(BarColumn):
     """The bar, shown on the overall row only (the lanes' rows say what each lane does)."""
 
@@ -116,22 +151,15 @@ class Lanes:
         self.stop = threading.Event()     # set on Ctrl-C: a cell that finishes now is dropped
         self.stopped: str | None = None   # why `gate` stopped the run before an entry
 
-    def run(self, entries: Iterable[Entry], *, label: Callable[[Entry], str],
-            alone: Callable[[Entry], bool],
+    def run(self, entries: Iterable[Entry], policy: Policy[Entry],
             run_one: Callable[[Entry, Lane, Callable[[str], None]], Any],
             done: Callable[[Entry, Any, Progress], None],
-            interrupt: Callable[[], None],
-            ready: Callable[[Entry], bool] = lambda entry: True,
-            gate: Callable[[Entry], str | None] = lambda entry: None,
-            width: Callable[[Entry], int] = lambda entry: 1) -> None:
+            interrupt: Callable[[], None]) -> None:
         """run_one(entry, lane, show) -> result, in a thread of its own when several lanes;
-        done(entry, result, progress) in the calling thread, in the order cells finish. With
-        several lanes an entry starts only once ready(entry) (one whose input another entry
-        makes, e.g. a later repeat waiting for its cell's first); the next ready entry goes
-        ahead of it meanwhile; it holds width(entry) lanes, joined (a data-parallel
-        cell's). One lane runs the entries in their order. gate(entry), asked before
-        each entry starts, returns why the run stops there (a budget) or None: then
-        nothing more starts, the running entries finish, and `stopped` says why."""
+        done(entry, result, progress) in the calling thread, in the order cells finish;
+        interrupt() on Ctrl-C, to kill what runs. The policy says which entry goes where and
+        when (Policy); one lane runs the entries in their order. When policy.gate stops the
+        run, nothing more starts, the running entries finish, and `stopped` says why."""
         entries = list(entries)
         # Redrawn once a second, not rich's ten: a cell's timed window shares the host with
         # this process (a live display at 10 Hz took 1.4 % of a CPU against 0.6 % without one).
@@ -140,47 +168,44 @@ class Lanes:
                       refresh_per_second=QUIET_REFRESH_HZ) as progress:
             bar = progress.add_task("cells", total=len(entries))
             if len(self.lanes) == 1:
-                self._serial(entries, label, alone, run_one, done, progress, bar, gate)
+                self._serial(entries, policy, run_one, done, progress, bar)
             else:
-                self._parallel(entries, label, alone, run_one, done, interrupt, progress, bar,
-                               ready, gate, width)
+                self._parallel(entries, policy, run_one, done, interrupt, progress, bar)
 
-    def _serial(self, entries, label, alone, run_one, done, progress, bar, gate) -> None:
+    def _serial(self, entries, policy, run_one, done, progress, bar) -> None:
         lane = self.lanes[0]
         for entry in entries:
-            self.stopped = gate(entry)
+            self.stopped = policy.gate(entry)
             if self.stopped is not None:
                 return
-            where = CPU_LANE if alone(entry) else lane
-            progress.update(bar, description=user_text(label(entry)))
+            where = CPU_LANE if policy.alone(entry) else lane
+            progress.update(bar, description=user_text(policy.label(entry)))
 
             def show(text: str, entry=entry) -> None:
-                progress.update(bar, description=user_text(f"{label(entry)}: {text}"))
+                progress.update(bar, description=user_text(f"{policy.label(entry)}: {text}"))
 
             done(entry, run_one(entry, where, show), progress)
             progress.advance(bar)
 
     @staticmethod
-    def _next_start(pending, running, free, ready, alone,
-                    width=lambda entry: 1) -> tuple[Any, Lane] | None:
+    def _next_start(pending, running, free, policy: Policy) -> tuple[Any, Lane] | None:
         """The next entry to start now and its lane, or None: the first ready entry (the first
         of all when nothing runs: nothing could make the others ready) on the first free lane
         (its first width(entry) free lanes, joined, in order); a CPU cell alone, once the
         running cells have finished."""
-        entry = next((e for e in pending if ready(e)), None if running else pending[0])
+        entry = next((e for e in pending if policy.ready(e)), None if running else pending[0])
         if entry is None:
             return None                     # every entry waits for a running one
         if any(lane is CPU_LANE for _, lane in running.values()):
             return None                     # a CPU cell runs alone
-        if alone(entry):
+        if policy.alone(entry):
             return None if running else (entry, CPU_LANE)   # after the GPU cells finish
-        wanted = width(entry)
+        wanted = policy.width(entry)
         if not running and len(free) < wanted:      # the plan makes such a cell NA (devices.py)
             raise RuntimeError(f"a cell wants {wanted} lanes, the run has {len(free)}")
         return (entry, Lane.join(free[:wanted])) if len(free) >= wanted else None
 
-    def _parallel(self, entries, label, alone, run_one, done, interrupt, progress, bar,
-                  ready, gate, width) -> None:
+    def _parallel(self, entries, policy, run_one, done, interrupt, progress, bar) -> None:
         rows = {lane: progress.add_task(user_text(f"{lane.label}: idle"), total=None, lane=True)
                 for lane in [*self.lanes, CPU_LANE]}
         progress.update(rows[CPU_LANE], visible=False)
@@ -191,22 +216,23 @@ class Lanes:
 
         def start(entry: Any, lane: Lane) -> None:
             row = rows[lane.parts[0]]
-            progress.reset(row, description=user_text(f"{lane.label}: {label(entry)}"),
+            progress.reset(row, description=user_text(f"{lane.label}: {policy.label(entry)}"),
                            visible=True)
 
             def show(text: str) -> None:
-                progress.update(row, description=user_text(f"{lane.label}: {label(entry)}: {text}"))
+                progress.update(row, description=user_text(
+                    f"{lane.label}: {policy.label(entry)}: {text}"))
 
             running[pool.submit(run_one, entry, lane, show)] = (entry, lane)
 
         try:
             while pending or running:
                 while pending:
-                    chosen = self._next_start(pending, running, free, ready, alone, width)
+                    chosen = self._next_start(pending, running, free, policy)
                     if chosen is None:
                         break
                     entry, lane = chosen
-                    self.stopped = gate(entry)
+                    self.stopped = policy.gate(entry)
                     if self.stopped is not None:
                         pending.clear()             # the running ones finish; none starts
                         break

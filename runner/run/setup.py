@@ -89,7 +89,7 @@ class Setup:
         """A CPU cell on a host whose lanes are GPUs runs alone (Ray keeps it alone on its node
         by the resources it asks for)."""
         lanes, _ = self.lanes()
-        return cell.axes["device"] == "cpu" and lanes[0].local and lanes[0].gpu is not None
+        return cell.axes.device == "cpu" and lanes[0].local and lanes[0].gpu is not None
 
     def would_use(self, source: Source) -> tuple[str, str | None, str]:
         """(executor name, flavour, what it uses) without building anything."""
@@ -126,10 +126,12 @@ def choose_setup(matrix: Matrix | None, requested: str | None,
     else:
         parallel = matrix.spec.run.parallel if matrix is not None else "auto"
         asked = f"[run] parallel = {parallel!r}"
-    if kind == "auto":
+    if kind == kinds.AUTO:
         kind, reason = auto.choose(gpu)
-    if kind not in kinds.KINDS:
-        raise UsageError(f"executor {kind!r} is not available (use auto, local, docker or ray)")
+    if not kinds.registered(kind):
+        *others, last = kinds.choices()
+        raise UsageError(f"executor {kind!r} is not available (use {', '.join(others)} or "
+                         f"{last})")
     if not kinds.executor_class(kind).on_this_host:
         refuse_digest_images(matrix, kind)
     try:

@@ -52,6 +52,9 @@ class Options:
     # Every cell's block size, handed to every repeat instead of calibrated (bisect: the good
     # end's, so that each step times the same block and compares like with like).
     calls_per_sample: int | None = None
+    # --tuning: the tuning folders the tuned tier's cells read their knobs from (none: the
+    # matrix's newest that has the cell)
+    tuning: list[Path] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class Decisions:
     price: RunPrice | None = None         # [cost], priced (price_the_run)
     budget: float | None = None           # --budget, else [cost] budget
     estimate: Estimate | None = None      # the run's time before it runs (estimate_the_run)
+    # per tuned cell's id: its knobs and where they came from (plan_cells, run/tiers.py)
+    tuned: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

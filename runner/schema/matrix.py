@@ -21,6 +21,7 @@ from ..errors import UsageError
 from ..paths import IMAGES_DIR
 from ..version import method_version
 from ..worker import catalog, protocol
+from .axes import Axes
 from .user_workloads import UserWorkload
 
 
@@ -35,7 +36,7 @@ class Cell:
     workload: str
     task: str
     batch_size: int
-    axes: dict[str, Any]            # every axis of catalog.setting_axes(), in its order
+    axes: Axes                      # every axis of catalog.setting_axes(), in its order
     options: dict[str, Any]         # size presets merged with the benchmark's options
     env: dict[str, str]
     steps: int | str                # or "auto"
@@ -54,12 +55,11 @@ class Cell:
     keep_compile_caches: bool = False         # [run] keep_compile_caches (not a coordinate)
     settle_s: float = 0.0                     # [run] settle: the wait for a quiet GPU (idem)
     settle_temp_c: float = 60.0               # [run] settle_temperature
-    # The report compares this cell's answer with its row's ([[benchmarks]] check_answers);
-    # not a coordinate: the cell computes the same either way.
+    # The report checks its answer against its row's ([[benchmarks]] check_answers; no coordinate).
     check_answers: bool = True
-    # A workload from the user's own file ([workloads.<name>]): its code's digest is a
-    # coordinate (an edit makes other cells), where the file lies is not.
+    # A user's workload ([workloads.<name>]): its code's digest is a coordinate, not its path.
     user_workload: UserWorkload | None = None
+    tuning: dict[str, Any] = field(default_factory=dict)    # knobs: a coordinate, where any
 
     @property
     def coordinates(self) -> dict[str, Any]:
@@ -70,6 +70,7 @@ class Cell:
         calibration = protocol.coordinate_settings(self.settings)
         if self.user_workload is not None:
             calibration["workload_sha256"] = self.user_workload.sha256
+        calibration.update({"tuning": self.tuning} if self.tuning else {})   # tier = tuned
         return {"environment": self.environment, "api": self.api, "backend": self.backend,
                 **where, "workload": self.workload, "task": self.task,
                 "batch_size": self.batch_size, **self.axes, "options": self.options,
@@ -95,7 +96,7 @@ class Cell:
         the size preset of a built-in one."""
         if self.user_workload is not None:
             return self.user_workload.defaults
-        return catalog.default_sizes(self.workload, self.axes["size"])
+        return catalog.default_sizes(self.workload, self.axes.size)
 
     @property
     def name(self) -> str:
@@ -282,7 +283,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
                 python=env.python, pins=tuple(env.pins), packages=tuple(env.packages),
                 workload=bench.workload, task=task, batch_size=batch_size,
-                axes=coords,
+                axes=Axes(coords),
                 options=options, env=worker_env(run, env),
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
                 repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
@@ -333,14 +334,13 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
     out = []
     for env_name, env in matrix.spec.environments.items():
         for precision in ("float32", "bfloat16"):
-            axes = {**catalog.AXIS_DEFAULTS, "precision": precision, "size": size}
-            if catalog.not_applicable_reason("matmul", env.api, env.backend, axes, "run"):
+            axes = Axes.defaults(precision=precision, size=size)
+            if catalog.not_applicable_reason("matmul", env.api, env.backend, dict(axes), "run"):
                 continue
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
                             image=env.image, python=env.python, pins=tuple(env.pins),
                             packages=tuple(env.packages), workload="matmul", task="run",
-                            batch_size=1,
-                            axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
+                            batch_size=1, axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,
                             repeats=1, timeout=run.timeout,
                             settings=protocol.settings_from(

@@ -13,6 +13,7 @@ from ..errors import did_you_mean
 from ..worker import catalog
 from .benchmark import BenchmarkSpec, check_option
 from .profiling import ProfilingSettings
+from .tuning import TuningSettings
 from .cost import CostSettings
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
                      RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
@@ -174,10 +175,14 @@ class EnvironmentSpec(Strict):
         if (self.image is None) == (self.python is None):
             raise ValueError("give image = '<folder under images/>' or python = "
                              "'/path/to/python' (an existing interpreter), exactly one of them")
-        if self.api == "keras" and self.backend is None:
-            raise ValueError("api = 'keras' needs backend = 'tensorflow' | 'jax' | 'torch'")
-        if self.api != "keras" and self.backend is not None:
-            raise ValueError(f"backend applies to api = 'keras' only, not {self.api!r}")
+        backends = catalog.api(self.api).backends
+        if backends and self.backend not in backends:
+            raise ValueError(f"api = {self.api!r} needs backend = "
+                             + " | ".join(repr(b) for b in backends))
+        if not backends and self.backend is not None:
+            with_backends = [name for name, r in catalog.API_RECORDS.items() if r.backends]
+            raise ValueError(f"backend applies to api = {' | '.join(map(repr, with_backends))} "
+                             f"only, not {self.api!r}")
         return self
 
 
@@ -242,6 +247,7 @@ class MatrixSpec(Strict):
     cost: CostSettings | None = None      # [cost]: the VM's price, the budget (schema/cost.py)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     profiling: ProfilingSettings = Field(default_factory=ProfilingSettings)
+    tuning: TuningSettings = Field(default_factory=TuningSettings)   # [tuning]: schema/tuning.py
     # Validated before the benchmarks (field order), which read what it declares.
     workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
     environments: dict[str, EnvironmentSpec] = Field(min_length=1)

@@ -36,17 +36,19 @@ from .workload_code import read_code, read_sources
 
 __all__ = ["STAGED", "STAGED_ENV", "UserWorkload", "read", "stage"]
 
-# A function name's API part: the API with "-" as "_" (tf-keras → tf_keras_fit).
-API_PREFIXES = {api.replace("-", "_"): api for api in catalog.APIS}
-KERAS_APIS = ("keras", "tf-keras")
+# A function name's API part, as each API's record names it (tf-keras → tf_keras_fit).
+API_PREFIXES = {record.function_prefix: name for name, record in catalog.API_RECORDS.items()}
+# The APIs whose cells run a Keras model (keras_model and keras_data).
+KERAS_APIS = tuple(name for name, record in catalog.API_RECORDS.items() if record.keras)
 MODEL_FUNCTIONS = ("keras_model", "keras_data")
 MODEL_TASKS = ("fit", "predict")
 HOOKS = ("items_per_step", "flops_per_step", "answer")
-# Module names a workload file (or a module beside it) may not take: the worker imports these,
-# and the folder of the user's files is on its import path.
-RESERVED_MODULES = frozenset({"runner", "numpy", "torch", "jax", "jaxlib", "tensorflow",
-                              "keras", "tf_keras", "keras_hub", "keras_nlp", "keras_cv", "flax",
-                              "optax", "psutil", "pynvml", "sitecustomize", "usercustomize"})
+# Module names a workload file (or a module beside it) may not take: the worker imports these
+# (every API's modules, as its record names them, and the worker's own), and the folder of the
+# user's files is on its import path.
+RESERVED_MODULES = frozenset({"runner", "numpy", "psutil", "pynvml", "sitecustomize",
+                              "usercustomize"}
+                             | {m for r in catalog.API_RECORDS.values() for m in r.imports})
 STAGED = "workloads"            # the run folder's folder of staged copies
 
 
@@ -231,7 +233,7 @@ def read_checked(name: str, file: str, tasks: tuple[str, ...], defaults: dict[st
         raise ValueError(f"{where}.sha256: {file} and the modules it imports hash to "
                          f"{sha[:12]}…, the matrix pins {pinned[:12]}… (the code changed)")
     workload = catalog.Workload(
-        name, tasks, tuple(found), needs_batch_size=bool(set(tasks) - {"run"}),
+        name, tasks, needs_batch_size=bool(set(tasks) - {"run"}),
         precisions=catalog.PRECISIONS,
         options={key: catalog.Option(float if isinstance(v, float) else type(v),
                                      f"{file}: default {v!r}")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import did_you_mean
 from ..worker import catalog
+from ..worker.protocol import MAX_TIMEOUT_S as MAX_TIMEOUT_S  # a cell attempt: a week
 
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 # What the results folder holds besides run folders (the history database and its journals,
@@ -26,7 +27,6 @@ NAME = re.compile(RUN_NAME_PATTERN)
 # a run unbounded (repeats = 2**63 - 1 planned forever), or break a timer (timeout = inf).
 MAX_REPEATS = 1000
 MAX_RUNS = 100_000              # cells × repeats of one matrix
-MAX_TIMEOUT_S = 7 * 24 * 3600.0  # one cell attempt: a week
 MAX_SEED = 2**32 - 1             # every framework's seed fits 32 bits
 
 # Variables a matrix's `env` may not set unless the environment says unsafe_env = true: they

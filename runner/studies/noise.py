@@ -37,6 +37,7 @@ from ..results.formatting import fmt
 from ..run import pipeline
 from ..run.plan import make_plan
 from ..run.setup import Setup, choose_setup
+from ..schema.axes import Axes
 from ..schema.matrix import Cell, Matrix, worker_env
 from ..timestamps import iso_now
 from ..version import runner_version
@@ -192,10 +193,10 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
     run_settings = matrix.spec.run
     out = []
     for name, env in matrix.spec.environments.items():
-        axes = dict(catalog.AXIS_DEFAULTS)
-        if catalog.not_applicable_reason("matmul", env.api, env.backend, axes, "run"):
+        axes = Axes.defaults()
+        if catalog.not_applicable_reason("matmul", env.api, env.backend, dict(axes), "run"):
             continue
-        n = OVERHEAD_N["gpu" if gpu and env.api != "numpy" else "cpu"]
+        n = OVERHEAD_N["gpu" if gpu and catalog.api(env.api, env.backend).gpu else "cpu"]
         out.append(Cell(environment=name, api=env.api, backend=env.backend, image=env.image,
                         python=env.python, workload="matmul", task="run", batch_size=1,
                         axes=axes, options={"n": n}, env=worker_env(run_settings, env),
@@ -203,8 +204,7 @@ def overhead_cells(matrix: Matrix, gpu: bool) -> list[Cell]:
                         timeout=run_settings.timeout,
                         settings=protocol.settings_from(run_settings, harness_overhead=True),
                         keep_compile_caches=run_settings.keep_compile_caches,
-                        settle_s=run_settings.settle,
-                        settle_temp_c=run_settings.settle_temperature))
+                        settle_s=run_settings.settle, settle_temp_c=run_settings.settle_temperature))
     return out
 
 

@@ -42,9 +42,10 @@ def is_run_folder(path: Path) -> bool:
 def reproducible(kind: Any) -> bool:
     """Whether a run of this executor kind can run again here: one whose cells ran on its
     host (a cluster's nodes built their own environments)."""
-    from ..executors.kinds import KINDS, executor_class
+    from ..executors import kinds
 
-    return kind in KINDS[1:] and executor_class(kind).on_this_host
+    return isinstance(kind, str) and kinds.registered(kind) and \
+        kinds.executor_class(kind).on_this_host
 
 
 def recorded_environments(store: Store, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -17,11 +17,11 @@ import time
 import traceback
 from typing import Any, cast
 
-from . import distributions, overhead, ranks
+from . import distributions, overhead, ranks, tuning
 from .apis import FrameworkBase, NoGpuError, Workload
 from .apis import data_parallel as parallel
 from .bench import BLOCK_TARGET_S, Bench, StepClock, run_loop, short_block
-from .catalog import API_PACKAGES
+from .catalog import api as api_record
 from .metadata import base_metadata, clean
 from .monitor import Monitor, Nvml, peak_rss_mb, rss_mb
 from .protocol import (COMPILE_CACHE_ENV, ENERGY_RESOLUTION_UNKNOWN_S, ENERGY_WINDOW_RESOLUTIONS,
@@ -49,10 +49,9 @@ def prepare_process_environment(spec: CellSpec) -> None:
     if spec.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    if spec.api == "keras" and spec.backend:
-        os.environ["KERAS_BACKEND"] = spec.backend
-    if spec.api == "tf-keras":
-        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    for name, value in api_record(spec.api, spec.backend).variables.items():
+        if "{backend}" not in value or spec.backend:      # no backend: the API's own default
+            os.environ[name] = value.format(backend=spec.backend)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     parallel.prepare_environment(spec)
 
@@ -83,11 +82,12 @@ def start_framework(spec: CellSpec,
     the initial memory: (the Framework, the workload module, the GPU or None)."""
     prepare_process_environment(spec)
     started = time.perf_counter()
-    package = f"{__package__}.apis.{API_PACKAGES[spec.api]}"
-    framework = importlib.import_module(package)
-    # A user workload's bench is built by one module for every API (it imports the user's file).
-    workload = cast(Workload, importlib.import_module(f"{__package__}.apis.user_common")
-                    if spec.user_workload else importlib.import_module(f"{package}.{spec.workload}"))
+    record = api_record(spec.api, spec.backend)
+    framework = importlib.import_module(f"{__package__}.apis.{record.package}")
+    # A user workload's bench is built by one module for every API (it imports the user's file);
+    # a declared one by the module the API's record names for it.
+    module = "user_common" if spec.user_workload else record.workloads[spec.workload]
+    workload = cast(Workload, importlib.import_module(f"{__package__}.apis.{module}"))
     fw: FrameworkBase = framework.Framework(spec)
     result["import_s"] = time.perf_counter() - started
     result["rss_initial_mb"] = rss_mb()
@@ -169,7 +169,8 @@ def record_after_window(spec: CellSpec, result: WorkerResult, bench: Bench, cloc
     result["vram_source"] = fw.vram_source if vram else None
     result["allocator"] = fw.allocator()
     result["effective"] = {**fw.effective, **fw.in_effect(), **bench.effective,
-                           "gc_in_timed_window": clock.gc_in_timed_window}
+                           "gc_in_timed_window": clock.gc_in_timed_window,
+                           **({"tuning": dict(spec.tuning)} if spec.tuning else {})}
     result["compile_cache"] = os.environ.get(COMPILE_CACHE_ENV)
     result["extra"].update(bench.extra)
     if spec.harness_overhead and getattr(fw, "agree", None) is None:   # after the window
@@ -325,7 +326,7 @@ def main(argv: list[str]) -> int:
     if followers is not None:
         followers.watch(lambda why: abandon(spec, result, result_path, started, why))
     try:
-        measure(spec, result)
+        measure(tuning.applied(spec), result)      # the tuned tier's knobs, if any
         result["status"] = "ok"
     except Exception as exc:  # errors become data: the status and the error text
         traceback.print_exc()

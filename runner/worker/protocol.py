@@ -11,8 +11,10 @@ import json
 import math
 import os
 import tempfile
+import typing
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
-from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
+from typing import (Annotated, Any, Final, Literal, NamedTuple, NotRequired, TypedDict, cast,
+                    get_args)
 from collections.abc import Callable, Iterator
 
 
@@ -107,6 +109,7 @@ class CellSpec:
     # default (tests/worker/test_catalog.py checks these are the catalog's).
     devices: int = 1
     scaling: str = "weak"
+    tier: str = "defaults"
     # --- the settings
     options: dict[str, Any]
     steps: int | str                    # timed steps, or "auto": until min_time_s (see bench.py)
@@ -129,6 +132,10 @@ class CellSpec:
     # A workload from the user's own file: {name, file, module, folder, sha256, defaults}; the
     # worker imports its staged copy (runner/worker/user_code.py). None: a built-in workload.
     user_workload: UserWorkloadEntry | None = None
+    # A tuned cell's (or a tuning probe's) knobs, knob → value, each one its API's record
+    # declares (catalog/apis.py); the worker applies them (runner/worker/tuning.py). {}: the
+    # framework's defaults.
+    tuning: dict[str, Any] = field(default_factory=dict)
     # A profiled pass of the cell instead of a timed repeat (runner/worker/profiling/): {steps,
     # warmup, activities, record_shapes, with_stack, max_trace_mb}; None: a timed repeat.
     profile_pass: dict[str, Any] | None = None
@@ -180,133 +187,327 @@ def coordinate_settings(settings: dict[str, Any]) -> dict[str, Any]:
             and settings[name] != _default(spec_field)}
 
 
-# The result record, schema 1. One entry per field: (who fills it, what it means).
-# "spec": copied from the cell spec; "worker": measured inside the environment;
-# "host": added by the host when it stores the record (summaries are never computed in a worker).
-RECORD_FIELDS: dict[str, tuple[str, str]] = {
-    "schema": ("worker", "record schema version"),
-    "status": ("worker", "ok | failed | crashed | timeout | oom | no_gpu | not_applicable"),
-    "error": ("worker", "error text when status is not ok, else null"),
-    **{f.name: ("spec", "cell coordinate / run setting") for f in fields(CellSpec)
-       if f.name != "result_path"},
-    # time
-    "samples_ms": ("worker", "raw samples of the timed loop, per step (ms): sample time / "
-                   "(steps_per_call × calls_per_sample)"),
-    "steps_per_call": ("worker", "steps the framework ran per timed call; samples are call time / this"),
-    "calls_per_sample": ("worker", "calls timed together in one sample with one device "
-                         "synchronisation at its end (block samples; 1: every call synchronised)"),
-    "block_source": ("worker", "how calls_per_sample was chosen: calibrated (by this repeat, "
-                     "after its warm-up), handed_over (the spec's: the cell's first ok repeat "
-                     "calibrated it), or per_call (a step that returns to the host, one call "
-                     "per sample)"),
-    "timing": ("worker", "how a sample was taken (what a step is, how the device was synchronised)"),
-    "outliers": ("worker", "[index, ms] of timed samples that hold a stall: a call of 10× the "
-                 "median call or more, in a block of k calls an excess over the median block of "
-                 "9/k of it and beyond the blocks' own spread (counted, never removed)"),
-    "epoch_boundary_samples": ("worker", "indices of timed samples that contain the first step "
-                               "of a new epoch (iterator rebuild, reshuffle); null without epochs"),
-    "import_s": ("worker", "importing the framework and the workload module, s"),
-    "setup_s": ("worker", "building the model and its data, s"),
-    "compile_s": ("worker", "duration of the first warm-up call (tracing/compilation included), s"),
-    "compile_cache": ("worker", "the compilation caches compile_s ran with: 'fresh' (empty: a new "
-                      "container, or the local executor's per-attempt cache folders) or 'kept' "
-                      "([run] keep_compile_caches: the user's caches, warm from earlier runs and "
-                      "repeats); null when the executor did not say"),
-    "compilations": ("worker", "{before_timed, timed, counted}: the framework's compilations "
-                     "(counted says which: XLA compiles, tf.function traces, dynamo graphs) "
-                     "before the timed window and inside it (a recompilation in the window is "
-                     "timed as a step); null where the framework has no counter"),
-    "warmup_s": ("worker", "durations of all warm-up calls, s"),
-    "train_s": ("worker", "duration of the whole timed loop, s"),
-    "worker_s": ("worker", "the worker from its first line to writing the result (the interpreter's "
-                 "own start-up is the rest of wall_s), s"),
-    "items_per_step": ("worker", "samples (or tokens / elements) processed per step; Stable "
-                       "Diffusion predict, whose step is one denoising step: images per call / "
-                       "num_steps, so that items/s is images/s and energy per item is per image"),
-    # memory
-    "rss_initial_mb": ("worker", "process RSS after the framework import, before the workload is built"),
-    "rss_peak_mb": ("worker", "peak process RSS over the worker's life up to the end of the "
-                    "measurement, before its answer is taken (kernel high-water mark)"),
-    "vram_initial_mb": ("worker", "framework-native device memory in use before the workload is built"),
-    "vram_peak_mb": ("worker", "framework-native device memory peak (null without a GPU)"),
-    "vram_source": ("worker", "which framework counter gave vram_*"),
-    "nvml_memory_peak_mb": ("worker", "NVML device memory used, peak over the timed window"),
-    "allocator": ("worker", "allocator / preallocation settings in force"),
-    # GPU and CPU
-    "gpu_util_mean": ("worker", "NVML GPU utilisation over the timed window, %"),
-    "gpu_power_mean_w": ("worker", "NVML power over the timed window, W"),
-    "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
-    "gpu_idle_power_w": ("worker", "the device's power at rest before the warm-up, from the "
-                         "energy counter's delta over a second, W (energy above idle: host); "
-                         "read with the framework started and its CUDA context open, so a "
-                         "framework whose context keeps the GPU busier at rest reads higher "
-                         "(H200: JAX 122 W, torch 80 W, nothing running 79.8 W)"),
-    "gpu_energy_resolution_s": ("worker", "the NVML energy counter's update interval, measured "
-                                "at rest, s: the timed window's energy is trusted from "
-                                "ENERGY_WINDOW_RESOLUTIONS of them"),
-    "gpu_sm_clock_mhz": ("worker", "mean SM clock over the timed window, MHz"),
-    "gpu_sm_clock_min_mhz": ("worker", "lowest SM clock sampled in the timed window, MHz"),
-    "gpu_mem_clock_mhz": ("worker", "mean memory clock over the timed window, MHz"),
-    "gpu_mem_clock_min_mhz": ("worker", "lowest memory clock sampled in the timed window, MHz"),
-    "gpu_other_processes": ("worker", "{share, samples, own_pid_listed, processes: [{pid, name, "
-                            "used_mb}]}: compute processes on the cell's GPU other than the "
-                            "worker during the timed window (NVML's process list; share: of the "
-                            "samples that saw one); null without a GPU or a process list"),
-    "gpu_clock_events": ("worker", "clock-event (throttle) reasons seen during the timed window"),
-    "host_gpu": ("host", "container cells: the GPU sampled from the host over the container's life "
-                 "(a cross-check of the worker's own window; null for local cells)"),
-    "cpu_util_mean": ("worker", "process CPU time / wall time over the timed window, % of one core"),
-    "host_other_cpu": ("worker", "{other_cpu_s, share, steal_share, cpus, window_s}: CPU time "
-                       "other processes used on the host during the timed window (the host's "
-                       "busy time minus the worker's own), as a share of the host's CPU capacity "
-                       "over the window; steal_share: time the hypervisor gave other VMs"),
-    "settle": ("host", "GPU cells: the wait before the cell for a quiet GPU ([run] settle): "
-               "{settled, waited_s, start_temp_c, util, other_processes, why}; null where "
-               "nothing was waited for (a CPU cell, no GPU, settle = 0, a Ray slot)"),
-    # work
-    "flops_per_step": ("worker", "floating-point operations per step where known"),
-    # sanity
-    "loss_first": ("worker", "loss at the first (warm-up) step"),
-    "loss_last": ("worker", "loss at the last timed step (Keras: the mean over the last timed "
-                  "call's steps_per_execution steps)"),
-    "accuracy": ("worker", "accuracy on a held-out split where it applies"),
-    "answer": ("worker", "a small fingerprint of what the cell computed on its seeded inputs "
-               "(norms of the output, initial loss and logits, first-step loss, first generated "
-               "tokens; runner/worker/apis/answers.py), compared across the environments of a "
-               "row by the report; null where the workload records none"),
-    "extra": ("worker", "workload-specific figures (epoch time, tokens/s, sequence length, ...)"),
-    "profile": ("worker", "a profiled pass's capture (profiles/<cell>/profile.json only; null in "
-                "every timed record): the profiler, its settings, the profiled steps' times "
-                "(step_ms, profiled_step_ms: never samples of the cell), kernels.json's table, the "
-                "Chrome trace (written to trace.json.gz by the host) and whether it was cut"),
-    "effective": ("worker", "axis values actually in effect inside the framework; on every "
-                  "API: tf32 (bool: float32 matmuls may run as TF32 on this device, read from "
-                  "the framework and the device's compute capability; false on a CPU), "
-                  "tf32_detail (the flags read: matmul and conv paths, the setting, the "
-                  "capability) and gc_in_timed_window ('disabled': Python's GC was off during "
-                  "the timed samples); on torch (and Keras on torch, hf) cudnn_benchmark and "
-                  "cudnn_deterministic as they were after the window; on generate cells the "
-                  "work of one call (apis/first_token.py WORK_KEYS)"),
-    "metadata": ("worker", "flat dict of prefixed keys from runner.worker.metadata.KEYS"),
-    "distributions": ("worker", "distributions installed in the environment, name → version "
-                      "(their digest is metadata.distributions_sha256)"),
-    # host
-    "returncode": ("host", "worker exit code (null when killed on timeout)"),
-    "wall_s": ("host", "wall time of the whole worker process or container, s"),
-    "usd": ("host", "what the process cost at list price: wall_s × the per-GPU share of the "
-            "[cost] VM's price per hour (a list-price estimate, USD; null without [cost])"),
-    "log": ("host", "log file of this cell × repeat, relative to the run folder"),
-    "median_ms": ("host", "median of samples_ms"),
-    "mean_ms": ("host", "mean of samples_ms"),
-    "p10_ms": ("host", "10th percentile of samples_ms"),
-    "p90_ms": ("host", "90th percentile of samples_ms"),
-    "min_ms": ("host", "minimum of samples_ms"),
-    "max_ms": ("host", "maximum of samples_ms"),
-    "stdev_ms": ("host", "sample standard deviation of samples_ms"),
-    "items_per_s": ("host", "items_per_step / median step time"),
-    "achieved_tflops": ("host", "flops_per_step / median step time, TFLOP/s"),
-}
+# --- the result record, schema 1 ----------------------------------------------------------------
+# Every field of a record is declared once, below, as a field of `Record`: its type (what the
+# host stores and checks when it reads a record back, bounds included), who fills it and what it
+# means, in the order of a record's JSON. Who fills it: "spec": copied from the cell spec (every
+# field of CellSpec but result_path, in its order, is one: a field CellSpec adds is a record
+# field with no other edit); "worker": measured inside the environment; "host": added by the host
+# when it stores the record (summaries are never computed in a worker). RECORD_FIELDS, the
+# schema that checks a record read back (runner/results/data/schemas.py) and the manual's table
+# of fields (docs/results.md) are all made from it. WorkerResult (below) is the worker's own,
+# stricter type of the fields it writes.
 
+class Filled(NamedTuple):
+    """Who fills a record field and what it means: the metadata of each field of Record."""
+
+    origin: Literal["spec", "worker", "host"]
+    help: str
+
+
+def worker(help: str) -> Filled:
+    return Filled("worker", help)
+
+
+def host(help: str) -> Filled:
+    return Filled("host", help)
+
+
+def spec(help: str) -> Filled:
+    return Filled("spec", help)
+
+
+SPEC = spec("cell coordinate / run setting")      # a spec field Record does not describe
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the host checks of a value read back beyond its type (the worker writes plain
+    values): the limits of a number, or the length of a list."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+
+
+# Bounds of every number the statistics read: a finite number beyond them (1.7e308 ms) makes a
+# sum, a square or a ratio of the reports overflow, so such a record is set aside like any other
+# malformed one. A step lasts at most a cell's longest timeout and, to count as measured, at
+# least a nanosecond; any other figure is at most 1e30 in size (FLOPs per step of the largest
+# model and batch are far below; every product and square of two such figures stays finite).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0         # one cell attempt: a week (the matrix's bound too)
+MAX_SAMPLE_MS = MAX_TIMEOUT_S * 1000.0
+MIN_SAMPLE_MS = 1e-6
+MAX_FIGURE = 1e30
+MAX_COUNT = 10**12                      # steps per call, calls per sample
+Sample = Annotated[float, Bounds(ge=0.0, le=MAX_SAMPLE_MS)]
+Figure = Annotated[float, Bounds(ge=-MAX_FIGURE, le=MAX_FIGURE)]
+Count = Annotated[int, Bounds(ge=1, le=MAX_COUNT)]
+Positive = Annotated[int, Bounds(gt=0)]
+Document = dict[str, Any]
+# Values are typed where the host relies on them; Any where a field holds a nested document or a
+# value the host takes as it is (those are not checked either).
+
+
+class RecordStatus(TypedDict):
+    schema: Annotated[Literal[1], worker("record schema version")]
+    status: Annotated[Status, worker("ok | failed | crashed | timeout | oom | no_gpu | "
+                                     "not_applicable")]
+    error: Annotated[str | None, worker("error text when status is not ok, else null")]
+
+
+class CellCoordinates(TypedDict):
+    """Which cell: what a record and a summary of it both carry. The axes (task to device)
+    have their catalog declaration's type, or None (tests/results/data/test_types.py)."""
+
+    cell_id: Annotated[str, spec(
+        "a short hash of the cell's coordinates and method version: the same cell measured the "
+        "same way has the same id in every run")]
+    cell_name: Annotated[str, spec(
+        "workload-task-environment-b<batch>, then every axis and option that is not its "
+        "default")]
+    environment: Annotated[str, spec("the matrix's environment")]
+    api: Annotated[str | None, spec("the environment's framework API")]
+    backend: Annotated[str | None, spec("Keras 3's backend (api = keras); else null")]
+    image: Annotated[str | None, spec(
+        "the environment's image folder (images/<image>/); null for an existing interpreter "
+        "(python = ...)")]
+    workload: Annotated[str, spec("the workload, built in or the matrix's [workloads.<name>]")]
+    task: str
+    batch_size: Positive
+    precision: str | None
+    jit: bool | str | None
+    size: str | None
+    tf32: bool | None
+    steps_per_execution: int | None
+    data: str | None
+    device: str | None
+    devices: int | None
+    scaling: str | None
+    tier: str | None
+    options: Annotated[Document, spec(
+        "the workload's options: its size preset (or a user workload's defaults) with the "
+        "benchmark's")]
+    user_workload: Annotated[Document | None, spec(
+        "a user workload's spec entry (name, file, module, staged folder, sha256, option "
+        "defaults, runs_as); null for a built-in workload")]
+
+
+class Measurements(TypedDict):
+    """What the worker measured, and what the host adds about the process that ran it."""
+
+    # time
+    samples_ms: Annotated[list[Sample], worker(
+        "raw samples of the timed loop, per step (ms): sample time / (steps_per_call × "
+        "calls_per_sample)")]
+    steps_per_call: Annotated[Count | None, worker(
+        "steps the framework ran per timed call; samples are call time / this")]
+    calls_per_sample: Annotated[Count | None, worker(
+        "calls timed together in one sample with one device synchronisation at its end (block "
+        "samples; 1: every call synchronised)")]
+    block_source: Annotated[str | None, worker(
+        "how calls_per_sample was chosen: calibrated (by this repeat, after its warm-up), "
+        "handed_over (the spec's: the cell's first ok repeat calibrated it), or per_call (a step "
+        "that returns to the host, one call per sample)")]
+    timing: Annotated[Any, worker(
+        "how a sample was taken (what a step is, how the device was synchronised)")]
+    outliers: Annotated[list[Annotated[list[Figure], Bounds(min_length=2, max_length=2)]] | None,
+                        worker("[index, ms] of timed samples that hold a stall: a call of 10× "
+                               "the median call or more, in a block of k calls an excess over "
+                               "the median block of 9/k of it and beyond the blocks' own spread "
+                               "(counted, never removed)")]
+    epoch_boundary_samples: Annotated[Any, worker(
+        "indices of timed samples that contain the first step of a new epoch (iterator "
+        "rebuild, reshuffle); null without epochs")]
+    import_s: Annotated[Figure | None, worker(
+        "importing the framework and the workload module, s")]
+    setup_s: Annotated[Figure | None, worker("building the model and its data, s")]
+    compile_s: Annotated[Figure | None, worker(
+        "duration of the first warm-up call (tracing/compilation included), s")]
+    compile_cache: Annotated[Any, worker(
+        "the compilation caches compile_s ran with: 'fresh' (empty: a new container, or the "
+        "local executor's per-attempt cache folders) or 'kept' ([run] keep_compile_caches: the "
+        "user's caches, warm from earlier runs and repeats); null when the executor did not "
+        "say")]
+    compilations: Annotated[Any, worker(
+        "{before_timed, timed, counted}: the framework's compilations (counted says which: XLA "
+        "compiles, tf.function traces, dynamo graphs) before the timed window and inside it (a "
+        "recompilation in the window is timed as a step); null where the framework has no "
+        "counter")]
+    warmup_s: Annotated[list[Figure] | None, worker("durations of all warm-up calls, s")]
+    train_s: Annotated[Figure | None, worker("duration of the whole timed loop, s")]
+    worker_s: Annotated[Figure | None, worker(
+        "the worker from its first line to writing the result (the interpreter's own start-up "
+        "is the rest of wall_s), s")]
+    items_per_step: Annotated[Figure | None, worker(
+        "samples (or tokens / elements) processed per step; Stable Diffusion predict, whose "
+        "step is one denoising step: images per call / num_steps, so that items/s is images/s "
+        "and energy per item is per image")]
+    # memory
+    rss_initial_mb: Annotated[Figure | None, worker(
+        "process RSS after the framework import, before the workload is built")]
+    rss_peak_mb: Annotated[Figure | None, worker(
+        "peak process RSS over the worker's life up to the end of the measurement, before its "
+        "answer is taken (kernel high-water mark)")]
+    vram_initial_mb: Annotated[Figure | None, worker(
+        "framework-native device memory in use before the workload is built")]
+    vram_peak_mb: Annotated[Figure | None, worker(
+        "framework-native device memory peak (null without a GPU)")]
+    vram_source: Annotated[str | None, worker("which framework counter gave vram_*")]
+    nvml_memory_peak_mb: Annotated[Figure | None, worker(
+        "NVML device memory used, peak over the timed window")]
+    allocator: Annotated[Document | None, worker("allocator / preallocation settings in force")]
+    # GPU and CPU
+    gpu_util_mean: Annotated[Figure | None, worker(
+        "NVML GPU utilisation over the timed window, %")]
+    gpu_power_mean_w: Annotated[Figure | None, worker("NVML power over the timed window, W")]
+    gpu_energy_j: Annotated[Figure | None, worker(
+        "NVML total-energy counter delta over the timed window, J")]
+    gpu_idle_power_w: Annotated[Figure | None, worker(
+        "the device's power at rest before the warm-up, from the energy counter's delta over a "
+        "second, W (energy above idle: host); read with the framework started and its CUDA "
+        "context open, so a framework whose context keeps the GPU busier at rest reads higher "
+        "(H200: JAX 122 W, torch 80 W, nothing running 79.8 W)")]
+    gpu_energy_resolution_s: Annotated[Figure | None, worker(
+        "the NVML energy counter's update interval, measured at rest, s: the timed window's "
+        "energy is trusted from ENERGY_WINDOW_RESOLUTIONS of them")]
+    gpu_sm_clock_mhz: Annotated[Figure | None, worker(
+        "mean SM clock over the timed window, MHz")]
+    gpu_sm_clock_min_mhz: Annotated[Figure | None, worker(
+        "lowest SM clock sampled in the timed window, MHz")]
+    gpu_mem_clock_mhz: Annotated[Figure | None, worker(
+        "mean memory clock over the timed window, MHz")]
+    gpu_mem_clock_min_mhz: Annotated[Figure | None, worker(
+        "lowest memory clock sampled in the timed window, MHz")]
+    gpu_other_processes: Annotated[Any, worker(
+        "{share, samples, own_pid_listed, processes: [{pid, name, used_mb}]}: compute "
+        "processes on the cell's GPU other than the worker during the timed window (NVML's "
+        "process list; share: of the samples that saw one); null without a GPU or a process "
+        "list")]
+    gpu_clock_events: Annotated[Any, worker(
+        "clock-event (throttle) reasons seen during the timed window")]
+    host_gpu: Annotated[Any, host(
+        "container cells: the GPU sampled from the host over the container's life (a "
+        "cross-check of the worker's own window; null for local cells)")]
+    cpu_util_mean: Annotated[Figure | None, worker(
+        "process CPU time / wall time over the timed window, % of one core")]
+    host_other_cpu: Annotated[Any, worker(
+        "{other_cpu_s, share, steal_share, cpus, window_s}: CPU time other processes used on "
+        "the host during the timed window (the host's busy time minus the worker's own), as a "
+        "share of the host's CPU capacity over the window; steal_share: time the hypervisor "
+        "gave other VMs")]
+    settle: Annotated[Any, host(
+        "GPU cells: the wait before the cell for a quiet GPU ([run] settle): {settled, "
+        "waited_s, start_temp_c, util, other_processes, why}; null where nothing was waited "
+        "for (a CPU cell, no GPU, settle = 0, a Ray slot)")]
+    # work
+    flops_per_step: Annotated[Figure | None, worker(
+        "floating-point operations per step where known")]
+    # sanity
+    loss_first: Annotated[Figure | None, worker("loss at the first (warm-up) step")]
+    loss_last: Annotated[Figure | None, worker(
+        "loss at the last timed step (Keras: the mean over the last timed call's "
+        "steps_per_execution steps)")]
+    accuracy: Annotated[Figure | None, worker("accuracy on a held-out split where it applies")]
+    answer: Annotated[Document | None, worker(
+        "a small fingerprint of what the cell computed on its seeded inputs (norms of the "
+        "output, initial loss and logits, first-step loss, first generated tokens; "
+        "runner/worker/apis/answers.py), compared across the environments of a row by the "
+        "report; null where the workload records none")]
+    extra: Annotated[Document | None, worker(
+        "workload-specific figures (epoch time, tokens/s, sequence length, ...)")]
+    profile: Annotated[Document | None, worker(
+        "a profiled pass's capture (profiles/<cell>/profile.json only; null in every timed "
+        "record): the profiler, its settings, the profiled steps' times (step_ms, "
+        "profiled_step_ms: never samples of the cell), kernels.json's table, the Chrome trace "
+        "(written to trace.json.gz by the host) and whether it was cut")]
+    effective: Annotated[Document | None, worker(
+        "axis values actually in effect inside the framework; on every API: tf32 (bool: "
+        "float32 matmuls may run as TF32 on this device, read from the framework and the "
+        "device's compute capability; false on a CPU), tf32_detail (the flags read: matmul and "
+        "conv paths, the setting, the capability) and gc_in_timed_window ('disabled': Python's "
+        "GC was off during the timed samples); on torch (and Keras on torch, hf) "
+        "cudnn_benchmark and cudnn_deterministic as they were after the window; on generate "
+        "cells the work of one call (apis/first_token.py WORK_KEYS)")]
+    metadata: Annotated[Document | None, worker(
+        "flat dict of prefixed keys from runner.worker.metadata.KEYS")]
+    distributions: Annotated[Document | None, worker(
+        "distributions installed in the environment, name → version (their digest is "
+        "metadata.distributions_sha256)")]
+    # host
+    returncode: Annotated[int | None, host("worker exit code (null when killed on timeout)")]
+    wall_s: Annotated[Figure | None, host(
+        "wall time of the whole worker process or container, s")]
+    usd: Annotated[Figure | None, host(
+        "what the process cost at list price: wall_s × the per-GPU share of the [cost] VM's "
+        "price per hour (a list-price estimate, USD; null without [cost])")]
+    log: Annotated[str | None, host(
+        "log file of this cell × repeat, relative to the run folder")]
+
+
+class StepSummary(TypedDict):
+    """A repeat's per-step times summarised (results/data/records.py summarize), ms."""
+
+    median_ms: Annotated[Figure | None, host("median of samples_ms")]
+    mean_ms: Annotated[Figure | None, host("mean of samples_ms")]
+    p10_ms: Annotated[Figure | None, host("10th percentile of samples_ms")]
+    p90_ms: Annotated[Figure | None, host("90th percentile of samples_ms")]
+    min_ms: Annotated[Figure | None, host("minimum of samples_ms")]
+    max_ms: Annotated[Figure | None, host("maximum of samples_ms")]
+    stdev_ms: Annotated[Figure | None, host("sample standard deviation of samples_ms")]
+
+
+class Throughput(TypedDict):
+    """items/s and TFLOP/s at the median step time (results/data/records.py throughput)."""
+
+    items_per_s: Annotated[Figure | None, host("items_per_step / median step time")]
+    achieved_tflops: Annotated[Figure | None, host(
+        "flops_per_step / median step time, TFLOP/s")]
+
+
+class Record(RecordStatus, CellCoordinates, Measurements, StepSummary, Throughput):
+    """One cell × repeat as stored (cells/<cell>-r<repeat>.json, results.jsonl): every field of
+    RECORD_FIELDS, None where unknown (Store.read_records completes a record read back). Its
+    bases declare the fields in the record's order; the spec's fields none of them types (the
+    run's settings) are typed here."""
+
+    run_id: Annotated[str | None, spec("the run: <run name>/<its folder's timestamp>")]
+    repeat: Annotated[Positive, spec("which repeat of the cell (from 1; each a fresh process)")]
+    steps: Annotated[Any, spec('timed steps, or "auto": until min_time_s')]
+    warmup_steps: Annotated[Any, spec(
+        "calls before the timed window (not timed; the first is compile_s)")]
+    seed: Annotated[Any, spec("the seed of the cell's inputs and weights")]
+    min_time_s: Annotated[Any, spec("steps = auto: the timed window's least length, s")]
+    max_time_s: Annotated[Any, spec(
+        "steps = auto: the timed window's greatest length, once one sample is in, s")]
+    calibration_sizes: Annotated[Any, spec(
+        "a calibration (matmul): the sizes timed, the fastest kept (empty for a cell)")]
+    harness_overhead: Annotated[Any, spec(
+        "the harness's own cost measured after the timed window (extra.harness_overhead)")]
+    profile_pass: Annotated[Document | None, spec(
+        "a profiled pass's settings; null in every timed record")]
+    tuning: Annotated[Document | None, spec(
+        "a tuned cell's knobs, knob → value (docs/tuned.md; effective.tuning: what the worker "
+        "applied); {} or null: the defaults")]
+
+
+def _record_fields() -> dict[str, Filled]:
+    """Every field of the record, in its order: Record's before the spec's, the spec's
+    (CellSpec's but result_path, in its order: a field CellSpec adds is a record field), then
+    Record's others; each filled as Record's declaration says, a spec field it does not say
+    of by the spec."""
+    declared = typing.get_type_hints(Record, include_extras=True)
+    spec = [f.name for f in fields(CellSpec) if f.name != "result_path"]
+    first = next(i for i, name in enumerate(declared) if name in spec)
+    own = [name for name in declared if name not in spec]
+    return {name: next((m for m in getattr(declared.get(name), "__metadata__", ())
+                        if isinstance(m, Filled)), SPEC)
+            for name in [*own[:first], *spec, *own[first:]]}
+
+
+RECORD_FIELDS: dict[str, Filled] = _record_fields()
 WORKER_FIELDS = tuple(k for k, (origin, _) in RECORD_FIELDS.items() if origin == "worker")
 
 
@@ -340,6 +541,7 @@ class WorkerResult(TypedDict):
     device: str
     devices: int
     scaling: str
+    tier: str
     options: dict[str, Any]
     steps: int | str
     warmup_steps: int
@@ -350,6 +552,7 @@ class WorkerResult(TypedDict):
     calls_per_sample: int | None        # the spec's, then the one the timed window used
     harness_overhead: bool
     user_workload: UserWorkloadEntry | None
+    tuning: dict[str, Any]
     profile_pass: dict[str, Any] | None
     # --- measured (RECORD_FIELDS says what each means)
     samples_ms: list[float]

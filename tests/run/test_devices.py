@@ -21,6 +21,8 @@ from runner.executors.base import GpuRequest
 from runner.executors.containers import run_options
 from runner.executors.local import LocalExecutor
 from runner.executors.ray import RayExecutor
+from runner.environments import Source
+from runner.executors.ray_messages import CellRequest
 from runner.executors.ray_node import node_attempt
 from runner.machine import hostinfo
 from runner.machine.hostinfo import Gpu
@@ -29,6 +31,7 @@ from runner.run import devices, scheduling
 from runner.run.cells import gpu_request
 from runner.run.setup import choose_setup
 from runner.schema import matrix as matrix_mod
+from runner.schema.axes import Axes
 from tests.executors.attempts import attempt_in
 
 GPUS = [{"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA A100-SXM4-80GB"} for i in range(8)]
@@ -72,9 +75,9 @@ def test_mixed_1_2_4_device_cells_never_share_a_gpu_nor_exceed_the_host():
 
     finished = []
     lanes = scheduling.Lanes(gpu_lanes(), Console(quiet=True))
-    lanes.run(entries, label=lambda e: e.name, alone=lambda e: False, run_one=run_one,
-              done=lambda e, result, progress: finished.append(e.name),
-              interrupt=lambda: None, width=lambda e: e.width)
+    lanes.run(entries, scheduling.Policy(label=lambda e: e.name, width=lambda e: e.width),
+              run_one=run_one, done=lambda e, result, progress: finished.append(e.name),
+              interrupt=lambda: None)
     assert sorted(finished) == sorted(e.name for e in entries)      # every one ran, once
     assert peak[0] <= 8 and peak[0] >= 6                             # busy, never beyond
     assert given["c12"] == [f"GPU-{i}" for i in range(8)]            # 8 devices: the whole host
@@ -84,17 +87,17 @@ def test_a_joined_lane_names_every_gpu_and_its_placement():
     lane = scheduling.Lane.join(gpu_lanes()[2:4])
     assert lane.label == "GPU 2+3" and [g.index for g in lane.gpus] == [2, 3]
     assert lane.placement()["gpu_indices"] == [2, 3] and lane.placement()["gpu_index"] == 2
-    cell = SimpleNamespace(axes={"device": "auto", "devices": 2})
+    cell = SimpleNamespace(axes=Axes.defaults(devices=2))
     assert gpu_request(cell, lane) == GpuRequest("GPU-2", ("GPU-3",), count=2)
-    assert gpu_request(SimpleNamespace(axes={"device": "cpu", "devices": 2}), lane) is None
+    assert gpu_request(SimpleNamespace(axes=Axes.defaults(device="cpu", devices=2)), lane) is None
 
 
 def test_a_cell_wider_than_every_lane_is_a_bug_not_a_hang():
     lanes = scheduling.Lanes(gpu_lanes(2), Console(quiet=True))
     with pytest.raises(RuntimeError, match="wants 4 lanes, the run has 2"):
-        lanes.run([SimpleNamespace()], label=str, alone=lambda e: False,
+        lanes.run([SimpleNamespace()], scheduling.Policy(width=lambda e: 4),
                   run_one=lambda e, lane, show: None, done=lambda e, r, p: None,
-                  interrupt=lambda: None, width=lambda e: 4)
+                  interrupt=lambda: None)
 
 
 def test_the_executors_hand_a_cell_all_of_its_gpus(tmp_path):
@@ -111,8 +114,8 @@ def test_ray_asks_for_n_gpus_on_one_node_and_the_node_hands_over_all(tmp_path):
     assert RayExecutor.resources(cluster, 4) == {"num_gpus": 4, "num_cpus": 1}
     assert RayExecutor.resources(cluster, 1) == {"num_gpus": 1, "num_cpus": 1}
     assert RayExecutor.resources(cluster, 0) == {"num_gpus": 0, "num_cpus": 32}
-    spec = attempt_in(tmp_path).spec.to_dict()
-    request = {"spec": spec, "wants_gpu": True, "env": {}, "timeout": 5}
+    request = CellRequest(spec=attempt_in(tmp_path).spec, source=Source("numpy"), locks={},
+                          env={}, timeout=5, wants_gpu=True, node_executor="local")
     attempt = node_attempt(request, {"gpu_index": 4, "gpu_indices": [4, 5, 6, 7]}, tmp_path,
                            tmp_path / "log")
     assert attempt.gpu == GpuRequest("4", ("5", "6", "7"), count=4)
@@ -160,10 +163,10 @@ def test_a_ray_cluster_is_judged_by_its_largest_node():
     setup = SimpleNamespace(
         lanes=lambda: ([scheduling.Lane("ray 1", local=False)], ""),
         executor=SimpleNamespace(cluster=lambda: cluster))
-    cell = SimpleNamespace(axes={"device": "auto", "devices": 16})
+    cell = SimpleNamespace(axes=Axes.defaults(devices=16))
     assert devices.capacity(setup, cell) == (8, "GPUs on the Ray cluster's largest node")
     assert devices.width(setup, cell) == 16
-    cpu_cell = SimpleNamespace(axes={"device": "cpu", "devices": 2})
+    cpu_cell = SimpleNamespace(axes=Axes.defaults(device="cpu", devices=2))
     assert devices.capacity(setup, cpu_cell)[0] == 8 and devices.width(setup, cpu_cell) == 1
 
 

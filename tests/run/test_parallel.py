@@ -299,7 +299,48 @@ def test_the_live_display_is_quiet_while_cells_run():
 
     seen = []
     lanes = scheduling.Lanes([scheduling.CPU_LANE], Console(file=io.StringIO()))
-    lanes.run(["a"], label=str, alone=lambda e: False, run_one=lambda e, lane, show: e,
+    lanes.run(["a"], scheduling.Policy(), run_one=lambda e, lane, show: e,
               done=lambda e, r, progress: seen.append(progress.live.refresh_per_second),
               interrupt=lambda: None)
     assert seen == [scheduling.QUIET_REFRESH_HZ] and scheduling.QUIET_REFRESH_HZ <= 1
+
+
+def test_one_policy_says_where_and_when_each_entry_runs():
+    """scheduling.Policy, built once, is all the lanes know of an entry: a CPU entry alone, one
+    that waits for another's result, a wide one on joined lanes, a gate that stops the run."""
+    from rich.console import Console
+
+    finished: list[str] = []
+    events: list[tuple[str, str]] = []
+    running: set[str] = set()
+    seen: dict[str, tuple[str, set[str]]] = {}
+    lock = threading.Lock()
+
+    def run_one(entry, lane, show):
+        with lock:
+            seen[entry] = (lane.label, set(running))
+            events.append(("start", entry))
+            running.add(entry)
+        time.sleep(0.05)
+        with lock:
+            running.discard(entry)
+        return entry
+
+    policy = scheduling.Policy(label=str, alone=lambda e: e == "cpu",
+                               ready=lambda e: e != "second" or "first" in finished,
+                               gate=lambda e: "over budget" if e == "last" else None,
+                               width=lambda e: 2 if e == "wide" else 1)
+    lanes = scheduling.Lanes(scheduling.gpu_lanes("auto", [Gpu(0), Gpu(1)], "x")[0],
+                             Console(quiet=True))
+    def done(entry, result, progress):
+        finished.append(result)
+        with lock:
+            events.append(("done", entry))
+
+    lanes.run(["second", "first", "a", "wide", "cpu", "last", "never"], policy, run_one, done,
+              lambda: None)
+    assert lanes.stopped == "over budget" and "last" not in seen and "never" not in seen
+    assert events.index(("done", "first")) < events.index(("start", "second"))   # it waited
+    assert seen["wide"][0] == "GPU 0+1" and not seen["wide"][1]       # both lanes, alone
+    assert seen["cpu"] == ("CPU", set())                              # nothing beside it
+    assert sorted(finished) == ["a", "cpu", "first", "second", "wide"]

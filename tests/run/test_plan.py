@@ -73,3 +73,34 @@ def test_block_sizes_come_from_the_first_ok_repeat_and_a_failed_one_passes_the_t
               {"cell_id": cell.id, "repeat": 1, "status": "ok", "calls_per_sample": 4}]
     resumed = BlockSizes(stored, [r3])
     assert resumed.size(cell) == 4 and resumed.ready(r3)  # the lowest ok repeat's, as stored
+
+
+def test_plan_json_is_the_plan_as_data(write_matrix, run_cli):
+    """`plan --json`: every cell the selection keeps with its state or why it is not applicable,
+    its estimate, the calibrations and the run's estimate, on stdout alone; the same cells as
+    the table, and the same exit code."""
+    import json
+
+    matrix = write_matrix(matrix_text(
+        "planned", run_defaults=False, repeats=2, calibrate=True,
+        environments=["numpy", "keras-jax", "torch"],
+        benchmarks=[{"workload": "cnn", "batch_size": 8, "environments": ["*"],
+                     "steps_per_execution": 4}]),
+        with_environments=False)
+    code, out, err = run_cli("plan", matrix, "--profile", "smoke", "--json")
+    assert code == 0, err
+    plan = json.loads(out)                       # stdout holds the document alone
+    assert "estimate:" in err and "Plan:" in err  # the human lines went to stderr
+    states = {c["environment"]: c for c in plan["cells"]}
+    assert states["keras-jax"]["status"] == "to run" and states["keras-jax"]["runs"] == 2
+    assert states["keras-jax"]["axes"]["steps_per_execution"] == 4
+    assert states["torch"]["status"] == "not applicable"
+    assert "steps_per_execution" in states["torch"]["not_applicable"]
+    assert states["torch"]["run_s"] is None and states["keras-jax"]["run_s"]["expected"] > 0
+    assert states["numpy"]["not_applicable"] == "cnn has no numpy implementation"
+    assert plan["estimate"]["runs"] == 2 and plan["estimate"]["seconds"]["expected"] > 0
+    assert plan["calibrations"] and plan["profile"] == "smoke" and plan["lanes"] == 1
+    code, table, _ = run_cli("plan", matrix, "--profile", "smoke")
+    assert code == 0
+    assert all(c["name"] in table and c["id"] in table for c in plan["cells"]
+               if c["status"] == "to run")

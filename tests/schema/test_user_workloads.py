@@ -335,7 +335,8 @@ def test_compare_says_when_the_users_code_changed(tmp_path, run_cli, results_dir
 
 
 EXAMPLE_SELECTION = ("--profile", "smoke", "--only", "keras-", "--only", "torch", "--only", "numpy")
-EXAMPLE_CELLS = {(e, t) for e in ("keras-tensorflow", "keras-jax", "keras-torch", "torch")
+EXAMPLE_CELLS = {(e, t) for e in ("keras-tensorflow", "keras-jax", "keras-torch", "torch",
+                                  "hf-torch")
                  for t in ("fit", "predict")} | {("numpy", "predict")}
 
 
@@ -384,7 +385,8 @@ def test_the_example_runs_one_keras_model_on_three_backends_beside_native_steps(
     checks = {(row["environment"], row["task"]): row["answer_check"] for row in
               csv.DictReader(io.StringIO((run_dir / "summary.csv").read_text()))}
     assert {env for (env, task), check in checks.items() if task == "predict" and
-            check == "same"} == {"keras-tensorflow", "keras-jax", "keras-torch", "torch", "numpy"}
+            check == "same"} == {"keras-tensorflow", "keras-jax", "keras-torch", "torch", "hf-torch",
+                                 "numpy"}
     assert {env for (env, task), check in checks.items() if task == "fit" and
             check == "same"} == {"keras-tensorflow", "keras-jax", "keras-torch"}
     assert "history: added user-mlp/" in out

@@ -7,6 +7,7 @@ in summary.csv."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import dataclasses
 import json
@@ -31,24 +32,39 @@ from tests.matrices import matrix_text, this_interpreter
 APIS_DIR = ROOT / "runner" / "worker" / "apis"
 
 
-def declared_modules() -> dict[str, set[str]]:
-    """Per API package: the workload modules its directory holds."""
-    return {api: {p.stem for p in (APIS_DIR / package).glob("*.py") if p.stem != "__init__"}
-            for api, package in catalog.API_PACKAGES.items()}
+def package_modules() -> dict[str, set[str]]:
+    """Per API: the modules its package's directory holds (by name, without __init__)."""
+    return {api: {p.stem for p in (APIS_DIR / record.package).glob("*.py")
+                  if p.stem != "__init__"}
+            for api, record in catalog.API_RECORDS.items()}
 
 
-def test_every_declared_workload_api_has_a_module_and_every_module_is_declared():
-    modules = declared_modules()
+def defines_build(module: str) -> bool:
+    """Whether runner/worker/apis/<module>.py exists and defines build at its top level (read
+    with ast: the host never imports a framework)."""
+    path = APIS_DIR / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        return False
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.FunctionDef) and node.name == "build" for node in tree.body) \
+        or any(isinstance(node, ast.ImportFrom) and "build" in {a.name for a in node.names}
+               for node in tree.body)
+
+
+def test_every_module_an_api_record_names_builds_and_every_workload_module_is_named():
+    modules = package_modules()
+    for api, record in catalog.API_RECORDS.items():
+        assert (APIS_DIR / record.package / "__init__.py").is_file(), api
+        for workload, module in record.workloads.items():
+            assert workload in catalog.WORKLOADS, f"{api}: names an undeclared workload {workload}"
+            assert defines_build(module), f"{workload} on {api}: {module} has no build"
+        # a module of its package named for a workload runs only where the record names it
+        for name in modules[api] & set(catalog.WORKLOADS):
+            assert record.workloads.get(name) == f"{record.package}.{name}", \
+                f"{api}: {name}.py is not its record's module for {name}"
     for name, workload in catalog.WORKLOADS.items():
-        for api in catalog.APIS:
-            if api in workload.apis:
-                assert name in modules[api], f"{name} on {api}: declared, no module"
-            else:
-                assert name not in modules[api], f"{name} on {api}: a module, not declared"
         assert not set(workload.not_applicable) & set(workload.apis), name
         assert set(workload.not_applicable) <= set(catalog.APIS), name
-    for api, names in modules.items():
-        assert names <= set(catalog.WORKLOADS), f"{api}: undeclared modules {names - set(catalog.WORKLOADS)}"
 
 
 def test_not_applicable_apis_are_planned_with_their_declared_reason():
@@ -148,7 +164,7 @@ def toy_fancy_on_numpy_only(c: Where) -> str | None:
 '''
 TOY_WORKLOAD = '''
 declare_workload(Workload(
-    "toy", ("run",), ("numpy",), False, ("float32",), {"n": Option(int, "elements", True)},
+    "toy", ("run",), False, ("float32",), {"n": Option(int, "elements", True)},
     help="a toy: the cumulative sum of n seeded numbers", family="ops",
     sizes={"full": {"n": 64}, "small": {"n": 32}, "tiny": {"n": 16}}))
 '''
@@ -179,7 +195,8 @@ def append(path: Path, text: str) -> None:
 
 
 def insert_after(path: Path, anchor: str, text: str, times: int = 1) -> None:
-    """`text` after the one line `anchor` of a module of the copy (after each of `times`)."""
+    """`text` after `anchor` (a line, or a part of one) of a module of the copy (after each of
+    `times`)."""
     source = path.read_text(encoding="utf-8")
     assert source.count(anchor) == times, (path, anchor)
     path.write_text(source.replace(anchor, anchor + text), encoding="utf-8")
@@ -196,13 +213,15 @@ def changed_files(copy: Path) -> set[str]:
     return out
 
 
-def run_matrix(copy: Path, benchmarks: list[dict],
+def run_matrix(copy: Path, benchmarks: list[dict], environments: dict | None = None,
                **run_keys: typing.Any) -> subprocess.CompletedProcess:
     """The copy's runner on `benchmarks` in a matrix whose environments are this interpreter as
-    NumPy and as torch (only planned: torch never runs here); `run_keys`: more keys of [run]."""
+    NumPy and as torch (only planned: torch never runs here), or `environments`; `run_keys`:
+    more keys of [run]."""
     (copy / "toy.toml").write_text(matrix_text(
         "toy", steps=2, settle=0, profile=None, **run_keys,
-        environments={"numpy": this_interpreter(), "torch": this_interpreter("torch")},
+        environments=environments or {"numpy": this_interpreter(),
+                                      "torch": this_interpreter("torch")},
         benchmarks=benchmarks), encoding="utf-8")
     return subprocess.run([sys.executable, "-m", "runner", "toy.toml", "--executor", "local",
                            "--results-dir", str(copy / "results")], cwd=copy,
@@ -225,11 +244,12 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     # CellSpec's field, and WorkerResult's (the worker copies the spec into its result)
     insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str\n", "    toy: str\n",
                  times=2)
-    insert_after(copy / "runner" / "results" / "data" / "types.py", "    device: str | None\n",
+    # the record's type of it (CellCoordinates, declared with the record)
+    insert_after(copy / "runner" / "worker" / "protocol.py", "    device: str | None\n",
                  "    toy: str | None\n")
     assert changed_files(copy) == {"runner/worker/catalog/axes.py",
                                    "runner/worker/catalog/rules.py",
-                                   "runner/worker/protocol.py", "runner/results/data/types.py"}
+                                   "runner/worker/protocol.py"}
     bench = {"workload": "matmul", "options": {"n": 8}}
 
     wrong = run_matrix(copy, [{**bench, "toy": "fancey"}])
@@ -249,11 +269,15 @@ def test_a_toy_axis_declared_in_the_catalog_is_validated_planned_carried_and_sho
     assert any("-toy=fancy-" in r["cell_name"] for r in rows)
 
 
-def test_a_toy_workload_touches_only_its_catalog_entry_and_its_module(tmp_path):
+def test_a_toy_workload_touches_its_catalog_entry_its_apis_record_and_its_module(tmp_path):
     copy = copy_of_the_runner(tmp_path)
     append(copy / "runner" / "worker" / "catalog" / "workloads.py", TOY_WORKLOAD)
+    # the API that runs it names its module (one entry of NumPy's record)
+    insert_after(copy / "runner" / "worker" / "catalog" / "apis.py",
+                 '    {**ARRAY_RECIPES, "selftest": "numpy_api.selftest"', ', "toy": "numpy_api.toy"')
     (copy / "runner" / "worker" / "apis" / "numpy_api" / "toy.py").write_text(TOY_MODULE)
     assert changed_files(copy) == {"runner/worker/catalog/workloads.py",
+                                   "runner/worker/catalog/apis.py",
                                    "runner/worker/apis/numpy_api/toy.py"}
 
     done = run_matrix(copy, [{"workload": "toy", "size": ["tiny", "small"]}])
@@ -264,6 +288,58 @@ def test_a_toy_workload_touches_only_its_catalog_entry_and_its_module(tmp_path):
     assert {r["error"] for r in records if r["environment"] == "torch"} \
         >= {"toy has no torch implementation"}
     assert [r["workload"] for r in rows] == ["toy"] * 4
+
+
+# --- a toy API: its package and one declaration ------------------------------------------------
+
+TOY_API = '''
+declare_api(Api(
+    "toy", "Toy", "numpy", ("numpy",),
+    {"selftest": "numpy_api.selftest", "matmul": "matmul_common"},
+    quantizer=lacks("the toy quantizes nothing"), data_parallel=lacks("the toy runs on one device"),
+    sharded_dataset=lacks("the toy has no dataset pipeline"),
+    steps_per_execution=lacks("the toy has no steps_per_execution"),
+    ops_compile=lacks("the toy compiles nothing"),
+))
+'''
+TOY_PACKAGE = '''"""A toy API: NumPy's arrays under another name."""
+
+from ..numpy_api import Framework as NumPy
+
+
+class Framework(NumPy):
+    name = "toy"
+'''
+
+
+def test_a_toy_api_is_its_package_and_one_declaration_and_runs_end_to_end(tmp_path):
+    copy = copy_of_the_runner(tmp_path)
+    append(copy / "runner" / "worker" / "catalog" / "apis.py", TOY_API)
+    package = copy / "runner" / "worker" / "apis" / "toy_api"
+    package.mkdir()
+    (package / "__init__.py").write_text(TOY_PACKAGE)
+    assert changed_files(copy) == {"runner/worker/catalog/apis.py",
+                                   "runner/worker/apis/toy_api/__init__.py"}
+    matmul = {"workload": "matmul", "options": {"n": 8}}
+    done = run_matrix(copy, [{"workload": "selftest", "options": {"sleep_ms": 1.0}},
+                             matmul, {**matmul, "tf32": True}, {**matmul, "devices": 2},
+                             {**matmul, "jit": True}, {"workload": "cnn", "batch_size": 8}],
+                      environments={"toy": this_interpreter("toy")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    records, _ = results_of(copy)
+    status = {(r["workload"], r.get("tf32"), r.get("devices"), r.get("jit")):
+              (r["status"], r.get("error")) for r in records}
+    assert status[("selftest", None, 1, "auto")][0] == "ok"
+    assert status[("matmul", None, 1, "auto")][0] == "ok"
+    ok = [r for r in records if r["status"] == "ok"]
+    assert {r["api"] for r in ok} == {"toy"} and all(r["answer"] for r in ok)
+    # every capability it lacks: not applicable with the record's reason (its engine's first)
+    assert status[("matmul", True, 1, "auto")] == ("not_applicable", "NumPy has no TF32 mode")
+    assert status[("matmul", None, 2, "auto")] == ("not_applicable",
+                                                    "the toy runs on one device")
+    assert status[("matmul", None, 1, True)] == ("not_applicable",
+                                                  "NumPy has no compiler (jit must be false)")
+    assert status[("cnn", None, 1, "auto")] == ("not_applicable", "cnn has no toy implementation")
 
 
 # --- a toy setting, declared once in the cell spec --------------------------------------------

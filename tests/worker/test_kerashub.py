@@ -263,7 +263,7 @@ def test_matrix_rows():
         **{(w, t, b, p, e): None for w, t, b, p in (
             ("bert", "predict", 256, "int8"), ("gemma", "generate", 32, "int8_from_bfloat16"),
             ("mistral", "generate", 32, "int8_from_bfloat16")) for e in keras3},
-        ("bert", "predict", 256, "int8", "keras2"): catalog.quantized_rules.NATIVE_REASONS["tf-keras"],
+        ("bert", "predict", 256, "int8", "keras2"): catalog.api("tf-keras").quantizer.reason,
         **{(w, "generate", 32, "int8_from_bfloat16", "keras2"):
            "Keras 2 (keras-nlp 0.8) has no Gemma or Mistral" for w in ("gemma", "mistral")}}
     seen: dict[tuple, set] = {}

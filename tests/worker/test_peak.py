@@ -12,7 +12,7 @@ import pytest
 from runner.results.analysis import peaks
 from runner.worker import __main__ as worker
 from runner.worker.apis import numpy_api
-from runner.worker.apis.numpy_api import matmul
+from runner.worker.apis import matmul_common as matmul
 from runner.worker.protocol import CellSpec, empty_result
 
 

@@ -24,7 +24,8 @@ def test_the_sync_check_records_it_in_effective():
     """The check on the first call's output fills the bench's effective: a NumPy step on a
     device named "gpu" stands for a copy (what torch's `.cpu()` returns there)."""
     spec = SimpleNamespace(api="numpy", backend=None)
-    fw = SimpleNamespace(device="gpu", sync=lambda out: None)
+    fw = SimpleNamespace(device="gpu", sync=lambda out: None, on_host=lambda leaf: True,
+                         is_array=lambda leaf: isinstance(leaf, np.ndarray))
     effective: dict = {}
     user_common.checked_sync(fw, spec, "numpy_run", effective)(np.ones(3))
     assert effective["step_output"].startswith("a host copy")

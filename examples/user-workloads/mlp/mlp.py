@@ -136,6 +136,11 @@ def torch_predict(spec):
     return predict_step
 
 
+# Hugging Face's stack (api = "hf") is native PyTorch too: the same steps run there.
+hf_fit = torch_fit
+hf_predict = torch_predict
+
+
 # --- JAX ------------------------------------------------------------------------------------
 
 def jax_setup(spec):

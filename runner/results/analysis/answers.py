@@ -42,7 +42,7 @@ from ...worker.catalog import is_hub, quantized_mode
 from ..data.types import CellSummary, Manifest
 from ..formatting import DIFFERENT_MARK, fmt
 from . import quantized, quantized_check
-from .summaries import KERAS2_API
+from .summaries import KERAS2, table_group
 
 # The quantized modes' own tolerances (int8 5e-2, int4 0.25, float8 0.15) are quantized.py's.
 TOLERANCES = {"float32": 1e-3, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 5e-2,
@@ -246,7 +246,7 @@ def answer_family(summary: CellSummary) -> str:
     compared among Keras 2 cells only. The CNN's weights are set explicitly everywhere.
     Quantized cells are compared among cells quantized by the same library: Keras and torchao
     quantize different layers (Keras embeddings too) with other rounding."""
-    if summary.get("api") == KERAS2_API and is_hub(summary["workload"]):
+    if table_group(summary) == KERAS2 and is_hub(summary["workload"]):
         return "keras2"
     library = (summary.get("quantization") or {}).get("library")
     return f"quantized by {str(library).split()[0]}" if library else ""

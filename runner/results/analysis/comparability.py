@@ -49,8 +49,9 @@ def metadata_value(meta: Mapping[str, Any], key: str) -> Any:
 # Record fields (the run's settings, copied from the cell spec, and the block size its
 # calibration chose) that change what the timed window holds: a cell timed over 10 steps after
 # 2 warm-up steps is not the one timed for 60 s, nor one timed in blocks of 64 calls the one
-# timed call by call (a synchronisation per call).
-SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s", "calls_per_sample")
+# timed call by call (a synchronisation per call); nor a tuned cell with other knobs.
+SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s", "calls_per_sample",
+                "tuning")
 # What an environment's stack is: where it came from (lock, image), what it holds, what it ran on,
 # which runner measured it (runner_version: for information; each cell's method version decides).
 STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
@@ -66,8 +67,10 @@ SOFTWARE_KEYS = ("python_version", "python_implementation", "framework_version",
 
 
 def setting_values(records: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
-    """Every value each setting key took in these records (absent counts as None)."""
-    return {key: {json.dumps(r.get(key), sort_keys=True) for r in records}
+    """Every value each setting key took in these records (absent counts as None, and so do
+    no knobs: a record made before the tuned tier ran its defaults)."""
+    return {key: {json.dumps(r.get(key) or (None if key == "tuning" else r.get(key)),
+                             sort_keys=True) for r in records}
             for key in SETTING_KEYS}
 
 

@@ -16,8 +16,7 @@ from ..formatting import fmt, md_code, md_text
 from . import answers
 from .effects import BETWEEN_ENVIRONMENTS, PER_ITEM_FACTORS, Analysis, EffectTable, fastest, shown
 from .ratios import Ratio
-from .keras_table import NATIVE_API
-from .summaries import KERAS2_API, KERAS3_API, TF32_MARK, pivot, tf32_rows
+from .summaries import TF32_MARK, pivot, table_group, tf32_rows
 
 ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
 FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" sentences
@@ -148,7 +147,7 @@ def fit_sync_clause(summaries: list[CellSummary]) -> str:
     step's loss read back to the host, on keras-hub (train_on_batch returns it) and Hugging Face
     (loss.item()) alike; an older run's HF fit cells timed in blocks are named."""
     fits = [s for s in summaries if s["task"] == "fit" and is_hub(s["workload"])
-            and s.get("api") in (KERAS3_API, KERAS2_API, NATIVE_API) and s["status"] == "ok"]
+            and table_group(s) is not None and s["status"] == "ok"]
     if not fits:
         return ""
     blocked = [s["cell_name"] for s in fits if (s.get("calls_per_sample") or 1) > 1]

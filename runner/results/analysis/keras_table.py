@@ -10,11 +10,8 @@ from typing import Any, cast
 
 from ...worker import catalog
 from ..data.types import CellSummary
-from .summaries import KERAS2_API, KERAS3_API, row_label
+from .summaries import KERAS2, KERAS3, NATIVE, row_label, table_group
 
-KERAS_BACKEND_ORDER = ("tensorflow", "jax", "torch")
-BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
-NATIVE_API = "hf"       # Hugging Face's model code on native PyTorch: the Keras table's native columns
 
 
 def native_kind(summary: Mapping[str, Any]) -> str:
@@ -31,7 +28,7 @@ def native_cells(summaries: list[CellSummary]) -> list[CellSummary]:
     so that a compiled cell sits in the row of the Keras cells it is compared with."""
     return [cast(CellSummary, {**s, "label": row_label(s, without="jit"),
                                "environment": f"{s['environment']} (jit={s.get('jit')})"})
-            for s in summaries if s["api"] == NATIVE_API and catalog.is_hub(s["workload"])
+            for s in summaries if table_group(s) == NATIVE and catalog.is_hub(s["workload"])
             and (s.get("devices") or 1) == 1]
 
 
@@ -42,7 +39,7 @@ def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[st
     "eager" unless its cells compiled), then the native columns, HF PyTorch eager and compiled
     (native_cells). (summaries, column order, titles), or None when the run has no such rows."""
     rows = [s for s in summaries if catalog.is_hub(s["workload"])
-            and s["api"] in (KERAS3_API, KERAS2_API)
+            and table_group(s) in (KERAS3, KERAS2)
             and (s.get("devices") or 1) == 1]      # data-parallel rows: the Scaling section
     if not rows:
         return None
@@ -52,12 +49,13 @@ def keras_view(summaries: list[CellSummary]) -> tuple[list[CellSummary], list[st
         first = next(s for s in rows if s["environment"] == env)
         if group_of(first):                 # after every float column, mode by mode
             return (3 + catalog.PRECISIONS.index(str(group_of(first))), 0)
-        if first["api"] == KERAS2_API:
+        if table_group(first) == KERAS2:
             return (0, 0)
-        if first["api"] == NATIVE_API:
+        if table_group(first) == NATIVE:
             return (2, native_kind(first) != "eager")
         backend = first.get("backend")
-        return (1, KERAS_BACKEND_ORDER.index(backend) if backend in KERAS_BACKEND_ORDER else 9)
+        return (1, catalog.KERAS_BACKENDS.index(backend) if backend in catalog.KERAS_BACKENDS
+                else 9)
 
     columns = sorted(dict.fromkeys(s["environment"] for s in rows), key=rank)
     titles: dict[str, str] = {}
@@ -83,7 +81,7 @@ def quantized_columns(rows: list[CellSummary]) -> list[CellSummary]:
             out.append(s)
             continue
         base = cast(CellSummary, {**s, "precision": catalog.float_base(precision)})
-        native = s["api"] == NATIVE_API
+        native = table_group(s) == NATIVE
         out.append(cast(CellSummary, {
             **s, "label": row_label(base, without="jit" if native else None),
             "environment": f"{s['environment']} · {precision}", "column_group": precision}))
@@ -97,14 +95,16 @@ def column_title(cells: list[CellSummary], taken: dict[str, str]) -> str:
     if group:
         bare = cast(CellSummary, {**first, "column_group": None})
         return f"{column_title([bare, *cells[1:]], {})} · {group}"
-    if first["api"] == KERAS2_API:
+    if table_group(first) == KERAS2:
         title = "Keras 2 (TensorFlow)"
-    elif first["api"] == NATIVE_API:
+    elif table_group(first) == NATIVE:
         title = f"HF PyTorch ({native_kind(first)})"
     else:
-        backend = first.get("backend")
-        title = f"Keras 3 ({BACKEND_TITLES.get(backend or '', backend)})"
-        if backend == "torch":
+        backend = str(first.get("backend"))
+        engine = catalog.ENGINES.get(backend)
+        title = f"Keras 3 ({engine.title if engine else backend})"
+        # Where Keras's jit_compile="auto" runs eagerly (the study's PyTorch column): say which.
+        if engine is not None and engine.keras_auto == "eager":
             compiled = [s.get("jit_compile") for s in cells if s["status"] == "ok"]
             title += " (compiled)" if compiled and all(compiled) else " (eager)"
     if title in taken.values():

@@ -25,9 +25,8 @@ from typing import Any
 from ..data.types import CellSummary
 from ..formatting import fmt, md_text
 from .effects import fastest, speedup
-from .keras_table import NATIVE_API
 from .ratios import Ratio, geometric_mean_ratio
-from .summaries import KERAS3_API, TF32_MARK, pivot, tf32_differ
+from .summaries import KERAS3, NATIVE, TF32_MARK, pivot, table_group, tf32_differ
 
 BEST = "best Keras 3"
 KerasView = tuple[list[CellSummary], list[str], dict[str, str]]
@@ -72,9 +71,9 @@ def keras_over_native(view: KerasView | None) -> list[NativeRatio]:
     rows, columns, titles = view
     _, keys, grid = pivot(rows)
     # A quantized column group (keras_table.quantized_columns) is other work: not compared here.
-    api = {s["environment"]: s["api"] for s in rows if not s.get("column_group")}
-    natives = [c for c in columns if api.get(c) == NATIVE_API]
-    keras3 = [c for c in columns if api.get(c) == KERAS3_API]
+    group = {s["environment"]: table_group(s) for s in rows if not s.get("column_group")}
+    natives = [c for c in columns if group.get(c) == NATIVE]
+    keras3 = [c for c in columns if group.get(c) == KERAS3]
     out = []
     for label, batch in keys:
         present = {c: grid[(label, batch, c)] for c in natives + keras3
@@ -156,8 +155,8 @@ def native_titles(view: KerasView | None) -> list[str]:
         return []
     rows, columns, titles = view
     # A quantized column group (keras_table.quantized_columns) is other work: not compared here.
-    api = {s["environment"]: s["api"] for s in rows if not s.get("column_group")}
-    return [titles.get(c, c) for c in columns if api.get(c) == NATIVE_API]
+    group = {s["environment"]: table_group(s) for s in rows if not s.get("column_group")}
+    return [titles.get(c, c) for c in columns if group.get(c) == NATIVE]
 
 
 def markdown_lines(ratios: Sequence[NativeRatio]) -> list[str]:

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 from ..data.types import CellSummary
-from .summaries import TIME_KEY
+from .summaries import KERAS2, KERAS3, TIME_KEY, table_group
 
 TABLE2 = Path(__file__).with_name("reference") / "keras3_benchmarks_table2.toml"
 # The study's columns, and how an environment of a run maps onto them.
@@ -24,9 +24,10 @@ def published() -> dict[str, Any]:
 
 
 def column_of(summary: CellSummary) -> str | None:
-    if summary.get("api") == "tf-keras":
+    group = table_group(summary)
+    if group == KERAS2:
         return "keras2"
-    if summary.get("api") == "keras":
+    if group == KERAS3:
         return f"keras3_{summary.get('backend')}"
     return None
 

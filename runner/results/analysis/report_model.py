@@ -7,7 +7,7 @@ no such import under results/render/)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.types import CellSummary, Manifest
@@ -22,6 +22,7 @@ from .profiles import Profiled, biggest_gap
 from .ratios import Ratio
 from .scaling import ScalingRow, scaling_rows
 from .speedups import keras_speedups, speedup
+from .tiers import TierPair, ranking_changes, tier_pairs
 from .summaries import fixed_costs, pivot, tf32_rows
 
 Row = tuple[str, int]                      # (row label, batch size)
@@ -93,6 +94,7 @@ class ReportModel:
     quantized: list[Quantized]
     left_out: list[tuple[str, str]]        # (record file, why): not in the report
     profiled: Profiled | None = None       # the run's profiles, by row, and their plots
+    tiers: list[TierPair] = field(default_factory=list)     # tiers.tier_pairs
     ledger_fault: str | None = None        # why the run's ledger vouches for nothing
 
 
@@ -108,12 +110,12 @@ def quantized_cells(summaries: list[CellSummary]) -> list[Quantized]:
 
 def sentences(summaries: list[CellSummary], analysis: Analysis | None,
               keras: KerasView | None, ratios: list[NativeRatio],
-              profiled: Profiled | None) -> list[str]:
+              profiled: Profiled | None, tiers: list[TierPair]) -> list[str]:
     """The Findings section's sentences (none without the effects' analysis)."""
     if analysis is None:
         return []
     said = findings.sentences(summaries, analysis, keras[0] if keras else None)
-    said += native.sentences(ratios) + cost.sentences(summaries)
+    said += native.sentences(ratios) + cost.sentences(summaries) + ranking_changes(tiers)
     gap = biggest_gap(profiled.rows) if profiled else None
     return said + ([f"Where the time goes: {md_text(gap)}"] if gap else [])
 
@@ -127,10 +129,12 @@ def build(manifest: Manifest, summaries: list[CellSummary], analysis: Analysis |
     speedups = keras_speedups(summaries)
     # The time table's speedup columns: its own unless the Keras table has them.
     cells = table_view(summaries, speedups=speedups if keras is None else {})
+    tiers = tier_pairs(summaries, manifest)
     return ReportModel(
         manifest, summaries, analysis, keras,
         table_view(keras[0], keras[1], keras[2], ratios) if keras else None, cells, speedups,
-        ratios, keras_titles(keras), sentences(summaries, analysis, keras, ratios, profiled),
+        ratios, keras_titles(keras),
+        sentences(summaries, analysis, keras, ratios, profiled, tiers),
         findings.method_sentence(summaries) if summaries else "", scaling_rows(summaries),
         fixed_costs(summaries), reference.beside(summaries), cost.price_of(manifest),
-        quantized_cells(summaries), left_out or [], profiled)
+        quantized_cells(summaries), left_out or [], profiled, tiers)

@@ -11,7 +11,8 @@ from typing import Any
 from ..data.types import CellSummary
 from . import quantized, stats
 from .ratios import Ratio, welch_ratio
-from .summaries import KERAS2_API, KERAS3_API, TIME_KEY, model_family, pivot, tf32_differ
+from .summaries import (KERAS2, KERAS3, TIME_KEY, model_family, pivot, table_group,
+                        tf32_differ)
 
 
 def speedup(base: Mapping[str, Any], cell: Mapping[str, Any],
@@ -57,27 +58,27 @@ def keras_speedups(summaries: list[CellSummary]) -> dict[tuple[str, int], dict[s
     (tf-keras) cell of the row ran, its speedup = Keras 2 ÷ best Keras 3 (an environment effect,
     with its interval: `estimate`). Cells with a different answer are never the best. Empty
     unless the run has both kinds of environment."""
-    apis = {s["api"] for s in summaries}
-    if not {KERAS3_API, KERAS2_API} <= apis:
+    groups = {table_group(s) for s in summaries}
+    if not {KERAS3, KERAS2} <= groups:
         return {}
     out: dict[tuple[str, int], dict[str, Any]] = {}
     _, rows, grid = pivot(summaries)
     for row in rows:
         cells = [s for (label, batch, _), s in grid.items() if (label, batch) == row]
-        found = fastest([s for s in cells if s["api"] == KERAS3_API])
+        found = fastest([s for s in cells if table_group(s) == KERAS3])
         if found is None:
             continue
         best = found[0]
         entry = {"best_env": best["environment"], "best_backend": best.get("backend"),
                  "best_ms": best[TIME_KEY], "keras2_env": None, "keras2_ms": None,
                  "speedup": None, "estimate": None, "tf32_mixed": False}
-        keras2 = fastest([s for s in cells if s["api"] == KERAS2_API])
+        keras2 = fastest([s for s in cells if table_group(s) == KERAS2])
         if keras2:
             entry.update(keras2_env=keras2[0]["environment"], keras2_ms=keras2[0][TIME_KEY])
             estimate = speedup(keras2[0], best)
             entry.update(estimate=estimate, speedup=estimate.ratio)
         # Its Keras cells ran their dense paths differently: "best" compares other arithmetic.
         entry["tf32_mixed"] = any(tf32_differ(a, b) for a in cells for b in cells
-                                  if {a["api"], b["api"]} <= {KERAS3_API, KERAS2_API})
+                                  if {table_group(a), table_group(b)} <= {KERAS3, KERAS2})
         out[row] = entry
     return out

@@ -267,14 +267,22 @@ def pivot(summaries: list[CellSummary]) -> tuple[list[str], list[tuple[str, int]
     return environments, rows, grid
 
 
-KERAS3_API, KERAS2_API = "keras", "tf-keras"
+# The Keras table's column groups: each API's record says which it is in (catalog/apis.py).
+KERAS3, KERAS2, NATIVE = "keras3", "keras2", "native"
 DIFFERENT_MODELS = ("stable_diffusion",)   # Keras 2 and Keras 3 columns run different models
+
+
+def table_group(summary: Mapping[str, Any]) -> str | None:
+    """A cell's column group in the Keras table: KERAS3, KERAS2, NATIVE or None (its API's
+    record shows it in none, or this runner declares no such API: an old run's)."""
+    record = catalog.API_RECORDS.get(str(summary.get("api")))
+    return record.keras_table if record is not None else None
 
 
 def model_family(summary: Mapping[str, Any]) -> str:
     """Which model a cell's row runs: Keras 2's Stable Diffusion (keras-cv v1.4) and Keras 3's
     (keras-hub SD3) are different models, so neither their times nor their answers compare."""
-    if summary["workload"] in DIFFERENT_MODELS and summary.get("api") == KERAS2_API:
+    if summary["workload"] in DIFFERENT_MODELS and table_group(summary) == KERAS2:
         return "keras2"
     return ""
 

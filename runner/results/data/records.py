@@ -1,24 +1,42 @@
-"""Host side of the result record (fields defined in runner.worker.protocol.RECORD_FIELDS):
-turn a worker outcome into a stored record, deciding the status in one place, with the figures
-the host adds to it (its step times summarised, its throughput: never computed in a worker)."""
+"""Host side of the result record (declared in runner.worker.protocol's Record): a worker's
+result.json read and checked once into its typed WorkerResult (or why it cannot be used), turned
+into a stored record, its status decided in one place, with the figures the host adds to it (its
+step times summarised, its throughput: never computed in a worker)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
 from ...executors.base import Outcome
-from ...worker.protocol import WORKER_FIELDS, CellSpec, Status, empty_result
+from ...worker.protocol import WORKER_FIELDS, CellSpec, Status, WorkerResult, empty_result
 from . import schemas
 from .types import Document, Figure, Record, StepSummary, Throughput
 
 
-def read_worker_result(path: Path) -> dict[str, Any] | None:
-    """The worker's result when present and a JSON object (never through a symbolic link),
-    else None. Whether it is a valid result is status_from_outcome's to say."""
+@dataclass(frozen=True)
+class Unusable:
+    """A result.json that is not a valid worker result, and why."""
+
+    problem: str
+
+
+# What the host makes of an attempt's result.json: the worker's typed result, a file that is
+# not a valid one, or None (no result: the worker died before writing it).
+WorkerReply = WorkerResult | Unusable | None
+
+
+def read_worker_result(path: Path, spec: CellSpec) -> WorkerReply:
+    """An attempt's result.json, read once and checked once (worker_result)."""
+    return worker_result(read_json_object(path), spec)
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object from a file (never through a symbolic link), else None."""
     from .store import read_file
 
     try:
@@ -28,35 +46,52 @@ def read_worker_result(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def worker_problem(worker: dict[str, Any]) -> str | None:
-    """Why a worker's result.json cannot be stored as it is (None: it can). The worker's own
-    status is kept, except that "ok" needs finite positive samples."""
+def worker_result(data: Mapping[str, Any] | None, spec: CellSpec) -> WorkerReply:
+    """The one place a worker's result is checked: None for no result, Unusable for one that
+    cannot be stored as it is, else the typed WorkerResult — the attempt's own spec fields
+    (the host's coordinates, never the file's) with the worker's fields over them. The worker's
+    own status is kept, except that "ok" needs finite positive samples (status_from_outcome)."""
+    if data is None:
+        return None
+    problem = worker_problem(data)
+    if problem is not None:
+        return Unusable(problem)
+    return cast(WorkerResult, {**empty_result(spec), **worker_fields(data, spec)})
+
+
+def failed_result(spec: CellSpec, error: str) -> WorkerResult:
+    """The result of a worker that never started (its environment could not be prepared)."""
+    result = empty_result(spec)
+    result["error"] = error
+    return result
+
+
+def worker_problem(worker: Mapping[str, Any]) -> str | None:
+    """Why a worker's result.json cannot be stored as it is (None: it can)."""
     problem = schemas.problem_of(schemas.RecordModel, _worker_view(worker))
     if problem == "status 'ok' without finite positive samples_ms":
         return None                      # a verdict on the measurement, not on the file
     return problem
 
 
-def _worker_view(worker: dict[str, Any]) -> dict[str, Any]:
+def _worker_view(worker: Mapping[str, Any]) -> dict[str, Any]:
     """The worker's fields over identity placeholders: only what the worker owns is checked."""
     placeholders = dict(cell_id="x", cell_name="x", repeat=1, environment="x", workload="x",
                         task="x", batch_size=1)
     return {**placeholders, **{k: v for k, v in worker.items() if k in WORKER_FIELDS}}
 
 
-def status_from_outcome(outcome: Outcome,
-                        worker: dict[str, Any] | None) -> tuple[Status, str | None]:
+def status_from_outcome(outcome: Outcome, worker: WorkerReply) -> tuple[Status, str | None]:
     """The one place a process outcome becomes a status: (status, error text)."""
     tail = outcome.log_tail.strip()
     if outcome.timed_out:
         return "timeout", f"killed after the cell timeout ({outcome.wall_s:.0f} s)"
     if outcome.oom_killed:
         return "oom", "killed by the out-of-memory killer"
+    if isinstance(worker, Unusable):
+        return "crashed", f"the worker's result.json is not a valid result ({worker.problem})"
     if worker is not None:
-        problem = worker_problem(worker)
-        if problem:
-            return "crashed", f"the worker's result.json is not a valid result ({problem})"
-        if worker["status"] == "ok" and not schemas.positive_samples(worker.get("samples_ms")):
+        if worker["status"] == "ok" and not schemas.positive_samples(worker["samples_ms"]):
             return "failed", ("the worker said ok but gave no finite positive step times "
                               "(samples_ms); nothing was measured")
         if worker["status"] == "not_applicable":
@@ -64,8 +99,8 @@ def status_from_outcome(outcome: Outcome,
             # a worker's claim would show a failure as a planned NA.
             return "failed", ("the worker said not_applicable, but the plan runs this cell "
                               "(the catalog's rules decide what applies): "
-                              f"{worker.get('error') or 'no reason given'}")
-        return worker["status"], worker.get("error")
+                              f"{worker['error'] or 'no reason given'}")
+        return worker["status"], worker["error"]
     if outcome.returncode is not None and outcome.returncode < 0:
         return "crashed", f"worker killed by signal {-outcome.returncode}; last output:\n{tail}"
     if outcome.returncode == 137:
@@ -109,14 +144,14 @@ def finish(fields: Mapping[str, Any], status: Status, error: str | None,
     return record
 
 
-def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
+def finalize(spec: CellSpec, outcome: Outcome, worker: WorkerReply,
              host_metadata: dict[str, Any], log: str, settle: Any = None,
              usd_per_s: float | None = None, notes: Mapping[str, Any] | None = None) -> Record:
-    """A worker's outcome as its record: worker fields (or nulls), status, host fields and
-    metadata; `usd_per_s` (the per-GPU share of the VM's price) makes its `usd`."""
+    """A worker's outcome as its record: its result's fields (or the spec's and nulls), status,
+    host fields and metadata; `usd_per_s` (the per-GPU share of the VM's price) makes its
+    `usd`."""
     status, error = status_from_outcome(outcome, worker)
-    valid = worker is not None and worker_problem(worker) is None
-    fields = {**empty_result(spec), **(worker_fields(worker, spec) if worker and valid else {})}
+    fields = worker if isinstance(worker, dict) else empty_result(spec)
     wall = outcome.wall_s
     return finish(fields, status, error, HostFields(
         metadata={**(fields.get("metadata") or {}), **host_metadata},
@@ -125,7 +160,7 @@ def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
         else None), notes)
 
 
-def worker_fields(worker: dict[str, Any], spec: CellSpec) -> dict[str, Any]:
+def worker_fields(worker: Mapping[str, Any], spec: CellSpec) -> dict[str, Any]:
     """What a worker's result may set: its measurements, never the host's coordinates (cell id,
     repeat, environment, ...) or summaries. A calibration reports the size it kept in options."""
     fields = {k: v for k, v in worker.items() if k in WORKER_FIELDS}

@@ -1,16 +1,19 @@
 """What the runner reads back from a run folder, validated as data in the matrix schema's style
 (pydantic, strict, one line per problem): cell records and the run manifest. Run folders travel
 between machines (`reproduce`, `compare`), so nothing in them is trusted because of where it
-lies. The record's fields are defined once, in runner.worker.protocol.RECORD_FIELDS, and each
-field's type (bounds included) once, in `Record` (results/data/types.py): the model below is built
-from its annotations, and adds only the checks a type cannot say (names that must be safe to
-show, the figures of `extra`, an ok record's samples).
+lies. The record's fields are declared once, in runner.worker.protocol's `Record`: each field's
+type, its bounds, who fills it and what it means. The model below is built from its annotations
+(the worker's standard-library bounds become pydantic's), and adds only the checks a type cannot
+say (names that must be safe to show, the figures of `extra`, an ok record's samples).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
+import types
 import typing
 from typing import Annotated, Any, Literal, cast
 from collections.abc import Mapping
@@ -20,11 +23,30 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_mode
 
 from ...schema import RUN_NAME_PATTERN, format_error
 from ...worker.catalog import AXIS_DEFAULTS
-from ...worker.protocol import RECORD_FIELDS
-from .types import MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Positive, Record, Sample
+from ...worker.protocol import RECORD_FIELDS, Filled
+from .types import MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Bounds, Record
+
+
+def checked(kind: Any) -> Any:
+    """A type of Record as pydantic checks it: its Bounds as pydantic's constraints, who fills it
+    (Filled) left out, at any depth (the bounds of a list's items, of an optional figure)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Annotated:
+        kept = [Field(**{k: v for k, v in vars(m).items() if v is not None})
+                if isinstance(m, Bounds) else m for m in kind.__metadata__
+                if not isinstance(m, Filled)]
+        inner = checked(args[0])
+        return typing.Annotated[inner, *kept] if kept else inner
+    if origin in (types.UnionType, typing.Union):       # X | None: rebuilt as written
+        return functools.reduce(operator.or_, [checked(a) for a in args])
+    if origin in (list, dict):
+        return origin[tuple(checked(a) for a in args)]
+    return kind
+
 
 # Every record field's type, bounds included: Record's annotations (Any: taken as it is).
-RECORD_TYPES: dict[str, Any] = typing.get_type_hints(Record, include_extras=True)
+RECORD_TYPES: dict[str, Any] = {name: checked(kind) for name, kind in
+                                typing.get_type_hints(Record, include_extras=True).items()}
 # A record is found by these; everything else may be null (unknown).
 REQUIRED = ("schema", "status", "cell_id", "cell_name", "repeat", "environment", "workload",
             "task", "batch_size")
@@ -145,6 +167,9 @@ def record_of(fields: Mapping[str, Any]) -> Record:
 
 # --- profile -----------------------------------------------------------------------------------
 
+StepTime = Annotated[float, Field(ge=0.0, le=MAX_SAMPLE_MS)]     # a step: 0 to a week, in ms
+
+
 class ProfileModel(_Names):
     """profile.json of a profiled pass (results/data/profiles.py writes it): what the report
     and `profile diff` read of it, its times finite and within a week."""
@@ -156,16 +181,16 @@ class ProfileModel(_Names):
     environment: str
     workload: str
     task: str
-    batch_size: Positive
+    batch_size: Annotated[int, Field(gt=0)]
     row: str
     error: str | None = None
     source: str | None = None
     device: str | None = None
     log: str | None = None
     warnings: list[str] = Field(default_factory=list)
-    timed_median_ms: Sample | None = None
-    profiled_step_ms: Sample | None = None
-    step_ms: list[Sample | None] = Field(default_factory=list)
+    timed_median_ms: StepTime | None = None
+    profiled_step_ms: StepTime | None = None
+    step_ms: list[StepTime | None] = Field(default_factory=list)
     profile_overhead: Annotated[float, Field(ge=0.0, le=MAX_FIGURE)] | None = None
     wall_s: Annotated[float, Field(ge=0.0, le=MAX_FIGURE)] | None = None
 

@@ -3,158 +3,26 @@ cell's summary, a run's manifest.
 
 They are TypedDicts: the JSON on disk is exactly these dicts (nothing is converted on the way in
 or out, so every file stays byte-identical), and to mypy a mistyped key is an error instead of a
-silent None in a table. A record's type is also its validation: results/data/schemas.py builds the
-model that checks a record read from a run folder from `Record`'s annotations, bounds included
-(the Annotated figures below). One place still defines each field: the record's fields are
-RECORD_FIELDS (runner/worker/protocol.py) and the axes' types come from the catalog;
-tests/results/data/test_types.py checks these types against them, and against what cell_summaries
-and build_manifest build, both ways, so a field added in one place and not the other fails a
-test.
-
-Values are typed where the host relies on them; `Any` where a field holds a nested document
-or a value the host takes as it is (those are not validated either).
+silent None in a table. The record is declared where the worker can read it too
+(runner/worker/protocol.py: `Record`, each field's type, bounds, who fills it and what it means,
+once); its parts and bounds are re-exported here for the host. A record's type is also its
+validation: results/data/schemas.py builds the model that checks a record read from a run
+folder from `Record`'s annotations. tests/results/data/test_types.py checks CellSummary and
+Manifest against what cell_summaries and build_manifest build, both ways, so a key added in one
+place and not the other fails a test.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Any, TypedDict
 
-from pydantic import Field
+from ...worker.protocol import (MAX_COUNT, MAX_FIGURE, MAX_SAMPLE_MS, MIN_SAMPLE_MS, Bounds,
+                                CellCoordinates, Count, Document, Figure, Positive, Record,
+                                Sample, StepSummary, Throughput)
 
-from ...schema.values import MAX_TIMEOUT_S
-from ...worker.protocol import Status
-
-# Bounds of every number the statistics read: a finite number beyond them (1.7e308 ms) makes a
-# sum, a square or a ratio of the reports overflow, so such a record is set aside like any other
-# malformed one. A step lasts at most a cell's longest timeout and, to count as measured, at
-# least a nanosecond; any other figure is at most 1e30 in size (FLOPs per step of the largest
-# model and batch are far below; every product and square of two such figures stays finite).
-MAX_SAMPLE_MS = MAX_TIMEOUT_S * 1000.0
-MIN_SAMPLE_MS = 1e-6
-MAX_FIGURE = 1e30
-MAX_COUNT = 10**12              # steps per call, calls per sample
-Sample = Annotated[float, Field(ge=0.0, le=MAX_SAMPLE_MS)]
-Figure = Annotated[float, Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
-Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
-Positive = Annotated[int, Field(gt=0)]
-Document = dict[str, Any]
-
-
-class CellCoordinates(TypedDict):
-    """Which cell: what a record and a summary of it both carry. The axes (task to device)
-    have their catalog declaration's type, or None (tests/results/data/test_types.py)."""
-
-    cell_id: str
-    cell_name: str
-    environment: str
-    api: str | None
-    backend: str | None
-    image: str | None
-    workload: str
-    task: str
-    batch_size: Positive
-    precision: str | None
-    jit: bool | str | None
-    size: str | None
-    tf32: bool | None
-    steps_per_execution: int | None
-    data: str | None
-    device: str | None
-    devices: int | None
-    scaling: str | None
-    options: Document
-    # A user workload's spec entry (name, file, sha256, option defaults, ...); None: built-in.
-    user_workload: Document | None
-
-
-class StepSummary(TypedDict):
-    """A repeat's per-step times summarised (results/data/records.py summarize), ms."""
-
-    median_ms: Figure | None
-    mean_ms: Figure | None
-    p10_ms: Figure | None
-    p90_ms: Figure | None
-    min_ms: Figure | None
-    max_ms: Figure | None
-    stdev_ms: Figure | None
-
-
-class Throughput(TypedDict):
-    """items/s and TFLOP/s at the median step time (results/data/records.py throughput)."""
-
-    items_per_s: Figure | None
-    achieved_tflops: Figure | None
-
-
-class Record(CellCoordinates, StepSummary, Throughput):
-    """One cell × repeat as stored (cells/<cell>-r<repeat>.json, results.jsonl): every field of
-    RECORD_FIELDS, None where unknown (Store.read_records completes a record read back)."""
-
-    schema: Literal[1]
-    status: Status
-    error: str | None
-    run_id: str | None
-    repeat: Positive
-    steps: Any
-    warmup_steps: Any
-    seed: Any
-    min_time_s: Any
-    max_time_s: Any
-    calibration_sizes: Any
-    calls_per_sample: Count | None
-    harness_overhead: Any
-    samples_ms: list[Sample]
-    steps_per_call: Count | None
-    block_source: str | None
-    timing: Any
-    outliers: list[Annotated[list[Figure], Field(min_length=2, max_length=2)]] | None  # [i, ms]
-    epoch_boundary_samples: Any
-    import_s: Figure | None
-    setup_s: Figure | None
-    compile_s: Figure | None
-    compile_cache: Any
-    compilations: Any
-    warmup_s: list[Figure] | None
-    train_s: Figure | None
-    worker_s: Figure | None
-    items_per_step: Figure | None
-    rss_initial_mb: Figure | None
-    rss_peak_mb: Figure | None
-    vram_initial_mb: Figure | None
-    vram_peak_mb: Figure | None
-    vram_source: str | None
-    nvml_memory_peak_mb: Figure | None
-    allocator: Document | None
-    gpu_util_mean: Figure | None
-    gpu_power_mean_w: Figure | None
-    gpu_energy_j: Figure | None
-    gpu_idle_power_w: Figure | None
-    gpu_energy_resolution_s: Figure | None
-    gpu_sm_clock_mhz: Figure | None
-    gpu_sm_clock_min_mhz: Figure | None
-    gpu_mem_clock_mhz: Figure | None
-    gpu_mem_clock_min_mhz: Figure | None
-    gpu_other_processes: Any
-    gpu_clock_events: Any
-    host_gpu: Any
-    cpu_util_mean: Figure | None
-    host_other_cpu: Any
-    settle: Any
-    flops_per_step: Figure | None
-    loss_first: Figure | None
-    loss_last: Figure | None
-    accuracy: Figure | None
-    answer: Document | None
-    extra: Document | None
-    profile: Document | None          # a profiled pass's capture; None in every timed record
-    profile_pass: Document | None     # a profiled pass's settings; None in every timed record
-    effective: Document | None
-    metadata: Document | None
-    distributions: Document | None
-    returncode: int | None
-    wall_s: Figure | None
-    usd: Figure | None
-    log: str | None
+__all__ = ["MAX_COUNT", "MAX_FIGURE", "MAX_SAMPLE_MS", "MIN_SAMPLE_MS", "Bounds",
+           "CellCoordinates", "CellSummary", "Count", "Document", "Figure", "Manifest",
+           "ManifestCell", "Positive", "Record", "Sample", "StepSummary", "Throughput"]
 
 
 class CellSummary(CellCoordinates, total=False):
@@ -309,3 +177,5 @@ class Manifest(TypedDict, total=False):
     resumed: list[dict[str, Any]]    # each resume: when, with which executor
     cost: dict[str, Any] | None      # price, estimate, caps, what it spent (runner/cost/)
     stopped_by: str                  # "budget" | "max_hours": a cap stopped the run
+    # per tuned cell's id: its knobs and where they came from (runner/run/tiers.py)
+    tuning: dict[str, dict[str, Any]]

@@ -24,6 +24,7 @@ from .markdown_profiles import profiles_section
 from .markdown_quantized import quantized_section
 from .markdown_reference import peak_section, published_section
 from .markdown_scaling import scaling_part
+from .markdown_tiers import tiers_section
 
 __all__ = ["SECTIONS", "Report", "effects_section", "markdown_table", "no_interval_note",
            "ratio_text", "report_markdown"]
@@ -312,7 +313,8 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
-    lambda r: cost_section(r.model), effects_part, scaling_part,
+    lambda r: cost_section(r.model), lambda r: tiers_section(r.model.tiers), effects_part,
+    scaling_part,
     lambda r: quantized_section(r.model.quantized), answers_part, warnings_part, left_out_section,
     fixed_costs_section, training_section,
     first_token_part, memory_section,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 from typing import Any, Protocol
+
+import numpy as np
 from collections.abc import Callable
 
 from ..protocol import GPU_GIVEN_ENV, CellSpec
@@ -45,6 +47,15 @@ class FrameworkBase:
 
     def sync(self, out: Any) -> None:
         """Block until the device has finished computing `out`."""
+
+    def is_array(self, leaf: Any) -> bool:
+        """Whether a value a user's step returned is this framework's array (what `sync` can
+        wait on); the base: NumPy values (host memory, nothing to wait for)."""
+        return isinstance(leaf, (np.ndarray, np.generic, float, int)) and not isinstance(leaf, bool)
+
+    def on_host(self, leaf: Any) -> bool:
+        """Whether one of its arrays lives in host memory (a CPU device's)."""
+        return True
 
     def vram_mb(self) -> tuple[float, float] | None:
         """(in use, peak) from the framework's own counters, or None without a GPU."""
@@ -101,7 +112,7 @@ class FrameworkBase:
 
 
 class KerasFramework(Protocol):
-    """What the Keras recipes (kerashub/, keras_quantize.py, a user's Keras model) ask of a
+    """What the Keras recipes (kerashub/, keras_api/quantize.py, a user's Keras model) ask of a
     framework: keras_api's Framework (Keras 3) and tf_keras_api's (Keras 2) both have it."""
 
     spec: CellSpec

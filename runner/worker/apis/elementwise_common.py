@@ -1,7 +1,8 @@
 """The elementwise workload, written once for every API: SELU (Klambauer et al., 2017) over a
 batch_size × n array, eager op-by-op or compiled (the jit axis). The inputs (seeded NumPy arrays),
 the FLOPs and the answer are here; each API's Framework supplies its arrays, operations and
-compiler (see matmul_common.py), and <api>_api/elementwise.py names the API as one that runs it."""
+compiler (see matmul_common.py); an API runs it where its record names this module for
+elementwise (catalog/apis.py)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ..bench import BLOCK_TARGET_S, MAX_CALLS_PER_SAMPLE, StepClock, block_cap
+from .. import catalog
 from . import FrameworkBase, KerasFramework
 
 TIMING = ("one train-function call (steps_per_execution steps) inside model.fit, whose loop, data "
@@ -48,7 +49,8 @@ def state_sync(fw: FrameworkBase | KerasFramework, model: Any, backend: str) -> 
     """Wait for the device to finish the calls dispatched so far. torch and TensorFlow wait for
     the whole device; JAX waits on arrays, here the newest training state (fit keeps it in
     model._jax_state between calls, and in the variables after each epoch)."""
-    if backend != "jax":
+    engine = catalog.ENGINES.get(backend)
+    if engine is None or not engine.waits_on_arrays:
         return lambda out: fw.sync(None)
 
     def sync(out: Any) -> None:

@@ -1,8 +1,8 @@
 """The matmul workload, written once for every API: n×n matrix products, batch_size independent
 ones per step. The inputs (seeded NumPy arrays, the same numbers everywhere), the FLOPs and the
 answer are here; each API's Framework supplies its arrays and operations (FrameworkBase's array
-methods: ops, tensor, compile, to_host, to_numpy, array_effective), and
-<api>_api/matmul.py names the API as one that runs it.
+methods: ops, tensor, compile, to_host, to_numpy, array_effective); an API runs it where its
+record names this module for matmul (catalog/apis.py).
 
 At batch 1 the step is the plain n×n product (2-D operands), as the studies and a `%timeit`
 snippet write it; only a batch of several products uses (batch, n, n) operands. A (1, n, n)

@@ -1,5 +1,5 @@
 """The quantized tier's framework-neutral half (docs/quantized.md): what a quantized cell records
-beside its measurement, the same for Keras (keras_quantize.py) and torchao (torchao_quantize.py).
+beside its measurement, the same for Keras (keras_api/quantize.py) and torchao (torchao_quantize.py).
 Standard library and NumPy only.
 
 A quantized cell builds its model in the float base precision with the seeded weights, runs its

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from .. import user_code
+from .. import catalog, user_code
 from ..bench import Bench
 from ..protocol import CellSpec, UserWorkloadEntry
 from . import FrameworkBase, KerasFramework
@@ -147,12 +147,12 @@ def checked_sync(fw: FrameworkBase, spec: CellSpec, name: str,
     def sync(out: Any) -> None:
         nonlocal checked
         if not checked:
-            arrays = [leaf for leaf in parts(out) if is_array(spec, leaf)]
+            arrays = [leaf for leaf in parts(out) if fw.is_array(leaf)]
             if not arrays:
                 raise TypeError(f"the step {name}(spec) returned {type(out).__name__}: return "
                                 f"what it computed (a {array_kind(spec)}), which the runner "
                                 "waits for before it reads the clock")
-            note = host_copy_note(fw.device, [on_host(spec, leaf) for leaf in arrays])
+            note = host_copy_note(fw.device, [fw.on_host(leaf) for leaf in arrays])
             if note is not None and effective is not None:
                 effective["step_output"] = note
             checked = True
@@ -171,18 +171,6 @@ def host_copy_note(device: str, on_host: list[bool]) -> str | None:
             "the device to copy it, so each block holds one synchronisation per call")
 
 
-def on_host(spec: CellSpec, leaf: Any) -> bool:
-    """Whether an array the step returned lives in host memory (a CPU device's)."""
-    framework = spec.backend if spec.api == "keras" else spec.api
-    if framework == "torch":
-        return leaf.device.type == "cpu"
-    if framework == "jax":
-        return all(d.platform == "cpu" for d in leaf.devices())
-    if framework in ("tensorflow", "tf-keras"):
-        return "CPU" in str(getattr(leaf, "device", "")).upper()
-    return True
-
-
 def parts(out: Any) -> list[Any]:
     """The leaves of a nested output (dicts, lists, tuples), as they are."""
     if isinstance(out, dict):
@@ -193,21 +181,9 @@ def parts(out: Any) -> list[Any]:
 
 
 def array_kind(spec: CellSpec) -> str:
-    framework = spec.backend if spec.api == "keras" else spec.api
-    return {"torch": "torch.Tensor", "jax": "jax.Array", "tensorflow": "tf.Tensor",
-            "tf-keras": "tf.Tensor", "numpy": "NumPy array"}.get(framework or "", "tensor")
-
-
-def is_array(spec: CellSpec, leaf: Any) -> bool:
-    framework = spec.backend if spec.api == "keras" else spec.api
-    if framework == "torch":
-        return bool(sys.modules["torch"].is_tensor(leaf))
-    if framework == "jax":
-        return isinstance(leaf, sys.modules["jax"].Array)
-    if framework in ("tensorflow", "tf-keras"):
-        tf = sys.modules["tensorflow"]
-        return bool(tf.is_tensor(leaf)) or isinstance(leaf, tf.Variable)
-    return isinstance(leaf, (np.ndarray, np.generic, float, int)) and not isinstance(leaf, bool)
+    """What a step of this API returns, in words (its engine's array type)."""
+    engine = catalog.api(spec.api, spec.backend).engine_record
+    return engine.array_type if engine is not None else "tensor"
 
 
 def host_values(out: Any) -> Any:

@@ -13,6 +13,7 @@ SIZES = ("full", "small", "tiny")
 DATA_MODES = ("arrays", "dataset", "device")
 DEVICES = ("auto", "gpu", "cpu")
 SCALINGS = ("weak", "strong")
+TIERS = ("defaults", "tuned")
 TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 JIT_WORDS = ("auto",) + TORCH_COMPILE_MODES
 
@@ -49,3 +50,9 @@ declare_axis(Axis("devices", "positive_int", int, 1,
                   help="devices one data-parallel cell trains on (GPUs, or virtual CPU devices)"))
 declare_axis(Axis("scaling", "choice", str, "weak", SCALINGS,
                   help="weak (batch_size per device) | strong (batch_size in all)"))
+# The tuned tier (docs/tuned.md): "defaults" is the cell as the matrix gives it, every framework
+# default in force; "tuned" is the same cell with the knobs its API declares (catalog/apis.py)
+# set to what `python -m runner tune` found best within the same budget for every environment.
+declare_axis(Axis("tier", "choice", str, "defaults", TIERS,
+                  help="defaults | tuned: the frameworks' defaults, or their best knobs within "
+                       "the tuning budget (docs/tuned.md)"))

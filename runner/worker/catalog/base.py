@@ -8,10 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable
 
-APIS = ("keras", "tf-keras", "torch", "jax", "tensorflow", "numpy", "hf")
-KERAS_BACKENDS = ("tensorflow", "jax", "torch")
-# The environment keys that name an API's package under runner.worker.apis.
-API_PACKAGES = {api: api.replace("-", "_") + "_api" for api in APIS}
+from .api_base import API_RECORDS, Api, api
 
 # --- axes -------------------------------------------------------------------------------------
 
@@ -71,7 +68,6 @@ class Option:
 class Workload:
     name: str
     tasks: tuple[str, ...]
-    apis: tuple[str, ...]                   # APIs with an implementation module
     needs_batch_size: bool
     precisions: tuple[str, ...]
     options: dict[str, Option] = field(default_factory=dict)
@@ -97,6 +93,14 @@ class Workload:
     def runs_as(self, api: str, task: str) -> str | None:
         """A user workload's "model" or "step" for this API and task (None: not defined)."""
         return self.api_tasks.get(api, {}).get(task)
+
+    @property
+    def apis(self) -> tuple[str, ...]:
+        """The APIs that run it: those whose record names a module for it; a user workload's,
+        those its file defines functions for."""
+        if self.family == "user":
+            return tuple(self.api_tasks)
+        return tuple(name for name, record in API_RECORDS.items() if self.name in record.workloads)
     # The tasks a step of it can shard over several devices (the devices axis, docs/scaling.md);
     # () where it has no data-parallel recipe. A user workload's Keras model shards fit and
     # predict (rules.py data_parallel).
@@ -150,8 +154,10 @@ class Where:
     axes: dict[str, Any]
     batch_size: int | None = None         # None: a caller that does not place a batch
 
-    def keras_on(self, *backends: str) -> bool:
-        return self.api == "keras" and self.backend in backends
+    @property
+    def record(self) -> Api:
+        """The API's record on the cell's backend."""
+        return api(self.api, self.backend)
 
 
 Rule = Callable[[Where], "str | None"]

@@ -3,26 +3,10 @@ the order declared here. The reasons name what exists instead, so that an NA cel
 
 from __future__ import annotations
 
+from .apis import KERAS_QUANTIZE, TORCHAO
 from .base import Where, rule
 from .precisions import quantized_mode
 
-# The native APIs without a quantized path, and why (docs/quantized.md, "Native JAX and
-# TensorFlow"). JAX: Google's quantization libraries (AQT, Qwix) rewrite a Flax model's layers
-# for quantized training or serving; the native JAX workloads here are the array recipes and a
-# Flax linen CNN whose only task with a quantized meaning (predict) would measure Qwix's
-# interception of linen, not JAX. TensorFlow: post-training int8 exists only as TensorFlow
-# Lite's converter (another runtime) or the Model Optimization Toolkit (Keras 2 models, in
-# maintenance); neither quantizes a tf.function model in place.
-NATIVE_REASONS = {
-    "jax": "native JAX has no quantized layers of its own: Google's libraries for it (AQT, Qwix) "
-           "rewrite Flax models for quantized training or serving and are not part of this "
-           "stack; Keras 3 on JAX runs the quantized tier (api = \"keras\", backend = \"jax\")",
-    "tensorflow": "native TensorFlow quantizes only by converting to TensorFlow Lite (another "
-                  "runtime) or through the Model Optimization Toolkit (Keras 2 models, in "
-                  "maintenance); Keras 3 on TensorFlow runs the quantized tier",
-    "tf-keras": "Keras 2 (tf-keras) has no model.quantize (Keras 3 added it); its post-training "
-                "quantization is TensorFlow Lite's converter, another runtime",
-}
 # torchao's kernels for these modes exist on CUDA only (int4: tinygemm's packed layout;
 # float8: torch._scaled_mm on compute capability >= 8.9).
 TORCHAO_CUDA_ONLY = {"int4": "torchao's int4 weight-only kernels (tinygemm) run on CUDA GPUs only",
@@ -32,11 +16,13 @@ TORCHAO_CUDA_ONLY = {"int4": "torchao's int4 weight-only kernels (tinygemm) run 
 
 @rule("precision")
 def quantized_api(c: Where) -> str | None:
-    """Quantized precisions run on Keras 3 (model.quantize) and on torch and hf (torchao); a user
-    workload receives spec.precision on every API and quantizes itself."""
+    """Quantized precisions run where the API's record has a quantizer (Keras 3's model.quantize,
+    torchao on torch and hf), NA with the record's reason elsewhere (docs/quantized.md, "Native
+    JAX and TensorFlow"); a user workload receives spec.precision on every API and quantizes
+    itself."""
     if quantized_mode(str(c.axes["precision"])) is None or c.workload.family == "user":
         return None
-    return NATIVE_REASONS.get(c.api)
+    return None if c.record.quantizer else c.record.quantizer.reason
 
 
 # Where Keras trains a quantized model: its int8 and int4 kernels are frozen, so training means
@@ -55,7 +41,7 @@ def quantized_fit(c: Where) -> str | None:
     mode = quantized_mode(str(c.axes["precision"]))
     if mode is None or c.task != "fit" or c.workload.family == "user":
         return None
-    if c.api == "keras":
+    if c.record.quantizer.how == KERAS_QUANTIZE:
         if mode in KERAS_QUANTIZED_FIT.get(c.workload.name, ()):
             return None
         if mode == "float8":
@@ -64,15 +50,18 @@ def quantized_fit(c: Where) -> str | None:
         return (f"Keras's {mode} kernels are frozen: it trains them only through LoRA adapters "
                 f"(QLoRA: Gemma's and Mistral's fit); {c.workload.name}'s fit trains every "
                 "weight")
-    return (f"torchao's {mode} configurations are for inference (its quantized training is "
-            "QAT or float8 training, other recipes); the quantized tier measures predict and "
-            "generate there")
+    if c.record.quantizer.how == TORCHAO:
+        return (f"torchao's {mode} configurations are for inference (its quantized training is "
+                "QAT or float8 training, other recipes); the quantized tier measures predict and "
+                "generate there")
+    return f"{c.record.title} has no quantized training ({c.record.quantizer.how} quantizes " \
+           "for inference)"
 
 
 @rule("device")
 def torchao_cuda_only(c: Where) -> str | None:
     mode = quantized_mode(str(c.axes["precision"]))
-    if c.api in ("torch", "hf") and mode in TORCHAO_CUDA_ONLY and c.axes["device"] == "cpu" \
-            and c.workload.family != "user":
+    if c.record.quantizer.how == TORCHAO and mode in TORCHAO_CUDA_ONLY \
+            and c.axes["device"] == "cpu" and c.workload.family != "user":
         return TORCHAO_CUDA_ONLY[mode]
     return None

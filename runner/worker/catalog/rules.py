@@ -22,10 +22,10 @@ def user_function(c: Where) -> str | None:
     """A user workload runs a task on an API only where its file defines the function."""
     if c.workload.family != "user" or c.workload.runs_as(c.api, c.task):
         return None
-    prefix = c.api.replace("-", "_")
-    model = " (nor keras_model and keras_data)" if prefix in ("keras", "tf_keras") \
+    record = c.record
+    model = " (nor keras_model and keras_data)" if record.keras \
         and c.task in ("fit", "predict") else ""
-    return f"{c.workload.origin} defines no {prefix}_{c.task}{model}"
+    return f"{c.workload.origin} defines no {record.function_prefix}_{c.task}{model}"
 
 
 @rule("task")
@@ -40,54 +40,63 @@ def workload_precision(c: Where) -> str | None:
     return f"{c.workload.name} runs {'/'.join(c.workload.precisions)} only"
 
 
+# --- what the API's engine has (catalog/apis.py) ----------------------------------------------
+
 @rule("jit")
-def numpy_jit(c: Where) -> str | None:
-    if c.api == "numpy" and c.axes["jit"] not in (False, "auto"):
-        return "NumPy has no compiler (jit must be false)"
-    return None
+def engine_compiler(c: Where) -> str | None:
+    engine = c.record.engine_record
+    if engine is None or engine.compiler or c.axes["jit"] in (False, "auto"):
+        return None
+    return engine.compiler.reason
 
 
 @rule("precision")
-def numpy_precision(c: Where) -> str | None:
-    if c.api == "numpy" and c.axes["precision"] != "float32":
-        return "NumPy runs float32 only (no bfloat16, mixed or quantized precision)"
-    return None
+def engine_precisions(c: Where) -> str | None:
+    engine = c.record.engine_record
+    if engine is None or engine.precisions is None or c.axes["precision"] in engine.precisions:
+        return None
+    return engine.precisions_reason
 
 
 @rule("device")
-def numpy_device(c: Where) -> str | None:
-    return "NumPy runs on the CPU only" if c.api == "numpy" and c.axes["device"] == "gpu" else None
+def engine_gpu(c: Where) -> str | None:
+    engine = c.record.engine_record
+    return engine.gpu.reason if engine is not None and not engine.gpu \
+        and c.axes["device"] == "gpu" else None
 
 
 @rule("tf32")
-def numpy_tf32(c: Where) -> str | None:
-    return "NumPy has no TF32 mode" if c.api == "numpy" and c.axes["tf32"] else None
+def engine_tf32(c: Where) -> str | None:
+    engine = c.record.engine_record
+    return engine.tf32.reason if engine is not None and not engine.tf32 and c.axes["tf32"] \
+        else None
 
 
 @rule("jit")
 def torch_compile_modes(c: Where) -> str | None:
     jit = c.axes["jit"]
-    if isinstance(jit, str) and jit in TORCH_COMPILE_MODES and not (
-            c.api in ("torch", "hf") or c.keras_on("torch")):
+    engine = c.record.engine_record
+    if isinstance(jit, str) and jit in TORCH_COMPILE_MODES and (
+            engine is None or jit not in engine.compile_modes):
         return f"torch.compile mode {jit!r} applies to torch only"
     return None
 
 
+# --- what the API has ---------------------------------------------------------------------------
+
 @rule("jit")
-def keras_ops_jit(c: Where) -> str | None:
-    if c.workload.family == "ops" and c.api == "keras" and c.axes["jit"] is True:
-        return "keras.ops has no compile switch outside a model (use the native API's jit)"
+def ops_compile(c: Where) -> str | None:
+    if c.workload.family == "ops" and c.axes["jit"] is True and not c.record.ops_compile:
+        return c.record.ops_compile.reason
     return None
 
 
 @rule("steps_per_execution")
-def keras_steps_per_execution(c: Where) -> str | None:
+def steps_per_execution(c: Where) -> str | None:
     if c.axes["steps_per_execution"] == 1:
         return None
-    if c.api not in ("keras", "tf-keras"):
-        return "steps_per_execution is a Keras setting"
-    if c.backend == "torch":
-        return "Keras on PyTorch requires steps_per_execution = 1"
+    if not c.record.steps_per_execution:
+        return c.record.steps_per_execution.reason
     if c.workload.family == "ops":
         return "steps_per_execution applies to model.fit/predict only"
     if c.workload.family == "hub":
@@ -121,28 +130,11 @@ def keras2_stable_diffusion_size(c: Where) -> str | None:
 
 
 @rule("precision")
-def keras2_bfloat16(c: Where) -> str | None:
-    if c.api == "tf-keras" and str(c.axes["precision"]) == "bfloat16":
-        return "Keras 2 runs bfloat16 as a mixed policy only"
-    return None
+def api_precision_gaps(c: Where) -> str | None:
+    return c.record.precision_gaps.get(str(c.axes["precision"]))
 
 
 # --- data-parallel cells (devices > 1; docs/scaling.md) -------------------------------------
-
-# Keras 3.15 has a distribution backend for JAX and TensorFlow only (keras/src/backend/*/
-# distribution_lib.py); its torch guide trains under DDP with a hand-written loop, never fit.
-KERAS_TORCH_DATA_PARALLEL = (
-    "Keras on PyTorch has no data-parallel model.fit (keras.distribution has no torch backend; "
-    "Keras's multi-GPU torch guide wraps the model in DDP under its own loop, not fit)")
-# Where a data-parallel step exists, how each API runs it (the worker records what it did in
-# effective.data_parallel).
-DATA_PARALLEL_APIS = {
-    "keras": "keras.distribution.DataParallel (JAX) or tf.distribute.MirroredStrategy (TF)",
-    "tf-keras": "tf.distribute.MirroredStrategy", "tensorflow": "tf.distribute.MirroredStrategy",
-    "jax": "jax.sharding (NamedSharding: batch sharded, parameters replicated)",
-    "torch": "DistributedDataParallel, one process per device", "hf": "DistributedDataParallel",
-}
-
 
 @rule("devices")
 def data_parallel(c: Where) -> str | None:
@@ -150,10 +142,9 @@ def data_parallel(c: Where) -> str | None:
     devices = c.axes["devices"]
     if devices == 1:
         return None
-    if c.api not in DATA_PARALLEL_APIS:
-        return f"{c.api} runs on one device: it has no data-parallel path"
-    if c.keras_on("torch"):
-        return KERAS_TORCH_DATA_PARALLEL
+    record = c.record
+    if not record.data_parallel:
+        return record.data_parallel.reason
     if c.workload.family == "user":
         if c.workload.runs_as(c.api, c.task) != "model":
             return "a user workload's step function runs on one device (data-parallel cells " \
@@ -163,12 +154,12 @@ def data_parallel(c: Where) -> str | None:
             return f"{c.workload.name} has no data-parallel recipe (devices > 1 runs the CNN, " \
                    "BERT and user workloads)"
         return f"{c.workload.name} shards {' and '.join(c.workload.data_parallel)} only"
-    if c.task == "predict" and c.api in ("torch", "hf"):
+    engine = record.engine_record
+    if c.task == "predict" and engine is not None and engine.process_per_device:
         return "DDP shards training: a forward pass has nothing to all-reduce (run one-device " \
                "cells side by side instead)"
-    if c.axes["data"] == "dataset" and c.api in ("torch", "jax", "tensorflow"):
-        return "a native loop's data = 'dataset' has no sharded pipeline yet (use 'device' or " \
-               "'arrays')"
+    if c.axes["data"] == "dataset" and not record.sharded_dataset:
+        return record.sharded_dataset.reason
     return None
 
 

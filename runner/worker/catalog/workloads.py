@@ -1,6 +1,6 @@
-"""Every workload, declared once: tasks, the APIs with a module
-runner/worker/apis/<api>_api/<workload>.py, precisions, options, size presets, and the APIs where
-it is not applicable on purpose. The shared recipes behind the modules: apis/matmul_common.py,
+"""Every workload, declared once: tasks, precisions, options, size presets, and the APIs where it
+is not applicable on purpose. Which APIs run it, and with which module, each API's record says
+(apis.py: its `workloads`); the shared recipes behind the modules: apis/matmul_common.py,
 apis/elementwise_common.py, apis/cnn_common.py, apis/kerashub/."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from .axes import PRECISIONS
 from .precisions import FLOAT_PRECISIONS
 from .base import Option, Workload, declare_workload
 
-_OPS_APIS = ("numpy", "torch", "jax", "tensorflow", "keras")
 _HUB_OPTIONS = {
     "preset": Option(str, "local folder of a keras-hub (Keras 2: keras-nlp/keras-cv) preset to "
                           "load weights from; never a hub name (nothing is downloaded)",
@@ -17,21 +16,21 @@ _HUB_OPTIONS = {
 }
 
 declare_workload(Workload(
-    "matmul", ("run",), _OPS_APIS, False, ("float32", "bfloat16"),
+    "matmul", ("run",), False, ("float32", "bfloat16"),
     {"n": Option(int, "matrix side (default by size: full 4096, small 1024, tiny 256)", True),
      "to_host": Option(bool, "copy the product back to host memory inside the timed step")},
     help="n×n matrix product; batch_size independent products per step", family="ops",
     sizes={"full": {"n": 4096}, "small": {"n": 1024}, "tiny": {"n": 256}},
 ))
 declare_workload(Workload(
-    "elementwise", ("run",), _OPS_APIS, False, ("float32", "bfloat16"),
+    "elementwise", ("run",), False, ("float32", "bfloat16"),
     {"n": Option(int, "elements (default by size: full 2**24, small 2**20, tiny 2**14)", True)},
     help="SELU over a large array: eager op-by-op versus compiled", family="ops",
     sizes={"full": {"n": 2**24}, "small": {"n": 2**20}, "tiny": {"n": 2**14}},
     dense_paths=(),                        # memory-bound: no TF32, no % of a matmul peak
 ))
 declare_workload(Workload(
-    "selftest", ("run",), ("numpy",), False, ("float32",),
+    "selftest", ("run",), False, ("float32",),
     {"behaviour": Option(str, "ok | fail | crash | hang | orphan | flood: what the step does"),
      "sleep_ms": Option(float, "how long an ok (orphan, flood) step sleeps", True),
      "marker": Option(str, "orphan: a word in the command line of the process it leaves "
@@ -41,8 +40,7 @@ declare_workload(Workload(
     family="diagnostic", dense_paths=(),
 ))
 declare_workload(Workload(
-    "cnn", ("fit", "predict"), ("keras", "tf-keras", "torch", "jax", "tensorflow"), True,
-    PRECISIONS,
+    "cnn", ("fit", "predict"), True, PRECISIONS,
     {"samples": Option(int, "training samples per epoch (default by size)", True),
      "grad_scaler": Option(bool, "torch mixed_float16: use torch.amp.GradScaler")},
     uses_data_axis=True, data_parallel=("fit",),
@@ -62,7 +60,7 @@ declare_workload(Workload(
 # runs the same five models with Hugging Face's code on native PyTorch (transformers, diffusers,
 # peft), built from the same configurations: the "Keras over native" columns.
 declare_workload(Workload(
-    "bert", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, PRECISIONS,
+    "bert", ("fit", "predict"), True, PRECISIONS,
     {**_HUB_OPTIONS,
      "sequence_length": Option(int, "tokens per sample (default: full 512, tiny 32)", True)},
     help="BERT text classifier, bert_base_en_uncased architecture (109 482 240 parameters, "
@@ -74,7 +72,7 @@ declare_workload(Workload(
            "tiny": {"sequence_length": 32}},
 ))
 declare_workload(Workload(
-    "sam", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, FLOAT_PRECISIONS,
+    "sam", ("fit", "predict"), True, FLOAT_PRECISIONS,
     dict(_HUB_OPTIONS),
     help="SegmentAnything, sam_huge_sa1b architecture (ViT-H image encoder); fit trains the "
          "image encoder alone against random embedding targets, as the study did; expected "
@@ -84,7 +82,7 @@ declare_workload(Workload(
     family="hub", dense_paths=("conv", "matmul"),    # patch embedding and neck convolutions
 ))
 declare_workload(Workload(
-    "stable_diffusion", ("fit", "predict"), ("keras", "tf-keras", "hf"), True, FLOAT_PRECISIONS,
+    "stable_diffusion", ("fit", "predict"), True, FLOAT_PRECISIONS,
     {**_HUB_OPTIONS,
      "num_steps": Option(int, "predict: denoising steps per generate call (time is per "
                               "denoising step)", True),
@@ -112,7 +110,7 @@ for _name, _help in (
                 "~20 GB and ~15 GB, benchmarks/peak_memory_hf.py)"),
 ):
     declare_workload(Workload(
-        _name, ("fit", "generate"), ("keras", "hf"), True, PRECISIONS,
+        _name, ("fit", "generate"), True, PRECISIONS,
         {**_HUB_OPTIONS,
          "sequence_length": Option(int, "fit: tokens per sample (default 128)", True),
          "max_length": Option(int, "generate: total sequence length (default 50)", True),

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import catalog
 from . import reduce, xspace
 
 
@@ -207,11 +208,21 @@ class PythonCapture(Capture):
                             time_basis="Python self time")
 
 
+# The capture of each profiler an engine's record names (catalog/apis.py: Engine.profiler).
+CAPTURES: dict[str, type[Capture]] = {"torch.profiler": TorchCapture, "jax.profiler": JaxCapture,
+                                      "tf.profiler": TensorflowCapture, "cProfile": PythonCapture}
+
+
 def capture_for(api: str, backend: str | None, settings: dict[str, Any],
                 folder: Path) -> Capture:
-    """The capture of the profiler the cell's framework ships."""
-    engine = backend if api == "keras" else api
-    kind = {"torch": TorchCapture, "hf": TorchCapture, "jax": JaxCapture,
-            "tensorflow": TensorflowCapture, "tf-keras": TensorflowCapture}.get(str(engine),
-                                                                           PythonCapture)
+    """The capture of the profiler the cell's engine ships (its API's record). An engine without
+    one, or with one this module has no capture for, is refused: never another profiler's."""
+    engine = catalog.api(api, backend).engine_record
+    if engine is None or not engine.profiler:
+        raise RuntimeError(engine.profiler.reason if engine is not None else
+                           f"{api} on backend {backend!r}: no engine known, so no profiler")
+    kind = CAPTURES.get(engine.profiler.how)
+    if kind is None:
+        raise RuntimeError(f"{engine.name}'s profiler {engine.profiler.how!r} has no capture in "
+                           "runner/worker/profiling/capture.py")
     return kind(settings, folder)

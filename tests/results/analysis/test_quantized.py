@@ -148,7 +148,7 @@ def test_the_keras_table_puts_quantized_cells_in_a_column_group_never_bold():
 
 
 def test_a_user_workload_receives_any_quantized_precision_on_any_api():
-    user = catalog.Workload("mine", ("predict",), (), True, catalog.PRECISIONS, family="user",
+    user = catalog.Workload("mine", ("predict",), True, catalog.PRECISIONS, family="user",
                             origin="bench/mine.py",
                             api_tasks={"jax": {"predict": "step"}, "torch": {"predict": "step"}})
     for api in ("jax", "torch"):

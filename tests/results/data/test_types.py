@@ -1,12 +1,17 @@
 """The typed shapes (runner/results/data/types.py) and the places that define what they hold cannot
-drift: a Record has exactly RECORD_FIELDS, a CellSummary exactly what cell_summaries and the
-same-answer check build, a Manifest exactly what run/manifest.py writes."""
+drift: the record is declared once (runner/worker/protocol.py's Record: each field's type, who
+fills it, what it means) and RECORD_FIELDS, the schema and the manual's table are made from it; a
+CellSummary has exactly what cell_summaries and the same-answer check build, a Manifest exactly
+what run/manifest.py writes."""
 
 from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 import typing
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -18,8 +23,10 @@ from runner.results.data.store import open_run
 from runner.results.data.types import CellSummary, Manifest, ManifestCell, Record
 from runner.run import manifest as manifest_mod
 from runner.worker import catalog
-from runner.worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES
+from runner import manual
+from runner.worker.protocol import RECORD_FIELDS, SCHEMA_VERSION, STATUSES, CellSpec
 from tests.fixtures import FIXTURE_RUNS
+from tests.worker.test_catalog import changed_files, copy_of_the_runner, insert_after
 
 
 
@@ -41,6 +48,63 @@ def test_drift_names_what_either_side_lacks():
 def test_a_record_has_exactly_the_registry_fields():
     assert drift(keys_of(Record), set(RECORD_FIELDS)) == {}
     assert Record.__total__        # a record read back has every field (None where unknown)
+
+
+def test_the_registry_is_the_declaration_in_the_records_order():
+    """RECORD_FIELDS is made from Record: its fields with who fills each and what it means,
+    the spec's (CellSpec's but result_path) in the spec's order after status and error."""
+    spec = [f.name for f in fields(CellSpec) if f.name != "result_path"]
+    names = list(RECORD_FIELDS)
+    assert names[:3] == ["schema", "status", "error"] and names[3:3 + len(spec)] == spec
+    assert names[-2:] == ["items_per_s", "achieved_tflops"]
+    assert {origin for origin, _ in RECORD_FIELDS.values()} == {"spec", "worker", "host"}
+    assert RECORD_FIELDS["calls_per_sample"].origin == "worker"   # a spec field the worker sets
+    assert all(meaning for _, meaning in RECORD_FIELDS.values())
+
+
+def test_the_manuals_table_is_the_declaration():
+    rows = [line.split(" | ") for line in manual.record_fields_table().splitlines()[2:]]
+    assert [row[0].strip("| `") for row in rows] == list(RECORD_FIELDS)
+    by_name = {row[0].strip("| `"): row for row in rows}
+    assert by_name["samples_ms"][1:3] == ["list of number", "worker"]
+    assert RECORD_FIELDS["samples_ms"].help in by_name["samples_ms"][3]
+    assert by_name["wall_s"][1:3] == ["number \\| null", "host"]
+    assert by_name["device"][3].startswith("the device axis: auto")    # the catalog's words
+
+
+TOY_FIELD = '    toy_figure: Annotated[Figure | None, host("a toy figure, in toys")]\n'
+PROBE = """
+import json, sys
+from runner import manual
+from runner.results.data import schemas
+from runner.worker.protocol import RECORD_FIELDS
+record = json.loads(open(sys.argv[1]).read())
+print(json.dumps({"fields": list(RECORD_FIELDS), "filled": RECORD_FIELDS["toy_figure"],
+                  "too_big": schemas.record_problem({**record, "toy_figure": 1e300}),
+                  "fine": schemas.record_problem({**record, "toy_figure": 2.5}),
+                  "manual": [line for line in manual.record_fields_table().splitlines()
+                             if "toy_figure" in line]}))
+"""
+
+
+def test_a_field_declared_once_is_in_the_registry_the_schema_and_the_manual(tmp_path):
+    """Adding a record field is one line of runner/worker/protocol.py."""
+    copy = copy_of_the_runner(tmp_path)
+    insert_after(copy / "runner" / "worker" / "protocol.py",
+                 '        "log file of this cell × repeat, relative to the run folder")]\n',
+                 TOY_FIELD)
+    assert changed_files(copy) == {"runner/worker/protocol.py"}
+    done = subprocess.run([sys.executable, "-c", PROBE,
+                           str(FIXTURE_RUNS / "base" / "cells" / "f1cnnkrtf0-r1.json")],
+                          cwd=copy, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    names = list(RECORD_FIELDS)
+    log = names.index("log") + 1
+    assert found["fields"] == [*names[:log], "toy_figure", *names[log:]]
+    assert found["filled"] == ["host", "a toy figure, in toys"]
+    assert found["too_big"].startswith("toy_figure") and found["fine"] is None
+    assert found["manual"] == ["| `toy_figure` | number \\| null | host | a toy figure, in toys |"]
 
 
 def fixture_summaries(name: str) -> list[CellSummary]:

@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ... import catalog
 from ...protocol import CellSpec
 
 # torch.distributed's own variables (env:// rendezvous), set by ranks.py for every rank.
@@ -71,17 +72,11 @@ class Shards:
                 "global_batch": self.global_batch, "per_device_batch": self.per_device, **more}
 
 
-def framework_of(spec: CellSpec) -> str:
-    """The framework a cell computes with (Keras's backend; tf-keras and hf are TensorFlow and
-    torch)."""
-    if spec.api == "keras":
-        return spec.backend or "tensorflow"
-    return {"tf-keras": "tensorflow", "hf": "torch"}.get(spec.api, spec.api)
-
-
 def process_per_device(spec: CellSpec) -> bool:
-    """A torch data-parallel cell runs one process per device (DDP); the others one process."""
-    return spec.devices > 1 and framework_of(spec) == "torch"
+    """A data-parallel cell of an engine that runs one process per device (torch's DDP); the
+    others run one process."""
+    engine = catalog.api(spec.api, spec.backend).engine_record
+    return spec.devices > 1 and engine is not None and engine.process_per_device
 
 
 def shards_of(spec: CellSpec) -> Shards:
@@ -109,10 +104,12 @@ def prepare_environment(spec: CellSpec) -> None:
     process's thread budget (torch)."""
     if spec.devices <= 1:
         return
-    framework = framework_of(spec)
-    if framework == "jax":
+    engine = catalog.api(spec.api, spec.backend).engine_record
+    if engine is None:
+        return
+    if engine.xla_host_devices:
         flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
                  if not f.startswith(XLA_DEVICES_FLAG)]
         os.environ["XLA_FLAGS"] = " ".join([*flags, f"{XLA_DEVICES_FLAG}={spec.devices}"])
-    if framework == "torch":
+    if engine.process_per_device:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_rank(spec.devices)))

@@ -70,7 +70,9 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
     length = int(spec.options["sequence_length"])
     if length > cfg["max_sequence_length"]:
         raise ValueError(f"sequence_length {length} > the model's {cfg['max_sequence_length']}")
-    model = BertForSequenceClassification(hf_config(cfg))
+    hf = hf_config(cfg)
+    hf._attn_implementation = benches.attention(spec)       # the tuned tier's knob, or sdpa
+    model = BertForSequenceClassification(hf)
     facts = dict(sequence_length=length, batch_size=batch,
                  params=sum(p.numel() for p in model.parameters()),
                  preset=f"random weights, {spec.size} config",

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ... import tuning
 from ...protocol import CellSpec
 from .. import TorchFramework
 from ...bench import Bench
@@ -47,6 +48,12 @@ def no_preset(spec: CellSpec) -> None:
     if spec.options.get("preset"):
         raise ValueError("options.preset is a keras-hub preset folder: the hf api builds its "
                          "models from configurations with random weights only")
+
+
+def attention(spec: CellSpec) -> str:
+    """The attention implementation a model is built with: the tuned tier's `attention` knob,
+    else transformers' default (PyTorch's scaled_dot_product_attention)."""
+    return str(tuning.knob(spec, "attention") or "sdpa")
 
 
 def compiled(fw: TorchFramework) -> bool:

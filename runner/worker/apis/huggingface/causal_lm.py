@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ... import tuning
 from ...protocol import CellSpec
 from .. import TorchFramework
 from ...bench import Bench
@@ -48,7 +49,8 @@ def causal_lm_bench(spec: CellSpec, fw: TorchFramework, *, table: dict[str, Any]
 
     benches.no_preset(spec)
     cfg = config(table, spec.size)
-    model = AutoModelForCausalLM.from_config(hf_config(cfg))
+    model = AutoModelForCausalLM.from_config(hf_config(cfg),
+                                             attn_implementation=benches.attention(spec))
     facts: dict[str, Any] = dict(batch_size=spec.batch_size,
                                  preset=f"random weights, {spec.size} config",
                                  params=sum(p.numel() for p in model.parameters()),
@@ -118,9 +120,11 @@ def padded(rows: list[list[int]], pad: int, left: bool) -> tuple[np.ndarray, np.
     return ids, mask
 
 
-def generation_config(model, tokens: int, compiled: bool, mode: Any) -> Any:
+def generation_config(model, tokens: int, compiled: bool, mode: Any,
+                      static: bool = False) -> Any:
     """Greedy, exactly `tokens` new tokens, no end token; compiled: transformers' static cache
-    and its compile of the decoding forward, in the jit axis's mode."""
+    and its compile of the decoding forward, in the jit axis's mode; `static` (the tuned
+    tier's static_cache knob): the static cache without the compile."""
     from transformers import CompileConfig, GenerationConfig
 
     settings: dict[str, Any] = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
@@ -132,6 +136,8 @@ def generation_config(model, tokens: int, compiled: bool, mode: Any) -> Any:
         # true means compiled on every device, as on the torch api.
         compile_config._compile_all_devices = True
         settings.update(cache_implementation="static", compile_config=compile_config)
+    elif static:
+        settings.update(cache_implementation="static")
     return GenerationConfig(**settings)
 
 
@@ -155,7 +161,8 @@ def generate(spec: CellSpec, fw: TorchFramework, model: Any, precision: benches.
     found = torchao_quantize.apply(
         spec, fw, model, lambda: next_token_logits(model, precision, rows, pad))
     compiled = benches.compiled(fw)
-    configs = {n: generation_config(model, n, compiled, spec.jit) for n in (tokens, 1)}
+    static = compiled or bool(tuning.knob(spec, "static_cache"))
+    configs = {n: generation_config(model, n, compiled, spec.jit, static) for n in (tokens, 1)}
     durations: list[float] = []
 
     def call(new: int) -> np.ndarray:
@@ -187,7 +194,7 @@ def generate(spec: CellSpec, fw: TorchFramework, model: Any, precision: benches.
     return quantized.record(Bench(
         step=step, items_per_step=batch, returns_to_host=True, timing=GENERATE_TIMING,
         effective={**precision.effective, **effective, **work,
-                   "cache": "static" if compiled else "dynamic"},
+                   "cache": "static" if static else "dynamic"},
         extra=facts, evaluate=evaluate,
         answer=lambda: generate_answer(model, precision, rows, pad, step, width)), found)
 

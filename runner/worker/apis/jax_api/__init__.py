@@ -66,6 +66,12 @@ class Framework(FrameworkBase):
     def sync(self, out: Any) -> None:
         jax.block_until_ready(out)
 
+    def is_array(self, leaf: Any) -> bool:
+        return isinstance(leaf, jax.Array)
+
+    def on_host(self, leaf: Any) -> bool:
+        return all(d.platform == "cpu" for d in leaf.devices())
+
     ops = jnp
 
     def tensor(self, values: Any) -> Any:

@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from ...protocol import CellSpec
+from ... import catalog
 from ...catalog import float_base
 from .. import FrameworkBase
 
@@ -22,7 +23,8 @@ class Framework(FrameworkBase):
         backend = spec.backend or os.environ.get("KERAS_BACKEND", "tensorflow")
         os.environ["KERAS_BACKEND"] = backend
         # The native Framework configures device, seed and TF32 before Keras touches the runtime.
-        self.native = importlib.import_module(f"..{backend}_api", __package__).Framework(spec)
+        native = catalog.api(backend).package          # the backend's own API package
+        self.native = importlib.import_module(f"..{native}", __package__).Framework(spec)
         import keras
 
         self.keras = keras
@@ -31,7 +33,7 @@ class Framework(FrameworkBase):
             raise RuntimeError(f"Keras runs on {keras.backend.backend()!r}, expected {backend!r}")
         keras.utils.set_random_seed(spec.seed)
         # A quantized precision builds the model in its float base, then quantizes it
-        # (keras_quantize.py, effective["quantization"]).
+        # (quantize.py, effective["quantization"]).
         keras.config.set_dtype_policy(float_base(spec.precision))
         self.device = self.native.device
         self.vram_source = self.native.vram_source
@@ -52,6 +54,12 @@ class Framework(FrameworkBase):
 
     def sync(self, out: Any) -> None:
         self.native.sync(out)
+
+    def is_array(self, leaf: Any) -> bool:
+        return self.native.is_array(leaf)
+
+    def on_host(self, leaf: Any) -> bool:
+        return self.native.on_host(leaf)
 
     # Arrays through keras.ops (the same code on every backend; see FrameworkBase).
 

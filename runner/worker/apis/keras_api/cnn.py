@@ -21,7 +21,8 @@ from .. import KerasFramework
 from ...protocol import CellSpec
 from ...bench import Bench
 from .. import cnn_common as cc
-from .. import keras_fit_clock, keras_quantize, quantized
+from .. import keras_fit_clock, quantized
+from . import quantize as keras_quantize
 from ..kerashub import benches as hub_benches
 from . import Framework
 
@@ -35,7 +36,7 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
 def predict_bench(spec: CellSpec, fw: KerasFramework, keras: Any) -> Bench:
     """One batch through the compiled predict function per call (kerashub/benches.py's
     predict_bench, Keras 2 and 3 alike); a quantized precision quantizes the model first
-    (keras_quantize.py), its error measured on the probe batch."""
+    (keras_api/quantize.py), its error measured on the probe batch."""
     data = cc.make_data(spec)
     weights = cc.initial_weights(spec.seed)
     model = build_model(keras, weights)

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from ...protocol import CellSpec
 from .. import KerasFramework
 from ...bench import Bench
-from .. import keras_quantize, quantized
+from .. import quantized
+from ..keras_api import quantize as keras_quantize
 from .benches import fit_bench, jit_in_effect, predict_bench
 from .configs import BERT, config
 from .inputs import bert_inputs, seed_weights

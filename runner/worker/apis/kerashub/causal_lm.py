@@ -22,7 +22,8 @@ from ...protocol import CellSpec
 from .. import KerasFramework
 from ...bench import Bench
 from ...catalog import is_quantized
-from .. import answers, first_token, keras_quantize, quantized
+from .. import answers, first_token, quantized
+from ..keras_api import quantize as keras_quantize
 from .benches import fit_bench, jit_in_effect
 from .configs import config
 from .inputs import PROMPTS, causal_lm_inputs, seed_weights, sentencepiece_proto

@@ -7,6 +7,10 @@ parentage (setsid and a double fork; `marker` in its command line), then steps a
 first prints flood_mb megabytes, then steps as "ok". Its answer is the norm of a small product of
 seeded arrays.
 
+Its knobs (the numpy record's, catalog/apis.py) give the tuned tier's search a known cost model:
+selftest_speed scales each step's sleep, selftest_greedy quarters it but runs out of memory above
+batch 2, selftest_shortcut cuts it to a tenth and scales the answer as a shortcut does.
+
 DL_BENCH_SELFTEST_SHORTCUT (an environment's `env`, a fraction in (0, 1]) makes an environment
 cut corners the way a backend that silently does less would: each step sleeps that fraction of
 sleep_ms, and the answer is scaled by it. The report must mark such a cell "different answer"
@@ -22,6 +26,7 @@ import time
 
 import numpy as np
 
+from ... import tuning
 from ...protocol import CellSpec
 from ...bench import Bench
 from .. import answers, seeded
@@ -59,8 +64,12 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
     behaviour = spec.options.get("behaviour", "ok")
     if behaviour not in BEHAVIOURS:
         raise ValueError(f"options.behaviour must be one of {BEHAVIOURS}, got {behaviour!r}")
-    share = shortcut()
-    pause = spec.options.get("sleep_ms", 1.0) / 1000.0 * share
+    share = shortcut() * (0.1 if tuning.knob(spec, "selftest_shortcut", False) else 1.0)
+    greedy = bool(tuning.knob(spec, "selftest_greedy", False))
+    if greedy and spec.batch_size > 2:
+        raise MemoryError("selftest: out of memory (selftest_greedy above batch 2)")
+    pause = spec.options.get("sleep_ms", 1.0) / 1000.0 * share * \
+        float(tuning.knob(spec, "selftest_speed", 1.0)) * (0.25 if greedy else 1.0)
     (x,) = seeded.normal(spec.seed, (16, 16))
     if behaviour == "orphan":
         leave_an_orphan(spec.options.get("marker", "dl-bench-selftest-orphan"))

@@ -112,6 +112,12 @@ class Framework(FrameworkBase):
         if self.device == "gpu":
             sync_devices()
 
+    def is_array(self, leaf: Any) -> bool:
+        return bool(tf.is_tensor(leaf)) or isinstance(leaf, tf.Variable)
+
+    def on_host(self, leaf: Any) -> bool:
+        return "CPU" in str(getattr(leaf, "device", "")).upper()
+
     ops = tf
 
     def tensor(self, values: Any) -> tf.Tensor:

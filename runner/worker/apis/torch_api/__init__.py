@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ... import tuning
 from ...protocol import CellSpec
 from .. import FrameworkBase, resolve_device, tf32
 
@@ -52,8 +53,10 @@ class Framework(FrameworkBase):
             self.effective["jit"] = "eager"
             return fn
         mode = None if jit is True else jit
-        self.effective["jit"] = f"torch.compile(mode={mode!r})"
-        return torch.compile(fn, mode=mode)
+        fullgraph = bool(tuning.knob(self.spec, "fullgraph"))     # a tuned tier's knob
+        self.effective["jit"] = f"torch.compile(mode={mode!r}" + \
+            (", fullgraph=True)" if fullgraph else ")")
+        return torch.compile(fn, mode=mode, fullgraph=fullgraph)
 
     def sync(self, out: Any) -> None:
         if self.device == "gpu":
@@ -62,6 +65,12 @@ class Framework(FrameworkBase):
             from ..data_parallel import torch_ddp as ddp
 
             ddp.barrier()
+
+    def is_array(self, leaf: Any) -> bool:
+        return bool(torch.is_tensor(leaf))
+
+    def on_host(self, leaf: Any) -> bool:
+        return leaf.device.type == "cpu"
 
     def mean_over_ranks(self, value: Any) -> float:
         if not self.shards.parallel:

@@ -21,11 +21,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol import CellSpec
-from . import KerasFramework
-from ..catalog import float_base, quantized_mode
-from . import quantized, tf32
-from .quantized import Quantization
+from ...protocol import CellSpec
+from .. import KerasFramework
+from ...catalog import float_base, quantized_mode
+from .. import quantized, tf32
+from ..quantized import Quantization
 
 TORCH_FLOAT8 = ("Keras on torch runs float8 as quantize-dequantize around float matmuls (no "
                 "float8 GEMM rewrite)")

@@ -1,0 +1,60 @@
+"""report.md's "Defaults and tuned" (docs/tuned.md): per row and environment, the defaults cell
+beside the tuned one — both re-measured in fresh repeats, never a probe's time — the gain with
+its interval, the knobs the tuning chose and what it took."""
+
+from __future__ import annotations
+
+from ..analysis import tiers
+from ..analysis.summaries import TIME_KEY
+from ..analysis.tiers import TierPair
+from ..formatting import fmt, md_text
+from .markdown_parts import ratio_text
+
+HEAD = ("| Workload (task) | Batch size | Environment | Defaults ms/step | Tuned ms/step | "
+        "Gain (defaults ÷ tuned) | Knobs chosen | Tuning |")
+
+
+def _tuning(pair: TierPair) -> str:
+    entry = pair.tuning
+    if not entry:
+        return "–"
+    if entry.get("status") == "no knobs":
+        return "no knobs apply: its tuned cell is its defaults"
+    spent = (f"{fmt(entry.get('minutes'))} of {fmt(entry.get('budget_minutes'))} min, "
+             if entry.get("budget_minutes") else f"{fmt(entry.get('minutes'))} min, ")
+    usd = f", ${fmt(entry['usd'])}" if entry.get("usd") is not None else ""
+    return f"{spent}{entry.get('probes', 0)} probes{usd} ({entry.get('status')})"
+
+
+def _time(cell) -> str:
+    if cell is None:
+        return "–"
+    return fmt(cell.get(TIME_KEY)) if cell["status"] == "ok" else md_text(str(cell["status"]))
+
+
+def tiers_section(pairs: list[TierPair]) -> list[str]:
+    """The section of the report model's tier pairs (analysis/tiers.py)."""
+    if not pairs:
+        return []
+    lines = ["## Defaults and tuned", "",
+             "Each environment at its defaults and at the knobs `python -m runner tune` chose "
+             "for it within the same budget (the models, weights, optimizer, shapes, batch and "
+             "precision class unchanged; docs/tuned.md). Both cells are re-measured here in "
+             "fresh repeats like every cell: the probes' own times, selected from several, "
+             "never reach a table. Gain: the defaults' time ÷ the tuned time with its 95 % "
+             "interval; **no gain** where the interval covers 1 (the tuning found nothing the "
+             "repeats tell from the defaults).", "", HEAD,
+             "|---|---:|---|---:|---:|---:|---|---|"]
+    for pair in pairs:
+        gain = ratio_text(pair.gain)
+        if pair.verdict == tiers.NO_GAIN:
+            gain += " **no gain**"
+        elif pair.verdict == tiers.SLOWER:
+            gain += " **slower**"
+        label, batch = pair.row
+        knobs = md_text(tiers.knobs_text(pair.knobs)) if pair.tuning.get("knobs") is not None \
+            or pair.knobs else "–"
+        lines.append(f"| {md_text(label)} | {batch} | {md_text(pair.environment)} | "
+                     f"{_time(pair.defaults)} | {_time(pair.tuned)} | {gain} | {knobs}"
+                     f" | {md_text(_tuning(pair))} |")
+    return lines + [""]

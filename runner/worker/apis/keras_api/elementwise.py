@@ -1,8 +1,0 @@
-"""SELU over a large array with keras.ops (eager on every backend);
-the recipe is apis/elementwise_common.py."""
-
-from __future__ import annotations
-
-from ..elementwise_common import build
-
-__all__ = ["build"]

@@ -1,7 +1,0 @@
-"""n×n matrix product with native TensorFlow; the recipe is apis/matmul_common.py."""
-
-from __future__ import annotations
-
-from ..matmul_common import build
-
-__all__ = ["build"]
