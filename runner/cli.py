@@ -1,5 +1,6 @@
 """Command line: `python -m runner MATRIX [options]` and the subcommands plan, build, report,
-compare, doctor, export, import, reproduce, history, bisect, lock, profile, prices, tune.
+compare, doctor, export, import, reproduce, history, bisect, ab, scan, lock, profile,
+prices, tune.
 
 Exit codes: 0 all cells ok; 1 some cells failed; 2 invalid input or usage (one line on stderr);
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); 70 an internal error
@@ -49,6 +50,10 @@ COMMANDS = {
     "history": ("history", "the results database: import, list, show, diff, regressions, "
                            "site"),
     "bisect": ("bisect", "which changed distribution moved a cell between two runs"),
+    "ab": ("ab", "two environments' cells in pairs (A B B A …), then B ÷ A per cell with its "
+                 "interval, as a PR-ready Markdown table"),
+    "scan": ("scan", "a channel's dated builds measured day by day into the history, every "
+                     "change point between days named, the first bad day bisected"),
     "lock": ("lock", "make or check the image folders' hash-locked requirements (the one "
                      "command behind every lock)"),
     "profile": ("profile", "a per-op profile of cells of a finished run (`profile RUN_DIR`), "

@@ -23,7 +23,7 @@ from runner.worker import catalog
 
 RUNNER = REPO_ROOT / "runner"
 RENDERERS = {"runner.results.render." + name for name in
-             ("terminal", "markdown", "html", "files", "plots", "compare")}
+             ("terminal", "markdown", "html", "files", "plots", "compare", "ab", "issue")}
 # What the worker imports for an API (its record's imports; NumPy is the host's too).
 FRAMEWORKS = {module for record in catalog.API_RECORDS.values() for module in record.imports} \
     - {"numpy"}

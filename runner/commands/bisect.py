@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "local torch+cpu wheel)")
     parser.add_argument("--db", metavar="URL", default=None,
                         help="history the steps are written to (default as for history)")
+    parser.add_argument("--issue", action="store_true",
+                        help="then write issue.md into RUN_BAD: the bad stack against the good "
+                             "one, with what the bisect named (as report --issue)")
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
@@ -35,5 +38,17 @@ def main(args: argparse.Namespace, console: Console) -> int:
     from .history import opened_history
 
     with opened_history(args.db) as engine:
-        return Bisect(engine, args.run_good, args.run_bad, args.cell, args.repeats, args.work_dir,
-                      args.find_links, console, args.good_cell).run()
+        found = Bisect(engine, args.run_good, args.run_bad, args.cell, args.repeats,
+                       args.work_dir, args.find_links, console, args.good_cell)
+        code = found.run()
+        if args.issue:
+            from ..errors import user_text
+            from ..history.queries import bisect_conclusion
+            from ..results.render.issue import issue_from_runs
+
+            said = bisect_conclusion(engine, found.pk) or "no conclusion"
+            path = issue_from_runs((args.run_good, found.good_environment),
+                                   (args.run_bad, found.environment),
+                                   [f"Bisect over distributions ({found.cell_name}): {said}."])
+            console.print(f"issue: {user_text(str(path))}", soft_wrap=True, highlight=False)
+        return code

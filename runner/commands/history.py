@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add["regressions"].add_argument("--max-pvalue", type=float,
                                     default=changepoints.MAX_PVALUE, metavar="P",
                                     help=f"significance (default {changepoints.MAX_PVALUE})")
+    add["regressions"].add_argument("--issue", action="store_true",
+                                    help="write issue.md into the run folder of each new "
+                                         "slowdown: that run against the run before it")
     add["site"].add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
 
 
@@ -229,7 +232,32 @@ def do_regressions(engine, args, console) -> int:
     slower = [cp for cp in found if cp.new and cp.slower]
     console.print(f"{len(slower)} new slowdowns (change points within the newest {args.recent} "
                   f"runs of their series)", soft_wrap=True)
+    if args.issue:
+        write_issues(engine, slower, console)
     return EXIT_FAILED_CELLS if slower else EXIT_OK
+
+
+def write_issues(engine, slower, console) -> None:
+    """issue.md for each run that made a cell slower: that run's environment against the run
+    before it in the cell's series (their folders, where they still are)."""
+    from ..history.queries import run_row, series
+    from ..results.render.issue import issue_from_runs
+
+    pairs: dict[tuple[str, str, str], list[str]] = {}
+    for cp in slower:
+        ok = [p for p in series(engine, cp.cell_name) if p.status == "ok" and p.median_ms]
+        key = (ok[cp.index - 1].run_id, cp.point.run_id, cp.point.environment)
+        pairs.setdefault(key, []).append(f"{cp.cell_name}: a change point of the history, "
+                                         f"{cp.ratio:.3f}× its level before ({cp.pvalue:.2g})")
+    for (before, after, environment), notes in pairs.items():
+        folders = [Path(run_row(engine, run)["path"] or "") for run in (before, after)]
+        if not all((f / "manifest.json").is_file() for f in folders):
+            console.print(f"[yellow]! issue: the run folders of {user_text(before)} and "
+                          f"{user_text(after)} are no longer where they were stored[/]",
+                          soft_wrap=True)
+            continue
+        path = issue_from_runs((folders[0], environment), (folders[1], environment), notes)
+        console.print(f"issue: {user_text(str(path))}", soft_wrap=True, highlight=False)
 
 
 def do_site(engine, args, console) -> int:

@@ -37,6 +37,15 @@ def add_matrix_options(parser: argparse.ArgumentParser) -> None:
                              "[profiling] cells")
 
 
+def add_dry_run_and_resume(parser: argparse.ArgumentParser) -> None:
+    """--dry-run and --resume (run, ab)."""
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
+                        metavar="RUN_DIR",
+                        help="continue a run (default: the latest run of this matrix's name); "
+                             "finished cells × repeats are skipped")
+
+
 def add_cost_options(parser: argparse.ArgumentParser) -> None:
     """The caps a run stops before passing (run, plan)."""
     parser.add_argument("--budget", type=positive, default=None, metavar="USD",

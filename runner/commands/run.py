@@ -4,11 +4,11 @@ plan and stops, --resume continues a run."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
-from .options import add_cost_options, add_matrix_options, add_tuning_option, run_options
+from .options import (add_cost_options, add_dry_run_and_resume, add_matrix_options,
+                      add_tuning_option, run_options)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,11 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recalibrate", action="store_true",
                         help="[run] calibrate: measure the peaks again, even where this "
                              "machine's cache holds them for the same locks")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
-    parser.add_argument("--resume", nargs="?", const=True, default=None, type=Path,
-                        metavar="RUN_DIR",
-                        help="continue a run (default: the latest run of this matrix's name); "
-                             "finished cells × repeats are skipped")
+    add_dry_run_and_resume(parser)
 
 
 def main(args: argparse.Namespace, console: Console) -> int:

@@ -16,13 +16,20 @@ VENV_TOOLS = {"pip", "setuptools", "wheel"}
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
 
 
+# A local build's pin (stacks.py: a wheel in the stack cache): its version is the wheel's.
+WHEEL_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*@\s*file://\S*/([^/\s]+\.whl)(?:\s|$)")
+
+
 def lock_pins(lock: Path) -> dict[str, str]:
-    """name → version of every `name==version` line of a lock."""
+    """name → version of every `name==version` line of a lock (and of every `name @
+    file:///…/name-version-….whl` line: a local build)."""
     pins = {}
     for line in lock.read_text(encoding="utf-8").splitlines():
         found = PIN.match(line.strip())
         if found:
             pins[canonical(found.group(1))] = found.group(2)
+        elif wheel := WHEEL_PIN.match(line.strip()):
+            pins[canonical(wheel.group(1))] = wheel.group(2).split("-")[1]
     return pins
 
 

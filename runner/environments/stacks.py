@@ -21,6 +21,7 @@ and built like any lock: a venv or an image, cached by the lock's own hash.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -33,13 +34,15 @@ from packaging.utils import canonicalize_name
 from .. import settings
 from ..paths import IMAGES_DIR
 from ..schema.values import requirement
-from . import LOCKS, Source, lock_path, source_path
+from . import LOCKS, Source, channels, local_builds, lock_path, source_path
+from .channels import Build
 from .locking import EXCLUDES, LockError, Request, compile_lock, differences, header
 from .venvs import ENV_ROOT, sha256_file
 
 # Unset: stacks/ beside the environments (RUNNER_ENV_DIR), wherever those are.
 CACHE_ROOT: Path = settings.get(settings.STACK_CACHE) or ENV_ROOT.parent / "stacks"
 RUN_FOLDER = "stacks"      # a run folder's stacks/<environment>/: the derived locks it used
+BUILDS = "builds.json"     # ... and beside each, its builds that are no release
 
 
 class StackError(Exception):
@@ -47,8 +50,19 @@ class StackError(Exception):
 
 
 @dataclass(frozen=True)
+class Follow:
+    """What a derived stack's channel asks: the channel, its day (None: the newest build),
+    and the distributions that follow it (channels.followed)."""
+
+    channel: str
+    date: str | None
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Stack:
-    """One derived stack of one flavour, resolved: its lock and that lock's sha256."""
+    """One derived stack of one flavour, resolved: its lock and that lock's sha256, and the
+    builds in it that are no release (a channel's dated builds, local wheels and trees)."""
 
     folder: str
     flavour: str
@@ -56,10 +70,19 @@ class Stack:
     packages: tuple[str, ...]
     lock: Path
     sha256: str
+    builds: tuple[Build, ...] = ()
 
     @property
     def changes(self) -> tuple[str, ...]:
-        return self.pins + self.packages
+        """The pins (a local one as its build: its content, never its path), the packages,
+        then the channel's builds."""
+        local = {b.name: b for b in self.builds if b.origin != "nightly"}
+        pins = tuple(f"{req.name} @ {local[canonicalize_name(req.name)].text}"
+                     if canonicalize_name((req := Requirement(p)).name) in local and req.url
+                     else p for p in self.pins)
+        nightly = tuple(f"{b.build}=={b.version} (nightly {b.date})" for b in self.builds
+                        if b.origin == "nightly")
+        return pins + self.packages + nightly
 
     @property
     def label(self) -> str:
@@ -112,14 +135,14 @@ def derive(base: str, pins: Sequence[str], packages: Sequence[str], where: str) 
     found = requirement_lines(base)
     added = []
     for text in pins:
-        pin = requirement(text)
+        pin = requirement(text, local=True)
         number = found.get(canonicalize_name(pin.name))
         if number is None:
             added.append(f"{text}    # pinned by the matrix")
             continue
         original = lines[number].split(" #", 1)[0].strip()
-        lines[number] = f"{replaced(Requirement(original), pin)}    # pinned by the matrix " \
-                        f"(was {original})"
+        text = f"{pin.name} @ {pin.url}" if pin.url else replaced(Requirement(original), pin)
+        lines[number] = f"{text}    # pinned by the matrix (was {original})"
     for text in packages:
         package = requirement(text)
         if canonicalize_name(package.name) in found:
@@ -130,20 +153,46 @@ def derive(base: str, pins: Sequence[str], packages: Sequence[str], where: str) 
 
 
 def request_for(folder: str, flavour: str, pins: Sequence[str], packages: Sequence[str],
-                images_dir: Path = IMAGES_DIR) -> Request:
+                images_dir: Path = IMAGES_DIR, builds: Sequence[Build] = ()) -> Request:
+    """What resolving a derived stack asks: the folder's `.in` with the channel's `builds` in
+    place of their releases (those excluded), then the pins and packages."""
     source = source_path(folder, flavour, images_dir)
     if not source.is_file():
         raise StackError(f"images/{folder} has no {source.name} to derive a stack from")
     where = f"images/{folder}/{source.name}"
+    base = source.read_text(encoding="utf-8")
+    base, left_out = channels.substituted(base, [b for b in builds if b.origin == "nightly"],
+                                          requirement_lines(base))
     excludes = images_dir / folder / EXCLUDES
+    excluded = (excludes.read_text(encoding="utf-8") if excludes.is_file() else "") + "".join(
+        f"{name}    # a channel's build replaces it\n" for name in left_out)
     base_lock = lock_path(folder, flavour, images_dir)
-    label = " + ".join((f"images/{folder}", *pins, *packages))
-    return Request(text=derive(source.read_text(encoding="utf-8"), pins, packages, where),
+    label = " + ".join((f"images/{folder}", *pins, *packages,
+                        *(b.text for b in builds if b.origin == "nightly")))
+    return Request(text=derive(base, pins, packages, where),
                    source_name=source.name,
                    made_by=f"Derived stack {label} ({flavour}), resolved by dl-bench-runner "
                            f"over images/{folder}/{base_lock.name}",
-                   excludes=excludes.read_text(encoding="utf-8") if excludes.is_file() else None,
+                   excludes=excluded or None,
                    prefer=base_lock.read_text(encoding="utf-8") if base_lock.is_file() else None)
+
+
+def local_pins(pins: Sequence[str], base: Path, cache: Path) -> tuple[list[str], list[Build]]:
+    """Each pin of a local wheel or tree as the pin of its build in the cache (`name @
+    file:///…`), and the builds; the other pins as they are."""
+    out, builds = [], []
+    for text in pins:
+        pin = requirement(text, local=True)
+        if pin.url is None:
+            out.append(text)
+            continue
+        try:
+            found, wheel = local_builds.build(pin.name, pin.url, base, cache)
+        except (local_builds.LocalBuildError, OSError) as exc:
+            raise StackError(f"{pin.name} @ {pin.url}: {exc}") from None
+        builds.append(found)
+        out.append(f"{pin.name} @ {wheel.as_uri()}")
+    return out, builds
 
 
 def cache_key(request: Request) -> str:
@@ -156,12 +205,25 @@ def cache_key(request: Request) -> str:
 
 def resolve(folder: str, flavour: str, pins: Sequence[str], packages: Sequence[str],
             images_dir: Path = IMAGES_DIR, cache: Path | None = None,
-            on_line: Callable[[str], None] = lambda line: None) -> Stack:
-    """The derived stack's lock: from the cache, else resolved now (and cached); StackError."""
+            on_line: Callable[[str], None] = lambda line: None, follow: Follow | None = None,
+            base: Path | None = None) -> Stack:
+    """The derived stack's lock: from the cache, else resolved now (and cached); StackError.
+    `follow`: the channel it follows; `base`: the folder local pins are relative to."""
     from ..worker.protocol import write_text_atomic
 
-    request = request_for(folder, flavour, pins, packages, images_dir)
-    home = (cache or CACHE_ROOT) / f"{folder}-{flavour}-{cache_key(request)[:16]}"
+    cache = cache or CACHE_ROOT
+    builds: list[Build] = []
+    if follow is not None:
+        source = source_path(folder, flavour, images_dir)
+        asked = requirement_lines(source.read_text(encoding="utf-8")) if source.is_file() else {}
+        try:
+            builds += channels.resolve(follow.names, asked, flavour, follow.date)
+        except channels.ChannelError as exc:
+            raise StackError(str(exc)) from None
+    resolved_pins, local = local_pins(pins, base or Path.cwd(), cache)
+    builds += local
+    request = request_for(folder, flavour, resolved_pins, packages, images_dir, builds)
+    home = cache / f"{folder}-{flavour}-{cache_key(request)[:16]}"
     lock = home / LOCKS[flavour]
     if not lock.is_file():
         try:
@@ -171,13 +233,24 @@ def resolve(folder: str, flavour: str, pins: Sequence[str], packages: Sequence[s
         home.mkdir(parents=True, exist_ok=True)
         write_text_atomic(home / request.source_name, request.text)
         write_text_atomic(lock, text)
-    return Stack(folder, flavour, tuple(pins), tuple(packages), lock, sha256_file(lock))
+    return Stack(folder, flavour, tuple(pins), tuple(packages), lock, sha256_file(lock),
+                 tuple(builds))
 
 
 def recorded(folder: str, flavour: str, pins: Sequence[str], packages: Sequence[str],
              lock: Path) -> Stack:
-    """A derived stack as a run folder recorded it (its own lock, whatever resolves today)."""
-    return Stack(folder, flavour, tuple(pins), tuple(packages), lock, sha256_file(lock))
+    """A derived stack as a run folder recorded it (its own lock and builds, whatever
+    resolves today)."""
+    builds = lock.parent / BUILDS
+    found = json.loads(builds.read_text(encoding="utf-8")) if builds.is_file() else []
+    return Stack(folder, flavour, tuple(pins), tuple(packages), lock, sha256_file(lock),
+                 tuple(Build(**b) for b in found))
+
+
+def builds_json(stack: Stack) -> str:
+    """The run folder's stacks/<environment>/builds.json: the stack's builds, as `recorded`
+    reads them back."""
+    return json.dumps([dataclasses.asdict(b) for b in stack.builds], indent=1) + "\n"
 
 
 def run_folder_lock(run_dir: Path, environment: str, flavour: str) -> Path:

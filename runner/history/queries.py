@@ -301,3 +301,10 @@ def latest_cells(engine: Engine) -> list[dict[str, Any]]:
         return []
     return [dict(row._mapping) for row in _all(engine, select(c).where(
         and_(c.c.run == latest[0].id)).order_by(c.c.id))]
+
+
+def bisect_conclusion(engine: Engine, pk: int | None) -> str | None:
+    """What a stored bisect concluded (its message), or None."""
+    b = tables.bisects
+    rows = _all(engine, select(b.c.message).where(b.c.id == pk)) if pk is not None else []
+    return rows[0].message if rows else None

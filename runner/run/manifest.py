@@ -8,6 +8,7 @@ never imports the run that writes it."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, cast
 
 from ..environments import Flavour
@@ -45,12 +46,18 @@ def environment_entry(env: EnvironmentSpec, executor: str, flavour: str | None, 
         # The lock itself: the run folder's stacks/<environment>/ (stacks.run_folder_lock).
         entry["stack"] = {"derives": f"images/{stack.folder}", "changes": list(stack.changes),
                           "flavour": stack.flavour, "lock_sha256": stack.sha256,
-                          "moved": stack.moved()}
+                          "moved": stack.moved(), "builds": stack_builds(stack)}
     if prepared is not None:
         entry.update(prepared.metadata)
         if prepared.warnings:
             entry["warnings"] = prepared.warnings
     return entry
+
+
+def stack_builds(stack: Stack) -> list[dict[str, Any]]:
+    """A derived stack's builds that are no release (a channel's dated build, a local wheel or
+    tree by its content hash), as the manifest and every record keep them: never a path."""
+    return [{k: v for k, v in dataclasses.asdict(b).items() if v} for b in stack.builds]
 
 
 def parallel_entry(labels: list[str], why: str, gpus: list[Gpu],

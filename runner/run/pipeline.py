@@ -195,6 +195,9 @@ def start_run(state: RunState) -> None:
             folder_in_run(store.root, *target.parent.relative_to(store.root).parts)
             store.write_text(str(target.relative_to(store.root)),
                              stack.lock.read_text(encoding="utf-8"))
+            if stack.builds:
+                store.write_text(str(target.with_name(stacks.BUILDS).relative_to(store.root)),
+                                 stacks.builds_json(stack))
     store.write_manifest(state.progress.manifest)
     record_not_applicable(store, state.plan, store.run_id, matrix.spec.run.seed)
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..environments import LOCKS, Source, folder_flavour, installed, lock_of
 from . import console as show
 from .displays import build_display
+from .manifest import stack_builds
 from .setup import Setup
 from .state import RunState
 
@@ -25,6 +27,13 @@ def packages_of(setup: Setup, source: Source) -> int | None:
         return None
 
 
+def builds_metadata(setup: Setup, source: Source) -> dict[str, Any]:
+    """What every record of a derived stack says of its builds that are no release (a
+    channel's dated build, a local wheel or tree): `stack_builds`, as the manifest has them."""
+    found = next((s for s in setup.stacks.values() if s.source().key == source.key), None)
+    return {"stack_builds": stack_builds(found)} if found is not None and found.builds else {}
+
+
 def prepare_environments(state: RunState) -> None:
     """Build (or find ready) each source's environment: a progress row while it builds (a
     plain line in a log), then one line for those ready (a failure or a warning at once)."""
@@ -36,6 +45,7 @@ def prepare_environments(state: RunState) -> None:
             say = display.start(source.key, packages_of(state.setup, source),
                                 executor.is_ready(source))
             ready = executor.prepare(source, say)
+            ready.metadata.update(builds_metadata(state.setup, source))
             display.finish(source.key)
             state.progress.prepared[source.key] = ready
             if show.show_prepared(source.key, ready, state.console):

@@ -10,13 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..environments import Flavour, Source, decide_flavour, folder_flavour, stacks
+from packaging.requirements import Requirement
+
+from ..environments import Flavour, Source, channels, decide_flavour, folder_flavour, stacks
 from ..environments.stacks import Stack
 from ..errors import UsageError
 from ..executors import auto, kinds
 from ..executors.base import Executor, ExecutorUnavailable
 from ..machine import hostinfo
 from ..schema.matrix import Cell, Matrix
+from ..schema.values import local_path
 from . import scheduling
 from .scheduling import Lane
 
@@ -162,27 +165,37 @@ def noted(on_note: Callable[[str], None], name: str, line: str) -> None:
 def resolve_stacks(setup: Setup, matrix: Matrix, names: list[str], recorded_in: Path | None,
                    on_note: Callable[[str], None]) -> None:
     """The lock of each derived environment in `names` for the flavour it is built in: the one a
-    run folder recorded (`recorded_in`: a resumed run's), else resolved or found in the cache.
-    UsageError (one line, the resolver's reason) for a stack that cannot be had — before
-    anything is built."""
+    run folder recorded (`recorded_in`: a resumed run's), else resolved or found in the cache
+    (a channel's build chosen, a local wheel or tree built). UsageError (one line, the
+    resolver's reason) for a stack that cannot be had — before anything is built."""
     for name in names:
         env = matrix.spec.environments[name]
         if not env.derived or name in setup.stacks or env.image is None:
             continue
         where = f"{matrix.path}: environments.{name}"
-        if not setup.executor_for(Source.of(env.image)).on_this_host:
-            raise UsageError(f"{where}: a derived stack (pins, packages) runs with the local or "
-                             f"docker executor; the {setup.executor.name} executor's nodes build "
-                             "the image folders' own locks only")
+        executor = setup.executor_for(Source.of(env.image))
+        if not executor.on_this_host:
+            raise UsageError(f"{where}: a derived stack (pins, packages, channel) runs with the "
+                             f"local or docker executor; the {setup.executor.name} executor's "
+                             "nodes build the image folders' own locks only")
+        if any(local_path(Requirement(p)) for p in env.pins) and not executor.builds_venvs:
+            raise UsageError(f"{where}: a local wheel or source tree (a pin NAME @ PATH) is "
+                             f"installed into a local environment: run it with the local "
+                             f"executor, not {executor.name}")
         flavour = folder_flavour(setup.flavour, env.image)
         recorded = stacks.run_folder_lock(recorded_in, name, flavour) if recorded_in else None
+        follow = None if env.channel_name is None else stacks.Follow(
+            env.channel_name, env.date, channels.followed(env.follow, env.api))
         try:
             if recorded is not None and recorded.is_file():
                 stack = stacks.recorded(env.image, flavour, env.pins, env.packages, recorded)
             else:
                 stack = stacks.resolve(env.image, flavour, env.pins, env.packages,
-                                       on_line=functools.partial(noted, on_note, name))
+                                       on_line=functools.partial(noted, on_note, name),
+                                       follow=follow, base=matrix.path.parent)
         except stacks.StackError as exc:
-            label = " + ".join((f"images/{env.image}", *env.pins, *env.packages))
+            channel = [] if follow is None else [
+                f"{follow.channel} {follow.date or 'newest'} ({', '.join(follow.names)})"]
+            label = " + ".join((f"images/{env.image}", *env.pins, *env.packages, *channel))
             raise UsageError(f"{where}: {label} ({flavour}) cannot be resolved: {exc}") from None
         setup.stacks[name] = stack

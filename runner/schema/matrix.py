@@ -281,7 +281,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             options = {**defaults, **chosen_options}
             cell = Cell(
                 environment=env_name, api=env.api, backend=env.backend, image=env.image,
-                python=env.python, pins=tuple(env.pins), packages=tuple(env.packages),
+                python=env.python, pins=env.stack_pins, packages=tuple(env.packages),
                 workload=bench.workload, task=task, batch_size=batch_size,
                 axes=Axes(coords),
                 options=options, env=worker_env(run, env),
@@ -338,7 +338,7 @@ def calibration_cells(matrix: Matrix) -> list[Cell]:
             if catalog.not_applicable_reason("matmul", env.api, env.backend, dict(axes), "run"):
                 continue
             out.append(Cell(environment=env_name, api=env.api, backend=env.backend,
-                            image=env.image, python=env.python, pins=tuple(env.pins),
+                            image=env.image, python=env.python, pins=env.stack_pins,
                             packages=tuple(env.packages), workload="matmul", task="run",
                             batch_size=1, axes=axes, options={"n": CALIBRATION_SIZES[size][-1]},
                             env=worker_env(run, env), steps="auto", warmup_steps=run.warmup_steps,

@@ -16,7 +16,8 @@ from .profiling import ProfilingSettings
 from .tuning import TuningSettings
 from .cost import CostSettings
 from .values import (AXES, ENV_NAME, MAX_REPEATS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S, NAME,
-                     RUN_NAME_PATTERN, Strict, check_axis, check_image, check_lock_clocks,
+                     RUN_NAME_PATTERN, CHANNELS, Strict, check_axis, check_build_date,
+                     check_image, check_lock_clocks,
                      check_parallel, check_run_name, check_stack, check_steps, is_image_reference,
                      loader_env, no_control, protected_env, shown)
 from .workloads import WorkloadSpec, read_workloads
@@ -110,25 +111,48 @@ class EnvironmentSpec(Strict):
     # matrix is code then: run only one you trust.
     unsafe_env: bool = False
     # A derived stack (image folders only): `pins` replace the requirement of their name in the
-    # folder's requirements*.in (or add it), `packages` add distributions; resolved into a
-    # hash-locked lock of its own (runner/environments/stacks.py).
+    # folder's requirements*.in (or add it; `keras @ ../keras`: a local wheel or tree), `packages`
+    # add distributions; resolved into a hash-locked lock of its own (environments/stacks.py).
     pins: list[str] = Field(default_factory=list)
     packages: list[str] = Field(default_factory=list)
+    # `channel = "nightly"`: the newest nightly build of what `follow` names (default: the
+    # framework under test); `date`: that day's build (environments/channels.py).
+    channel: Literal[CHANNELS] | None = None  # type: ignore[valid-type]
+    date: str | None = None
+    follow: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _stack(self) -> EnvironmentSpec:
-        if not (self.pins or self.packages):
+        if not self.derived and self.follow:
+            raise ValueError("follow names what follows a channel: set channel = 'nightly'")
+        if not self.derived:
             return self
         if self.image is None or is_image_reference(self.image):
             where = "an existing interpreter" if self.image is None else "an image named by digest"
             raise ValueError(f"pins and packages derive a stack from an image folder (image = "
-                             f"'<folder under images/>'), not from {where}")
-        check_stack(self.pins, self.packages)
+                             f"'<folder under images/>'), as a channel does, not from {where}")
+        check_stack(self.pins, self.packages, self.follow)
         return self
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date(cls, value: Any) -> Any:
+        return check_build_date(value)
+
+    @property
+    def channel_name(self) -> str | None:
+        return self.channel or ("nightly" if self.date else None)
 
     @property
     def derived(self) -> bool:
-        return bool(self.pins or self.packages)
+        return bool(self.pins or self.packages or self.channel_name)
+
+    @property
+    def stack_pins(self) -> tuple[str, ...]:
+        """The pins, then the channel (its day, what follows it), as a cell's id holds them."""
+        follows = ", ".join(self.follow) or "the framework"
+        return (*self.pins, *([f"channel {self.channel_name} {self.date or 'newest'}: {follows}"]
+                              if self.channel_name else []))
 
     @field_validator("image", mode="after")
     @classmethod

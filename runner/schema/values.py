@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from collections.abc import Sequence
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -195,37 +196,65 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-def requirement(text: str) -> Requirement:
-    """One requirement of a derived stack's pins or packages (PEP 508, from an index), or
-    ValueError saying why it is none."""
+CHANNELS = ("nightly",)     # what a derived stack may follow (runner/environments/channels.py)
+
+
+def local_path(req: Requirement) -> bool:
+    """A pin naming a file or folder of this machine (`keras @ ../keras`, `file:///…`), not a
+    URL of the network."""
+    return req.url is not None and ("://" not in req.url or req.url.startswith("file://"))
+
+
+def requirement(text: str, local: bool = False) -> Requirement:
+    """One requirement of a derived stack's pins or packages (PEP 508, from an index; with
+    `local`, also a local wheel or source tree), or ValueError saying why it is none."""
     no_control(text)
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
         raise ValueError(f"{shown(text)} is not a requirement ({exc})") from None
-    if req.url:
+    if req.url and not (local and local_path(req)):
         raise ValueError(f"{shown(text)}: a URL is no release of an index (a lock pins the "
-                         "hashes of index files)")
+                         "hashes of index files; a pin may name a local wheel or source tree)")
     return req
 
 
-def check_stack(pins: list[str], packages: list[str]) -> None:
-    """A derived stack's pins (each with a version) and packages, every name once."""
+def check_stack(pins: Sequence[str], packages: Sequence[str], follow: Sequence[str] = ()) -> None:
+    """A derived stack's pins (each with a version, or a local wheel or tree), packages and
+    followed distributions, every name once."""
     seen: dict[str, str] = {}
-    for key, texts in (("pins", pins), ("packages", packages)):
+    for key, texts in (("pins", pins), ("packages", packages), ("follow", follow)):
         for index, text in enumerate(texts):
             try:
-                req = requirement(text)
+                req = requirement(text, local=key == "pins")
             except ValueError as exc:
                 raise ValueError(f"{key}[{index}]: {exc}") from None
-            if key == "pins" and not req.specifier:
+            if key == "pins" and not (req.specifier or req.url):
                 raise ValueError(f"pins[{index}]: {shown(text)} gives no version: pin it as "
                                  f"{req.name}==VERSION (an unversioned addition goes in packages)")
+            if key == "follow" and (req.specifier or req.url or req.extras or req.marker):
+                raise ValueError(f"follow[{index}]: {shown(text)}: name a distribution only")
             name = canonicalize_name(req.name)
             if name in seen:
                 raise ValueError(f"{key}[{index}]: {req.name} is already in {seen[name]}: "
                                  "name each distribution once")
             seen[name] = key
+
+
+def check_build_date(value: Any) -> Any:
+    """A dated build's day: a TOML date or 'YYYY-MM-DD' (its ISO text); ValueError else."""
+    import datetime
+
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if value is None:
+        return value
+    try:
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            return datetime.date.fromisoformat(value).isoformat()
+    except ValueError:
+        pass
+    raise ValueError(f"{shown(value)}: a build's day is YYYY-MM-DD (2026-10-27)")
 
 
 def no_control(value: str | None) -> str | None:

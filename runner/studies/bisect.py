@@ -4,16 +4,15 @@ The two runs' records name the distributions installed in the cell's environment
 version). Every distribution that was added, removed, upgraded or downgraded between them is a
 candidate. Each step builds an intermediate stack: the good stack with a set of candidates taken
 from the bad one. uv resolves those exact pins (with their dependencies) and hash-locks them; a
-set that cannot be resolved is reported and skipped. The stack is installed as a fresh virtual
-environment (cached by its lock's hash) and the cell is measured there by the runner's own
-pipeline, with the same repeats as the endpoints, then judged against the good stack by
-`compare`'s statistics (repeat medians, Welch's t on their logs, the practical threshold).
+set that cannot be resolved is reported and skipped (a release a pinned nightly build replaces,
+keras beside keras-nightly, is left out). The stack is installed as a fresh virtual environment
+(cached by its lock's hash) and the cell is measured there by the runner's own pipeline, with the
+same repeats as the endpoints, then judged against the good stack by `compare`'s statistics.
 
 Halving: with C the candidates not yet cleared and T those already taken, one half H of C is
 taken (T + H). If the cell moves, the culprit is in H; otherwise it is in the other half, which
 is taken from then on. When no split of C can be resolved, C is a group that only moves
-together, and it is named as one. Every step and its measurement is written to the history.
-"""
+together, and it is named as one. Every step and its measurement is written to the history."""
 
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ import tomli_w
 from rich.console import Console
 from sqlalchemy import insert, update
 
+from ..environments import channels
 from ..environments.venvs import ENV_ROOT, LocalEnv, find_uv, installer_command, venv_command
 from ..errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, user_text
 from ..paths import RESULTS_DIR
@@ -75,8 +75,7 @@ class Bisect:
         good_records = self._cell_records(good_dir, good_cell or self.cell_name)
         self.good, self.bad = (self._distributions(r, d) for r, d in
                                ((good_records, good_dir), (bad_records, bad_dir)))
-        self.diff: StackDiff = diff_stacks({"distributions": self.good},
-                                           {"distributions": self.bad})
+        self.diff: StackDiff = diff_stacks({"distributions": self.good}, {"distributions": self.bad})
         self.changed = self.diff.distributions()
         if not self.changed:
             raise UsageError(f"{self.environment}: the two runs installed the same distributions; "
@@ -91,6 +90,7 @@ class Bisect:
         self.pk: int | None = None
         self.direction: str | None = None
         self.good_step: Step | None = None
+        self.good_environment = good_records[0]["environment"]
 
     @staticmethod
     def _cell_records(run_dir: Path, cell: str) -> list[Record]:
@@ -136,6 +136,7 @@ class Bisect:
                    "--python-version", self.python, "--output-file", str(lock)]
         for link in self.find_links:
             command += ["--find-links", link]
+        command += channels.excluding(self.pins(step.taken), folder)   # releases a nightly replaces
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
@@ -166,8 +167,8 @@ class Bisect:
         """The bad run's matrix (its profile already applied), the cell's environment pointed at
         the step's interpreter, every other environment left out."""
         data = read_toml(self.bad_dir / "matrix.toml")
-        env = {k: v for k, v in data["environments"][self.environment].items()
-               if k not in ("image", "pins", "packages")}       # the step's stack instead
+        env = {k: v for k, v in data["environments"][self.environment].items()   # the step's
+               if k not in ("image", "pins", "packages", "channel", "date", "follow")}  # stack
         env["python"] = str(python)
         data["environments"] = {self.environment: env}
         data.get("report", {}).pop("baseline_environment", None)   # perhaps one left out
@@ -304,8 +305,8 @@ class Bisect:
                                 f"good one here ({verdict.ratio:.3f}×; {verdict.reason}): "
                                 "nothing to bisect on this machine")
         self.direction = verdict.verdict
-        self.console.print(f"the bad stack is {verdict.ratio:.3f}× the good one "
-                           f"({verdict.verdict}, p={verdict.p_value:.2g})", soft_wrap=True)
+        self.console.print(f"the bad stack is {verdict.ratio:.3f}× the good one ("
+                           f"{verdict.verdict}, p={verdict.p_value:.2g})", soft_wrap=True)
         taken: list[str] = []
         candidates = names
         while len(candidates) > 1:

@@ -58,6 +58,9 @@ KEYS: dict[str, tuple[str, bool]] = {
     "image_digest": ("Docker repo digest when pushed (host)", True),
     "lock_sha256": ("sha256 of the environment's lock file (host)", True),
     "env_path": ("local virtual environment path (host)", False),
+    "stack_builds": ("a derived stack's builds that are no release: a channel's dated build "
+                     "(name, version, day) or a local wheel or tree (its content sha256) (host; "
+                     "the lock's hash decides comparability)", False),
     "env_source": ("where the environment came from: lock (a local venv built from it), image, "
                    "or existing (an interpreter given as python = ...) (host)", False),
     "flavour": ("cpu or cuda: which lock of the image folder was installed (host)", False),

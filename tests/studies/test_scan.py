@@ -46,9 +46,10 @@ def test_days_without_a_build_are_skipped_and_the_first_day_planned(pypi, write_
     built = sorted({d for v in channels.listed("keras-nightly") if (d := channels.build_day(v))})
     first, last = built[-2], built[-1]
     path = write_matrix(scan_matrix(channel="nightly"), with_environments=False)
-    code, out, err = run_cli("scan", path, "--channel", "nightly", "--from", first,
-                             "--to", "2099-01-01", "--every", "3000", "--dry-run")
-    assert code == 2 and "no day from" in err                     # 2099: no build yet
+    code, out, err = run_cli("scan", path, "--channel", "nightly", "--from", "2099-01-01",
+                             "--to", "2099-01-03", "--dry-run")
+    assert code == 2 and "scan: no day from 2099-01-01 to 2099-01-03 has a build" in err
+    assert "2099-01-02: no keras-nightly build that day; skipped" in out
     code, out, err = run_cli("scan", path, "--channel", "nightly", "--from", first,
                              "--to", last, "--dry-run")
     assert code == 0, err

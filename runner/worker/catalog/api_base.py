@@ -128,6 +128,9 @@ class Api:
     keras_table: str | None = None
     precision_gaps: Mapping[str, str] = field(default_factory=dict)   # precision → why not
     knobs: tuple[Knob, ...] = ()         # what the tuned tier may change (docs/tuned.md)
+    # The framework under test's distributions: what a nightly channel follows by default
+    # (docs/nightlies.md; a Keras environment follows Keras, not its backend).
+    distributions: tuple[str, ...] = ()
     # A backend's exceptions (Keras 3 on torch: no data parallelism), field → its value there.
     on_backend: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 

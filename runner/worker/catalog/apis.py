@@ -123,7 +123,7 @@ declare_api(Api(
     ops_compile=lacks("keras.ops has no compile switch outside a model (use the native API's "
                       "jit)"),
     backends=("tensorflow", "jax", "torch"), variables={"KERAS_BACKEND": "{backend}"}, keras=3,
-    keras_table="keras3", knobs=(KERAS_JIT, STEPS_PER_EXECUTION),
+    keras_table="keras3", knobs=(KERAS_JIT, STEPS_PER_EXECUTION), distributions=("keras",),
     on_backend={
         "jax": {"data_parallel": has("keras.distribution.DataParallel"),
                 "knobs": (KERAS_JIT, STEPS_PER_EXECUTION, XLA_FLAGS)},
@@ -144,7 +144,7 @@ declare_api(Api(
     steps_per_execution=has("model.compile(steps_per_execution=…)"),
     ops_compile=has("tf.function(jit_compile)"),
     variables={"TF_USE_LEGACY_KERAS": "1"}, keras=2, keras_table="keras2",
-    knobs=(TF_JIT, STEPS_PER_EXECUTION),
+    knobs=(TF_JIT, STEPS_PER_EXECUTION), distributions=("tf-keras",),
     precision_gaps={"bfloat16": "Keras 2 runs bfloat16 as a mixed policy only"},
 ))
 declare_api(Api(
@@ -153,6 +153,7 @@ declare_api(Api(
     quantizer=has(TORCHAO), data_parallel=has(DDP), sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET),
     steps_per_execution=lacks(NOT_KERAS), ops_compile=has("torch.compile"),
     knobs=(COMPILE, FULLGRAPH, TORCH_TF32, CHANNELS_LAST, FUSED_OPTIMIZER),
+    distributions=("torch",),
 ))
 declare_api(Api(
     "jax", "JAX", "jax", ("jax", "jaxlib", "flax", "optax"),
@@ -163,7 +164,7 @@ declare_api(Api(
                     "\"keras\", backend = \"jax\")"),
     data_parallel=has("jax.sharding (NamedSharding: batch sharded, parameters replicated)"),
     sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET), steps_per_execution=lacks(NOT_KERAS),
-    ops_compile=has("jax.jit"), knobs=(DONATE, XLA_FLAGS),
+    ops_compile=has("jax.jit"), knobs=(DONATE, XLA_FLAGS), distributions=("jax", "jaxlib"),
 ))
 declare_api(Api(
     "tensorflow", "TensorFlow", "tensorflow", ("tensorflow",),
@@ -173,7 +174,7 @@ declare_api(Api(
                     "maintenance); Keras 3 on TensorFlow runs the quantized tier"),
     data_parallel=has(MIRRORED), sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET),
     steps_per_execution=lacks(NOT_KERAS), ops_compile=has("tf.function(jit_compile)"),
-    knobs=(TF_JIT, TF_TF32),
+    knobs=(TF_JIT, TF_TF32), distributions=("tensorflow",),
 ))
 declare_api(Api(
     "numpy", "NumPy", "numpy", ("numpy",),
@@ -182,6 +183,7 @@ declare_api(Api(
     data_parallel=lacks(NUMPY_ONE_DEVICE), sharded_dataset=lacks(NUMPY_ONE_DEVICE),
     steps_per_execution=lacks(NOT_KERAS),
     ops_compile=lacks("NumPy has no compiler (jit must be false)"), knobs=SELFTEST_KNOBS,
+    distributions=("numpy",),
 ))
 declare_api(Api(
     "hf", "Hugging Face on PyTorch", "torch",
@@ -192,4 +194,5 @@ declare_api(Api(
     sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET), steps_per_execution=lacks(NOT_KERAS),
     ops_compile=has("torch.compile"), keras_table="native",
     knobs=(COMPILE, FULLGRAPH, TORCH_TF32, STATIC_CACHE, ATTENTION),
+    distributions=("transformers",),
 ))
