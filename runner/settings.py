@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ class Setting:
     default_text: str = ""        # the default, in words, where the value alone says too little
     set_by: str = USER
     blank_is_unset: bool = True
+    shown: Callable[[str], str] = str   # what a terminal or an error line shows of a value
 
 
 def whole(low: int, high: int | None, expected: str) -> Callable[[str], int]:
@@ -102,12 +104,24 @@ HISTORY_URL_FORMS = "an SQLAlchemy URL, sqlite:///PATH or postgresql://USER@HOST
 
 def history_url(text: str) -> str:
     """A history database's URL, as far as it can be judged without opening it: SQLite (a file,
-    or `sqlite://` in memory) or PostgreSQL; never a control character."""
+    or `sqlite://` in memory) or PostgreSQL, its port (where given) a number; never a control
+    character."""
     value = text.strip()
     if not re.fullmatch(r"sqlite(\+\w+)?://(/.+)?|postgresql(\+\w+)?://.+", value) or \
             not value.isprintable():
         raise ValueError(HISTORY_URL_FORMS)
+    try:
+        urllib.parse.urlsplit(value).port      # noqa: B018  (reading it checks it)
+    except ValueError:
+        raise ValueError(f"{HISTORY_URL_FORMS}, its PORT a number from 0 to 65535") from None
     return value
+
+
+def password_hidden(url: str) -> str:
+    """A URL as a terminal, a log or an error line shows it: its password (after user: and
+    before the host's @, or a password= of its query) as ***."""
+    url = re.sub(r"^([^:/]+://[^:/@]*):[^/]*@", r"\1:***@", url)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url, flags=re.IGNORECASE)
 
 
 def memory_bytes(size: str) -> int:
@@ -152,7 +166,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "host", whole(0, None, "a whole number of MB")),
     Setting(HISTORY_URL, "SQLAlchemy URL", None, "the history database runs are recorded in "
             "(sqlite:///PATH or postgresql://USER@HOST/DB); --db comes first, and it beats a "
-            "matrix's [history] url", "host", history_url, "history.sqlite in the results folder"),
+            "matrix's [history] url", "host", history_url, "history.sqlite in the results folder",
+            shown=password_hidden),
     Setting(INHERIT_ENV, "NAME,NAME,PREFIX_*", (), "host variables a worker inherits besides "
             "the stated few (HOME, LANG, PATH, CUDA_VISIBLE_DEVICES, ...): the host's decision, "
             "never the matrix's", "local workers (host and Ray nodes)", names, "none"),
@@ -225,7 +240,7 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
     try:
         return setting.parse(text)
     except ValueError as exc:
-        raise UsageError(f"{name}={text!r}: expected {exc}") from None
+        raise UsageError(f"{name}={setting.shown(text)!r}: expected {exc}") from None
 
 
 def validate(environ: Mapping[str, str] | None = None) -> None:

@@ -70,7 +70,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
     from ..history import db
 
-    with opened_history(args.db) as engine:
+    with opened_history(args.db, create=args.action == "import") as engine:
         try:
             return ACTIONS[args.action](engine, args, console)
         except SQLAlchemyError as exc:      # a damaged file whose schema still read
@@ -79,12 +79,13 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
 
 @contextlib.contextmanager
-def opened_history(url: str | None) -> Iterator[Any]:
-    """The history database (created or upgraded); UsageError when it cannot be opened."""
+def opened_history(url: str | None, create: bool = True) -> Iterator[Any]:
+    """The history database (upgraded; created only where `create`: `import` writes, every
+    other action reads); UsageError when it cannot be opened."""
     from ..history import db
 
     try:
-        engine = db.open_history(db.resolve_url(url))
+        engine = db.open_history(db.resolve_url(url), create)
     except db.HistoryError as exc:
         raise UsageError(str(exc)) from None
     try:

@@ -17,7 +17,7 @@ PROFILES = ("auto", "full", "smoke")
 def add_matrix_options(parser: argparse.ArgumentParser) -> None:
     """The matrix and what selects and places its cells (run, plan, build)."""
     parser.add_argument("matrix", type=Path, help="matrix file (TOML)")
-    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+    parser.add_argument("--only", action="append", default=[], metavar="PATTERN", type=pattern,
                         help="run only cells whose name contains or globs PATTERN (repeatable)")
     parser.add_argument("--profile", choices=PROFILES,
                         help="override [run] profile (auto: smoke when no GPU is found)")
@@ -31,6 +31,7 @@ def add_matrix_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="folder for run folders (default: results/ of the repository)")
     parser.add_argument("--profile-cells", action="append", default=[], metavar="GLOB",
+                        type=pattern,
                         help="after their timed repeats, profile the cells GLOB names (a name, "
                              "glob or id; repeatable): a per-op profile in profiles/, beside "
                              "[profiling] cells")
@@ -54,6 +55,14 @@ def add_cost_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-hours", type=positive, default=None, metavar="H",
                         help="stop before a cell × repeat whose estimate would take the run "
                              "past H hours (--resume carries the time taken)")
+
+
+def pattern(text: str) -> str:
+    """A cell name, glob or id (--only, --profile-cells, profile --cell): an empty one would
+    match every cell (every name contains it), so it is refused."""
+    if not text.strip() or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"expected a cell name, glob or id, got {text!r}")
+    return text
 
 
 def add_tuning_option(parser: argparse.ArgumentParser) -> None:

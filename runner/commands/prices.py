@@ -40,9 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _date(text: str) -> datetime.date:
     try:
-        return datetime.date.fromisoformat(text)
+        date = datetime.date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from None
+    if date > datetime.date.today():
+        raise argparse.ArgumentTypeError(f"{text} is in the future (the day the catalog was "
+                                         "retrieved: today or before)")
+    return date
 
 
 def main(args: argparse.Namespace, console: Console) -> int:

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import EXIT_OK, UsageError, user_text
+from ..errors import EXIT_OK, UsageError, one_line, user_text
 from ..executors import kinds
+from .options import pattern
 
 ACTIONS = ("cells", "diff")
+
+
+def at_least_0(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
+    return int(text)
 
 
 def implied_action(argv: list[str]) -> list[str]:
@@ -33,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cells = sub.add_parser("cells", help="profile cells of a finished run (the default: "
                                          "`profile RUN_DIR`)")
     cells.add_argument("run_dir", type=Path, help="a run folder")
-    cells.add_argument("--cell", action="append", default=[], metavar="GLOB",
+    cells.add_argument("--cell", action="append", default=[], metavar="GLOB", type=pattern,
                        help="the cells to profile: a name, glob or id (repeatable; default: "
                             "every cell with a finished repeat)")
     cells.add_argument("--executor", choices=kinds.choices(), help="override the run's [run] executor")
@@ -48,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                     "several rows have both environments")
     diff.add_argument("--cell", metavar="GLOB", default="*",
                       help="two runs: the cells compared (default: every cell profiled in both)")
-    diff.add_argument("--top", type=int, default=20, metavar="N", help="ops shown (default 20)")
+    diff.add_argument("--top", type=at_least_0, default=20, metavar="N",
+                      help="ops shown (default 20; 0: the categories only)")
     diff.add_argument("--markdown", type=Path, metavar="FILE", help="also write it as Markdown")
 
 
@@ -88,6 +97,7 @@ def profile_run(args: argparse.Namespace, console: Console) -> int:
         state.progress.store = store
 
     return pipeline.execute((pipeline.load_matrix, open_run, pipeline.plan_cells,
+                             lambda state: profiles.refuse_unmatched(state, "--cell"),
                              profiles.step, report), state)
 
 
@@ -99,6 +109,8 @@ def diff_command(args: argparse.Namespace, console: Console) -> int:
     for a, b in pairs:
         result = analysis.diff(a, b, top=args.top)
         show_diff(a, b, result, console)
+        if args.top == 0 and result["op_level"]:
+            console.print("ops: none shown (--top 0)")
         lines += diff_markdown(a, b, result)
     if args.markdown is not None:
         args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -112,8 +124,10 @@ def _profiles(run_dir: Path) -> list[dict[str, Any]]:
 
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
-    found = [p for p in read_profiles(run_dir, Ledger(run_dir))[0] if p.get("status") == "ok"
-             and p.get("kernels")]
+    found, problems = read_profiles(run_dir, Ledger(run_dir))
+    for problem in problems:                # named, as report names them, and left out
+        print(f"warning: {one_line(problem)}; not compared", file=sys.stderr)
+    found = [p for p in found if p.get("status") == "ok" and p.get("kernels")]
     if not found:
         raise UsageError(f"{run_dir}: no finished profile (make some with `python -m runner "
                          f"profile {run_dir}`)")

@@ -35,6 +35,7 @@ BUILD_DEFAULT_S = 60.0          # an environment from its lock, cold (FACTS: 54â
 # on a CPU the largest sizes are not timed (a step over 1 s): 41 s for 8 on this project's VMs.
 CALIBRATION_DEFAULT_S = {"gpu": 40.0, "cpu": 6.0}
 RECENT = 5                      # runs of the same cell that count
+MAX_SECONDS = 7 * 24 * 3600.0   # a time beyond a week (the longest timeout) is no time
 
 # A cell that ran before, as the history keeps it (runner/history/times.py reads them).
 @dataclass(frozen=True)
@@ -117,6 +118,13 @@ def span_entry(span: Span) -> dict[str, float]:
             "high": round(span.high, 1)}
 
 
+def seconds(value: Any) -> bool:
+    """Whether `value` is a time an estimate may use: a finite number of seconds above 0 and
+    at most a week."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        0 < value <= MAX_SECONDS
+
+
 def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
@@ -197,7 +205,12 @@ def estimate(entries: Sequence[Any], device_of: Callable[[Any], str | None],
              calibrations: Sequence[tuple[bool, float | None]] = (), lanes: int = 1,
              gpu: bool = False) -> Estimate:
     """The run's estimate: `entries` (plan entries: .cell, .key) to run; `calibrations`: per
-    calibration run, (its peak cached, the time it took last); `gpu`: the run has a GPU."""
+    calibration run, (its peak cached, the time it took last); `gpu`: the run has a GPU. A time
+    that is no time (NaN, infinite, not positive, beyond a week: a damaged or shared history,
+    cache or build log) is left out, never taken into a figure."""
+    past = [p for p in past or () if seconds(p.wall_s)]
+    logs = [(s, n) for s, n in logs if seconds(s)]
+    calibrations = [(cached, last if seconds(last) else None) for cached, last in calibrations]
     sources: dict[str, Counter] = {"cells": Counter(), "builds": Counter(),
                                    "calibration": Counter()}
     per_cell: dict[str, tuple[Span, str]] = {}

@@ -4,9 +4,11 @@ VM type and region, prices in USD per hour of the whole VM. The repository ships
 one (prices.csv beside this module); `python -m runner prices import DIR` makes one from a
 SkyPilot catalog folder (skypilot.py); a matrix's [cost] price_table names one of the user's.
 
-A table is read whole and checked row by row: a missing column, an empty, negative or
-non-numeric price, a count that is not a whole number or a date that is not YYYY-MM-DD is one
-PriceError naming the file, the row and the column."""
+A table is a regular file (never a device or a FIFO), refused by its size before a byte is read,
+and checked row by row (its rows capped while they are read): a missing column, an empty,
+negative or non-numeric price, a count that is not a whole number of at most MAX_GPUS, or a date
+that is not YYYY-MM-DD is one PriceError naming the file, the row and the column. What the runner
+writes of a table has no cell a spreadsheet would run as a formula."""
 
 from __future__ import annotations
 
@@ -15,8 +17,14 @@ import datetime
 import hashlib
 import io
 import math
+import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from ..schema.cost import MAX_GPUS
 
 COLUMNS = ("InstanceType", "vCPUs", "MemoryGiB", "AcceleratorName", "AcceleratorCount", "Region",
            "Price", "SpotPrice", "Provider", "RetrievedAt", "Source")
@@ -49,9 +57,16 @@ class PriceRow:
         return self.spot if pricing == "spot" else self.price
 
     def csv_row(self) -> list[str]:
-        return [self.instance, _number(self.vcpus), _number(self.memory_gib), self.accelerator,
-                str(self.count), self.region, _number(self.price), _number(self.spot),
-                self.provider, self.retrieved_at.isoformat(), self.source]
+        return [inert(self.instance), _number(self.vcpus), _number(self.memory_gib),
+                inert(self.accelerator), str(self.count), inert(self.region),
+                _number(self.price), _number(self.spot), inert(self.provider),
+                self.retrieved_at.isoformat(), inert(self.source)]
+
+
+def inert(text: str) -> str:
+    """A text cell a spreadsheet opens as text: one that starts as a formula would (=, +, -,
+    @, a tab or a carriage return) is written after a quote (OWASP's CSV injection advice)."""
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 @dataclass(frozen=True)
@@ -99,14 +114,27 @@ def stale_note(retrieved_at: datetime.date | str | None,
             "import a current SkyPilot catalog with python -m runner prices import DIR")
 
 
-def read_table(path: Path) -> PriceTable:
-    """A price table, checked (PriceError when it cannot be used)."""
+def read_bounded(path: Path, what: str) -> bytes:
+    """A regular file's bytes, refused by its size before a byte is read (PriceError): never a
+    device (/dev/zero grows without end) or a FIFO (a read waits for a writer)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise PriceError(f"{path}: over {MAX_BYTES // 2**20} MB, not a price table")
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
+                raise PriceError(f"{path}: not a regular file (a device, a FIFO or a socket), "
+                                 f"not {what}")
+            data = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         raise PriceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if status.st_size > MAX_BYTES or len(data) > MAX_BYTES:
+        raise PriceError(f"{path}: over {MAX_BYTES // 2**20} MB, not {what}")
+    return data
+
+
+def read_table(path: Path) -> PriceTable:
+    """A price table, checked (PriceError when it cannot be used)."""
+    data = read_bounded(path, "a price table")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -123,15 +151,27 @@ def parse_rows(text: str, where: str) -> list[PriceRow]:
                          f"{', '.join(missing)} (a price table has {', '.join(COLUMNS)})")
     reader.fieldnames = header
     rows: list[PriceRow] = []
-    for line, raw in enumerate(reader, start=2):
-        if len(rows) >= MAX_ROWS:
-            raise PriceError(f"{where}: more than {MAX_ROWS} rows")
+    for line, raw in csv_rows(reader, where):
         if not any((v or "").strip() for v in raw.values() if isinstance(v, str)):
             continue                                    # a blank line
         rows.append(parse_row(raw, f"{where}: row {line}"))
     if not rows:
         raise PriceError(f"{where}: no rows")
     return rows
+
+
+def csv_rows(reader: csv.DictReader, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, row) of a CSV file, at most MAX_ROWS of them (refused while reading, before the
+    next is held), each field within csv's limit (PriceError otherwise)."""
+    number = 1                                  # the header's
+    try:
+        for raw in reader:
+            number += 1
+            if number - 1 > MAX_ROWS:
+                raise PriceError(f"{where}: more than {MAX_ROWS} rows")
+            yield number, raw
+    except csv.Error as exc:                    # raised reading the row after `number`
+        raise PriceError(f"{where}: row {number + 1}: {exc}") from None
 
 
 def parse_row(raw: dict[str, str | None], where: str) -> PriceRow:
@@ -148,10 +188,7 @@ def parse_row(raw: dict[str, str | None], where: str) -> PriceRow:
     price = _price(text("Price"), f"{where}: Price")
     if price is None:
         raise PriceError(f"{where}: Price: empty (a row needs its on-demand price)")
-    count = _number_in(text("AcceleratorCount") or "0", f"{where}: AcceleratorCount")
-    if count is None or count != int(count) or count < 0:
-        raise PriceError(f"{where}: AcceleratorCount: {text('AcceleratorCount')!r} is not a "
-                         "whole number of GPUs")
+    count = gpu_count(text("AcceleratorCount"), f"{where}: AcceleratorCount")
     try:
         retrieved = datetime.date.fromisoformat(text("RetrievedAt"))
     except ValueError:
@@ -174,6 +211,18 @@ def _number_in(value: str, where: str) -> float | None:
     if not math.isfinite(number):
         raise PriceError(f"{where}: {value!r} is not a finite number")
     return number
+
+
+def gpu_count(value: str, where: str) -> int:
+    """A VM's GPUs: a whole number from 0 to MAX_GPUS (what [cost] count accepts); empty is 0."""
+    try:
+        count = float(value or "0")
+    except ValueError:
+        count = math.nan
+    if not math.isfinite(count) or count != int(count) or not 0 <= count <= MAX_GPUS:
+        raise PriceError(f"{where}: {value!r} is not a whole number of GPUs from 0 to "
+                         f"{MAX_GPUS}")
+    return int(count)
 
 
 def _price(value: str, where: str) -> float | None:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from .prices import PriceError, PriceRow
+from ..schema.cost import MAX_GPUS
+from .prices import PriceError, PriceRow, csv_rows, read_bounded
 
 SENTINEL = 700.0
 NEEDED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Region", "Price", "SpotPrice")
@@ -60,7 +63,7 @@ def read_catalog(folder: Path, date: datetime.date | None = None) -> list[PriceR
         records = list(_read_csv(path))
         schema = version or ("v8" if records and "Arch" in records[0] else "v7")
         source = f"SkyPilot catalog {schema} {cloud}/vms.csv"
-        merged = gcp_rows(records) if cloud == "gcp" else gpu_rows(records)
+        merged = gcp_rows(records, str(path)) if cloud == "gcp" else gpu_rows(records, str(path))
         rows += [PriceRow(instance, fields["vCPUs"], fields["MemoryGiB"], fields["accelerator"],
                           fields["count"], region, fields["price"], fields["spot"], cloud,
                           retrieved, source)
@@ -71,19 +74,23 @@ def read_catalog(folder: Path, date: datetime.date | None = None) -> list[PriceR
 
 
 def _read_csv(path: Path) -> Iterator[dict[str, str]]:
+    """A vms.csv's rows: a regular file within MAX_BYTES, at most MAX_ROWS rows (each refused
+    before it is read whole)."""
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle)
-            missing = [c for c in NEEDED if c not in (reader.fieldnames or [])]
-            if missing:
-                raise PriceError(f"{path}: missing column{'s' if len(missing) > 1 else ''} "
-                                 f"{', '.join(missing)} (not a SkyPilot vms.csv, v7 or v8)")
-            for raw in reader:
-                yield {k: (v or "").strip() for k, v in raw.items() if isinstance(k, str)}
-    except OSError as exc:
-        raise PriceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        text = read_bounded(path, "a SkyPilot vms.csv").decode("utf-8-sig")
     except UnicodeDecodeError:
         raise PriceError(f"{path}: not a UTF-8 text file") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        fields = reader.fieldnames or []
+    except csv.Error as exc:
+        raise PriceError(f"{path}: row 1: {exc}") from None
+    missing = [c for c in NEEDED if c not in fields]
+    if missing:
+        raise PriceError(f"{path}: missing column{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)} (not a SkyPilot vms.csv, v7 or v8)")
+    for _, raw in csv_rows(reader, str(path)):
+        yield {k: (v or "").strip() for k, v in raw.items() if isinstance(k, str)}
 
 
 def price_of(text: str, where: str) -> float | None:
@@ -95,16 +102,21 @@ def price_of(text: str, where: str) -> float | None:
         value = float(text)
     except ValueError:
         raise PriceError(f"{where}: {text!r} is not a number") from None
-    if value != value or value < 0:
+    if not math.isfinite(value) or value < 0:
         raise PriceError(f"{where}: {text!r} is not a price")
     return None if value == SENTINEL else value
 
 
-def _count(text: str) -> int:
+def _count(text: str, where: str) -> int:
+    """A row's GPUs (a fraction of one, as some clouds sell, is none); beyond what [cost]
+    accepts, or not finite, is refused."""
     try:
-        return int(float(text)) if text else 0
+        value = float(text) if text else 0.0
     except ValueError:
-        return 0
+        return 0                                    # no count: not a GPU VM
+    if not math.isfinite(value) or value > MAX_GPUS:
+        raise PriceError(f"{where}: {text!r} is not a number of GPUs from 0 to {MAX_GPUS}")
+    return int(value)
 
 
 def _number(text: str) -> float | None:
@@ -129,7 +141,7 @@ def gpu_rows(records: list[dict[str, str]], where: str = "vms.csv") -> dict[Key,
     """AWS, Azure and the other clouds: each row is a whole VM with its GPUs."""
     found: dict[Key, dict] = {}
     for n, raw in enumerate(records, start=2):
-        count = _count(raw["AcceleratorCount"])
+        count = _count(raw["AcceleratorCount"], f"{where}: row {n}: AcceleratorCount")
         if count < 1 or not raw["InstanceType"] or not raw["AcceleratorName"]:
             continue
         price = price_of(raw["Price"], f"{where}: row {n}: Price")
@@ -157,7 +169,8 @@ def gcp_rows(records: list[dict[str, str]], where: str = "gcp/vms.csv") -> dict[
     accelerators: dict[tuple[str, int, str, str], tuple[float | None, float | None]] = {}
     for n, raw in enumerate(records, start=2):
         if not raw["InstanceType"] and raw["AcceleratorName"]:
-            key = (raw["AcceleratorName"].lower(), _count(raw["AcceleratorCount"]),
+            key = (raw["AcceleratorName"].lower(),
+                   _count(raw["AcceleratorCount"], f"{where}: row {n}: AcceleratorCount"),
                    raw["Region"], raw.get("AvailabilityZone", ""))
             accelerators[key] = (price_of(raw["Price"], f"{where}: row {n}: Price"),
                                  price_of(raw["SpotPrice"], f"{where}: row {n}: SpotPrice"))

@@ -85,7 +85,8 @@ def targets(names: list[str], images_dir: Path | None = None) -> list[Target]:
     else:
         chosen = []
         for name in dict.fromkeys(names):
-            folder = images_dir / name
+            folder = image_folder(name, images_dir)
+            name = folder.name
             if folder not in known:
                 from ..errors import did_you_mean
 
@@ -95,6 +96,18 @@ def targets(names: list[str], images_dir: Path | None = None) -> list[Target]:
             chosen.append(folder)
     return [Target(folder, flavour) for folder in chosen for flavour in SOURCES
             if (folder / SOURCES[flavour]).is_file()]
+
+
+def image_folder(name: str, images_dir: Path) -> Path:
+    """The image folder a name or path gives: `numpy`, or a path to a folder of images/
+    (`images/numpy`, absolute); LockError for a path elsewhere."""
+    path = Path(name)
+    if len(path.parts) == 1 and not path.is_absolute():
+        return images_dir / name
+    if path.expanduser().resolve().parent != images_dir.resolve():
+        raise LockError(f"{name}: not a folder of {images_dir} (name an image folder, e.g. "
+                        "numpy)")
+    return images_dir / path.expanduser().resolve().name
 
 
 def flags(indexed: bool, excludes: bool) -> list[str]:

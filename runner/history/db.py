@@ -20,7 +20,8 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from ..errors import UsageError
 from ..paths import RESULTS_DIR
-from .destination import default_url, resolve
+from .. import settings
+from .destination import default_url, resolve, shown
 from .tables import metadata
 
 __all__ = ["HistoryError", "default_url", "open_history", "resolve_url", "shown"]
@@ -45,15 +46,21 @@ def _driver_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def engine_for(url: str) -> Engine:
+def engine_for(url: str, create: bool = True) -> Engine:
+    """An engine on the history at `url` (the URL judged as DL_BENCH_HISTORY_URL is); a SQLite
+    file that does not exist is made (its folder too) only where `create` (a writer: a run,
+    `history import`), else refused (UsageError)."""
     try:
+        settings.history_url(url)
         parsed = make_url(url)
-    except ArgumentError:
-        raise UsageError(f"history URL {url!r}: not an SQLAlchemy URL (sqlite:///PATH or "
-                         "postgresql://USER@HOST[:PORT]/DATABASE)") from None
-    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise UsageError(f"history URL {url!r}: use sqlite:///PATH or postgresql://…")
+    except (ValueError, ArgumentError) as exc:
+        raise UsageError(f"history URL {shown(url)!r}: expected "
+                         f"{exc if isinstance(exc, ValueError) else settings.HISTORY_URL_FORMS}"
+                         ) from None
     if parsed.get_backend_name() == "sqlite" and parsed.database:
+        if not create and not Path(parsed.database).is_file():
+            raise UsageError(f"history database {shown(url)}: no such file (a reading "
+                             "command never makes one; a run or `history import` does)")
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     try:
         engine = create_engine(_driver_url(url))
@@ -100,10 +107,14 @@ def hold_for_writing(connection: Connection) -> None:
 
 
 def foreign_tables(connection: Connection) -> list[str]:
-    """The database's tables that are not the runner's (another application's file)."""
+    """The database's tables that are not the runner's (another application's file): those of
+    other names, and those named like the runner's in a database its migrations never made
+    (no alembic_version: a `runs` of another application's)."""
+    names = [n for n in inspect(connection).get_table_names() if not n.startswith("sqlite_")]
     ours = {*metadata.tables, "alembic_version"}
-    return sorted(name for name in inspect(connection).get_table_names()
-                  if name not in ours and not name.startswith("sqlite_"))
+    if "alembic_version" not in names:
+        ours = set()
+    return sorted(name for name in names if name not in ours)
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
@@ -111,6 +122,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     transaction that no other runner's can interleave with; HistoryError when the database
     holds tables that are not the runner's (nothing is written into it then)."""
     from alembic import command
+    from alembic.util import CommandError
 
     with engine.begin() as connection:
         hold_for_writing(connection)
@@ -120,7 +132,11 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             raise HistoryError(f"it holds tables that are not the runner's "
                                f"({', '.join(others[:3])}{more}); a history needs a database "
                                "of its own")
-        command.upgrade(alembic_config(connection), revision)
+        try:
+            command.upgrade(alembic_config(connection), revision)
+        except CommandError as exc:     # an alembic_version of another application's
+            raise HistoryError(f"its schema version is not one of the runner's ({exc}); a "
+                               "history needs a database of its own") from None
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -130,23 +146,16 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def open_history(url: str) -> Engine:
-    """An engine on an up-to-date schema; HistoryError (one line) when unreachable."""
-    engine = engine_for(url)
+def open_history(url: str, create: bool = True) -> Engine:
+    """An engine on an up-to-date schema; HistoryError (one line) when unreachable. A reader
+    (`create` False) never makes a SQLite file that is not there."""
+    engine = engine_for(url, create)
     try:
         upgrade(engine)
     except (SQLAlchemyError, HistoryError) as exc:
         engine.dispose()
         raise HistoryError(f"history database {shown(url)}: {one_line(exc)}") from None
     return engine
-
-
-def shown(url: str) -> str:
-    """The URL without its password."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
 
 
 def one_line(exc: BaseException) -> str:

@@ -8,7 +8,6 @@ results folder, wherever it lies)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -35,5 +34,5 @@ def resolve(given: str | None, matrix_url: str | None, results_dir: Path,
 
 
 def shown(url: str) -> str:
-    """The URL without its password (scheme://user:***@host/...)."""
-    return re.sub(r"^([^:/]+://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    """The URL without its password (scheme://user:***@host/...): wherever a URL is shown."""
+    return settings.password_hidden(url)

@@ -13,6 +13,7 @@ import dataclasses
 import os
 
 from ..schema.matrix import Cell
+from ..worker import catalog
 from .setup import Setup
 
 
@@ -49,8 +50,9 @@ def capacity(setup: Setup, cell: Cell) -> tuple[int, str]:
 
 
 def fit_to_machine(setup: Setup, cells: list[Cell]) -> list[Cell]:
-    """The cells, those that ask for more devices than this run has made not applicable with
-    the reason (a valid matrix on a smaller machine)."""
+    """The cells, those that ask for more devices than this run has, or that cannot run on the
+    CPU where device = "auto" puts them there, made not applicable with the reason (a valid
+    matrix on a smaller machine)."""
     out = []
     for cell in cells:
         wanted = cell.axes.devices
@@ -59,5 +61,19 @@ def fit_to_machine(setup: Setup, cells: list[Cell]) -> list[Cell]:
             if wanted > most:
                 cell = dataclasses.replace(cell, not_applicable=(
                     f"devices = {wanted}, but this run has {most}: {what}"))
-        out.append(cell)
+        why = on_the_cpu_only(setup, cell)
+        out.append(dataclasses.replace(cell, not_applicable=why) if why else cell)
     return out
+
+
+def on_the_cpu_only(setup: Setup, cell: Cell) -> str | None:
+    """device = "auto" in a run without a GPU runs the cell on the CPU: what the catalog's rules
+    say of the CPU holds for it (torchao's int4 and float8 need CUDA, say), NA with the reason
+    before anything runs rather than a cell that fails."""
+    if cell.not_applicable or cell.axes["device"] != "auto" or on_gpu(setup, cell):
+        return None
+    workload = cell.user_workload.workload if cell.user_workload is not None else cell.workload
+    reason = catalog.not_applicable_reason(workload, cell.api, cell.backend,
+                                           {**cell.axes, "device": "cpu"}, cell.task,
+                                           cell.batch_size)
+    return f"{reason} (device = \"auto\", and this run has no GPU)" if reason else None

@@ -13,6 +13,7 @@ cell becomes a record with a status; only invalid input stops the run before any
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 from collections.abc import Sequence
 
@@ -31,7 +32,7 @@ from .costing import estimate_the_run, price_the_run, start_the_meter
 from .places import results_folder
 from .preparing import prepare_environments
 from .plan import make_plan
-from .recording import history_destination, write_history
+from .recording import history_destination, say_not_recorded, write_history
 from .setup import choose_setup, resolve_stacks as resolve
 from .state import Decisions, Options, RunState, Step
 
@@ -110,6 +111,7 @@ def refuse_an_empty_selection(state: RunState) -> None:
     opts, plan = state.opts, state.plan
     if opts.only and not plan.to_run and not plan.done and not plan.not_applicable:
         raise UsageError(f"--only {' '.join(opts.only)}: no cell of {state.matrix.path} matches")
+    profiles.refuse_unmatched(state)
 
 
 def plan_calibrations(state: RunState) -> None:
@@ -157,6 +159,12 @@ def stop_at_the_plan(state: RunState) -> int | None:
     not_applicable = show.not_applicable_table(state.plan)
     if not_applicable is not None:
         state.console.print(not_applicable)
+    profiled = profiles.planned(state)
+    if profiled:
+        more = f", and {len(profiled) - 10} more" if len(profiled) > 10 else ""
+        state.console.print(f"profiled after their repeats ({len(profiled)}): "
+                            + ", ".join(user_text(c.name) for c in profiled[:10]) + more,
+                            soft_wrap=True)
     return EXIT_OK
 
 
@@ -263,8 +271,11 @@ def close_and_write_reports(state: RunState) -> None:
 
     with signals_held(say) as held:
         write_final_reports(state)
-    if held and done.interrupted is None:
+    if held and done.interrupted is None:       # the manifest says so too
         done.interrupted = interruption(held[0])
+        done.manifest["interrupted"] = True
+        with signals_held(lambda signum: None), contextlib.suppress(OSError):
+            state.store.write_manifest(done.manifest)
 
 
 def write_final_reports(state: RunState) -> None:
@@ -294,8 +305,11 @@ def refuse_to_go_on_halted(state: RunState) -> None:
 def show_results(state: RunState) -> None:
     root = state.store.root
     report = state.progress.report or build_report(state.progress.manifest, [])
-    show.show_results(report, f"{state.matrix.spec.run.name} ({root})", root,
-                      state.console)
+    try:
+        show.show_results(report, f"{state.matrix.spec.run.name} ({root})", root,
+                          state.console)
+    except KeyboardInterrupt as exc:    # the tables cut short; the run still says its history
+        state.progress.interrupted = exc
 
 
 def stop_if_lost(state: RunState) -> int | None:
@@ -308,7 +322,9 @@ def stop_if_lost(state: RunState) -> int | None:
     state.console.print(f"[red]stopped:[/] {user_text(stopped.reason)}; {left} runs not "
                         f"done; continue with: {user_text(resume_line(state))}",
                         soft_wrap=True, highlight=False)
-    return EXIT_FAILED_CELLS
+    say_not_recorded(state)
+    interrupted = state.progress.interrupted
+    return EXIT_FAILED_CELLS if interrupted is None else interrupted_exit_code(interrupted)
 
 
 def resume_line(state: RunState) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..errors import user_text
+from ..errors import UsageError, user_text
 from ..executors.base import Attempt, Executor, Outcome, Prepared, write_spec
 from ..results.analysis.summaries import row_label
 from ..results.data import profiles as stored, records as record_mod
@@ -32,17 +32,34 @@ from .state import RunState
 
 def step(state: RunState) -> None:
     """A pipeline step: a profiled pass of each planned cell that `--profile-cells` or
-    [profiling] cells name, after the timed repeats."""
+    [profiling] cells name, after the timed repeats (a line when none is left to profile)."""
     profiling = state.matrix.spec.profiling
     patterns = [*state.opts.profile_cells, *profiling.cells]
     cells = cells_to_profile(state.plan.cells, state.store.records(), patterns, state.store.root,
                              state.store.ledger)
+    if patterns and not cells:
+        state.console.print("◷ profile: no cell to profile (the cells named have no ok repeat, "
+                            "run on several devices, or have a profile already)", soft_wrap=True)
     for cell in [c for c in cells if no_profiler(c)]:
         state.console.print(f"profile: {cell_label(cell.name)} not profiled: "
                             f"{user_text(str(no_profiler(cell)))}", soft_wrap=True)
     cells = [c for c in cells if not no_profiler(c)]
     run_profiles(state.setup, cells, state.progress.prepared, state.store,
                  profiling.worker_settings(), state.matrix.spec.run.seed, state.console)
+
+
+def refuse_unmatched(state: RunState, flag: str = "--profile-cells") -> None:
+    """Each pattern `flag` gives names a cell of the plan, as --only's must (UsageError)."""
+    for pattern in state.opts.profile_cells:
+        if not any(matches(cell, [pattern]) for cell in state.plan.cells):
+            raise UsageError(f"{flag} {pattern}: no cell of {state.matrix.path} matches")
+
+
+def planned(state: RunState) -> list[Cell]:
+    """The cells the plan will profile after their repeats (those that finish one ok)."""
+    patterns = [*state.opts.profile_cells, *state.matrix.spec.profiling.cells]
+    return [c for c in state.plan.cells if patterns and not c.not_applicable
+            and c.axes["devices"] == 1 and matches(c, patterns)]
 
 
 def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]],

@@ -46,17 +46,34 @@ def history_destination(state: RunState) -> tuple[str, str]:
 
 
 def write_history(state: RunState) -> None:
-    """The finished run into its history; an interrupted one is not, and the run says so and
-    how to record it."""
+    """The finished run into its history; an interrupted one is not (nor one interrupted while
+    it is recorded), and the run says so and how to record it."""
     if not state.opts.history:
         return
-    url = history_destination(state)[0]
     if state.progress.interrupted is not None:
-        state.console.print(f"[yellow]! history: not recorded (the run was interrupted); its "
-                            "--resume records it, or record the run as it is: "
-                            f"{user_text(history_import_command(state.store.root, url))}[/]",
-                            soft_wrap=True)
+        say_not_recorded(state, "the run was interrupted")
         return
-    from ..history.record import record_finished_run
+    from ..history import record
 
-    record_finished_run(state.store.root, url, state.console)
+    try:
+        record.record_finished_run(state.store.root, history_destination(state)[0],
+                                   state.console)
+    except KeyboardInterrupt as exc:    # its transaction rolled back: nothing half recorded
+        state.progress.interrupted = exc
+        say_not_recorded(state, "the run was interrupted while it was recorded")
+
+
+STOPPED = {"budget": "the run stopped at its budget", "max_hours": "the run stopped at its hours"}
+
+
+def say_not_recorded(state: RunState, why: str | None = None) -> None:
+    """That the run is not in its history, why (default: how it stopped), and the command that
+    records it as it is."""
+    if not state.opts.history:
+        return
+    stopped = state.progress.stopped
+    why = why or STOPPED.get(stopped.by if stopped is not None else "",
+                             "the run stopped: its executor was lost")
+    command = history_import_command(state.store.root, history_destination(state)[0])
+    state.console.print(f"[yellow]! history: not recorded ({why}); its --resume records it, or "
+                        f"record the run as it is: {user_text(command)}[/]", soft_wrap=True)

@@ -11,6 +11,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_v
 from .values import Strict, no_control
 
 PRICINGS = ("on_demand", "spot")
+MAX_GPUS = 1024                 # a VM's GPUs: [cost] count, and a price table's AcceleratorCount
 
 
 class CostSettings(Strict):
@@ -19,7 +20,7 @@ class CostSettings(Strict):
     # ... or its GPUs: the table's AcceleratorName ("A100", "A100-80GB", "H100", "H200") and
     # how many the VM has (default 1); the cheapest matching row is taken.
     accelerator: str | None = Field(None, min_length=1, max_length=50)
-    count: PositiveInt | None = Field(None, le=1024)
+    count: PositiveInt | None = Field(None, le=MAX_GPUS)
     provider: str | None = Field(None, min_length=1, max_length=50)    # aws | gcp | azure | …
     region: str | None = Field(None, min_length=1, max_length=100)
     pricing: Literal["on_demand", "spot"] = "on_demand"

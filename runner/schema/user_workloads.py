@@ -186,8 +186,9 @@ def check_options(defaults: dict[str, Any], strings: set[str], where: str, file:
                              f"{name!r} in its code: the file and the modules it imports)")
 
 
-def check_module_names(sources: dict[str, bytes], where: str) -> None:
-    """Module names the worker can import without shadowing anything it imports itself."""
+def check_module_names(sources: dict[str, bytes], where: str, own: str) -> None:
+    """Module names the worker can import without shadowing anything it imports itself (`own`:
+    the workload's file, named as itself; the others are modules beside it)."""
     for name in sources:
         stem = name[:-3]
         if not stem.isidentifier():
@@ -198,7 +199,8 @@ def check_module_names(sources: dict[str, bytes], where: str) -> None:
             what = "shares its name with a standard-library module"
         else:
             continue
-        raise ValueError(f"{where}.file: {name} beside it {what}; rename it")
+        which = "the workload's file" if name == own else f"{name}, a module beside it,"
+        raise ValueError(f"{where}.file: {which} {what} ({stem}); rename it")
 
 
 def read(name: str, file: str, tasks: tuple[str, ...], defaults: dict[str, Any],
@@ -220,7 +222,7 @@ def read_checked(name: str, file: str, tasks: tuple[str, ...], defaults: dict[st
     # Resolved: a link's target is the code, and the modules beside the target its folder.
     path = (path if path.is_absolute() else base / path).resolve()
     sources, trees = read_code(path, file, f"{where}.file")
-    check_module_names(sources, where)
+    check_module_names(sources, where, path.name)
     names = defined_names(trees[path.name])
     found = api_tasks(names, tasks)
     check_functions(names, tasks, where, file, found)

@@ -97,7 +97,9 @@ def parse(path: Path, source: bytes, where: str, importer: str | None = None) ->
     try:
         return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise ValueError(f"{where}: {name} line {exc.lineno}: not Python: {exc.msg}") from None
+        # An encoding or a NUL byte is no line's (lineno 0 or None): the file is named alone.
+        line = f" line {exc.lineno}" if exc.lineno else ""
+        raise ValueError(f"{where}: {name}{line}: not Python: {exc.msg}") from None
     except ValueError as exc:                       # NUL bytes
         raise ValueError(f"{where}: {name}: not Python: {exc}") from None
     except (RecursionError, MemoryError):           # 20 000 unary minus signs: the parser's stack

@@ -139,7 +139,7 @@ def show_settings(console: Console) -> None:
         console.print("[bold]settings:[/] none of the runner's variables is set (defaults)",
                       soft_wrap=True)
     for setting, text in here:
-        console.print(f"[bold]setting:[/] {setting.name}={user_text(text)} ({user_text(setting.meaning)})",
+        console.print(f"[bold]setting:[/] {setting.name}={user_text(setting.shown(text))} ({user_text(setting.meaning)})",
                       soft_wrap=True, highlight=False)
 
 

@@ -18,21 +18,12 @@ from runner import cli
 from runner.results.data import profiles
 from runner.results.data.ledger import LEDGER, Ledger, declaration, digest
 from runner.results.data.store import Store
-from tests.hostile.test_hostile_runs import hostile_matrix, no_process_left_behind  # noqa: F401
+from tests.hostile.test_hostile_round4 import no_host_history_url  # noqa: F401
+from tests.hostile.test_hostile_runs import (hostile_matrix, main,  # noqa: F401
+                                             no_process_left_behind)
 
 MATRIX = hostile_matrix(1.0, calibrate=True, profile="smoke",
                         tables={"profiles": {"smoke": {"size": "tiny", "repeats": 2}}})
-
-
-@pytest.fixture(autouse=True)
-def no_host_history_url(monkeypatch):
-    monkeypatch.delenv("DL_BENCH_HISTORY_URL", raising=False)
-
-
-def main(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def lines_of(run: Path) -> list[dict]:
@@ -180,7 +171,8 @@ def test_profiles_are_noted_in_the_runs_ledger_and_verified_on_read(tmp_path):
     store = Store.create("profiled", tmp_path)
     store.write_manifest({"schema": 1, "name": "profiled", "ledger": declaration()})
     try:
-        profile = {"cell_id": "c1", "cell_name": "x", "status": "failed"}
+        profile = {"cell_id": "c1", "cell_name": "x", "environment": "host", "row": "r",
+                   "workload": "selftest", "task": "run", "batch_size": 1, "status": "failed"}
         profiles.write_profile(store.root, "c1", profile, None, None, store.ledger)
         profile["status"] = "ok"                                    # made again: no refusal
         profiles.write_profile(store.root, "c1", profile, {"rows": []}, b"\x1f\x8b", store.ledger)

@@ -7,44 +7,13 @@ run in this interpreter (NumPy's selftest, profiled by cProfile), so nothing is 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
-
-from runner import cli
 from runner.executors.base import note_in_log
-from tests.hostile.test_hostile_runs import hostile_matrix, no_process_left_behind  # noqa: F401
-
-MATRIX = hostile_matrix(1.0, repeats=1)
-
-
-def main(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture(autouse=True)
-def no_host_history_url(monkeypatch):
-    monkeypatch.delenv("DL_BENCH_HISTORY_URL", raising=False)
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("linked")
-    (folder / "matrix.toml").write_text(MATRIX)
-    assert cli.main([str(folder / "matrix.toml"), "--results-dir", str(folder / "results")]) == 0
-    (run,) = (folder / "results" / "hostile").iterdir()
-    return run
-
-
-@pytest.fixture
-def run_copy(finished_run, tmp_path) -> Path:
-    target = tmp_path / "results" / "hostile" / finished_run.name
-    shutil.copytree(finished_run, target, symlinks=True)
-    (target / ".lock").unlink(missing_ok=True)
-    return target
+from tests.hostile.test_hostile_round4 import no_host_history_url  # noqa: F401
+# A real run (2 selftest cells × 2 repeats) and a copy of it to tamper with.
+from tests.hostile.test_hostile_runs import (finished_run, main,  # noqa: F401
+                                             no_process_left_behind, run_copy)
 
 
 def cell_id(run: Path) -> str:

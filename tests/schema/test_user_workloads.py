@@ -145,12 +145,14 @@ def test_a_workload_may_not_take_a_built_in_name_or_shadow_a_framework(tmp_path,
     assert run_cli(user_matrix(tmp_path, matrix), "--dry-run")[0] == 0   # not imported: no code
     workload_file(tmp_path / "bench", "import torch\n" + STEP)
     line = assert_one_line_exit_2(*run_cli(user_matrix(tmp_path, matrix))[::2])
-    assert "torch.py beside it shares its name with a package the worker imports" in line
+    assert "torch.py, a module beside it, shares its name with a package the worker " \
+        "imports (torch)" in line
     (tmp_path / "bench" / "torch.py").unlink()
     workload_file(tmp_path / "bench", "x = 1\n", name="json.py")
     workload_file(tmp_path / "bench", "import json\n" + STEP)
     line = assert_one_line_exit_2(*run_cli(user_matrix(tmp_path, matrix))[::2])
-    assert "json.py beside it shares its name with a standard-library module" in line
+    assert "json.py, a module beside it, shares its name with a standard-library " \
+        "module (json)" in line
     (tmp_path / "bench" / "json.py").unlink()
     # A broken script beside the workload that it does not import is no part of it; a module
     # it imports (in a function too, and what that one imports) is, and says so.

@@ -22,8 +22,10 @@ from typing import Any
 from ...paths import folder_in_run
 from ...worker.profiling.categories import CATEGORIES, category
 from ...worker.protocol import atomic_target, json_text
+from . import schemas
 from .ledger import Ledger
-from .store import read_file
+from .store import describe_os_error, read_file
+from .types import MAX_FIGURE
 
 PROFILES = "profiles"
 SCHEMA = 1
@@ -121,51 +123,86 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def read_profiles(root: Path, ledger: Ledger | None = None
                   ) -> tuple[list[dict[str, Any]], list[str]]:
     """Every profile of a run with its kernels table (profile["kernels"]), and a line for each
-    that could not be read or is not what the runner wrote (its `ledger`, where given)."""
+    that could not be used: unreadable, not a valid profile (schemas.ProfileModel), a figure
+    of its table not finite or beyond any measurement, or not what the runner wrote (its
+    `ledger`, where given). A bad one is named and left out, as a record is."""
     found, problems = [], []
     base = Path(root) / PROFILES
     for folder in sorted(base.iterdir()) if base.is_dir() else []:
         path = folder / PROFILE_FILE
         if folder.is_symlink() or not path.is_file():
             continue
-        try:
-            raw = read_file(path)
-            kernels_path = folder / KERNELS_FILE
-            kernels_raw = read_file(kernels_path) if kernels_path.is_file() else None
-        except OSError as exc:
-            problems.append(f"{path}: {exc}")
-            continue
-        changed = ledger is not None and next(filter(None, (
-            ledger.problem(f"{PROFILES}/{folder.name}/{file.name}", data)
-            for file, data in ((path, raw), (folder / KERNELS_FILE, kernels_raw))
-            if data is not None)), None)
-        if changed:
-            problems.append(f"{path}: {changed}")
-            continue
-        try:
-            profile = json.loads(raw)
-            kernels = clean_kernels(json.loads(kernels_raw)) if kernels_raw is not None else None
-        except ValueError as exc:
-            problems.append(f"{path}: {exc}")
-            continue
-        if not isinstance(profile, dict):
-            problems.append(f"{path}: not a profile")
-            continue
-        found.append({**profile, "kernels": kernels, "folder": f"{PROFILES}/{folder.name}"})
+        profile, problem = read_profile(folder, ledger)
+        if profile is None:
+            problems.append(f"{path}: {problem}")
+        else:
+            found.append(profile)
     return found, problems
+
+
+def read_profile(folder: Path, ledger: Ledger | None) -> tuple[dict[str, Any] | None, str | None]:
+    """(profile with its kernels, None), or (None, why it cannot be used)."""
+    try:
+        raw = read_file(folder / PROFILE_FILE)
+        kernels_path = folder / KERNELS_FILE
+        kernels_raw = read_file(kernels_path) if kernels_path.is_file() else None
+    except OSError as exc:
+        return None, describe_os_error(exc)
+    changed = ledger is not None and next(filter(None, (
+        ledger.problem(f"{PROFILES}/{folder.name}/{name}", data)
+        for name, data in ((PROFILE_FILE, raw), (KERNELS_FILE, kernels_raw))
+        if data is not None)), None)
+    if changed:
+        return None, changed
+    try:
+        profile = schemas.parse_json(raw)
+        kernels = schemas.parse_json(kernels_raw) if kernels_raw is not None else None
+    except ValueError as exc:
+        return None, f"not valid JSON ({exc})"
+    problem = schemas.profile_problem(profile) or (
+        None if kernels is None else figures_problem(kernels))
+    if problem:
+        return None, problem
+    return {**profile, "kernels": clean_kernels(kernels) if kernels is not None else None,
+            "folder": f"{PROFILES}/{folder.name}"}, None
+
+
+# The figures of a kernels table, where they are: each a number from 0 to MAX_FIGURE.
+TABLE_FIGURES = ("steps", "step_ms", "device_busy_us", "device_idle_pct", "launches_per_step",
+                 "rows_dropped")
+STEP_FIGURES = ("step", "ms", "busy_us", "idle_pct", "launches")
+ROW_FIGURES = ("count_per_step", "us_per_step", "pct")
+
+
+def figures_problem(raw: Any) -> str | None:
+    """kernels.json: the first figure that is not finite, negative or beyond any measurement
+    (None: every one is a figure, or absent)."""
+    if not isinstance(raw, dict):
+        return f"{KERNELS_FILE}: expected a JSON object, got {type(raw).__name__}"
+    places: list[tuple[str, Any, tuple[str, ...]]] = [("", raw, TABLE_FIGURES),
+                                                       ("categories.", raw.get("categories"),
+                                                        CATEGORIES)]
+    lists: tuple[tuple[str, tuple[str, ...]], ...] = (("per_step", STEP_FIGURES),
+                                                      ("rows", ROW_FIGURES))
+    for name, figures in lists:
+        items = raw.get(name)
+        places += [(f"{name}[{i}].", item, figures)
+                   for i, item in enumerate(items if isinstance(items, list) else [])]
+    for where, table, figures in places:
+        for key in figures if isinstance(table, dict) else ():
+            value = table.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                    not 0 <= value <= MAX_FIGURE:       # NaN too: it compares false
+                return f"{KERNELS_FILE}: {where}{key}: {value!r:.40} is not a figure from 0 " \
+                       f"to {MAX_FIGURE:g}"
+    return None
 
 
 def has_profile(root: Path, cell_id: str, ledger: Ledger | None = None) -> bool:
     """Whether the cell has a finished profile (a resumed run or `profile` does not redo it),
-    as the runner wrote it (its `ledger`, where given: a changed one is made again)."""
-    path = profile_dir(root, cell_id) / PROFILE_FILE
-    try:
-        raw = read_file(path)
-        if ledger is not None and ledger.problem(f"{PROFILES}/{cell_id}/{PROFILE_FILE}", raw):
-            return False
-        return json.loads(raw).get("status") == "ok"
-    except (OSError, ValueError, AttributeError):
-        return False
+    valid and as the runner wrote it (its `ledger`, where given): a bad one is made again."""
+    profile, _ = read_profile(profile_dir(root, cell_id), ledger)
+    return profile is not None and profile["status"] == "ok"
 
 
 def read_trace(path: Path) -> dict[str, Any]:

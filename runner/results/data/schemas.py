@@ -15,7 +15,7 @@ import math
 import operator
 import types
 import typing
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 from collections.abc import Mapping
 
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_model,
@@ -57,11 +57,9 @@ class _Data(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
 
-class _RecordChecks(_Data):
-    # Two of the record's fields (RecordModel adds every field of RECORD_FIELDS) the checks
-    # below read, declared here so they can name them.
-    status: str
-    samples_ms: Any = None
+class _Names(_Data):
+    """The names a record or a profile shows, checked as the matrix checks them."""
+
     @field_validator("environment", check_fields=False)
     @classmethod
     def _safe_environment(cls, value: str) -> str:
@@ -79,6 +77,13 @@ class _RecordChecks(_Data):
         if not value or any(not c.isprintable() for c in value):
             raise ValueError(f"{value[:40]!r}: empty, or holds a control character")
         return value
+
+
+class _RecordChecks(_Names):
+    # Two of the record's fields (RecordModel adds every field of RECORD_FIELDS) the checks
+    # below read, declared here so they can name them.
+    status: str
+    samples_ms: Any = None
 
     @field_validator("extra", check_fields=False)
     @classmethod
@@ -158,6 +163,40 @@ def record_of(fields: Mapping[str, Any]) -> Record:
     None where `fields` has none. Its values are the spec's and the worker's, whose result was
     validated first (records.worker_problem); the host then sets its own fields, typed."""
     return cast(Record, {k: fields.get(k) for k in RECORD_FIELDS})
+
+
+# --- profile -----------------------------------------------------------------------------------
+
+StepTime = Annotated[float, Field(ge=0.0, le=MAX_SAMPLE_MS)]     # a step: 0 to a week, in ms
+
+
+class ProfileModel(_Names):
+    """profile.json of a profiled pass (results/data/profiles.py writes it): what the report
+    and `profile diff` read of it, its times finite and within a week."""
+
+    schema_: Literal[1] = Field(1, alias="schema")
+    status: Literal["ok", "failed"]
+    cell_id: str
+    cell_name: str
+    environment: str
+    workload: str
+    task: str
+    batch_size: Annotated[int, Field(gt=0)]
+    row: str
+    error: str | None = None
+    source: str | None = None
+    device: str | None = None
+    log: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    timed_median_ms: StepTime | None = None
+    profiled_step_ms: StepTime | None = None
+    step_ms: list[StepTime | None] = Field(default_factory=list)
+    profile_overhead: Annotated[float, Field(ge=0.0, le=MAX_FIGURE)] | None = None
+    wall_s: Annotated[float, Field(ge=0.0, le=MAX_FIGURE)] | None = None
+
+
+def profile_problem(data: Any) -> str | None:
+    return problem_of(ProfileModel, data)
 
 
 # --- manifest ---------------------------------------------------------------------------------

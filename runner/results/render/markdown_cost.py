@@ -11,7 +11,7 @@ from typing import Any
 from ...cost.prices import stale_note
 from ..analysis import cost
 from ..analysis.report_model import ReportModel, TableView
-from ..formatting import best_text, cell_text, comparable_values, fmt, usd
+from ..formatting import best_text, cell_text, comparable_values, fmt, md_text, usd
 
 TABLES = (("usd_per_1k_items", "USD per 1,000 items (the time per step × the per-GPU price ÷ "
            "the items a step processes; 95 % interval from the time's)"),
@@ -23,7 +23,7 @@ TABLES = (("usd_per_1k_items", "USD per 1,000 items (the time per step × the pe
 
 def priced_table(view: TableView, key: str) -> list[str]:
     environments, rows, grid = view.environments, view.rows, view.grid
-    lines = ["| Workload (task) | Batch size | " + " | ".join(environments) + " |",
+    lines = ["| Workload (task) | Batch size | " + " | ".join(map(md_text, environments)) + " |",
              "|---|---:|" + "---:|" * len(environments)]
     for label, batch in rows:
         cells: list[Mapping[str, Any] | None] = [grid.get((label, batch, e))
@@ -40,7 +40,7 @@ def priced_table(view: TableView, key: str) -> list[str]:
             elif s is not None and s["status"] == "ok":
                 text = "–"
             texts.append(text)
-        lines.append(f"| {label} | {batch} | " + " | ".join(texts) + " |")
+        lines.append(f"| {md_text(label)} | {batch} | " + " | ".join(texts) + " |")
     return lines
 
 
@@ -67,12 +67,13 @@ def cost_section(model: ReportModel) -> list[str]:
     if price is None:
         return []
     out = ["## Cost (list-price estimates; lower is better; best in bold)", "",
-           f"Every figure: {cost.label(price)}. A list price, not a bill: discounts, "
+           # The price table's strings (instance, region, provider, file, date) are a user's.
+           f"Every figure: {md_text(cost.label(price))}. A list price, not a bill: discounts, "
            "storage and network are not in it.", ""]
     stale = stale_note(price.get("retrieved_at")) if price.get("source") == "price table" \
         else None
     if stale:
-        out += [f"**Warning:** {stale}.", ""]
+        out += [f"**Warning:** {md_text(stale)}.", ""]
     for key, title in TABLES:
         if any(s.get(key) is not None for s in summaries):
             out += [f"{title}:", "", *priced_table(model.cells_table, key), ""]
