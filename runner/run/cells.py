@@ -32,7 +32,7 @@ from ..schema.user_workloads import STAGED
 from ..version import runner_version
 from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec, UserWorkloadEntry
 from . import devices, scheduling
-from .block_sizes import BlockSizes
+from .block_sizes import BlockSizes, HandedBlocks
 from .console import calibration_line, calibration_summary, cell_line
 from .displays import calibration_display
 from .pace import Pace
@@ -88,12 +88,15 @@ def user_workload_entry(cell: Cell) -> UserWorkloadEntry | None:
 
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
               console: Console, pace: Pace | None = None,
-              calls_per_sample: int | None = None) -> None:
+              calls_per_sample: int | None = None,
+              handed: HandedBlocks | None = None) -> None:
     """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time); with a
     pace, each line says [k/N] and the expected finish, each record its `usd`, and a cap
-    (--budget, --max-hours) stops the run before a cell × repeat (RunStopped, by the cap)."""
+    (--budget, --max-hours) stops the run before a cell × repeat (RunStopped, by the cap).
+    handed: another run's block sizes by cell name (--blocks-from)."""
     lanes = scheduling.Lanes(setup.lanes()[0], console)
-    blocks = BlockSizes(store.records(), plan.to_run, calls_per_sample)
+    blocks = BlockSizes(store.records(), plan.to_run, calls_per_sample,
+                        handed.sizes if handed else None)
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> Record:
         source = setup.source_of(entry.cell)

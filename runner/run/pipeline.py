@@ -170,6 +170,8 @@ def start_run(state: RunState) -> None:
     state.console.print(f"run folder: {user_text(str(store.root))}", soft_wrap=True)
     state.progress.manifest = manifest_mod.opening_manifest(
         matrix, state.plan, state.setup, store, state.progress.prepared, bool(state.opts.resume))
+    if state.opts.blocks_from is not None:
+        manifest_mod.add_blocks_from(state.progress.manifest, state.opts.blocks_from)
     show.announce_machine(state.progress.manifest, state.console)
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran
@@ -211,7 +213,7 @@ def calibrate(state: RunState) -> None:
 def run_planned_cells(state: RunState) -> None:
     run_cells(state.setup, state.plan, state.progress.prepared, state.store,
               state.matrix.spec.run.seed, state.console, state.progress.pace,
-              state.opts.calls_per_sample)
+              state.opts.calls_per_sample, state.opts.blocks_from)
 
 
 MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells, profiles.step)

@@ -23,6 +23,7 @@ from ..results.analysis.report_model import ReportModel
 from ..results.data.store import Store
 from ..results.data.types import CellSummary, Manifest
 from ..schema.matrix import Cell, Matrix
+from .block_sizes import HandedBlocks
 from .cells import RunStopped
 from .pace import Pace
 from .plan import Plan
@@ -52,6 +53,8 @@ class Options:
     # Every cell's block size, handed to every repeat instead of calibrated (bisect: the good
     # end's, so that each step times the same block and compares like with like).
     calls_per_sample: int | None = None
+    # --blocks-from RUN_A: each cell's block size from A's same cell (compare like with like).
+    blocks_from: HandedBlocks | None = None
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,7 @@ class Manifest(TypedDict, total=False):
     interrupted: bool
     stopped: str
     reproduces: str
+    blocks_from: dict[str, Any]      # --blocks-from: {run, cells}
     resumed: list[dict[str, Any]]    # each resume: when, with which executor
     cost: dict[str, Any] | None      # price, estimate, caps, what it spent (runner/cost/)
     stopped_by: str                  # "budget" | "max_hours": a cap stopped the run
