@@ -11,8 +11,10 @@ expected and high wall time of each part, and where each figure came from.
 - the calibration: none for a peak the machine's cache holds; else the time the cache recorded
   for it, else a default.
 
-The run's total is the builds, then the calibration, then the cells spread over its lanes. The
-interval is wide on purpose: it says how much the figure can be trusted, not a statistic."""
+The run's total is the builds, then the calibration, then the cells packed into its lanes as
+the scheduler runs them (packed: in plan order, a data-parallel cell holding its devices' lanes
+at once, a CPU cell on a GPU host all of them). The interval is wide on purpose: it says how
+much the figure can be trusted, not a statistic."""
 
 from __future__ import annotations
 
@@ -98,6 +100,7 @@ class Estimate:
     calibration: Span
     lanes: int
     sources: dict[str, Counter] = field(default_factory=dict)   # part → source → count
+    widths: dict[str, int] = field(default_factory=dict)        # entry key → lanes it holds
 
     @property
     def total(self) -> Span:
@@ -118,6 +121,26 @@ def _span(span: Span) -> dict[str, float]:
 
 def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
+
+
+def packed(jobs: Sequence[tuple[Span, int]], lanes: int) -> Span:
+    """The wall time of `jobs` ((one process's span, the lanes it holds) in plan order) run as
+    scheduling.Lanes runs them: each starts once as many lanes as it holds are free, never
+    before the one planned ahead of it (the first waiting entry holds the others back, so a
+    wide cell is never starved)."""
+    return Span(*(_makespan([(getattr(span, part), width) for span, width in jobs], lanes)
+                  for part in ("low", "expected", "high")))
+
+
+def _makespan(jobs: Sequence[tuple[float, int]], lanes: int) -> float:
+    free = [0.0] * max(1, lanes)        # when each lane is next free
+    floor = 0.0                         # when the job before started: none starts earlier
+    for seconds, width in jobs:
+        width = min(max(1, width), len(free))
+        free.sort()
+        floor = max(floor, free[width - 1])
+        free[:width] = [floor + seconds] * width
+    return max(free)
 
 
 def device_ratio(past: Sequence[PastCell], here: str | None, there: str | None) -> float | None:
@@ -194,9 +217,10 @@ def estimate(entries: Sequence[Any], device_of: Callable[[Any], str | None],
              past: Sequence[PastCell] | None, family: Callable[[str], str],
              builds: Sequence[Build] = (), logs: Sequence[tuple[float, int | None]] = (),
              calibrations: Sequence[tuple[bool, float | None]] = (), lanes: int = 1,
-             gpu: bool = False) -> Estimate:
+             gpu: bool = False, width: Callable[[Any], int] = lambda cell: 1) -> Estimate:
     """The run's estimate: `entries` (plan entries: .cell, .key) to run; `calibrations`: per
-    calibration run, (its peak cached, the time it took last); `gpu`: the run has a GPU."""
+    calibration run, (its peak cached, the time it took last); `gpu`: the run has a GPU;
+    `width`: the lanes a cell holds at once (run/devices.py width)."""
     sources: dict[str, Counter] = {"cells": Counter(), "builds": Counter(),
                                    "calibration": Counter()}
     per_cell: dict[str, tuple[Span, str]] = {}
@@ -217,6 +241,7 @@ def estimate(entries: Sequence[Any], device_of: Callable[[Any], str | None],
         span, source = calibration_span(cached, last_s, gpu)
         calibrated.append(span)
         sources["calibration"][source] += 1
-    cells = total(list(spans.values())).scaled(1.0 / max(1, lanes))
-    return Estimate(spans, cells, total(built), total(calibrated), max(1, lanes), sources)
+    widths = {entry.key: width(entry.cell) for entry in entries}
+    cells = packed([(spans[key], widths[key]) for key in spans], lanes)
+    return Estimate(spans, cells, total(built), total(calibrated), max(1, lanes), sources, widths)
 

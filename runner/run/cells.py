@@ -104,7 +104,8 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         record = run_entry(executor, entry, prepared[source.key], store, seed,
                            lane=lane, stop=lanes.stop, on_status=show,
                            calls_per_sample=blocks.size(entry.cell),
-                           usd_per_s=pace.usd_per_s() if pace else None)
+                           usd_per_s=pace.usd_per_s(devices.width(setup, entry.cell))
+                           if pace else None)
         stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
         return record
 
@@ -197,7 +198,8 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
     (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
     calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes);
-    usd_per_s: the per-GPU share of the VM's price, which makes the record's `usd`."""
+    usd_per_s: the share of the VM's price the cell's GPUs make (the per-GPU share × its
+    devices on a GPU), which makes the record's `usd`."""
     check_free_disk(store)
     placement = lane.placement()
     adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))

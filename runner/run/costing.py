@@ -17,7 +17,7 @@ from ..cost.pricing import RunPrice
 from ..errors import UsageError, user_text
 from ..machine import hostinfo
 from ..results.formatting import usd
-from . import manifest as manifest_mod
+from . import devices, manifest as manifest_mod
 from .pace import Pace, duration_text
 from .state import RunState
 
@@ -61,7 +61,7 @@ def estimate_the_run(state: RunState) -> None:
     from .preparing import packages_of
 
     setup, plan = state.setup, state.plan
-    devices = {d: device_key(d) for d in {c.axes["device"] for c in plan.cells}}
+    models = {d: device_key(d) for d in {c.axes["device"] for c in plan.cells}}
     past = past_cells(history_destination(state)[0])
     builds = [Build(s.label, setup.executor_for(s).is_ready(s), packages_of(setup, s))
               for s in state.sources]
@@ -72,9 +72,11 @@ def estimate_the_run(state: RunState) -> None:
         cached = not state.opts.recalibrate and cache.get(lock, cell.id) is not None
         calibrations.append((cached, cache.last_wall_s(cell.id)))
     found = estimate_mod.estimate(
-        plan.to_run, lambda cell: devices[cell.axes["device"]], past,
+        plan.to_run, lambda cell: models[cell.axes["device"]], past,
         lambda name: state.matrix.spec.workload(name).family, builds, venvs.build_logs(),
-        calibrations, lanes=len(setup.lanes()[0]), gpu=setup.gpu)
+        calibrations, lanes=len(setup.lanes()[0]), gpu=setup.gpu,
+        width=lambda cell: len(setup.lanes()[0]) if setup.alone(cell)
+        else devices.width(setup, cell))
     state.decide(estimate=found)
     for line in estimate_lines(found, state.decisions.price, state.decisions.budget,
                                state.opts.max_hours):

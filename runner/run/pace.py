@@ -55,9 +55,10 @@ class Pace:
     def spent_usd(self) -> float | None:
         return self.price.vm_usd_for(self.spent_s()) if self.price else None
 
-    def usd_per_s(self) -> float | None:
-        """A record's rate: the per-GPU share of the VM's price, per second (one GPU a cell)."""
-        return self.price.per_gpu_usd_per_hour / 3600.0 if self.price else None
+    def usd_per_s(self, gpus: int = 1) -> float | None:
+        """A record's rate: the share of the VM's price per second that the cell's `gpus` make
+        (a data-parallel cell holds its devices' lanes: run/devices.py width)."""
+        return self.price.per_gpu_usd_per_hour / 3600.0 * gpus if self.price else None
 
     def expected(self, entry: Entry) -> Span:
         spans = self.estimate.entries if self.estimate else {}
@@ -66,11 +67,17 @@ class Pace:
     def lanes(self) -> int:
         return self.estimate.lanes if self.estimate else 1
 
+    def run_s(self, entry: Entry) -> float:
+        """What the entry adds to the run's wall time: its process's estimate × the share of
+        the lanes it holds (an 8-device cell on 8 lanes: all of its time)."""
+        width = self.estimate.widths.get(entry.key, 1) if self.estimate else 1
+        return self.expected(entry).expected * min(width, self.lanes()) / self.lanes()
+
     def left_s(self, after: Entry | None = None) -> float:
         """The estimate of the entries not finished yet (from `after` on), over the lanes."""
         keys = set(self.finished)
         todo = self.entries[self.entries.index(after):] if after in self.entries else self.entries
-        return sum(self.expected(e).expected for e in todo if e.key not in keys) / self.lanes()
+        return sum(self.run_s(e) for e in todo if e.key not in keys)
 
     def record_spending(self) -> None:
         """The manifest's running figures (written with it: every write carries them)."""
@@ -84,7 +91,7 @@ class Pace:
         if self.first_cell is None:
             self.first_cell = self.clock()
         self.record_spending()
-        next_s = self.expected(entry).expected / self.lanes()
+        next_s = self.run_s(entry)
         spent_s, name = self.spent_s(), f"{entry.cell.name} r{entry.repeat}"
         rest_s = self.left_s(entry)
         if self.budget is not None and self.price is not None:
@@ -123,8 +130,7 @@ class Pace:
         if left <= 0 or self.estimate is None:
             return count
         pace = 1.0
-        done_expected = sum(self.expected(e).expected for e in self.entries
-                            if e.key in set(self.finished)) / self.lanes()
+        done_expected = sum(self.run_s(e) for e in self.entries if e.key in set(self.finished))
         if self.first_cell is not None and done_expected > 0:
             taken = self.clock() - self.first_cell
             pace = min(MAX_PACE, max(MIN_PACE, taken / done_expected))

@@ -293,8 +293,9 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     # host
     "returncode": ("host", "worker exit code (null when killed on timeout)"),
     "wall_s": ("host", "wall time of the whole worker process or container, s"),
-    "usd": ("host", "what the process cost at list price: wall_s × the per-GPU share of the "
-            "[cost] VM's price per hour (a list-price estimate, USD; null without [cost])"),
+    "usd": ("host", "what the process cost at list price: wall_s × the GPUs the cell holds (its "
+            "devices on a GPU, else one share) × the per-GPU share of the [cost] VM's price per "
+            "hour (a list-price estimate, USD; null without [cost])"),
     "log": ("host", "log file of this cell × repeat, relative to the run folder"),
     "median_ms": ("host", "median of samples_ms"),
     "mean_ms": ("host", "mean of samples_ms"),

@@ -1,7 +1,8 @@
 """Dollars, from what the records already hold and the price the run's manifest names
 (manifest["cost"]["price"], runner/cost/pricing.py): a cell's steady-state cost per item, per
-million generated tokens, per epoch and per image at the per-GPU share of the VM's list price,
-with intervals carried from the time's; sentences for the findings; what a comparison of two
+million generated tokens, per epoch and per image at the share of the VM's list price its GPUs
+make (gpus_held: a data-parallel cell on 8 GPUs pays for 8), with intervals carried from the
+time's; sentences for the findings; what a comparison of two
 runs says in price. Every figure is a list-price estimate with the table's date. Cost never
 decides a verdict: faster and slower stay the time's."""
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..data.types import CellSummary, Record
 from ..formatting import fmt, usd
+from .peaks import ran_on_gpu
 
 KEYS = ("usd", "usd_per_1k_items", "usd_per_1k_items_low", "usd_per_1k_items_high",
         "usd_per_1m_tokens", "usd_per_epoch", "usd_per_image")
@@ -26,20 +28,38 @@ def price_of(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def per_second(price: Mapping[str, Any] | None) -> float | None:
-    """USD per second of one GPU's share of the VM (a cell holds one)."""
+    """USD per second of one GPU's share of the VM."""
     if not price:
         return None
     return float(price["per_gpu_usd_per_hour"]) / 3600.0
 
 
+def gpus_held(cell: Mapping[str, Any]) -> int:
+    """The GPUs a cell (a record or a summary) holds while it runs, as the scheduler gives them
+    (run/devices.py width): its `devices` when it computes on GPUs, else one share (a CPU cell
+    runs on one lane)."""
+    on_gpu = cell["on_gpu"] if "on_gpu" in cell else ran_on_gpu(cell)
+    devices = cell.get("devices")
+    return int(devices) if on_gpu and isinstance(devices, int) and devices > 1 else 1
+
+
 def figures(summary: Mapping[str, Any], records: Sequence[Record],
             price: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A cell's cost figures (every key, None where it does not apply)."""
+    """A cell's cost figures (every key, None where it does not apply): each at the share of
+    the VM its GPUs make (gpus_held), the processes' `usd` from their wall time at that rate
+    (the records' own `usd` without a price)."""
     out: dict[str, Any] = dict.fromkeys(KEYS)
     spent = [r["usd"] for r in records if r.get("usd") is not None]
     out["usd"] = sum(spent) if spent else None
-    rate = per_second(price)
-    if rate is None or summary.get("status") != "ok":
+    per_gpu = per_second(price)
+    if per_gpu is None:
+        return out
+    rate = per_gpu * gpus_held(summary)
+    walls = [(gpus_held(r), float(wall)) for r in records
+             if (wall := r.get("wall_s")) is not None and r.get("status") != "not_applicable"]
+    if walls:
+        out["usd"] = per_gpu * sum(gpus * seconds for gpus, seconds in walls)
+    if summary.get("status") != "ok":
         return out
     step_ms, items = summary.get(TIME_KEY), summary.get("items_per_step")
     if step_ms and items:

@@ -113,7 +113,7 @@ def finalize(spec: CellSpec, outcome: Outcome, worker: dict[str, Any] | None,
              host_metadata: dict[str, Any], log: str, settle: Any = None,
              usd_per_s: float | None = None, notes: Mapping[str, Any] | None = None) -> Record:
     """A worker's outcome as its record: worker fields (or nulls), status, host fields and
-    metadata; `usd_per_s` (the per-GPU share of the VM's price) makes its `usd`."""
+    metadata; `usd_per_s` (the share of the VM's price the cell's GPUs make) makes its `usd`."""
     status, error = status_from_outcome(outcome, worker)
     valid = worker is not None and worker_problem(worker) is None
     fields = {**empty_result(spec), **(worker_fields(worker, spec) if worker and valid else {})}

@@ -23,9 +23,12 @@ PRICE = {"usd_per_hour": 29.39, "gpus": 8, "pricing": "on_demand", "source": "pr
          "per_gpu_usd_per_hour": 29.39 / 8, "label": "list-price estimate"}
 
 
-def priced_run(tmp_path: Path, name: str, price: dict | None = None) -> Path:
-    folder = tmp_path / name
-    shutil.copytree(FIXTURE_RUNS / name, folder)
+def priced_run(tmp_path: Path, name: str, price: dict | None = None,
+               target: Path | None = None) -> Path:
+    """A copy of a fixture run (or `target`, a copy made already) with a price."""
+    folder = target or tmp_path / name
+    if target is None:
+        shutil.copytree(FIXTURE_RUNS / name, folder)
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["cost"] = {"price": price or PRICE, "estimate": None, "budget": None,
                         "max_hours": None, "spent_s": 100.0, "spent_usd": 0.8,
@@ -62,6 +65,28 @@ def test_the_cost_section_answers_what_each_stack_costs_per_item(base):
     assert low == pytest.approx(float(row["usd_per_1k_items"]) * float(row["median_ci_low_ms"])
                                 / float(row["median_ms"]))
     assert "The estimate before the run" not in section          # the fixture had none
+
+
+def test_an_8_device_cell_costs_8_gpus(tmp_path, capsys):
+    """Issue 59 item 2: a data-parallel cell holds its devices' GPUs, so its dollars are 8 × the
+    per-GPU share; before, `usd` and every per-item figure priced it as one GPU (at linear
+    scaling an 8-GPU cell read 8× too cheap)."""
+    folder = tmp_path / "base"
+    shutil.copytree(FIXTURE_RUNS / "base", folder)
+    for path in (folder / "cells").glob("f2cnnkrjax-*.json"):
+        record = json.loads(path.read_text())
+        record["devices"] = 8
+        path.write_text(json.dumps(record))
+    priced_run(tmp_path, "base", target=folder)
+    capsys.readouterr()
+    row = next(r for r in summary_rows(folder) if r["cell_name"].startswith("cnn-fit-keras-jax"))
+    per_gpu_s = 29.39 / 8 / 3600
+    step_s = float(row["geomean_ms"]) / 1000
+    assert float(row["usd_per_1k_items"]) == pytest.approx(8 * per_gpu_s * step_s / 128 * 1000)
+    walls = [json.loads(p.read_text())["wall_s"] for p in (folder / "cells").glob("f2cnnkrjax-*")]
+    assert float(row["usd"]) == pytest.approx(8 * per_gpu_s * sum(walls))
+    assert cost.gpus_held({"on_gpu": False, "devices": 8}) == 1      # a CPU cell: one lane
+    assert cost.gpus_held({"on_gpu": True, "devices": 8}) == 8
 
 
 def test_summary_csv_and_the_findings_in_dollars(base):
