@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...worker.profiling.categories import CATEGORIES
-from ..analysis.profiles import TOP_OPS, Profiled, ProfiledRow, category_ms, explain, top_ops
+from ..analysis.profiles import TOP_OPS, Profiled, ProfiledRow, category_ms, top_ops
 from ..formatting import fmt, md_code, md_text
 
 DOCS = "docs/profiles.md"
@@ -80,9 +80,8 @@ def profiles_section(profiled: Profiled | None) -> list[str]:
            f"chrome://tracing), its table `kernels.json` ({DOCS}).", ""]
     for row in rows:
         out += [f"### {md_text(row.label)}, batch {row.batch_size}", ""]
-        sentence = explain(row)
-        if sentence:
-            out += [md_text(sentence), ""]
+        if row.sentence:
+            out += [md_text(row.sentence), ""]
         out += figures_table(row) + [""]
         if (row.label, row.batch_size) in plots:
             out += [f"![Where the time goes: {md_text(row.label)}, batch {row.batch_size}]"
