@@ -121,22 +121,53 @@ def profile_of(cell: Cell, worker: Mapping[str, Any] | None, outcome: Outcome,
                                               f"the worker exited {outcome.returncode} without "
                                               "a profile")
         return {**base, "status": "failed", "error": str(why)[-2000:]}, None, None
-    profiled = stored.finite_number(captured.get("profiled_step_ms"))
-    overhead = profiled / timed_ms if profiled and timed_ms else None
+    profiled, reference, overhead = profiler_cost(captured)
     kernels = stored.clean_kernels(captured.get("kernels"))
     trace = stored.trace_bytes(captured.get("trace_gz_b64"), float(settings["max_trace_mb"]))
     warnings = []
     if overhead is not None and overhead > stored.OVERHEAD_WARNING:
-        warnings.append(f"profiled steps took {overhead:.2f}× the timed median: the profiler "
-                        "slows this cell; read its shares, not its absolute times")
+        warnings.append(f"profiled steps took {overhead:.2f}× the same steps unprofiled: the "
+                        "profiler slows this cell; read its shares, not its absolute times")
+    drift = reference_drift(captured)
+    if drift is not None and max(drift, 1 / drift) > stored.OVERHEAD_WARNING:
+        warnings.append(f"the unprofiled steps after the profiled ones took {drift:.2f}× those "
+                        "before: the process drifted, so the profiler's ratio is uncertain")
     if captured.get("truncated"):
         warnings.append(str(captured["truncated"])[:300])
     return ({**base, "status": "ok", "error": None, "source": str(captured.get("source"))[:40],
              "steps": captured.get("steps"), "warmup": captured.get("warmup"),
              "step_ms": [stored.finite_number(v) for v in captured.get("step_ms") or []],
-             "profiled_step_ms": profiled, "profile_overhead": overhead,
+             "profiled_step_ms": profiled, "reference_step_ms": reference,
+             "profile_overhead": overhead, "reference_drift": drift,
+             "sync": str(captured.get("sync") or "")[:200],
              "device": (kernels or {}).get("device"), "warnings": warnings},
             kernels, trace)
+
+
+def profiler_cost(captured: Mapping[str, Any]) -> tuple[float | None, float | None,
+                                                        float | None]:
+    """(the profiled step, the same steps unprofiled, their ratio: the profiler's own cost),
+    ms: both medians of the worker's pass, timed in one process with the device synchronised
+    after every call (never against the timed repeats, which synchronise once per block and
+    ran in other processes)."""
+    profiled = stored.finite_number(captured.get("profiled_step_ms"))
+    steps = _positive(captured.get("reference_step_ms"))
+    reference = statistics.median(steps) if steps else None
+    return profiled, reference, (profiled / reference if profiled and reference else None)
+
+
+def reference_drift(captured: Mapping[str, Any]) -> float | None:
+    """The unprofiled steps after the profiled ones over those before (1: the process did not
+    drift while it was profiled; far from 1, the ratio above is as uncertain)."""
+    before, after = (_positive(captured.get(key))
+                     for key in ("reference_before_ms", "reference_after_ms"))
+    return statistics.median(after) / statistics.median(before) if before and after else None
+
+
+def _positive(raw: Any) -> list[float]:
+    if not isinstance(raw, list):
+        return []
+    return [v for v in (stored.finite_number(x) for x in raw) if v is not None and v > 0]
 
 
 def profile_line(cell: Cell, profile: Mapping[str, Any]) -> str:
@@ -150,7 +181,7 @@ def profile_line(cell: Cell, profile: Mapping[str, Any]) -> str:
     overhead = profile.get("profile_overhead")
     idle = kernels.get("device_idle_pct")
     return (f"◷ profile {name}: {profile['profiled_step_ms']:.3g} ms/step profiled"
-            + (f" (×{overhead:.2f} the timed median)" if overhead else "")
+            + (f" (×{overhead:.2f} unprofiled)" if overhead else "")
             + (f", {kernels['launches_per_step']:.0f} launches/step"
                if kernels.get("launches_per_step") is not None else "")
             + (f", {idle:.0f} % idle" if idle is not None else "")
