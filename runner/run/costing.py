@@ -17,7 +17,7 @@ from ..cost.pricing import RunPrice
 from ..errors import UsageError, user_text
 from ..machine import hostinfo
 from ..results.formatting import usd
-from . import devices, manifest as manifest_mod
+from . import devices, manifest as manifest_mod, profiles
 from .pace import Pace, duration_text
 from .state import RunState
 
@@ -76,7 +76,7 @@ def estimate_the_run(state: RunState) -> None:
         lambda name: state.matrix.spec.workload(name).family, builds, venvs.build_logs(),
         calibrations, lanes=len(setup.lanes()[0]), gpu=setup.gpu,
         width=lambda cell: len(setup.lanes()[0]) if setup.alone(cell)
-        else devices.width(setup, cell))
+        else devices.width(setup, cell), profiles=profiles.planned(state))
     state.decide(estimate=found)
     for line in estimate_lines(found, state.decisions.price, state.decisions.budget,
                                state.opts.max_hours):
@@ -106,8 +106,9 @@ def estimate_lines(found: Estimate, price: RunPrice | None, budget: float | None
     lanes = f" on {found.lanes} lanes" if found.lanes > 1 else ""
     parts = [f"{len(found.entries)} runs{lanes} {duration_text(found.cells.expected)} "
              f"[{sources_text(found.sources['cells']) or 'none'}]"]
-    for part, span in (("builds", found.builds), ("calibration", found.calibration)):
-        if found.sources[part] and (span.high > 0 or part == "calibration"):
+    for part, span in (("builds", found.builds), ("calibration", found.calibration),
+                       ("profiles", found.profiles)):
+        if found.sources[part] and (span.high > 0 or part != "builds"):
             parts.append(f"{part} {duration_text(span.expected)} "
                          f"[{sources_text(found.sources[part])}]")
     caps = [f"budget {usd(budget)}"] if budget is not None else []

@@ -1,8 +1,9 @@
 """A run's pace as its cells go: `[k/N]` and the expected finish time on each cell's line (the
 estimate's remaining time, corrected by how the cells done so far compare with theirs), what
 the run has spent so far (its wall time, carried over resumes, × the VM's price), each record's
-`usd`, and the budget and time caps: before each cell × repeat, the run stops when what it has
-spent plus that run's estimate would pass --budget (or [cost] budget) or --max-hours."""
+`usd`, and the budget and time caps: before each cell × repeat and each profiled pass, the run
+stops when what it has spent plus that run's estimate would pass --budget (or [cost] budget) or
+--max-hours."""
 
 from __future__ import annotations
 
@@ -61,23 +62,33 @@ class Pace:
         return self.price.per_gpu_usd_per_hour / 3600.0 * gpus if self.price else None
 
     def expected(self, entry: Entry) -> Span:
-        spans = self.estimate.entries if self.estimate else {}
-        return spans.get(entry.key, Span())
+        if self.estimate is None:
+            return Span()
+        return self.estimate.entries.get(entry.key) \
+            or self.estimate.profile_entries.get(entry.key, Span())
 
     def lanes(self) -> int:
         return self.estimate.lanes if self.estimate else 1
 
-    def run_s(self, entry: Entry) -> float:
+    def run_s(self, entry: Entry | str) -> float:
         """What the entry adds to the run's wall time: its process's estimate × the share of
-        the lanes it holds (an 8-device cell on 8 lanes: all of its time)."""
-        width = self.estimate.widths.get(entry.key, 1) if self.estimate else 1
-        return self.expected(entry).expected * min(width, self.lanes()) / self.lanes()
+        the lanes it holds (an 8-device cell on 8 lanes, a profiled pass: all of its time)."""
+        key = entry if isinstance(entry, str) else entry.key
+        if self.estimate is None:
+            return 0.0
+        span = self.estimate.entries.get(key) or self.estimate.profile_entries.get(key, Span())
+        width = self.estimate.widths.get(key, 1)
+        return span.expected * min(width, self.lanes()) / self.lanes()
 
     def left_s(self, after: Entry | None = None) -> float:
-        """The estimate of the entries not finished yet (from `after` on), over the lanes."""
+        """The estimate of what is not finished yet (from `after` on: the cells × repeats, then
+        the profiled passes), over the lanes."""
+        order = [e.key for e in self.entries] + \
+            (list(self.estimate.profile_entries) if self.estimate else [])
         keys = set(self.finished)
-        todo = self.entries[self.entries.index(after):] if after in self.entries else self.entries
-        return sum(self.run_s(e) for e in todo if e.key not in keys)
+        todo = order[order.index(after.key):] if after is not None and after.key in order \
+            else order
+        return sum(self.run_s(key) for key in todo if key not in keys)
 
     def record_spending(self) -> None:
         """The manifest's running figures (written with it: every write carries them)."""
@@ -92,7 +103,9 @@ class Pace:
             self.first_cell = self.clock()
         self.record_spending()
         next_s = self.run_s(entry)
-        spent_s, name = self.spent_s(), f"{entry.cell.name} r{entry.repeat}"
+        spent_s = self.spent_s()
+        name = f"{entry.cell.name} r{entry.repeat}" if entry.repeat else \
+            f"{entry.cell.name}'s profiled pass"
         rest_s = self.left_s(entry)
         if self.budget is not None and self.price is not None:
             spent, following = self.price.vm_usd_for(spent_s), self.price.vm_usd_for(next_s)
@@ -118,6 +131,12 @@ class Pace:
         return reason
 
     # --- after each cell × repeat: its line ---------------------------------------------------
+
+    def done(self, entry: Entry) -> None:
+        """A profiled pass finished: what the run spent, written (no line of its own)."""
+        if entry.key not in self.finished:
+            self.finished.append(entry.key)
+        self.record_spending()
 
     def finish(self, entry: Entry, record: dict[str, Any] | None = None) -> str:
         """`[k/N]` and the expected finish, for the cell's line."""

@@ -264,6 +264,8 @@ def write_final_reports(state: RunState) -> None:
     by a full disk still says how it ended). A report that cannot be written is a warning."""
     store, done = state.store, state.progress
     store.release_reserve()
+    if done.pace is not None:      # what the run took, its profiled passes included
+        done.pace.record_spending()
     manifest_mod.add_ending(done.manifest, done.interrupted is not None,
                             done.stopped.reason if done.stopped is not None else done.halted)
     try:

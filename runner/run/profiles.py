@@ -3,7 +3,9 @@ it under its framework's profiler (runner/worker/profiling/) — never a repeat:
 are the profile's alone. The cells are those `--profile-cells` and [profiling] cells name (a
 name, glob or id, as --only) that finished at least one repeat ok; one that already has a
 profile is not profiled again (a resumed run, `profile` run twice). A pass that fails is a
-warning with its log, never a failed cell."""
+warning with its log, never a failed cell. In a run the passes are in its estimate (planned),
+its time and what it spent, and a cap (--budget, --max-hours) stops before a pass would pass
+it, as before a cell × repeat."""
 
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ from ..results.data.store import Store
 from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
-from .cells import attempt_for, cell_spec, stop_if_lost
+from .cells import RunStopped, attempt_for, cell_spec, stop_if_lost
 from .console import cell_label
+from .pace import Pace
 from .plan import Entry, matches
 from .setup import Setup
 from .state import RunState
@@ -33,21 +36,41 @@ def step(state: RunState) -> None:
     """A pipeline step: a profiled pass of each planned cell that `--profile-cells` or
     [profiling] cells name, after the timed repeats."""
     profiling = state.matrix.spec.profiling
-    patterns = [*state.opts.profile_cells, *profiling.cells]
-    cells = cells_to_profile(state.plan.cells, state.store.records(), patterns, state.store.root)
+    cells = cells_to_profile(state.plan.cells, state.store.records(), patterns_of(state),
+                             state.store.root)
     run_profiles(state.setup, cells, state.progress.prepared, state.store,
-                 profiling.worker_settings(), state.matrix.spec.run.seed, state.console)
+                 profiling.worker_settings(), state.matrix.spec.run.seed, state.console,
+                 state.progress.pace)
 
 
-def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]],
+def patterns_of(state: RunState) -> list[str]:
+    return [*state.opts.profile_cells, *state.matrix.spec.profiling.cells]
+
+
+def profile_entry(cell: Cell) -> Entry:
+    """A profiled pass as the estimate and the pace count it (repeat 0: no timed repeat's)."""
+    return Entry(cell, 0)
+
+
+def planned(state: RunState) -> list[Entry]:
+    """The profiled passes the run will make, before it runs (its estimate): the named cells
+    without a finished profile, whether or not their repeats will end ok."""
+    store = state.progress.store
+    return [profile_entry(c) for c in cells_to_profile(state.plan.cells, None, patterns_of(state),
+                                                       store.root if store else None)]
+
+
+def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]] | None,
                      patterns: list[str], root: Any) -> list[Cell]:
-    """The named cells that have an ok repeat and no finished profile, in the matrix's order;
-    one-device cells only (a profiled pass runs on one lane; docs/scaling.md)."""
+    """The named cells that have an ok repeat (any, with `records` None) and no finished
+    profile, in the matrix's order; one-device cells only (a profiled pass runs on one lane;
+    docs/scaling.md)."""
     if not patterns:
         return []
-    ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
-    return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
-            and c.axes["devices"] == 1 and not stored.has_profile(root, c.id)]
+    ok = None if records is None else {r["cell_id"] for r in records if r.get("status") == "ok"}
+    return [c for c in cells if not c.not_applicable and (ok is None or c.id in ok)
+            and matches(c, patterns) and c.axes["devices"] == 1
+            and (root is None or not stored.has_profile(root, c.id))]
 
 
 def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | None:
@@ -58,13 +81,20 @@ def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | 
 
 
 def run_profiles(setup: Setup, cells: list[Cell], prepared: dict[str, Prepared], store: Store,
-                 settings: dict[str, Any], seed: int, console: Console) -> None:
-    """One profiled pass per cell, in turn on the run's first lane; a line for each."""
+                 settings: dict[str, Any], seed: int, console: Console,
+                 pace: Pace | None = None) -> None:
+    """One profiled pass per cell, in turn on the run's first lane; a line for each. With a
+    pace, a cap stops before a pass that would pass it (RunStopped, by the cap), and each
+    pass counts in what the run spent."""
     if not cells:
         return
     records = store.records()
     lane = setup.lanes()[0][0]
     for number, cell in enumerate(cells, 1):
+        if pace is not None:
+            reason = pace.gate(profile_entry(cell))
+            if reason is not None:
+                raise RunStopped(reason, cell.name, by=pace.stopped_by or "budget")
         source = setup.source_of(cell)
         executor = setup.executor_for(source)
         ready = prepared.get(source.key)
@@ -73,6 +103,8 @@ def run_profiles(setup: Setup, cells: list[Cell], prepared: dict[str, Prepared],
         with console.status(f"profile {number}/{len(cells)}: {user_text(cell.name)}"):
             profile = profile_one(executor, ready, cell, store, settings, seed, lane, records)
         console.print(profile_line(cell, profile), soft_wrap=True, highlight=False)
+        if pace is not None:
+            pace.done(profile_entry(cell))
         stop_if_lost(executor)
 
 
