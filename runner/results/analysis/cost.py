@@ -15,6 +15,7 @@ from typing import Any
 from ..data.types import CellSummary, Record
 from ..formatting import fmt, usd
 from .peaks import ran_on_gpu
+from .ratios import welch_ratio
 
 KEYS = ("usd", "usd_per_1k_items", "usd_per_1k_items_low", "usd_per_1k_items_high",
         "usd_per_1m_tokens", "usd_per_epoch", "usd_per_image")
@@ -63,15 +64,17 @@ def figures(summary: Mapping[str, Any], records: Sequence[Record],
         return out
     step_ms, items = summary.get(TIME_KEY), summary.get("items_per_step")
     if step_ms and items:
-        per_1k = rate * step_ms / 1000.0 / items * 1000.0
-        out["usd_per_1k_items"] = per_1k
-        median = summary.get("median_ms")
-        for key, bound in (("usd_per_1k_items_low", "median_ci_low_ms"),
-                           ("usd_per_1k_items_high", "median_ci_high_ms")):
-            if median and summary.get(bound):
-                out[key] = per_1k * summary[bound] / median
-    if summary.get("task") == "generate" and summary.get("tokens_per_s"):
-        out["usd_per_1m_tokens"] = rate / summary["tokens_per_s"] * 1e6
+        # The time's estimator and its own interval, each priced alike (never the interval
+        # scaled by another centre than the one it was made around).
+        for key, time_key in (("usd_per_1k_items", TIME_KEY),
+                              ("usd_per_1k_items_low", "median_ci_low_ms"),
+                              ("usd_per_1k_items_high", "median_ci_high_ms")):
+            if summary.get(time_key):
+                out[key] = rate * summary[time_key] / items
+    decode_ms = summary.get("decode_ms_per_token")
+    if summary.get("task") == "generate" and decode_ms and decode_ms > 0 and items:
+        # At the decode rate: one loop iteration makes a token per sequence (`items` of them).
+        out["usd_per_1m_tokens"] = rate * decode_ms / 1000.0 / items * 1e6
     epoch = summary.get("epoch_measured_s") or summary.get("epoch_s")
     if summary.get("task") == "fit" and epoch:
         out["usd_per_epoch"] = rate * epoch
@@ -102,11 +105,15 @@ def unit_of(summary: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def sentences(summaries: Sequence[CellSummary], limit: int = 3) -> list[str]:
     """Per row (workload, task, batch): the cheapest environment against the dearest, in the
-    row's unit, e.g. "keras-jax trains cnn for $0.41 per epoch against torch's $0.63"; the
-    rows with the largest gap first."""
+    row's unit, e.g. "keras-jax runs cnn (fit), batch 128, for $0.41 per epoch against torch's
+    $0.63 (1.53× the price, 95 % CI 1.41–1.66; …)"; the rows with the largest gap first. A gap
+    is a finding only where the two cells' time ratio is beyond noise (its interval excludes
+    1: two runs of one matrix once named opposite winners at 6.53× and 1.70×); its interval is
+    the time ratio's, times the ratio of the GPUs the two cells hold."""
     rows: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
     for s in summaries:
-        rows[(s["label"], s["batch_size"])].append(dict(s))
+        if not (s.get("answer_differs") or s.get("emulated") or s.get("column_group")):
+            rows[(s["label"], s["batch_size"])].append(dict(s))
     said = []
     for (row, batch), cells in rows.items():
         unit = next((u for u in UNITS if sum(c.get(u[0]) is not None for c in cells) >= 2), None)
@@ -115,12 +122,17 @@ def sentences(summaries: Sequence[CellSummary], limit: int = 3) -> list[str]:
         key, text = unit
         priced = sorted((c for c in cells if c.get(key) is not None), key=lambda c: c[key])
         low, high = priced[0], priced[-1]
-        if high[key] <= low[key]:
+        gap = welch_ratio(high.get("repeat_medians_ms") or [],       # high's time ÷ low's
+                          low.get("repeat_medians_ms") or []).scaled(gpus_held(high)
+                                                                     / gpus_held(low))
+        if high[key] <= low[key] or not gap.distinguishable or gap.ratio is None \
+                or gap.ratio <= 1:
             continue
         said.append((high[key] / low[key], f"{low['environment']} runs {row}, batch {batch}, "
                      f"for {usd(low[key])} {text} against {high['environment']}'s "
-                     f"{usd(high[key])} ({fmt(high[key] / low[key])}× the price; list-price "
-                     "estimate)"))
+                     f"{usd(high[key])} ({fmt(high[key] / low[key])}× the price, its time "
+                     f"{fmt(gap.ratio)}× (95 % CI {fmt(gap.low)}–{fmt(gap.high)}) × the GPUs "
+                     "each holds; list-price estimate)"))
     return [text for _, text in sorted(said, key=lambda x: -x[0])[:limit]]
 
 
