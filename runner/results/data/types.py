@@ -203,6 +203,7 @@ class CellSummary(CellCoordinates, total=False):
     ttft_ms: float | None
     decode_ms_per_token: float | None
     tokens_per_s: float | None
+    ttft_loop_iterations: int | None    # loop iterations a first-token call runs after its prefill
     generate_work: dict[str, int] | None
     items_per_step: float | None
     flops_per_step: float | None
