@@ -233,8 +233,7 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     if ratio is None or p_value is None:     # two repeats a side, each positive: never here
         return out
     out.ratio, out.p_value = ratio, p_value
-    seen = power.detectable_change(power.log_spread(medians_a), len(medians_a),
-                                   power.log_spread(medians_b), len(medians_b), alpha=alpha)
+    seen = power.estimated_detectable(medians_a, medians_b, alpha=alpha)
     judge(out, ratio, p_value < alpha, threshold, seen)
     return out
 

@@ -38,7 +38,9 @@ def test_identical_runs_are_the_same(runs):
     assert notes["m2mmkrjax0"].startswith("caution: warnings in A and B (see report.md); no "
                                           "change larger than")  # CV > 5 %
     # The threshold (5 %) is the floor of what a verdict can see.
-    assert notes["f2cnnkrjax"] == "no change larger than 5 % would have gone unseen (80 % power)"
+    assert notes["f2cnnkrjax"] == ("no change larger than about 5 % would have gone unseen (80 % "
+                                   "power, estimated at the 70 % upper bound of the spread "
+                                   "between processes)")
 
 
 def test_a_rerun_with_fresh_noise_is_the_same(runs):
@@ -340,8 +342,34 @@ def test_a_same_verdict_says_what_it_could_have_seen():
     (a, ra), (b, rb) = side([1.0, 1.02, 0.98]), side([1.01, 0.99, 1.03])
     cell = compare.compare_cell(a, b, ra, rb, 0.05, 0.05)
     assert cell.verdict == compare.SAME
+    bound = power.spread_bound
     assert cell.detectable == pytest.approx(power.detectable_change(
-        power.log_spread([1.0, 1.02, 0.98]), 3, power.log_spread([1.01, 0.99, 1.03]), 3))
-    assert f"no change larger than {cell.detectable * 100:.3g} % would have gone unseen" \
-        in cell.reason
-    assert a["detectable_change"] == pytest.approx(0.094, abs=0.01)
+        bound(power.log_spread([1.0, 1.02, 0.98]), 3), 3,
+        bound(power.log_spread([1.01, 0.99, 1.03]), 3), 3))
+    assert f"no change larger than about {cell.detectable * 100:.3g} % would have gone unseen " \
+        "(80 % power, estimated at the 70 % upper bound" in cell.reason
+    assert a["detectable_change"] == pytest.approx(power.detectable_change(
+        bound(0.02, 3), 3, bound(0.02, 3), 3), rel=0.01)
+
+
+def test_the_stated_detectable_change_is_seen_80_percent_of_the_time():
+    """Issue 59 item 10: with 3 repeats a cell's own spread is a noisy plug-in; at the change
+    it stated, the test's real power averaged 58.6 % (not 80 %). At the spread's 70 % upper bound
+    it averages at least 80 %. (benchmarks/power.py prints both.)"""
+    import math
+
+    from runner.results.analysis import power
+
+    rng = np.random.default_rng(59)
+    sigma, repeats = 0.02, 3
+    plug_in, bounded = [], []
+    for _ in range(300):
+        medians = list(np.exp(rng.normal(0.0, sigma, repeats)))
+        se = math.sqrt(2 * sigma ** 2 / repeats)
+        spread = power.log_spread(medians)
+        for stated, out in ((power.detectable_change(spread, 3, spread, 3), plug_in),
+                            (power.estimated_detectable(medians, medians), bounded)):
+            out.append(power.power_of(stated, se, repeats - 1, 2 * repeats - 2))
+    assert np.mean(plug_in) < 0.65 and np.mean(bounded) >= 0.78
+    # The module's figures are the code's.
+    assert f"must reach {power.detectable_change(0.02, 3, 0.02, 3) * 100:.2g} %" in power.__doc__
