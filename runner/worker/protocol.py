@@ -236,11 +236,11 @@ RECORD_FIELDS: dict[str, tuple[str, str]] = {
     "gpu_util_mean": ("worker", "NVML GPU utilisation over the timed window, %"),
     "gpu_power_mean_w": ("worker", "NVML power over the timed window, W"),
     "gpu_energy_j": ("worker", "NVML total-energy counter delta over the timed window, J"),
-    "gpu_idle_power_w": ("worker", "the device's power at rest before the warm-up, from the "
-                         "energy counter's delta over a second, W (energy above idle: host); "
-                         "read with the framework started and its CUDA context open, so a "
-                         "framework whose context keeps the GPU busier at rest reads higher "
-                         "(H200: JAX 122 W, torch 80 W, nothing running 79.8 W)"),
+    "gpu_idle_power_w": ("worker", "the device's power at rest, from the energy counter's "
+                         "delta over a second, W (energy above idle: host); read before the "
+                         "framework is imported, so no framework's own rest draw is in it (read "
+                         "after, a JAX context read 122 W against torch's 80 W on an H200, "
+                         "nothing running 79.8 W)"),
     "gpu_energy_resolution_s": ("worker", "the NVML energy counter's update interval, measured "
                                 "at rest, s: the timed window's energy is trusted from "
                                 "ENERGY_WINDOW_RESOLUTIONS of them"),

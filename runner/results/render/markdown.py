@@ -252,8 +252,8 @@ def _cell_row(s: CellSummary) -> str:
 
 def cells_section(r: Report) -> list[str]:
     out = ["## Cells", "",
-           "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI of median (across "
-           "repeats) | Detectable change | IQR ms | p10–p90 ms | "
+           "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI (across repeats) | "
+           "Detectable change | IQR ms | p10–p90 ms | "
            "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
            "Loss first → last | Accuracy |",
            "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
