@@ -1,16 +1,17 @@
-"""The profiler's own cost: per workload and framework, a cell's profiled step against its timed
-step (profile_overhead = profiled ÷ timed median), and what the profiled pass adds to a run.
+"""The profiler's own cost: per workload and framework, a cell's profiled step against the same
+steps unprofiled in the same pass (profile_overhead = profiled ÷ unprofiled, both synchronised
+after every call), beside the cell's timed median, and what the profiled pass adds to a run.
 
     .venv/bin/python benchmarks/profile_overhead.py [--rounds 2] [--results-dir DIR]
 
 Runs examples/why.toml's environments on tiny matmul, elementwise and CNN cells (and Gemma
 generate on Keras), each with a profiled pass (--profile-cells '*'), `--rounds` times, and
-prints per cell the timed median, the profiled step and their ratio (median over the rounds),
-and the wall time of the timed repeats against that of the profiled pass. A benchmark script: it
+prints per cell the timed median (blocks of calls, other processes), the unprofiled and the
+profiled step of the pass and their ratio (medians over the rounds), and the wall time of the
+timed repeats against that of the profiled pass. A benchmark script: it
 measures and prints, it asserts nothing.
 
-What to expect: the profiled pass synchronises the device after every step and records every
-op, so on a CPU a step of a few hundred µs reads 1.5–2× (the profiler's per-op cost over few,
+What to expect: the profiled pass records every op, so on a CPU a step of a few hundred µs reads 1.5–2× (the profiler's per-op cost over few,
 short ops) while a step of tens of ms reads within ±10 %; on a GPU the per-kernel cost of CUPTI
 is of the order of µs, so a step of thousands of small kernels (Keras on torch generate) reads
 slower than one of a few large ones (an 8192³ product), which should read within a few %.
@@ -106,6 +107,7 @@ def one_round(folder: Path) -> dict[str, dict[str, float]]:
             print(f"! {profile['cell_name']}: {profile.get('error')}", flush=True)
             continue
         out[profile["cell_name"]] = {"timed_ms": profile["timed_median_ms"],
+                                     "unprofiled_ms": profile["reference_step_ms"],
                                      "profiled_ms": profile["profiled_step_ms"],
                                      "ratio": profile["profile_overhead"],
                                      "timed_wall_s": walls.get(profile["cell_name"], 0.0),
@@ -124,15 +126,16 @@ def main() -> None:
             folder.mkdir()
             rounds.append(one_round(folder))
             print(f"round {k + 1} of {args.rounds} done", flush=True)
-    print(f"{'cell':<52} {'timed ms':>10} {'profiled ms':>12} {'ratio':>7} "
-          f"{'timed wall s':>13} {'profile wall s':>15}")
+    print(f"{'cell':<52} {'timed ms':>10} {'unprofiled ms':>14} {'profiled ms':>12} "
+          f"{'ratio':>7} {'timed wall s':>13} {'profile wall s':>15}")
     for cell in sorted(set().union(*rounds)):
         seen = [r[cell] for r in rounds if cell in r]
 
         def median(key: str, seen: list = seen) -> float:
             return statistics.median(s[key] for s in seen)
 
-        print(f"{cell:<52} {median('timed_ms'):>10.4g} {median('profiled_ms'):>12.4g} "
+        print(f"{cell:<52} {median('timed_ms'):>10.4g} {median('unprofiled_ms'):>14.4g} "
+              f"{median('profiled_ms'):>12.4g} "
               f"{median('ratio'):>7.3f} {median('timed_wall_s'):>13.1f} "
               f"{median('profile_wall_s'):>15.1f}", flush=True)
 

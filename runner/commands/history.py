@@ -145,12 +145,12 @@ def do_show(engine, args, console) -> int:
                   title_justify="left")
     generate = any(point.ttft_ms is not None for point in points)
     priced = any(point.usd_per_1k_items is not None for point in points)
-    for column in ("run", "started", "median ms", "95 % interval",
+    for column in ("run", "started", "ms", "95 % interval",
                    *(("first token ms", "decode ms/token") if generate else ()),
                    *(("$ per 1k items (list price)",) if priced else ()), "repeats", "stack"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("median ms",))
+        table.add_column(column, overflow="fold", no_wrap=column in ("ms",))
     for point in points:
-        median = _fmt(point.median_ms) if point.status == "ok" else point.status
+        median = _fmt(point.time_ms) if point.status == "ok" else point.status
         interval = (f"{_fmt(point.ci_low_ms)}–{_fmt(point.ci_high_ms)}"
                     if point.ci_low_ms is not None else "–")
         stack = "first" if point.change is None else user_text(point.change.text())
@@ -171,9 +171,9 @@ def price_text(point, previous) -> str:
     if point.usd_per_1k_items is None:
         return "–"
     text = usd(point.usd_per_1k_items)
-    if previous is not None and previous.usd_per_1k_items and previous.median_ms \
-            and point.median_ms:
-        time_ratio = point.median_ms / previous.median_ms
+    if previous is not None and previous.usd_per_1k_items and previous.time_ms \
+            and point.time_ms:
+        time_ratio = point.time_ms / previous.time_ms
         said = versus(time_ratio, point.usd_per_1k_items / previous.usd_per_1k_items / time_ratio)
         text += f": {said} than before" if said else ""
     return text

@@ -9,10 +9,15 @@ expected and high wall time of each part, and where each figure came from.
 - an environment to build: none when it is ready; else from the build logs of the environments
   built before on this machine (their time per package × its lock's packages); else a minute;
 - the calibration: none for a peak the machine's cache holds; else the time the cache recorded
-  for it, else a default.
+  for it, else a default;
+- a profiled pass (after the cells: [profiling] cells, --profile-cells): one worker process of
+  its cell, found as a cell × repeat is (a profiled pass builds and warms the cell as a repeat
+  does, then runs a few steps three times); the passes run one at a time, alone.
 
-The run's total is the builds, then the calibration, then the cells spread over its lanes. The
-interval is wide on purpose: it says how much the figure can be trusted, not a statistic."""
+The run's total is the builds, then the calibration, then the cells packed into its lanes as
+the scheduler runs them (packed: in plan order, a data-parallel cell holding its devices' lanes
+at once, a CPU cell on a GPU host all of them). The interval is wide on purpose: it says how
+much the figure can be trusted, not a statistic. The profiled passes come last."""
 
 from __future__ import annotations
 
@@ -99,16 +104,24 @@ class Estimate:
     calibration: Span
     lanes: int
     sources: dict[str, Counter] = field(default_factory=dict)   # part → source → count
+    widths: dict[str, int] = field(default_factory=dict)        # entry key → lanes it holds
+    # The profiled passes, one at a time after the cells: entry key → one worker process
+    profile_entries: dict[str, Span] = field(default_factory=dict)
+
+    @property
+    def profiles(self) -> Span:
+        return total(list(self.profile_entries.values()))
 
     @property
     def total(self) -> Span:
-        return self.builds + self.calibration + self.cells
+        return self.builds + self.calibration + self.cells + self.profiles
 
     def entry(self) -> dict[str, Any]:
         """The manifest's cost.estimate (seconds; the sources counted)."""
         return {"seconds": span_entry(self.total), "cells_s": span_entry(self.cells),
                 "builds_s": span_entry(self.builds),
                 "calibration_s": span_entry(self.calibration),
+                "profiles_s": span_entry(self.profiles), "profiled": len(self.profile_entries),
                 "runs": len(self.entries), "lanes": self.lanes,
                 "sources": {part: dict(counts) for part, counts in self.sources.items()}}
 
@@ -127,6 +140,26 @@ def seconds(value: Any) -> bool:
 
 def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
+
+
+def packed(jobs: Sequence[tuple[Span, int]], lanes: int) -> Span:
+    """The wall time of `jobs` ((one process's span, the lanes it holds) in plan order) run as
+    scheduling.Lanes runs them: each starts once as many lanes as it holds are free, never
+    before the one planned ahead of it (the first waiting entry holds the others back, so a
+    wide cell is never starved)."""
+    return Span(*(_makespan([(getattr(span, part), width) for span, width in jobs], lanes)
+                  for part in ("low", "expected", "high")))
+
+
+def _makespan(jobs: Sequence[tuple[float, int]], lanes: int) -> float:
+    free = [0.0] * max(1, lanes)        # when each lane is next free
+    floor = 0.0                         # when the job before started: none starts earlier
+    for seconds, width in jobs:
+        width = min(max(1, width), len(free))
+        free.sort()
+        floor = max(floor, free[width - 1])
+        free[:width] = [floor + seconds] * width
+    return max(free)
 
 
 def device_ratio(past: Sequence[PastCell], here: str | None, there: str | None) -> float | None:
@@ -203,16 +236,19 @@ def estimate(entries: Sequence[Any], device_of: Callable[[Any], str | None],
              past: Sequence[PastCell] | None, family: Callable[[str], str],
              builds: Sequence[Build] = (), logs: Sequence[tuple[float, int | None]] = (),
              calibrations: Sequence[tuple[bool, float | None]] = (), lanes: int = 1,
-             gpu: bool = False) -> Estimate:
+             gpu: bool = False, width: Callable[[Any], int] = lambda cell: 1,
+             profiles: Sequence[Any] = ()) -> Estimate:
     """The run's estimate: `entries` (plan entries: .cell, .key) to run; `calibrations`: per
-    calibration run, (its peak cached, the time it took last); `gpu`: the run has a GPU. A time
-    that is no time (NaN, infinite, not positive, beyond a week: a damaged or shared history,
-    cache or build log) is left out, never taken into a figure."""
+    calibration run, (its peak cached, the time it took last); `gpu`: the run has a GPU;
+    `width`: the lanes a cell holds at once (run/devices.py width); `profiles`: the profiled
+    passes (entries) after the cells. A time that is no time (NaN, infinite, not positive,
+    beyond a week: a damaged or shared history, cache or build log) is left out, never taken
+    into a figure."""
     past = [p for p in past or () if seconds(p.wall_s)]
     logs = [(s, n) for s, n in logs if seconds(s)]
     calibrations = [(cached, last if seconds(last) else None) for cached, last in calibrations]
     sources: dict[str, Counter] = {"cells": Counter(), "builds": Counter(),
-                                   "calibration": Counter()}
+                                   "calibration": Counter(), "profiles": Counter()}
     per_cell: dict[str, tuple[Span, str]] = {}
     spans: dict[str, Span] = {}
     for entry in entries:
@@ -231,6 +267,16 @@ def estimate(entries: Sequence[Any], device_of: Callable[[Any], str | None],
         span, source = calibration_span(cached, last_s, gpu)
         calibrated.append(span)
         sources["calibration"][source] += 1
-    cells = total(list(spans.values())).scaled(1.0 / max(1, lanes))
-    return Estimate(spans, cells, total(built), total(calibrated), max(1, lanes), sources)
+    widths = {entry.key: width(entry.cell) for entry in entries}
+    cells = packed([(spans[key], widths[key]) for key in spans], lanes)
+    profiled: dict[str, Span] = {}
+    for entry in profiles:                  # alone, one at a time: each holds every lane
+        cell = entry.cell
+        if cell.id not in per_cell:
+            per_cell[cell.id] = cell_span(cell, device_of(cell), past or (), family)
+        profiled[entry.key], source = per_cell[cell.id]
+        widths[entry.key] = max(1, lanes)
+        sources["profiles"][source] += 1
+    return Estimate(spans, cells, total(built), total(calibrated), max(1, lanes), sources, widths,
+                    profiled)
 

@@ -2,9 +2,10 @@
 shipped one unless price_table says otherwise), or the price_per_hour it gives. Every figure
 made from it is a list-price estimate, labelled with the table's source and date.
 
-A record's `usd` is its wall time × the per-GPU share of the VM's price (× the GPUs the cell
-holds: one); the estimate and the budget count the whole VM's price over the run's wall time
-(builds and calibration included), as the bill would."""
+A record's `usd` is its wall time × the per-GPU share of the VM's price × the GPUs the cell
+holds (its devices on a GPU: a data-parallel cell on 8 GPUs pays for 8); the estimate and the
+budget count the whole VM's price over the run's wall time (builds and calibration included,
+the cells packed into the lanes as the scheduler runs them), as the bill would."""
 
 from __future__ import annotations
 

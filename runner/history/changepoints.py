@@ -168,10 +168,10 @@ def change_points(cell_name: str, points: list[Point], recent: int = RECENT,
     """The change points of a cell's series, sought within each stretch of one method version
     (method_segments): a level shift where the method changed is the method's, not the stack's,
     and the trend marks it as a method change instead."""
-    ok = [p for p in points if p.status == "ok" and p.median_ms]
+    ok = [p for p in points if p.status == "ok" and p.time_ms]
     out = []
     for start, end in method_segments(ok):
-        values = [float(p.median_ms or 0) for p in ok[start:end]]    # every one is set
+        values = [float(p.time_ms or 0) for p in ok[start:end]]      # every one is set
         found = detect(values, max_pvalue, min_magnitude)
         bounds = [0] + [i for i, _ in found] + [len(values)]
         for n, (index, pvalue) in enumerate(found):
@@ -193,5 +193,5 @@ def method_segments(points: list[Point]) -> list[tuple[int, int]]:
 
 def method_changes(points: list[Point]) -> list[Point]:
     """The ok points measured by another method version than the ok point before them."""
-    ok = [p for p in points if p.status == "ok" and p.median_ms]
+    ok = [p for p in points if p.status == "ok" and p.time_ms]
     return [ok[start] for start, _ in method_segments(ok)[1:]]

@@ -4,6 +4,7 @@ changed between two stacks."""
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,9 +116,24 @@ class Point:
     method_version: str | None = None
 
     @property
+    def time_ms(self) -> float | None:
+        """The point's time as the run's reports give it (geomean_ms)."""
+        return run_time(self.repeat_medians_ms, self.median_ms)
+
+    @property
     def method_changed(self) -> bool:
         """This point was measured by another method than the point before."""
         return self.change is not None and "method_version" in self.change.changed
+
+
+def run_time(repeat_medians: Any, median_ms: float | None) -> float | None:
+    """A cell's time by the run's own estimator (results/analysis/summaries.py TIME_KEY): the
+    geometric mean of its repeat medians; a row without them keeps its stored median of the
+    repeat medians."""
+    values = [float(v) for v in repeat_medians or [] if isinstance(v, (int, float)) and v > 0]
+    if not values:
+        return median_ms
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def series(engine: Engine, cell_name: str) -> list[Point]:

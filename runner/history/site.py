@@ -23,7 +23,7 @@ from ..errors import shortened
 from ..results.render.plots import PLOT_LABEL, save
 from ..worker.protocol import write_text_atomic
 from . import changepoints
-from .queries import Point, cell_names, latest_cells, series
+from .queries import Point, cell_names, latest_cells, run_time, series
 
 DPI = 100
 # A point measured by another method version than the one before (runner/version.py): the
@@ -96,13 +96,15 @@ def draw(family: str, members, path: Path) -> None:
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
     for _, points, cps in members:
-        ok = [p for p in points if p.status == "ok" and p.median_ms]
+        ok = [p for p in points if p.status == "ok" and p.time_ms]
         if not ok:
             continue
         xs = [position[p.run_pk] for p in ok]
-        ys = [p.median_ms for p in ok]
-        low = [p.median_ms - p.ci_low_ms if p.ci_low_ms is not None else 0 for p in ok]
-        high = [p.ci_high_ms - p.median_ms if p.ci_high_ms is not None else 0 for p in ok]
+        ys = [float(p.time_ms or 0) for p in ok]
+        low = [max(0.0, y - p.ci_low_ms) if p.ci_low_ms is not None else 0
+               for y, p in zip(ys, ok, strict=True)]
+        high = [max(0.0, p.ci_high_ms - y) if p.ci_high_ms is not None else 0
+                for y, p in zip(ys, ok, strict=True)]
         line = ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3,
                            label=shortened(ok[0].environment, PLOT_LABEL))
         for changed in changepoints.method_changes(points):     # not comparable across it
@@ -118,7 +120,7 @@ def draw(family: str, members, path: Path) -> None:
                         textcoords="offset points", xytext=(3, 4), fontsize=8)
     ax.set_xticks(range(len(runs)), [run_id.split("/")[-1][:16] for _, _, run_id in runs],
                   rotation=35, ha="right", fontsize=7)
-    ax.set_ylabel("median ms/step (95 % interval)")
+    ax.set_ylabel("ms/step, geometric mean of the repeat medians (95 % interval)")
     ax.set_title(shortened(family, PLOT_LABEL), fontsize=10)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[1]:
@@ -136,10 +138,10 @@ def family_page(family: str, members, plot: str) -> str:
         marks = {cp.point.run_pk: cp for cp in cps}
         parts.append(f"<h2 id=\"{slug(name)}\">{e(points[-1].environment)} "
                      f"<small>({e(name)})</small></h2>")
-        parts.append("<table class=\"points\"><tr><th>run</th><th>started</th><th>median ms</th>"
+        parts.append("<table class=\"points\"><tr><th>run</th><th>started</th><th>ms</th>"
                      "<th>95 % interval</th><th>change point</th><th>stack diff</th></tr>")
         for p in points:
-            median = fmt(p.median_ms) if p.status == "ok" else e(p.status)
+            median = fmt(p.time_ms) if p.status == "ok" else e(p.status)
             cp = marks.get(p.run_pk)
             mark = (f"<span class=\"{cp.direction}\">{cp.ratio:.3f}× {cp.direction}</span>"
                     if cp else METHOD_MARK if p.method_changed else "")
@@ -169,12 +171,13 @@ def index_page(links, latest: list[dict]) -> str:
     parts.append("</ul>")
     if latest:
         parts.append("<h2>Latest run</h2><table><tr><th>workload (task)</th><th>batch</th>"
-                     "<th>environment</th><th>status</th><th>median ms</th>"
+                     "<th>environment</th><th>status</th><th>ms</th>"
                      "<th>95 % interval</th></tr>")
         for c in latest:
             parts.append(f"<tr><td>{e(c['label'])}</td><td class=\"num\">{e(c['batch_size'])}</td>"
                          f"<td>{e(c['environment_name'])}</td><td>{e(c['status'])}</td>"
-                         f"<td class=\"num\">{fmt(c['median_ms'])}</td><td class=\"num\">"
+                         f"<td class=\"num\">{fmt(run_time(c['repeat_medians_ms'], c['median_ms']))}"
+                         "</td><td class=\"num\">"
                          f"{fmt(c['ci_low_ms'])}–{fmt(c['ci_high_ms'])}</td></tr>")
         parts.append("</table>")
     return page("Benchmark history", "\n".join(parts))

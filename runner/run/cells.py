@@ -32,7 +32,7 @@ from ..schema.user_workloads import STAGED
 from ..version import runner_version
 from ..worker.protocol import COMPILE_CACHE_ENV, CellSpec, UserWorkloadEntry
 from . import devices, scheduling
-from .block_sizes import BlockSizes
+from .block_sizes import BlockSizes, HandedBlocks
 from .console import calibration_line, calibration_summary, cell_line
 from .displays import calibration_display
 from .pace import Pace
@@ -88,12 +88,15 @@ def user_workload_entry(cell: Cell) -> UserWorkloadEntry | None:
 
 def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: Store, seed: int,
               console: Console, pace: Pace | None = None,
-              calls_per_sample: int | None = None) -> None:
+              calls_per_sample: int | None = None,
+              handed: HandedBlocks | None = None) -> None:
     """Every planned cell × repeat, on the run's lanes (one per GPU, or one at a time); with a
     pace, each line says [k/N] and the expected finish, each record its `usd`, and a cap
-    (--budget, --max-hours) stops the run before a cell × repeat (RunStopped, by the cap)."""
+    (--budget, --max-hours) stops the run before a cell × repeat (RunStopped, by the cap).
+    handed: another run's block sizes by cell name (--blocks-from)."""
     lanes = scheduling.Lanes(setup.lanes()[0], console)
-    blocks = BlockSizes(store.records(), plan.to_run, calls_per_sample)
+    blocks = BlockSizes(store.records(), plan.to_run, calls_per_sample,
+                        handed.sizes if handed else None)
 
     def run_one(entry: Entry, lane: Lane, show: Callable[[str], None]) -> Record:
         source = setup.source_of(entry.cell)
@@ -101,7 +104,8 @@ def run_cells(setup: Setup, plan: Plan, prepared: dict[str, Prepared], store: St
         record = run_entry(executor, entry, prepared[source.key], store, seed,
                            lane=lane, stop=lanes.stop, on_status=show,
                            calls_per_sample=blocks.size(entry.cell),
-                           usd_per_s=pace.usd_per_s() if pace else None)
+                           usd_per_s=pace.usd_per_s(devices.width(setup, entry.cell))
+                           if pace else None)
         stop_if_lost(executor, f"{entry.cell.name} r{entry.repeat}", record)
         return record
 
@@ -200,7 +204,8 @@ def run_entry(executor: Executor, entry: Entry, prepared: Prepared, store: Store
     """Run one cell × repeat on its lane and store its record. When `stop` is set meanwhile
     (Ctrl-C in a parallel run) nothing is stored, as when a serial run is interrupted.
     calls_per_sample: the cell's block size handed over from its first repeat (BlockSizes);
-    usd_per_s: the per-GPU share of the VM's price, which makes the record's `usd`."""
+    usd_per_s: the share of the VM's price the cell's GPUs make (the per-GPU share × its
+    devices on a GPU), which makes the record's `usd`."""
     check_free_disk(store)
     placement = lane.placement()
     adopted = adopt_orphan(entry, store, seed, host_metadata(entry, prepared, {}))

@@ -17,7 +17,7 @@ from ..cost.pricing import RunPrice
 from ..errors import UsageError, user_text
 from ..machine import hostinfo
 from ..results.formatting import usd
-from . import manifest as manifest_mod
+from . import devices, manifest as manifest_mod, profiles
 from .pace import Pace, duration_text
 from .state import RunState
 
@@ -61,7 +61,7 @@ def estimate_the_run(state: RunState) -> None:
     from .preparing import packages_of
 
     setup, plan = state.setup, state.plan
-    devices = {d: device_key(d) for d in {c.axes.device for c in plan.cells}}
+    models = {d: device_key(d) for d in {c.axes.device for c in plan.cells}}
     past = past_cells(history_destination(state)[0])
     builds = [Build(s.label, setup.executor_for(s).is_ready(s), packages_of(setup, s))
               for s in state.sources]
@@ -72,9 +72,12 @@ def estimate_the_run(state: RunState) -> None:
         cached = not state.opts.recalibrate and cache.get(lock, cell.id) is not None
         calibrations.append((cached, cache.last_wall_s(cell.id)))
     found = estimate_mod.estimate(
-        plan.to_run, lambda cell: devices[cell.axes.device], past,
+        plan.to_run, lambda cell: models[cell.axes.device], past,
         lambda name: state.matrix.spec.workload(name).family, builds, venvs.build_logs(),
-        calibrations, lanes=len(setup.lanes()[0]), gpu=setup.gpu)
+        calibrations, lanes=len(setup.lanes()[0]), gpu=setup.gpu,
+        width=lambda cell: len(setup.lanes()[0]) if setup.alone(cell)
+        else devices.width(setup, cell),
+        profiles=[profiles.profile_entry(c) for c in profiles.planned(state)])
     state.decide(estimate=found)
     for line in estimate_lines(found, state.decisions.price, state.decisions.budget,
                                state.opts.max_hours):
@@ -104,8 +107,9 @@ def estimate_lines(found: Estimate, price: RunPrice | None, budget: float | None
     lanes = f" on {found.lanes} lanes" if found.lanes > 1 else ""
     parts = [f"{len(found.entries)} runs{lanes} {duration_text(found.cells.expected)} "
              f"[{sources_text(found.sources['cells']) or 'none'}]"]
-    for part, span in (("builds", found.builds), ("calibration", found.calibration)):
-        if found.sources[part] and (span.high > 0 or part == "calibration"):
+    for part, span in (("builds", found.builds), ("calibration", found.calibration),
+                       ("profiles", found.profiles)):
+        if found.sources[part] and (span.high > 0 or part != "builds"):
             parts.append(f"{part} {duration_text(span.expected)} "
                          f"[{sources_text(found.sources[part])}]")
     caps = [f"budget {usd(budget)}"] if budget is not None else []

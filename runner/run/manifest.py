@@ -25,6 +25,7 @@ from ..schema.matrix import Matrix
 from ..timestamps import iso_now
 from ..version import runner_version
 from . import resume
+from .block_sizes import HandedBlocks
 from .plan import Plan
 from .setup import Setup
 
@@ -175,6 +176,11 @@ def add_spending(manifest: Manifest, spent_s: float, spent_usd: float | None) ->
 def add_stop(manifest: Manifest, by: str) -> None:
     """A cap stopped the run: "budget" or "max_hours" (its `stopped` says why)."""
     manifest["stopped_by"] = by
+
+
+def add_blocks_from(manifest: Manifest, handed: HandedBlocks) -> None:
+    """--blocks-from: the run whose block sizes this one timed, and how many cells took one."""
+    manifest["blocks_from"] = {"run": str(handed.run), "cells": len(handed.sizes)}
 
 
 def add_reproduces(manifest: Manifest, original: str) -> None:

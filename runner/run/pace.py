@@ -1,8 +1,9 @@
 """A run's pace as its cells go: `[k/N]` and the expected finish time on each cell's line (the
 estimate's remaining time, corrected by how the cells done so far compare with theirs), what
 the run has spent so far (its wall time, carried over resumes, × the VM's price), each record's
-`usd`, and the budget and time caps: before each cell × repeat, the run stops when what it has
-spent plus that run's estimate would pass --budget (or [cost] budget) or --max-hours."""
+`usd`, and the budget and time caps: before each cell × repeat and each profiled pass, the run
+stops when what it has spent plus that run's estimate would pass --budget (or [cost] budget) or
+--max-hours."""
 
 from __future__ import annotations
 
@@ -55,22 +56,39 @@ class Pace:
     def spent_usd(self) -> float | None:
         return self.price.vm_usd_for(self.spent_s()) if self.price else None
 
-    def usd_per_s(self) -> float | None:
-        """A record's rate: the per-GPU share of the VM's price, per second (one GPU a cell)."""
-        return self.price.per_gpu_usd_per_hour / 3600.0 if self.price else None
+    def usd_per_s(self, gpus: int = 1) -> float | None:
+        """A record's rate: the share of the VM's price per second that the cell's `gpus` make
+        (a data-parallel cell holds its devices' lanes: run/devices.py width)."""
+        return self.price.per_gpu_usd_per_hour / 3600.0 * gpus if self.price else None
 
     def expected(self, entry: Entry) -> Span:
-        spans = self.estimate.entries if self.estimate else {}
-        return spans.get(entry.key, Span())
+        if self.estimate is None:
+            return Span()
+        return self.estimate.entries.get(entry.key) \
+            or self.estimate.profile_entries.get(entry.key, Span())
 
     def lanes(self) -> int:
         return self.estimate.lanes if self.estimate else 1
 
+    def run_s(self, entry: Entry | str) -> float:
+        """What the entry adds to the run's wall time: its process's estimate × the share of
+        the lanes it holds (an 8-device cell on 8 lanes, a profiled pass: all of its time)."""
+        key = entry if isinstance(entry, str) else entry.key
+        if self.estimate is None:
+            return 0.0
+        span = self.estimate.entries.get(key) or self.estimate.profile_entries.get(key, Span())
+        width = self.estimate.widths.get(key, 1)
+        return span.expected * min(width, self.lanes()) / self.lanes()
+
     def left_s(self, after: Entry | None = None) -> float:
-        """The estimate of the entries not finished yet (from `after` on), over the lanes."""
+        """The estimate of what is not finished yet (from `after` on: the cells × repeats, then
+        the profiled passes), over the lanes."""
+        order = [e.key for e in self.entries] + \
+            (list(self.estimate.profile_entries) if self.estimate else [])
         keys = set(self.finished)
-        todo = self.entries[self.entries.index(after):] if after in self.entries else self.entries
-        return sum(self.expected(e).expected for e in todo if e.key not in keys) / self.lanes()
+        todo = order[order.index(after.key):] if after is not None and after.key in order \
+            else order
+        return sum(self.run_s(key) for key in todo if key not in keys)
 
     def record_spending(self) -> None:
         """The manifest's running figures (written with it: every write carries them)."""
@@ -84,8 +102,10 @@ class Pace:
         if self.first_cell is None:
             self.first_cell = self.clock()
         self.record_spending()
-        next_s = self.expected(entry).expected / self.lanes()
-        spent_s, name = self.spent_s(), f"{entry.cell.name} r{entry.repeat}"
+        next_s = self.run_s(entry)
+        spent_s = self.spent_s()
+        name = f"{entry.cell.name} r{entry.repeat}" if entry.repeat else \
+            f"{entry.cell.name}'s profiled pass"
         rest_s = self.left_s(entry)
         if self.budget is not None and self.price is not None:
             spent, following = self.price.vm_usd_for(spent_s), self.price.vm_usd_for(next_s)
@@ -112,6 +132,12 @@ class Pace:
 
     # --- after each cell × repeat: its line ---------------------------------------------------
 
+    def done(self, entry: Entry) -> None:
+        """A profiled pass finished: what the run spent, written (no line of its own)."""
+        if entry.key not in self.finished:
+            self.finished.append(entry.key)
+        self.record_spending()
+
     def finish(self, entry: Entry, record: dict[str, Any] | None = None) -> str:
         """`[k/N]` and the expected finish, for the cell's line."""
         if entry.key not in self.finished:
@@ -123,8 +149,7 @@ class Pace:
         if left <= 0 or self.estimate is None:
             return count
         pace = 1.0
-        done_expected = sum(self.expected(e).expected for e in self.entries
-                            if e.key in set(self.finished)) / self.lanes()
+        done_expected = sum(self.run_s(e) for e in self.entries if e.key in set(self.finished))
         if self.first_cell is not None and done_expected > 0:
             taken = self.clock() - self.first_cell
             pace = min(MAX_PACE, max(MIN_PACE, taken / done_expected))

@@ -185,6 +185,8 @@ def start_run(state: RunState) -> None:
     state.progress.manifest = manifest_mod.opening_manifest(
         matrix, state.plan, state.setup, store, state.progress.prepared, bool(state.opts.resume))
     manifest_mod.add_tuning(state.progress.manifest, state.decisions.tuned)
+    if state.opts.blocks_from is not None:
+        manifest_mod.add_blocks_from(state.progress.manifest, state.opts.blocks_from)
     show.announce_machine(state.progress.manifest, state.console)
     stage_user_workloads(matrix, store.root)
     if not state.opts.resume:                 # a resume never rewrites what the run ran
@@ -229,7 +231,7 @@ def calibrate(state: RunState) -> None:
 def run_planned_cells(state: RunState) -> None:
     run_cells(state.setup, state.plan, state.progress.prepared, state.store,
               state.matrix.spec.run.seed, state.console, state.progress.pace,
-              state.opts.calls_per_sample)
+              state.opts.calls_per_sample, state.opts.blocks_from)
 
 
 MEASURE: tuple[Step, ...] = (prepare_environments, calibrate, run_planned_cells, profiles.step)
@@ -283,6 +285,8 @@ def write_final_reports(state: RunState) -> None:
     by a full disk still says how it ended). A report that cannot be written is a warning."""
     store, done = state.store, state.progress
     store.release_reserve()
+    if done.pace is not None:      # what the run took, its profiled passes included
+        done.pace.record_spending()
     manifest_mod.add_ending(done.manifest, done.interrupted is not None,
                             done.stopped.reason if done.stopped is not None else done.halted)
     try:

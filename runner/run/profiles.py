@@ -3,7 +3,9 @@ it under its framework's profiler (runner/worker/profiling/) — never a repeat:
 are the profile's alone. The cells are those `--profile-cells` and [profiling] cells name (a
 name, glob or id, as --only) that finished at least one repeat ok; one that already has a
 profile is not profiled again (a resumed run, `profile` run twice). A pass that fails is a
-warning with its log, never a failed cell."""
+warning with its log, never a failed cell. In a run the passes are in its estimate (planned),
+its time and what it spent, and a cap (--budget, --max-hours) stops before a pass would pass
+it, as before a cell × repeat."""
 
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from ..results.data.types import Record
 from ..schema.matrix import Cell
 from ..schema.user_workloads import STAGED
 from ..worker import catalog
-from .cells import attempt_for, cell_spec, stop_if_lost
+from .cells import RunStopped, attempt_for, cell_spec, stop_if_lost
 from .console import cell_label
+from .pace import Pace
 from .plan import Entry, matches
 from .setup import Setup
 from .state import RunState
@@ -34,7 +37,7 @@ def step(state: RunState) -> None:
     """A pipeline step: a profiled pass of each planned cell that `--profile-cells` or
     [profiling] cells name, after the timed repeats (a line when none is left to profile)."""
     profiling = state.matrix.spec.profiling
-    patterns = [*state.opts.profile_cells, *profiling.cells]
+    patterns = patterns_of(state)
     cells = cells_to_profile(state.plan.cells, state.store.records(), patterns, state.store.root,
                              state.store.ledger)
     if patterns and not cells:
@@ -45,7 +48,8 @@ def step(state: RunState) -> None:
                             f"{user_text(str(no_profiler(cell)))}", soft_wrap=True)
     cells = [c for c in cells if not no_profiler(c)]
     run_profiles(state.setup, cells, state.progress.prepared, state.store,
-                 profiling.worker_settings(), state.matrix.spec.run.seed, state.console)
+                 profiling.worker_settings(), state.matrix.spec.run.seed, state.console,
+                 state.progress.pace)
 
 
 def refuse_unmatched(state: RunState, flag: str = "--profile-cells") -> None:
@@ -55,22 +59,37 @@ def refuse_unmatched(state: RunState, flag: str = "--profile-cells") -> None:
             raise UsageError(f"{flag} {pattern}: no cell of {state.matrix.path} matches")
 
 
+def patterns_of(state: RunState) -> list[str]:
+    return [*state.opts.profile_cells, *state.matrix.spec.profiling.cells]
+
+
+def profile_entry(cell: Cell) -> Entry:
+    """A profiled pass as the estimate and the pace count it (repeat 0: no timed repeat's)."""
+    return Entry(cell, 0)
+
+
 def planned(state: RunState) -> list[Cell]:
-    """The cells the plan will profile after their repeats (those that finish one ok)."""
-    patterns = [*state.opts.profile_cells, *state.matrix.spec.profiling.cells]
-    return [c for c in state.plan.cells if patterns and not c.not_applicable
-            and c.axes["devices"] == 1 and matches(c, patterns)]
+    """The cells the run will profile after their repeats, before it runs (its plan and
+    estimate): the named cells with a profiler and without a finished profile, whether or not
+    their repeats will end ok."""
+    store = state.progress.store
+    return [c for c in cells_to_profile(state.plan.cells, None, patterns_of(state),
+                                        store.root if store else None,
+                                        store.ledger if store else None)
+            if not no_profiler(c)]
 
 
-def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]],
+def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]] | None,
                      patterns: list[str], root: Any, ledger: Any = None) -> list[Cell]:
-    """The named cells that have an ok repeat and no finished profile, in the matrix's order;
-    one-device cells only (a profiled pass runs on one lane; docs/scaling.md)."""
+    """The named cells that have an ok repeat (any, with `records` None) and no finished
+    profile, in the matrix's order; one-device cells only (a profiled pass runs on one lane;
+    docs/scaling.md)."""
     if not patterns:
         return []
-    ok = {r["cell_id"] for r in records if r.get("status") == "ok"}
-    return [c for c in cells if not c.not_applicable and c.id in ok and matches(c, patterns)
-            and c.axes.devices == 1 and not stored.has_profile(root, c.id, ledger)]
+    ok = None if records is None else {r["cell_id"] for r in records if r.get("status") == "ok"}
+    return [c for c in cells if not c.not_applicable and (ok is None or c.id in ok)
+            and matches(c, patterns) and c.axes.devices == 1
+            and (root is None or not stored.has_profile(root, c.id, ledger))]
 
 
 def no_profiler(cell: Cell) -> str | None:
@@ -89,13 +108,20 @@ def timed_median(records: Sequence[Mapping[str, Any]], cell_id: str) -> float | 
 
 
 def run_profiles(setup: Setup, cells: list[Cell], prepared: dict[str, Prepared], store: Store,
-                 settings: dict[str, Any], seed: int, console: Console) -> None:
-    """One profiled pass per cell, in turn on the run's first lane; a line for each."""
+                 settings: dict[str, Any], seed: int, console: Console,
+                 pace: Pace | None = None) -> None:
+    """One profiled pass per cell, in turn on the run's first lane; a line for each. With a
+    pace, a cap stops before a pass that would pass it (RunStopped, by the cap), and each
+    pass counts in what the run spent."""
     if not cells:
         return
     records = store.records()
     lane = setup.lanes()[0][0]
     for number, cell in enumerate(cells, 1):
+        if pace is not None:
+            reason = pace.gate(profile_entry(cell))
+            if reason is not None:
+                raise RunStopped(reason, cell.name, by=pace.stopped_by or "budget")
         source = setup.source_of(cell)
         executor = setup.executor_for(source)
         ready = prepared.get(source.key)
@@ -104,6 +130,8 @@ def run_profiles(setup: Setup, cells: list[Cell], prepared: dict[str, Prepared],
         with console.status(f"profile {number}/{len(cells)}: {user_text(cell.name)}"):
             profile = profile_one(executor, ready, cell, store, settings, seed, lane, records)
         console.print(profile_line(cell, profile), soft_wrap=True, highlight=False)
+        if pace is not None:
+            pace.done(profile_entry(cell))
         stop_if_lost(executor)
 
 
@@ -155,22 +183,53 @@ def profile_of(cell: Cell, worker: record_mod.WorkerReply, outcome: Outcome,
             "timed out" if outcome.timed_out else
             f"the worker exited {outcome.returncode} without a profile")
         return {**base, "status": "failed", "error": str(why)[-2000:]}, None, None
-    profiled = stored.finite_number(captured.get("profiled_step_ms"))
-    overhead = profiled / timed_ms if profiled and timed_ms else None
+    profiled, reference, overhead = profiler_cost(captured)
     kernels = stored.clean_kernels(captured.get("kernels"))
     trace = stored.trace_bytes(captured.get("trace_gz_b64"), float(settings["max_trace_mb"]))
     warnings = []
     if overhead is not None and overhead > stored.OVERHEAD_WARNING:
-        warnings.append(f"profiled steps took {overhead:.2f}× the timed median: the profiler "
-                        "slows this cell; read its shares, not its absolute times")
+        warnings.append(f"profiled steps took {overhead:.2f}× the same steps unprofiled: the "
+                        "profiler slows this cell; read its shares, not its absolute times")
+    drift = reference_drift(captured)
+    if drift is not None and max(drift, 1 / drift) > stored.OVERHEAD_WARNING:
+        warnings.append(f"the unprofiled steps after the profiled ones took {drift:.2f}× those "
+                        "before: the process drifted, so the profiler's ratio is uncertain")
     if captured.get("truncated"):
         warnings.append(str(captured["truncated"])[:300])
     return ({**base, "status": "ok", "error": None, "source": str(captured.get("source"))[:40],
              "steps": captured.get("steps"), "warmup": captured.get("warmup"),
              "step_ms": [stored.finite_number(v) for v in captured.get("step_ms") or []],
-             "profiled_step_ms": profiled, "profile_overhead": overhead,
+             "profiled_step_ms": profiled, "reference_step_ms": reference,
+             "profile_overhead": overhead, "reference_drift": drift,
+             "sync": str(captured.get("sync") or "")[:200],
              "device": (kernels or {}).get("device"), "warnings": warnings},
             kernels, trace)
+
+
+def profiler_cost(captured: Mapping[str, Any]) -> tuple[float | None, float | None,
+                                                        float | None]:
+    """(the profiled step, the same steps unprofiled, their ratio: the profiler's own cost),
+    ms: both medians of the worker's pass, timed in one process with the device synchronised
+    after every call (never against the timed repeats, which synchronise once per block and
+    ran in other processes)."""
+    profiled = stored.finite_number(captured.get("profiled_step_ms"))
+    steps = _positive(captured.get("reference_step_ms"))
+    reference = statistics.median(steps) if steps else None
+    return profiled, reference, (profiled / reference if profiled and reference else None)
+
+
+def reference_drift(captured: Mapping[str, Any]) -> float | None:
+    """The unprofiled steps after the profiled ones over those before (1: the process did not
+    drift while it was profiled; far from 1, the ratio above is as uncertain)."""
+    before, after = (_positive(captured.get(key))
+                     for key in ("reference_before_ms", "reference_after_ms"))
+    return statistics.median(after) / statistics.median(before) if before and after else None
+
+
+def _positive(raw: Any) -> list[float]:
+    if not isinstance(raw, list):
+        return []
+    return [v for v in (stored.finite_number(x) for x in raw) if v is not None and v > 0]
 
 
 def profile_line(cell: Cell, profile: Mapping[str, Any]) -> str:
@@ -184,7 +243,7 @@ def profile_line(cell: Cell, profile: Mapping[str, Any]) -> str:
     overhead = profile.get("profile_overhead")
     idle = kernels.get("device_idle_pct")
     return (f"◷ profile {name}: {profile['profiled_step_ms']:.3g} ms/step profiled"
-            + (f" (×{overhead:.2f} the timed median)" if overhead else "")
+            + (f" (×{overhead:.2f} unprofiled)" if overhead else "")
             + (f", {kernels['launches_per_step']:.0f} launches/step"
                if kernels.get("launches_per_step") is not None else "")
             + (f", {idle:.0f} % idle" if idle is not None else "")

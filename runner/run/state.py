@@ -23,6 +23,7 @@ from ..results.analysis.report_model import ReportModel
 from ..results.data.store import Store
 from ..results.data.types import CellSummary, Manifest
 from ..schema.matrix import Cell, Matrix
+from .block_sizes import HandedBlocks
 from .cells import RunStopped
 from .pace import Pace
 from .plan import Plan
@@ -55,6 +56,8 @@ class Options:
     # --tuning: the tuning folders the tuned tier's cells read their knobs from (none: the
     # matrix's newest that has the cell)
     tuning: list[Path] = field(default_factory=list)
+    # --blocks-from RUN_A: each cell's block size from A's same cell (compare like with like).
+    blocks_from: HandedBlocks | None = None
 
 
 @dataclass(frozen=True)

@@ -366,10 +366,10 @@ class Measurements(TypedDict):
     gpu_energy_j: Annotated[Figure | None, worker(
         "NVML total-energy counter delta over the timed window, J")]
     gpu_idle_power_w: Annotated[Figure | None, worker(
-        "the device's power at rest before the warm-up, from the energy counter's delta over a "
-        "second, W (energy above idle: host); read with the framework started and its CUDA "
-        "context open, so a framework whose context keeps the GPU busier at rest reads higher "
-        "(H200: JAX 122 W, torch 80 W, nothing running 79.8 W)")]
+        "the device's power at rest, from the energy counter's delta over a second, W (energy "
+        "above idle: host); read before the framework is imported, so no framework's own rest "
+        "draw is in it (read after, a JAX context read 122 W against torch's 80 W on an H200, "
+        "nothing running 79.8 W)")]
     gpu_energy_resolution_s: Annotated[Figure | None, worker(
         "the NVML energy counter's update interval, measured at rest, s: the timed window's "
         "energy is trusted from ENERGY_WINDOW_RESOLUTIONS of them")]
@@ -441,8 +441,9 @@ class Measurements(TypedDict):
     wall_s: Annotated[Figure | None, host(
         "wall time of the whole worker process or container, s")]
     usd: Annotated[Figure | None, host(
-        "what the process cost at list price: wall_s × the per-GPU share of the [cost] VM's "
-        "price per hour (a list-price estimate, USD; null without [cost])")]
+        "what the process cost at list price: wall_s × the GPUs the cell holds (its devices on "
+        "a GPU, else one share) × the per-GPU share of the [cost] VM's price per hour (a "
+        "list-price estimate, USD; null without [cost])")]
     log: Annotated[str | None, host(
         "log file of this cell × repeat, relative to the run folder")]
 

@@ -128,6 +128,22 @@ def test_the_whole_run_spreads_its_cells_over_the_lanes_and_counts_its_sources()
     assert set(found.entries) == {e.key for e in entries}
 
 
+def test_an_8_device_cell_holds_8_lanes_in_the_estimate():
+    """Issue 59 item 2: the cells are packed as the scheduler runs them. Four 10 s cells, an
+    8-device one, four more on 8 lanes: the wide cell waits for all 8 and holds them, nothing
+    goes ahead of it: 30 s. Before: the sum over the lanes, (8 × 10 + 10) / 8 = 11.25 s."""
+    cells = [FakeCell(f"c{i}") for i in range(4)] + [FakeCell("wide")] + \
+        [FakeCell(f"d{i}") for i in range(4)]
+    entries = [FakeEntry(c) for c in cells]
+    past_runs = [past(c.name, 10.0) for c in cells] * 3
+    found = est.estimate(entries, lambda cell: A100, past_runs, family, lanes=8, gpu=True,
+                         width=lambda cell: 8 if cell.name == "wide" else 1)
+    assert found.cells.expected == pytest.approx(30.0)
+    assert found.widths[FakeEntry(cells[4]).key] == 8
+    assert est.packed([(est.Span(1, 2, 3), 1)] * 4, lanes=2) == est.Span(2, 4, 6)
+    assert est.packed([(est.Span(0, 5, 0), 1), (est.Span(0, 5, 0), 2)], lanes=1).expected == 10
+
+
 def test_the_history_database_is_read_and_never_created(tmp_path):
     url = f"sqlite:///{tmp_path / 'history.sqlite'}"
     assert past_cells(url) is None and not (tmp_path / "history.sqlite").exists()

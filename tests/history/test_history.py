@@ -76,9 +76,10 @@ def test_show_gives_the_series_with_stack_changes(history):
     lines = [line for line in out.splitlines() if "fixture/" in line]
     assert [line.split()[1] for line in lines] == ["fixture/base", "fixture/driver",
                                                    "fixture/same", "fixture/slower"]
-    assert "55.03" in lines[0] and "54.85–55.24" in lines[0] and "first" in lines[0]
+    # The run's estimator, the geometric mean of the repeat medians (issue 59 item 11)
+    assert "55.04" in lines[0] and "54.85–55.24" in lines[0] and "first" in lines[0]
     assert "driver_version 550.54.15 → 560.35.03" in lines[1]
-    assert "66.03" in lines[3] and "same stack" in lines[3]
+    assert "66.05" in lines[3] and "same stack" in lines[3]
     code, _, err = history("show", "no-such-cell")
     assert code == 2 and err.count("\n") == 1 and "no cell of that name" in err
     code, _, err = history("show", "cnn-fit-*")
@@ -246,3 +247,19 @@ def test_three_imports_creating_one_database_at_once_record_every_run(history_ur
     with engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM runs")).scalar() == 3
     engine.dispose()
+
+
+def test_the_series_and_the_site_use_the_runs_estimator():
+    """Issue 59 item 11: the history's series, its change points and its site plotted the median
+    of the repeat medians (1.0 for repeats 1, 1, 3) where every report shows their geometric
+    mean (1.44)."""
+    from runner.history import site
+    from runner.history.queries import Point, run_time
+
+    point = Point(1, "r/1", None, "ok", 1.0, 0.9, 3.5, [1.0, 1.0, 3.0], None, "jax", "x", 1)
+    assert point.time_ms == pytest.approx(3 ** (1 / 3))
+    assert run_time([], 2.0) == 2.0                  # a row without repeat medians: its median
+    page = site.index_page([], [{"label": "x", "batch_size": 1, "environment_name": "jax",
+                                 "status": "ok", "median_ms": 1.0, "ci_low_ms": 0.9,
+                                 "ci_high_ms": 3.5, "repeat_medians_ms": [1.0, 1.0, 3.0]}])
+    assert ">1.442<" in page and "<th>ms</th>" in page

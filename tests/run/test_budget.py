@@ -83,3 +83,46 @@ def test_the_report_and_summary_hold_the_dollars(stopped):
     items = float(json.loads(next((folder / "cells").glob("*.json")).read_text())
                   ["items_per_step"])
     assert float(summary["usd_per_1k_items"]) == pytest.approx(step_s / items * 1000)
+
+
+PROFILED = matrix_text(
+    "profiled-budget", steps=2, profile="smoke", environments={"numpy": this_interpreter()},
+    benchmarks=[{"workload": "selftest", "environments": ["numpy"]}],
+    # $1 a second; one selftest process is estimated at 3 s ($3), its profiled pass as much:
+    # the cell fits $4.5, the pass after it does not (issue 59 item 6).
+    tables={"cost": {"price_per_hour": 3600.0, "budget": 4.5},
+            "profiling": {"cells": ["*"], "steps": 2, "warmup": 1}})
+
+
+def test_a_profiled_pass_is_estimated_counted_and_capped(tmp_path, run_cli, results_dir):
+    """Before, the profiled passes ran after the cells outside the estimate, the budget and
+    what the run took: a run could pass its budget by every pass."""
+    matrix = tmp_path / "profiled.toml"
+    matrix.write_text(PROFILED, encoding="utf-8")
+    code, out, err = run_cli(matrix, "--dry-run")
+    assert code == 0, out + err
+    (line,) = [line for line in out.splitlines() if line.startswith("estimate: ")]
+    assert "+ profiles 3 s [1 default]" in line, line
+    code, out, err = run_cli(matrix)
+    assert code == 1, out + err
+    folder = next((results_dir / "profiled-budget").iterdir())
+    assert len(list((folder / "cells").glob("*.json"))) == 1          # the cell ran
+    assert not (folder / "profiles").exists()                           # its pass did not
+    (stop,) = [line for line in out.splitlines() if line.startswith("stopped: budget $4.50: ")]
+    assert "the next run (selftest-run-numpy-b1's profiled pass, ~$3.00)" in stop
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["stopped_by"] == "budget"
+    assert manifest["cost"]["estimate"]["profiled"] == 1
+    assert manifest["cost"]["estimate"]["profiles_s"]["expected"] == pytest.approx(3.0)
+
+
+def test_what_a_run_took_holds_its_profiled_passes(tmp_path, run_cli, results_dir):
+    matrix = tmp_path / "profiled.toml"
+    matrix.write_text(PROFILED.replace("budget = 4.5", "budget = 100.0"), encoding="utf-8")
+    code, out, err = run_cli(matrix)
+    assert code == 0, out + err
+    folder = next((results_dir / "profiled-budget").iterdir())
+    profile = json.loads(next((folder / "profiles").glob("*/profile.json")).read_text())
+    record = json.loads(next((folder / "cells").glob("*.json")).read_text())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["cost"]["spent_s"] >= record["wall_s"] + profile["wall_s"]

@@ -120,3 +120,16 @@ def test_max_hours_stops_without_a_price():
 def test_a_records_usd_is_its_share_of_the_vm():
     pace = Pace([], None, PRICE, {}, clock=Clock())
     assert pace.usd_per_s() == pytest.approx(0.25)     # $3600/h for 4 GPUs: $0.25 a second
+
+
+def test_a_wide_cell_pays_for_its_gpus_and_counts_its_share_of_the_lanes():
+    """Issue 59 item 2: a record's rate is the per-GPU share × the GPUs the cell holds, and
+    the budget's and the finish time's share of a process is its time × its lanes ÷ the
+    run's (before: one GPU's rate, and the time ÷ the lanes whatever it held)."""
+    entries, estimate = planned(2, lanes=4)
+    estimate.widths[entries[1].key] = 4
+    pace = Pace(entries, estimate, PRICE, {}, clock=Clock())
+    assert pace.usd_per_s(4) == pytest.approx(4 * pace.usd_per_s())
+    assert pace.usd_per_s() == pytest.approx(PRICE.per_gpu_usd_per_hour / 3600)
+    assert pace.run_s(entries[0]) == pytest.approx(10.0 / 4)
+    assert pace.run_s(entries[1]) == pytest.approx(10.0)

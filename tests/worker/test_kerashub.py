@@ -143,6 +143,10 @@ def test_every_model_and_task(environment, results_of):
                 # decoding loop's steps from the shortest prompt to max_length.
                 assert len(r["extra"]["prefill_ms"]) >= 3, where
                 assert all(t > 0 for t in r["extra"]["prefill_ms"]), where
+                # T(1) of the decode latency over the timed call's own buffer (issue 59 item 7)
+                assert len(r["extra"]["decode_base_ms"]) >= 3, where
+                assert all(t > 0 for t in r["extra"]["decode_base_ms"]), where
+                assert r["extra"]["first_token_call"]["loop_iterations_after_prefill"] == 1
                 assert 2 <= r["extra"]["generated_tokens"] < options["max_length"], where
                 # The same work as the hf cells' (issue 49): prompts of one length, as many
                 # loop iterations as new tokens, greedy on every model; the prefill keras-hub's

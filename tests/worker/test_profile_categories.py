@@ -24,7 +24,12 @@ REAL_NAMES = [
      "gemm"),
     ("aten::mm", "gemm"), ("aten::addmm", "gemm"), ("aten::linear", "gemm"),
     ("aten::bmm", "gemm"), ("dot.3", "gemm"), ("matmul:_MklMatMul", "gemm"),
-    ("MatMul", "gemm"), ("BatchMatMulV2", "gemm"), ("ynn_fusion", "gemm"),
+    ("MatMul", "gemm"), ("BatchMatMulV2", "gemm"),
+    # XLA CPU's library thunks, named by what their HLO holds (profiling/hlo.py); a bare one is
+    # a fusion like any other (issue 59 item 5: a CNN's convolutions read as gemm)
+    ("ynn_fusion.2 (dot)", "gemm"), ("ynn_fusion.5 (convolution)", "conv"),
+    ("ynn_fusion (reduce)", "reduction"), ("ynn_fusion.7 (reduce-window)", "reduction"),
+    ("ynn_fusion", "elementwise"),
     # cuDNN and XLA convolutions
     ("sm80_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32_stage3_"
      "warpsize2x2x1_g1_tensor16x8x8_execute_kernel__5x_cudnn", "conv"),

@@ -7,6 +7,14 @@ version, lock hash, image digest, the cell's method version (the worker code it 
 variables the matrix set for the worker, and the host variables DL_BENCH_INHERIT_ENV passed to
 it), and the settings of its timed window (SETTING_KEYS: how many steps were timed or for how
 long, and how many warm-up steps came before). Two cells that differ in any of these are not compared; the keys are named.
+
+The block size (calls_per_sample) is not among them: it is calibrated in every run (the smallest
+power of two of calls lasting 10 ms), so a cell that got 2× slower gets half the block, and
+refusing to compare across block sizes hid exactly the largest regressions. Per-step times
+compare across block sizes (block_regimes says so in a note); only a timing regime that truly
+differs is refused: calls synchronised one by one against blocks on a GPU (the per-call
+synchronisation's latency is in one side's steps only), or a block too short for its target on
+either side (its synchronisation is not spread over the block).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any
 from ...worker.metadata import KEYS
 from ..data.types import Record
 from . import stack_diff
+from .peaks import ran_on_gpu
 
 # Metadata that decides whether two measurements may be pooled or compared (GPU, driver, CUDA,
 # framework version, lock hash, image digest, CPU model, ...): flagged in the metadata registry.
@@ -46,12 +55,10 @@ def metadata_value(meta: Mapping[str, Any], key: str) -> Any:
     return meta.get(key)
 
 
-# Record fields (the run's settings, copied from the cell spec, and the block size its
-# calibration chose) that change what the timed window holds: a cell timed over 10 steps after
-# 2 warm-up steps is not the one timed for 60 s, nor one timed in blocks of 64 calls the one
-# timed call by call (a synchronisation per call); nor a tuned cell with other knobs.
-SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s", "calls_per_sample",
-                "tuning")
+# Record fields (the run's settings, copied from the cell spec) that change what the timed window
+# holds: a cell timed over 10 steps after 2 warm-up steps is not the one timed for 60 s, nor a
+# tuned cell the one with other knobs. The block size is judged apart (block_regimes).
+SETTING_KEYS = ("steps", "warmup_steps", "min_time_s", "max_time_s", "tuning")
 # What an environment's stack is: where it came from (lock, image), what it holds, what it ran on,
 # which runner measured it (runner_version: for information; each cell's method version decides).
 STACK_KEYS = ("lock_sha256", "image_digest", "image_id", "distributions_sha256",
@@ -81,6 +88,43 @@ def differences(records_a: Sequence[Mapping[str, Any]],
              for records in (records_a, records_b)]
     return {key: f"{shown(sides[0][key])} → {shown(sides[1][key])}"
             for key in (*COMPARABILITY_KEYS, *SETTING_KEYS) if sides[0][key] != sides[1][key]}
+
+
+def block_regimes(records_a: Sequence[Mapping[str, Any]],
+                  records_b: Sequence[Mapping[str, Any]]) -> tuple[str | None, str | None]:
+    """(why the two sides' timing regimes cannot be compared, a note on their block sizes): the
+    first is None unless one side synchronised every call where the other timed blocks, on a
+    GPU, or the block sizes differ and a side's block was too short for its target (the
+    record's extra.block_short); the note says "blocks of 16 → 8 calls" where sizes differ."""
+    sides = [_blocks(records) for records in (records_a, records_b)]
+    (regime_a, sizes_a), (regime_b, sizes_b) = sides
+    if sizes_a == sizes_b:
+        return None, None
+    text = f"blocks of {_sizes(sizes_a)} → {_sizes(sizes_b)} calls"
+    on_gpu = any(ran_on_gpu(r) for r in (*records_a, *records_b))
+    if regime_a != regime_b and on_gpu:
+        return (f"timing regime differs: {text} ({regime_a} → {regime_b} on a GPU: the "
+                "synchronisation after every call is in one side's steps only)"), None
+    short = [side for side, records in (("A", records_a), ("B", records_b))
+             if any(isinstance((r.get("extra") or {}).get("block_short"), Mapping)
+                    for r in records)]
+    if short:
+        return (f"timing regime differs: {text}, and {' and '.join(short)}'s block was too "
+                "short for its target (its synchronisation is not spread over the block)"), None
+    return None, (f"{text} (per-step times compare across block sizes; `--blocks-from RUN_A` "
+                  "on B's run times A's blocks)")
+
+
+def _blocks(records: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[int, ...]]:
+    """A side's regime ("per-call" or "blocked") and its block sizes."""
+    per_call = all(r.get("block_source") == "per_call" or (r.get("block_source") is None
+                   and (r.get("calls_per_sample") or 1) == 1) for r in records)
+    sizes = sorted({int(r.get("calls_per_sample") or 1) for r in records})
+    return ("per-call" if per_call else "blocked"), tuple(sizes)
+
+
+def _sizes(sizes: tuple[int, ...]) -> str:
+    return "/".join(str(size) for size in sizes)
 
 
 @dataclass

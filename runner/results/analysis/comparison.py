@@ -19,8 +19,12 @@ variables, which are exactly what must be shown as differing rather than hide th
 Cells whose comparability metadata or timing settings differ (comparability.py: GPU, driver,
 power limit, CUDA, framework version, lock hash, image digest, CPU model, the runner's version,
 the worker's and the inherited environment variables, steps, warm-up, min and max time, ...)
-are never merged into a verdict: they are "not comparable", naming the keys. So are cells with
-fewer than three repeats or too few samples on a side. A "same" verdict says what it could have
+or whose timing regimes differ (per-call against blocks on a GPU, a short block) are never
+merged into a verdict: they are "not comparable", naming the keys; their test still runs, and a
+significant slowdown beyond the threshold makes the exit code 1 all the same. Per-step times
+compare across block sizes (calibrated anew in every run: a 2× slower cell gets half the
+block), with a note. Cells with fewer than three repeats or too few samples on a side are not
+comparable either. A "same" verdict says what it could have
 seen: the smallest change detected with 80 % power at the two sides' repeats and spread between
 processes, never below the practical margin (power.py: "no change larger than 9.4 % would have
 gone unseen").
@@ -35,7 +39,8 @@ marked, whatever its cells' verdicts.
 run folder may be given twice): two stacks measured side by side, e.g. one framework at two
 versions, judged cell by cell as two runs are.
 
-Exit code: 1 when any cell got significantly slower (usable in CI), else 0; 2 for bad input.
+Exit code: 1 when any cell got significantly slower beyond the threshold, judged or not (usable
+in CI), else 0; 2 for bad input.
 """
 
 from __future__ import annotations
@@ -46,19 +51,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from ...errors import EXIT_FAILED_CELLS, EXIT_OK, UsageError, one_line
-from ...machine.profile import compare_threshold
 from ..data.store import Store, open_run
 from ..data.types import CellSummary, Manifest, Record
 from . import cost, power
-from .comparability import SOFTWARE_KEYS, StackComparison, compare_stacks, differences
+from .comparability import (SOFTWARE_KEYS, StackComparison, block_regimes, compare_stacks,
+                            differences)
 from .ratios import welch_ratio
 from .stats import repeat_medians
 from .summaries import TIME_KEY, cell_summaries
+from .thresholds import DEFAULT_THRESHOLD, choose_threshold  # noqa: F401  (compare's API)
 
-DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
 MIN_SAMPLES = 5
 MIN_REPEATS = 3          # fewer: no test both holds its level and sees a change (stats)
@@ -90,6 +95,9 @@ class CellComparison:
     # The smallest change the verdict would have seen (80 % power at both sides' repeats and
     # spread between processes, power.py), and never below the practical margin
     detectable: float | None = None
+    # Not judged (not comparable), yet significantly slower beyond the threshold and the spread:
+    # the exit code is 1 all the same (hidden_change)
+    slower_unjudged: bool = False
 
 
 @dataclass
@@ -128,8 +136,13 @@ class Comparison:
         return cost.versus(self.geometric_mean_ratio, self.price_ratio)
 
     @property
+    def slower_unjudged(self) -> list[CellComparison]:
+        """Cells not judged whose test still says significantly slower (exit code 1)."""
+        return [c for c in self.cells if c.slower_unjudged]
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_FAILED_CELLS if self.count(SLOWER) else EXIT_OK
+        return EXIT_FAILED_CELLS if self.count(SLOWER) or self.slower_unjudged else EXIT_OK
 
 
 def readable_records(store: Store, manifest: Manifest | None = None) -> list[Record]:
@@ -200,30 +213,55 @@ def compare_cell(summary_a: Mapping[str, Any] | None, summary_b: Mapping[str, An
     out.differing_keys = list(differ)
     medians_a, medians_b = repeat_medians(ok_a), repeat_medians(ok_b)
     out.ratio = welch_ratio(medians_b, medians_a).ratio
-    if differ:
-        out.reason = "metadata or settings differ: " + ", ".join(
-            f"{key} {change}" for key, change in differ.items())
+    refused, blocks = block_regimes(ok_a, ok_b)
+    too_few = _too_few(len(samples_a), len(samples_b), len(medians_a), len(medians_b))
+    if differ or refused:
+        out.reason = "; ".join(([refused] if refused else []) + (
+            ["metadata or settings differ: " + ", ".join(
+                f"{key} {change}" for key, change in differ.items())] if differ else []))
+        if too_few is None:
+            hidden_change(out, medians_a, medians_b, threshold, alpha)
         return out
-    if min(len(samples_a), len(samples_b)) < MIN_SAMPLES:
-        out.reason = f"too few samples ({len(samples_a)} vs {len(samples_b)}, need {MIN_SAMPLES})"
-        return out
-    if min(len(medians_a), len(medians_b)) < MIN_REPEATS:
-        out.reason = (f"too few repeats ({len(medians_a)} vs {len(medians_b)}, need "
-                      f"{MIN_REPEATS} per side: with fewer, no test both holds its level and "
-                      "sees a change)")
+    if too_few is not None:
+        out.reason = too_few
         return out
     flagged = [side for side, s in (("A", summary_a), ("B", summary_b)) if s.get("warnings")]
-    if flagged:  # the verdict stands, but say that its inputs were already flagged
-        out.reason = f"caution: warnings in {' and '.join(flagged)} (see report.md)"
+    notes = [f"caution: warnings in {' and '.join(flagged)} (see report.md)"] if flagged else []
+    out.reason = "; ".join(notes + ([blocks] if blocks else []))  # the verdict stands, noted
     out.threshold = threshold
     ratio, p_value, out.spread = repeat_test(medians_a, medians_b)
     if ratio is None or p_value is None:     # two repeats a side, each positive: never here
         return out
     out.ratio, out.p_value = ratio, p_value
-    seen = power.detectable_change(power.log_spread(medians_a), len(medians_a),
-                                   power.log_spread(medians_b), len(medians_b), alpha=alpha)
+    seen = power.estimated_detectable(medians_a, medians_b, alpha=alpha)
     judge(out, ratio, p_value < alpha, threshold, seen)
     return out
+
+
+def _too_few(samples_a: int, samples_b: int, repeats_a: int, repeats_b: int) -> str | None:
+    """Why no test can be made on these sides, or None."""
+    if min(samples_a, samples_b) < MIN_SAMPLES:
+        return f"too few samples ({samples_a} vs {samples_b}, need {MIN_SAMPLES})"
+    if min(repeats_a, repeats_b) < MIN_REPEATS:
+        return (f"too few repeats ({repeats_a} vs {repeats_b}, need {MIN_REPEATS} per side: with "
+                "fewer, no test both holds its level and sees a change)")
+    return None
+
+
+def hidden_change(out: CellComparison, medians_a: list[float], medians_b: list[float],
+                  threshold: float, alpha: float) -> None:
+    """A cell that is not judged (its stack, settings or timing regime differ) still carries
+    its test: a slowdown significant and beyond both the threshold and the run-to-run spread
+    sets `slower_unjudged`, which makes the exit code 1 (a CI gate never passes a 2× slowdown
+    because something else changed too)."""
+    ratio, p_value, spread = repeat_test(medians_a, medians_b)
+    if ratio is None or p_value is None:
+        return
+    out.p_value, out.spread = p_value, spread
+    if p_value < alpha and ratio > 1 + max(threshold, spread):
+        out.slower_unjudged = True
+        out.reason = (f"slower ×{ratio:.3g} (p={p_value:.2g}, beyond the {threshold * 100:g} % "
+                      f"threshold and the run-to-run spread), but not judged: {out.reason}")
 
 
 def judge(out: CellComparison, ratio: float, significant: bool, threshold: float,
@@ -251,24 +289,6 @@ def pairing_keys(summaries: list[CellSummary]) -> dict[str, str]:
     names = Counter(s["cell_name"] for s in summaries)
     return {s["cell_id"]: s["cell_name"] if names[s["cell_name"]] == 1
             else f"{s['cell_name']}#{s['cell_id']}" for s in summaries}
-
-
-def choose_threshold(given: float | None, manifest_a: Manifest,
-                     manifest_b: Manifest) -> tuple[Callable[[str | None], float], str]:
-    """The practical threshold per workload class, and where it comes from: --threshold when
-    given; else, when both runs ran on machines with a profile (`runner doctor --measure`), the
-    larger of the two machines' thresholds for the class; else the fixed DEFAULT_THRESHOLD."""
-    if given is not None:
-        return (lambda workload: given), f"--threshold {given * 100:g} %"
-    profiles = [m.get("machine_profile") for m in (manifest_a, manifest_b)]
-    missing = [side for side, p in zip("AB", profiles, strict=True) if not (p or {}).get("found")]
-    if missing:
-        return ((lambda workload: DEFAULT_THRESHOLD),
-                f"the fixed {DEFAULT_THRESHOLD * 100:g} %: run {' and '.join(missing)} ran on a "
-                "machine without a profile (python -m runner doctor --measure MATRIX)")
-    return ((lambda workload: compare_threshold(profiles[0], profiles[1], workload,
-                                                DEFAULT_THRESHOLD)[0]),
-            "the machine profiles (the larger of A's and B's, per workload class)")
 
 
 def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None,

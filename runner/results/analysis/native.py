@@ -125,8 +125,13 @@ def cost_text(estimate: Ratio) -> str:
 
 def ratio_cell(ratio: NativeRatio) -> str:
     """A table's cell: cost_text with † where the two cells ran other arithmetic and ≠ where one
-    computed a different answer."""
-    return cost_text(ratio.estimate) + (f" {TF32_MARK}" if ratio.tf32_mixed else "") \
+    computed a different answer; a best Keras 3 cell names its backend (the fastest Keras 3
+    cell of the native cell's arithmetic: not always the row's fastest Keras 3 cell, which the
+    Keras table's "Best Keras 3" column names)."""
+    backend = ratio.keras_cell.get("backend")      # as the "Best Keras 3" column names it
+    named = f" ({backend})" if ratio.keras == BEST and backend and ratio.estimate.ratio \
+        is not None else ""
+    return cost_text(ratio.estimate) + named + (f" {TF32_MARK}" if ratio.tf32_mixed else "") \
         + (" ≠" if ratio.differs else "")
 
 

@@ -1,6 +1,11 @@
 """Where the time goes: a run's profiles (results/data/profiles.py) set side by side per row of
 its table, the sentence that explains a row's gap, and the diff of two profiles.
 
+A row's gap is read from the run's own estimator (each cell's geometric mean of its repeat
+medians, from its summary) with the effects' interval, never from a profiled pass's times or a
+median of medians (a finding once said "28.4×" beside the table's 6.53×); a sentence is written
+only where the gap is beyond noise and neither cell carries a warning.
+
 Profiles of the same framework's profiler compare op by op; across profilers (torch against
 JAX, say) only by category, since their ops are other code with other names."""
 
@@ -11,11 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...worker.profiling.categories import CATEGORIES
+from .speedups import speedup
+from .summaries import TIME_KEY
 
 TOP_OPS = 10
 # A launch-count or category gap this large is named as a cause of a row's gap.
 LAUNCH_RATIO = 2.0
 CATEGORY_SHARE = 0.1           # of the time gap between the two cells
+MIN_GAP = 1.1                  # a smaller gap between a row's cells gets no sentence
 
 
 @dataclass
@@ -34,6 +42,7 @@ class ProfiledRow:
     label: str
     batch_size: int
     profiles: list[dict[str, Any]] = field(default_factory=list)    # matrix order
+    sentence: str | None = None            # the row's gap, where beyond noise (judge_rows)
 
 
 def rows_of(profiles: Sequence[Mapping[str, Any]]) -> list[ProfiledRow]:
@@ -57,24 +66,44 @@ def top_ops(profile: Mapping[str, Any], count: int = TOP_OPS) -> list[dict[str, 
     return list(((profile.get("kernels") or {}).get("rows") or [])[:count])
 
 
-def explain(row: ProfiledRow) -> str | None:
+def judge_rows(profiled: Profiled, summaries: Sequence[Mapping[str, Any]]) -> None:
+    """Each profiled cell's time from its summary (TIME_KEY, the geometric mean of its repeat
+    medians: the estimator of every table), and each row's gap sentence (explain)."""
+    by_id = {s["cell_id"]: s for s in summaries}
+    for row in profiled.rows:
+        for profile in row.profiles:
+            summary = by_id.get(profile.get("cell_id"))
+            profile["time_ms"] = summary.get(TIME_KEY) if summary is not None \
+                and summary["status"] == "ok" else None
+        row.sentence = explain(row, by_id)
+
+
+def explain(row: ProfiledRow, summaries: Mapping[str, Mapping[str, Any]]) -> str | None:
     """One sentence on the row's biggest gap, where the profiles show a clear cause: the
-    slowest and the fastest profiled cell (by their timed medians), then what differs most —
-    ops launched per step, the share of the step outside ops, the category that grew most."""
-    timed = [p for p in row.profiles if p.get("timed_median_ms")]
+    slowest and the fastest profiled cell by the run's estimator (their summaries' geometric
+    means, by cell id), their ratio with the effects' interval, then what differs most — ops
+    launched per step, the share of the step outside ops, the category that grew most. None
+    unless the gap is beyond noise (its interval excludes 1: with one repeat a side, never)
+    and neither cell carries a warning."""
+    timed = [(p, summaries[p["cell_id"]]) for p in row.profiles
+             if p.get("cell_id") in summaries and summaries[p["cell_id"]]["status"] == "ok"
+             and summaries[p["cell_id"]].get(TIME_KEY)]
     if len(timed) < 2:
         return None
-    fast = min(timed, key=lambda p: p["timed_median_ms"])
-    slow = max(timed, key=lambda p: p["timed_median_ms"])
-    ratio = slow["timed_median_ms"] / fast["timed_median_ms"]
-    if ratio < 1.1:
+    fast, fast_s = min(timed, key=lambda pair: pair[1][TIME_KEY])
+    slow, slow_s = max(timed, key=lambda pair: pair[1][TIME_KEY])
+    gap = speedup(slow_s, fast_s)          # slow ÷ fast, with the effects' interval
+    if gap.ratio is None or gap.ratio < MIN_GAP or not gap.distinguishable \
+            or slow_s.get("warnings") or fast_s.get("warnings"):
         return None
-    causes = gap_causes(slow, fast)
+    causes = gap_causes({**slow, "time_ms": slow_s[TIME_KEY]},
+                        {**fast, "time_ms": fast_s[TIME_KEY]})
     if not causes:
         return None
     return (f"{row.label}, batch {row.batch_size}: {slow['environment']} takes "
-            f"{ratio:.3g}× the time of {fast['environment']} ({slow['timed_median_ms']:.3g} "
-            f"against {fast['timed_median_ms']:.3g} ms/step); in their profiles "
+            f"{gap.ratio:.3g}× (95 % CI {gap.low:.3g}–{gap.high:.3g}) the time of "
+            f"{fast['environment']} ({slow_s[TIME_KEY]:.3g} against {fast_s[TIME_KEY]:.3g} "
+            "ms/step, geometric means of the repeat medians); in their profiles "
             + "; ".join(causes) + ".")
 
 
@@ -93,7 +122,7 @@ def gap_causes(slow: Mapping[str, Any], fast: Mapping[str, Any]) -> list[str]:
         where = "the GPU waits between kernels" if a.get("device") == "gpu" else \
             "no op runs (Python and framework overhead between ops)"
         out.append(f"{idle_a:.0f} % of its step is time where {where}, against {idle_b:.0f} %")
-    gap_ms = slow["timed_median_ms"] - fast["timed_median_ms"]
+    gap_ms = slow["time_ms"] - fast["time_ms"]
     slow_ms, fast_ms = category_ms(slow), category_ms(fast)
     grown = sorted(((slow_ms.get(c, 0.0) - fast_ms.get(c, 0.0), c) for c in CATEGORIES),
                    reverse=True)
@@ -108,16 +137,13 @@ def gap_causes(slow: Mapping[str, Any], fast: Mapping[str, Any]) -> list[str]:
 
 
 def biggest_gap(rows: Sequence[ProfiledRow]) -> str | None:
-    """The sentence of the row whose profiled cells are furthest apart."""
+    """The sentence of the row whose profiled cells are furthest apart (judge_rows first)."""
     def spread(row: ProfiledRow) -> float:
-        timed = [p["timed_median_ms"] for p in row.profiles if p.get("timed_median_ms")]
+        timed = [p["time_ms"] for p in row.profiles if p.get("time_ms")]
         return max(timed) / min(timed) if len(timed) >= 2 else 0.0
 
-    for row in sorted(rows, key=spread, reverse=True):
-        sentence = explain(row)
-        if sentence:
-            return sentence
-    return None
+    return next((row.sentence for row in sorted(rows, key=spread, reverse=True)
+                 if row.sentence), None)
 
 
 # --- diff ----------------------------------------------------------------------------------------

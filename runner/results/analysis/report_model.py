@@ -18,7 +18,7 @@ from .decoding import keras_titles
 from .effects import Analysis
 from .keras_table import keras_view
 from .native import KerasView, NativeRatio
-from .profiles import Profiled, biggest_gap
+from .profiles import Profiled, biggest_gap, judge_rows
 from .ratios import Ratio
 from .scaling import ScalingRow, scaling_rows
 from .speedups import keras_speedups, speedup
@@ -125,6 +125,8 @@ def build(manifest: Manifest, summaries: list[CellSummary], analysis: Analysis |
           profiled: Profiled | None = None) -> ReportModel:
     """The report of `summaries`: every analysis its renderers show, each made once."""
     keras = keras_view(summaries)
+    if profiled is not None:
+        judge_rows(profiled, summaries)
     ratios = native.keras_over_native(keras)
     speedups = keras_speedups(summaries)
     # The time table's speedup columns: its own unless the Keras table has them.

@@ -164,8 +164,10 @@ def findings(rows: list[ScalingRow]) -> list[str]:
             measured = [p for p in points if p.efficiency is not None
                         and p.efficiency.ratio is not None]
             if measured:
-                said.append(f"{env} {efficiency_text(measured[-1].efficiency)} at "
-                            f"{measured[-1].devices} devices")
+                last = measured[-1].efficiency
+                said.append(f"{env} {efficiency_text(last)} at {measured[-1].devices} devices"
+                            + (" (superlinear: usually a thread or cache effect)"
+                               if superlinear(last) else ""))
         if said:
             out.append(f"{row.label}, batch {row.batch_size}: of linear scaling, "
                        + ", ".join(said) + ".")
@@ -176,13 +178,31 @@ def findings(rows: list[ScalingRow]) -> list[str]:
     return out
 
 
+# Efficiency above 1: N devices did more than N times one device's work, which data parallelism
+# cannot do by itself; the usual cause is the host's threads or a cache (a device's share of
+# the batch fits a cache the whole batch did not, or the one-device cell ran with fewer or
+# busier host threads), and the report says so.
+SUPERLINEAR_MARK = "‼"
+SUPERLINEAR_NOTE = (f"{SUPERLINEAR_MARK} superlinear (efficiency above 1): more than N times "
+                    "one device's work, which data parallelism does not do by itself — usually "
+                    "a thread or cache effect (a device's share of the batch fits a cache the "
+                    "whole batch did not, or the one-device cell had fewer or busier host "
+                    "threads), not the framework scaling better than linear.")
+
+
+def superlinear(ratio: Ratio | None) -> bool:
+    return ratio is not None and ratio.ratio is not None and ratio.ratio > 1
+
+
 def efficiency_text(ratio: Ratio | None) -> str:
-    """0.91 (95 % CI 0.88–0.94); 0.91 (no interval) where a side has under 3 repeats."""
+    """0.91 (95 % CI 0.88–0.94); 0.91 (no interval) where a side has under 3 repeats; above 1
+    marked SUPERLINEAR_MARK."""
     if ratio is None or ratio.ratio is None:
         return "–"
+    mark = f" {SUPERLINEAR_MARK}" if superlinear(ratio) else ""
     if ratio.has_interval:
-        return f"{ratio.ratio:.2f} (95 % CI {ratio.low:.2f}–{ratio.high:.2f})"
-    return f"{ratio.ratio:.2f} (no interval)"
+        return f"{ratio.ratio:.2f}{mark} (95 % CI {ratio.low:.2f}–{ratio.high:.2f})"
+    return f"{ratio.ratio:.2f}{mark} (no interval)"
 
 
 def without_interval(rows: list[ScalingRow]) -> str | None:

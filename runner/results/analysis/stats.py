@@ -16,16 +16,16 @@ block, a longer timed window) must not count for more. Choices, and why:
   ranking by the median of the repeat medians could bold a cell that its ratio calls slower).
   `median_ms`, the median of the repeat medians, stays a description of one cell (one aberrant
   process of three cannot move it).
-- The **95 % confidence interval of the median is computed across repeats**, on the repeat
-  medians, so it sees the process-to-process spread that an interval on pooled samples ignores
+- The **95 % confidence interval is computed across repeats** (`median_ci_*` by its old name),
+  on the repeat medians, so it sees the process-to-process spread that an interval on pooled samples ignores
   (simulated with 2 % spread between processes and 100 steps per repeat, the pooled interval
   covered the true median 27–30 % of the time, less with more steps;
   tests/results/analysis/test_stats.py). From 6 repeats it is the distribution-free binomial
-  order-statistic interval (`scipy.stats.quantile_test`), which always contains the headline. With 3
-  to 5 repeats no order-statistic interval reaches 95 % (with 5 values [min, max] is a 94 %
-  interval), so it is a Student-t interval on the logarithms of the repeat medians (times are
-  positive and vary by factors; t because with a handful of repeats the spread itself is uncertain);
-  for n ≤ 6 such an interval always contains the median of the values. With fewer than 3 repeats
+  order-statistic interval of their median (`scipy.stats.quantile_test`). With 3 to 5 repeats no
+  order-statistic interval reaches 95 % (with 5 values [min, max] is a 94 % interval), so it is a
+  Student-t interval on the logarithms of the repeat medians (times are positive and vary by
+  factors; t because with a handful of repeats the spread itself is uncertain): an interval
+  around their geometric mean, the cell's time, and the report labels it so. With fewer than 3 repeats
   there is no interval: the spread between processes is unknown.
 - The **spread** (p10, p90, IQR, stdev, CV) is the typical process's: each repeat's own figure,
   then the median across repeats, so a repeat with more samples weighs no more. min and max are

@@ -231,10 +231,9 @@ def cell_summaries(records: list[Record], cell_order: list[str] | None = None,
         summary.update(repeat_figures(ok, first))
         summary.update(decoding.first_token_figures(ok, summary[TIME_KEY]))
         medians = summary["repeat_medians_ms"]
-        spread = power.log_spread(medians)
-        # What a comparison of this cell with a re-run like it could have seen (power.py)
-        summary["detectable_change"] = power.detectable_change(spread, len(medians), spread,
-                                                               len(medians))
+        # What a comparison of this cell with a re-run like it could have seen (power.py: at
+        # the upper bound of its spread, an estimate)
+        summary["detectable_change"] = power.estimated_detectable(medians, medians)
         summary["peak_kind"] = peak_kind(first.get("precision"), summary["tf32_effective"],
                                          first["workload"])
         summary.update(throughput({**summary, "median_ms": summary[TIME_KEY]}))

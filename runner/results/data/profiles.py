@@ -31,7 +31,7 @@ PROFILES = "profiles"
 SCHEMA = 1
 PROFILE_FILE, KERNELS_FILE, TRACE_FILE = "profile.json", "kernels.json", "trace.json.gz"
 MAX_NAME = 300                      # an op's name in the table (a C++ kernel's can be pages)
-OVERHEAD_WARNING = 1.2              # profiled ÷ timed above this: the profiler slowed the steps
+OVERHEAD_WARNING = 1.2              # profiled ÷ unprofiled above this: the profiler slowed them
 
 
 def profile_dir(root: Path, cell_id: str) -> Path:
@@ -70,7 +70,7 @@ def clean_kernels(raw: Any) -> dict[str, Any] | None:
             "time_basis": str(raw.get("time_basis", ""))[:40],
             **{k: finite_number(raw.get(k)) for k in ("steps", "step_ms", "device_busy_us",
                                                 "device_idle_pct", "launches_per_step",
-                                                "rows_dropped")},
+                                                "rows_dropped", "threads_overlap")},
             "categories": {k: v for k, v in ((c, finite_number(categories.get(c))) for c in CATEGORIES)
                            if v},
             "per_step": per_step, "rows": rows}

@@ -148,8 +148,8 @@ def finalize(spec: CellSpec, outcome: Outcome, worker: WorkerReply,
              host_metadata: dict[str, Any], log: str, settle: Any = None,
              usd_per_s: float | None = None, notes: Mapping[str, Any] | None = None) -> Record:
     """A worker's outcome as its record: its result's fields (or the spec's and nulls), status,
-    host fields and metadata; `usd_per_s` (the per-GPU share of the VM's price) makes its
-    `usd`."""
+    host fields and metadata; `usd_per_s` (the share of the VM's price the cell's GPUs make)
+    makes its `usd`."""
     status, error = status_from_outcome(outcome, worker)
     fields = worker if isinstance(worker, dict) else empty_result(spec)
     wall = outcome.wall_s

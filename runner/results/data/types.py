@@ -71,6 +71,7 @@ class CellSummary(CellCoordinates, total=False):
     ttft_ms: float | None
     decode_ms_per_token: float | None
     tokens_per_s: float | None
+    ttft_loop_iterations: int | None    # loop iterations a first-token call runs after its prefill
     generate_work: dict[str, int] | None
     items_per_step: float | None
     flops_per_step: float | None
@@ -174,6 +175,7 @@ class Manifest(TypedDict, total=False):
     interrupted: bool
     stopped: str
     reproduces: str
+    blocks_from: dict[str, Any]      # --blocks-from: {run, cells}
     resumed: list[dict[str, Any]]    # each resume: when, with which executor
     cost: dict[str, Any] | None      # price, estimate, caps, what it spent (runner/cost/)
     stopped_by: str                  # "budget" | "max_hours": a cap stopped the run

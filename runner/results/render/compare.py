@@ -22,6 +22,10 @@ def _fmt(value: float | None, pattern: str) -> str:
 def summary_line(comparison: Comparison) -> str:
     gm = comparison.geometric_mean_ratio
     counts = ", ".join(f"{comparison.count(v)} {v}" for v in (FASTER, SLOWER, SAME, NOT_COMPARABLE))
+    hidden = len(comparison.slower_unjudged)
+    if hidden:
+        counts += (f" ({hidden} of them significantly slower beyond the threshold all the same: "
+                   "exit 1)")
     mean = (f"geometric mean of B/A over {len(comparison.comparable)} comparable cells: "
             f"{gm:.3f}" if gm is not None else "no comparable cells")
     differ = comparison.different_stacks

@@ -111,9 +111,12 @@ def keras_table_section(r: Report) -> list[str]:
             "keras-cv's v1.4 and Keras 3's is keras-hub's SD3: a different model, so that "
             "row's speedup compares models, not frameworks."
             + (" HF PyTorch: the same models on Hugging Face's code (transformers, diffusers, "
-               "peft) on native PyTorch, eager and torch.compile'd; best Keras 3 ÷ HF: how many "
-               "times longer the fastest Keras 3 backend takes (Keras over native, see "
-               "Effects)." if view.natives else ""), ""]
+               "peft) on native PyTorch, eager and torch.compile'd. Best Keras 3: the row's "
+               "fastest Keras 3 cell, its backend named; best Keras 3 ÷ HF: how many times "
+               "longer the fastest Keras 3 cell that ran its float32 matmuls and convolutions "
+               "as the HF cell did (TF32 or full float32) takes, its backend named in the cell "
+               "— another backend than the Best Keras 3 column's where TF32 narrowed it (Keras "
+               "over native, see Effects)." if view.natives else ""), ""]
 
 
 def time_section(r: Report) -> list[str]:
@@ -255,8 +258,8 @@ def _cell_row(s: CellSummary) -> str:
 
 def cells_section(r: Report) -> list[str]:
     out = ["## Cells", "",
-           "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI of median (across "
-           "repeats) | Detectable change | IQR ms | p10–p90 ms | "
+           "| Cell | Status | Repeats ok | Time ms | Median ms | 95 % CI (across repeats) | "
+           "Detectable change | IQR ms | p10–p90 ms | "
            "CV | CV of repeat medians | Compile s | Items/s | TFLOP/s | TF32 | % of peak | "
            "Loss first → last | Accuracy |",
            "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]

@@ -13,11 +13,13 @@ from ..analysis import cost
 from ..analysis.report_model import ReportModel, TableView
 from ..formatting import best_text, cell_text, comparable_values, fmt, md_text, usd
 
-TABLES = (("usd_per_1k_items", "USD per 1,000 items (the time per step × the per-GPU price ÷ "
-           "the items a step processes; 95 % interval from the time's)"),
+TABLES = (("usd_per_1k_items", "USD per 1,000 items (the time per step × the GPUs the cell "
+           "holds × the per-GPU price ÷ the items a step processes; 95 % interval from the "
+           "time's)"),
           ("usd_per_1m_tokens", "USD per million generated tokens (generate: at the decode "
            "rate)"),
-          ("usd_per_epoch", "USD per epoch (fit: one epoch's time × the per-GPU price)"),
+          ("usd_per_epoch", "USD per epoch (fit: one epoch's time × the GPUs the cell holds × "
+           "the per-GPU price)"),
           ("usd_per_image", "USD per image (Stable Diffusion)"))
 
 
@@ -80,6 +82,6 @@ def cost_section(model: ReportModel) -> list[str]:
     spent = [float(v) for s in summaries if (v := s.get("usd")) is not None]
     if spent:
         out += [f"The cells' processes cost {usd(sum(spent))} in all (each process's wall time, "
-                "start-up and compilation included, × the per-GPU price). Cost never changes "
-                "a verdict: faster and slower are the time's.", ""]
+                "start-up and compilation included, × the GPUs its cell holds × the per-GPU "
+                "price). Cost never changes a verdict: faster and slower are the time's.", ""]
     return out + estimate_lines(manifest.get("cost") or {}, manifest.get("stopped_by"))

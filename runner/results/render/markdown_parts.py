@@ -20,13 +20,17 @@ from ..formatting import fmt, md_code, md_text
 # The Cells table's legend (markdown.cells_section).
 CELLS_NOTE = ("Time ms: the geometric mean of the repeat medians, what every table, ratio, "
               "items/s and TFLOP/s use. Median ms: the median of the repeat medians (one aberrant"
-              " process of three cannot move it). 95 % CI of the median (across repeats): "
-              "computed on the repeat medians, each repeat (a process) one observation — a "
-              "Student-t interval on their logarithms with 3 to 5 repeats, the distribution-free "
-              "binomial order-statistic interval from 6; none with fewer than 3 repeats. "
-              "Detectable change: the smallest change against a re-run like this cell that the "
-              "ratio test of compare and the effects detects with 80 % power, at its repeats and "
-              "spread between processes (3 repeats at 2 % spread: 9.4 %). IQR, p10–p90 and CV "
+              " process of three cannot move it). 95 % CI (across repeats): computed on the "
+              "repeat medians, each repeat (a process) one observation — with 3 to 5 repeats a "
+              "Student-t interval on their logarithms, around their geometric mean (the Time "
+              "ms); from 6 the distribution-free binomial order-statistic interval of their "
+              "median (the Median ms); none with fewer than 3 repeats. "
+              "Detectable change (an estimate): the smallest change against a re-run like this "
+              "cell that the ratio test of compare and the effects detects with 80 % power, at "
+              "its repeats and the 70 % upper confidence bound of its spread between processes "
+              "(a spread measured from a few repeats understates it: plugged in as measured, the "
+              "stated change was seen 58.6 % of the time with 3 repeats; 3 repeats at a measured 2 "
+              "% spread: 16 %, 5 repeats: 6.5 %). IQR, p10–p90 and CV "
               "(stdev / mean): each repeat's own, then the median across repeats (the typical "
               "process's step-to-step spread; for a cell timed in blocks of k calls, one "
               "synchronisation per block, the spread between blocks, per step); CV of repeat "
@@ -40,10 +44,11 @@ CELLS_NOTE = ("Time ms: the geometric mean of the repeat medians, what every tab
               " of the run and never a datasheet figure; – without `[run] calibrate = true`.")
 
 
-ABOVE_IDLE = ("Above idle: the same, less the device's power at rest (measured before each "
-              "repeat's warm-up, with the worker's framework started and its CUDA context open: "
-              "a JAX worker's rest reads higher, 122 W against torch's 80 W and 79.8 W with "
-              "nothing running on an H200) over the window — the energy the work itself added:")
+ABOVE_IDLE = ("Above idle: the same, less the device's power at rest over the window (measured "
+              "by each repeat before its framework is imported, so no framework's own rest draw "
+              "is in it; records made before 2026-11-28 read it with the framework's context "
+              "open: a JAX worker's 122 W against torch's 80 W, nothing running 79.8 W on an "
+              "H200) — the energy the work itself added:")
 
 
 def allocator_lines(summaries: list[CellSummary]) -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...worker.profiling.categories import CATEGORIES
-from ..analysis.profiles import TOP_OPS, Profiled, ProfiledRow, category_ms, explain, top_ops
+from ..analysis.profiles import TOP_OPS, Profiled, ProfiledRow, category_ms, top_ops
 from ..formatting import fmt, md_code, md_text
 
 DOCS = "docs/profiles.md"
@@ -32,7 +32,7 @@ def figures_table(row: ProfiledRow) -> list[str]:
     kernels = [p.get("kernels") or {} for p in cells]
     lines = ["| | " + " | ".join(code(p["environment"], 40) for p in cells) + " |",
              "|---|" + "---:|" * len(cells),
-             "| profiled ms/step (× timed) | " + " | ".join(_overhead(p) for p in cells) + " |",
+             "| profiled ms/step (× unprofiled) | " + " | ".join(_overhead(p) for p in cells) + " |",
              "| busy ms/step | " + " | ".join(fmt((k.get("device_busy_us") or 0) / 1000)
                                                if k.get("device_busy_us") is not None else "–"
                                                for k in kernels) + " |",
@@ -72,17 +72,18 @@ def profiles_section(profiled: Profiled | None) -> list[str]:
            f"A profiled pass of each cell after its timed repeats, under its framework's own "
            f"profiler: {settings.get('steps', '?')} steps traced after "
            f"{settings.get('warmup', '?')} untraced, the device synchronised after each (never "
-           "part of the timings above; × timed: the profiled step over the cell's timed "
-           "median). Busy: the union of the ops' (GPU: kernels') time in a step; idle: the "
+           "part of the timings above; × unprofiled: the profiled step over the same steps "
+           "run just before the profiler began, in the same process and synchronised alike, "
+           "so the profiler's own cost; the timed repeats synchronise once per block). Busy: the union of the ops' (GPU: kernels') time in a step; idle: the "
            "rest of the step; launches: ops (GPU: kernels and copies) started per step. On a "
-           "CPU the ops are the host's, by their self time. Each cell's trace is "
+           "CPU the ops are the host's, by their self time (scaled to the busy time where ops "
+           "ran on several threads at once). Each cell's trace is "
            "`profiles/<cell id>/trace.json.gz` (open it in https://ui.perfetto.dev or "
            f"chrome://tracing), its table `kernels.json` ({DOCS}).", ""]
     for row in rows:
         out += [f"### {md_text(row.label)}, batch {row.batch_size}", ""]
-        sentence = explain(row)
-        if sentence:
-            out += [md_text(sentence), ""]
+        if row.sentence:
+            out += [md_text(row.sentence), ""]
         out += figures_table(row) + [""]
         if (row.label, row.batch_size) in plots:
             out += [f"![Where the time goes: {md_text(row.label)}, batch {row.batch_size}]"

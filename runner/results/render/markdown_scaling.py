@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.scaling import (DIFFERENT, SAME, Point, ScalingRow, efficiency_text, findings,
+from ..analysis.scaling import (DIFFERENT, SAME, SUPERLINEAR_NOTE, Point, ScalingRow,
+                                efficiency_text, findings, superlinear,
                                 without_interval)
 from ..formatting import DIFFERENT_MARK, cell_text
 
@@ -84,6 +85,9 @@ def scaling_part(report: Any) -> list[str]:
         out += [f"### {title}{kind}", "", "Items/s:", "", *items_table(row),
                 "", "Scaling efficiency:", "", *efficiency_table(row), ""]
         out += [*notes(row), ""] if notes(row) else []
+        if any(superlinear(p.efficiency) for points in row.environments.values()
+               for p in points):
+            out += [SUPERLINEAR_NOTE, ""]
         if f"Scaling: {title}" in drawn:
             out += [f"![Scaling: {title}]({drawn[f'Scaling: {title}']})", ""]
         out += [f"Finding: {sentence}" for sentence in findings([row])] + [""]

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from ..analysis import native
+from ..analysis.decoding import ttft_text
 from ..analysis.report_model import ReportModel, TableView
 from ..analysis.summaries import TF32_MARK, TIME_KEY
 from ...errors import user_text
@@ -132,7 +133,9 @@ def caption(view: TableView) -> str:
             + (f"; [bold red]{DIFFERENT_MARK}[/] {differing} cell(s) computed a different "
                "answer from their row, never best (report.md)" if differing else "")
             + (f"; {EMULATED_MARK} float8 emulated, its time no measure of float8 (report.md)"
-               if any(s.get("emulated") for s in summaries) else ""))
+               if any(s.get("emulated") for s in summaries) else "")
+            + ("; best Keras 3 ÷ HF: the fastest Keras 3 cell of the HF cell's arithmetic "
+               "(TF32 or not), its backend named" if view.natives else ""))
 
 
 def header(name: str) -> str:
@@ -171,7 +174,10 @@ def first_token_table(model: ReportModel):
     titles = model.column_titles
     table = Table(title="Generate: time to first token", title_justify="left",
                   caption="ms (geometric means of the repeat medians); decode per token = (ms per "
-                          "call − first token) ÷ (tokens − 1)",
+                          "call − a one-token call with the same prefill) ÷ (tokens − 1) "
+                          "(keras-hub: over the call's own buffer; Hugging Face: the first "
+                          "token); +1 loop iteration: keras-hub's first token runs one "
+                          "iteration of its loop after its prefill",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for name in ("Workload (task)", "Batch", "Environment", "ms per\ncall", "first\ntoken",
                  "decode per\ntoken", "tokens/s"):
@@ -184,6 +190,6 @@ def first_token_table(model: ReportModel):
                       escape(titles.get(s["cell_id"], s["environment"]))
                       + (" ≠" if s.get("answer_check") == "different work" else ""),
                       fmt(s.get(TIME_KEY)),
-                      fmt(s.get("ttft_ms")), fmt(s.get("decode_ms_per_token")),
+                      ttft_text(s), fmt(s.get("decode_ms_per_token")),
                       fmt(s.get("tokens_per_s")))
     return table

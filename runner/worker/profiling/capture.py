@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import catalog
-from . import reduce, xspace
+from . import hlo, reduce, xspace
 
 
 class Capture:
@@ -53,7 +53,11 @@ class Capture:
         return self._trace
 
     def kernels(self) -> dict[str, Any]:
-        return reduce.reduce_trace(self.trace()["traceEvents"], source=self.source)
+        return reduce.reduce_trace(self.trace()["traceEvents"], source=self.source,
+                                   fusions=self.fusions)
+
+    # (module, fusion) → what it computes, where the profile carries its HLO (hlo.py)
+    fusions: dict[tuple[str, str], str] = {}
 
 
 class TorchCapture(Capture):
@@ -116,6 +120,8 @@ class JaxCapture(Capture):
             raise RuntimeError("jax.profiler wrote no .trace.json.gz")
         with gzip.open(found[-1], "rt", encoding="utf-8", errors="replace") as handle:
             self._trace = json.load(handle)
+        spaces = sorted((self.folder / "jax").rglob("*.xplane.pb"))
+        self.fusions = hlo.fusion_kinds(spaces[-1]) if spaces else {}
 
 
 class TensorflowCapture(Capture):

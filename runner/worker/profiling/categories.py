@@ -2,6 +2,12 @@
 CUTLASS, cuDNN, Triton, XLA) and CPU host ops (torch's aten::, XLA's HLO ops, TensorFlow op
 types, NumPy functions), and a short name without template arguments, argument lists and
 numeric suffixes. Each rule is tested on real names (tests/worker/test_profile_categories.py).
+
+XLA's CPU thunks named after their library (`ynn_fusion.5`) hold a dot, a convolution or a
+reduction: their name says none, so the profiled pass names what the profile's HLO says they
+hold (`ynn_fusion.5 (convolution)`, profiling/hlo.py) and these rules read that; a bare
+`ynn_fusion` is a fusion like any other (elementwise), never a product by its name alone (a
+CNN's convolutions read as gemm that way).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((category, re.compile(pat
              r"fusedbatchnorm|welford|normali[sz]"),
     ("gemm", r"gemm|sgemm|hgemm|xmma|cutlass|cublas|matmul|\bmm\b|aten::mm|aten::addmm|"
              r"aten::bmm|aten::baddbmm|aten::linear|^dot[._]|^dot$|dot_general|einsum|"
-             r"batchmatmul|_mklmatmul|tensorop|wgmma|ynn_fusion|\bdot\b|gemv"),
+             r"batchmatmul|_mklmatmul|tensorop|wgmma|\bdot\b|gemv"),
     ("reduction", r"reduce|reduction|triton_red|triton_per|\bsum\b|aten::sum|aten::mean|"
                   r"aten::max|aten::min|argmax|argmin|softmax|log_softmax|cross_entropy|"
                   r"nll_loss|\bmean\b|\bmax\b|\bmin\b|^sum$|^mean$|^max$|^prod$|cumsum|"

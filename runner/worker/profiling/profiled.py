@@ -5,7 +5,13 @@ marker. Its step times are not samples of the cell: they go to the result's `pro
 (profiles/<cell>/profile.json on the host), never to statistics, effects, compare or history.
 
 A Keras fit or predict loop owns its calls: its clock (BlockClock) is given blocks of one call,
-and the profiler's step markers sit at the clock's block boundaries."""
+and the profiler's step markers sit at the clock's block boundaries.
+
+The profiler's cost is measured in the same pass: before the profiler starts and after it
+ends, the same `warmup + steps` calls run unprofiled, synchronised the same way (after every
+call), and the profiled steps are set against those (`reference_step_ms`): a ratio of the
+profiler alone, not of the timed repeats' other synchronisation regime (blocks of calls) nor of
+another process."""
 
 from __future__ import annotations
 
@@ -57,21 +63,26 @@ def profile_cell(spec: CellSpec, result: WorkerResult, fw: FrameworkBase,
     total = warmup + steps
 
     def step_ended(index: int) -> None:
-        capture.after_step(index)
-        if index + 1 < total:
-            capture.before_step(index + 1)
+        """Calls 0 … total − 1 run unprofiled (the reference before), then the profiler begins
+        and calls total … 2·total − 1 are its steps 0 … total − 1, then it ends and the last
+        `total` calls run unprofiled again (the reference after: a drift of the process shows
+        as two references apart, never as the profiler's cost)."""
+        phase, k = divmod(index, total)
+        if phase == 1:
+            capture.after_step(k)
+            if k + 1 < total:
+                capture.before_step(k + 1)
+            else:
+                capture.end()
+        if index == total - 1:
+            capture.begin(total, warmup)
+            capture.before_step(0)
 
-    def window_opens() -> None:
-        capture.begin(total, warmup)
-        capture.before_step(0)
-
-    clock = ProfileClock(warmup_calls=spec.warmup_steps, timed_calls=total, sync=bench.sync,
+    clock = ProfileClock(warmup_calls=spec.warmup_steps, timed_calls=3 * total, sync=bench.sync,
                          calls_per_sample=1, block_source="handed_over", keep_outputs=False,
-                         min_time_s=0.0, max_time_s=float("inf"), on_timed_start=window_opens,
-                         on_sample=step_ended)
+                         min_time_s=0.0, max_time_s=float("inf"), on_sample=step_ended)
     try:
         run_loop(bench, clock)
-        capture.end()
         trace = capture.trace()
         # JAX's trace ends with an empty {} (its viewer's trailing-comma guard): every event
         # kept has a phase, as the Chrome trace format asks.
@@ -81,13 +92,20 @@ def profile_cell(spec: CellSpec, result: WorkerResult, fw: FrameworkBase,
     finally:
         clock.end_timed()
         shutil.rmtree(folder, ignore_errors=True)
-    step_ms = [t * 1000 / bench.steps_per_call for t in clock.timed_s[warmup:]]
+    per_step = [t * 1000 / bench.steps_per_call for t in clock.timed_s]
+    # each phase's first `warmup` calls left out alike (the profiler's start and end land there)
+    before, step_ms, after = (per_step[k * total + warmup:(k + 1) * total] for k in range(3))
     trace_bytes, kept, cut = bounded_trace(trace, float(settings["max_trace_mb"]))
     result["compile_s"] = clock.warmup_s[0] if clock.warmup_s else None
     result["profile"] = {
         "source": capture.source, "settings": settings, "steps": steps, "warmup": warmup,
         "steps_per_call": bench.steps_per_call, "step_ms": step_ms,
         "profiled_step_ms": statistics.median(step_ms) if step_ms else None,
+        # the same steps before the profiler began and after it ended, in the same process,
+        # synchronised alike
+        "reference_step_ms": before + after, "reference_before_ms": before,
+        "reference_after_ms": after,
+        "sync": "every call synchronised (the profiled steps and their unprofiled reference)",
         "kernels": kernels, "trace_gz_b64": base64.b64encode(trace_bytes).decode("ascii")
         if trace_bytes else None, "trace_steps_kept": kept, "truncated": cut}
 

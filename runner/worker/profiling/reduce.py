@@ -8,7 +8,11 @@ Which events are ops:
   kernel level; the `XLA Ops` and `XLA Modules` lines repeat them a level up);
 - without one (a CPU run), the host ops: torch's `cpu_op` events, XLA's thunks (an `hlo_op`
   argument) and TensorFlow's kernels (`name:Type`, a `tf_op` argument from the converter),
-  each counted by its self time (nested ops are not counted twice).
+  each counted by its self time (nested ops are not counted twice). XLA and TensorFlow run ops
+  on several threads at once, so their self times can add up to more than the step (JAX's
+  categories read 122–130 % of it): where a step's self times exceed its busy time (the union
+  of its ops' spans on every thread), each op's time in that step is scaled down to its share
+  of the busy time, and `threads_overlap` says by how much they overlapped (1: never).
 A step is a step marker's span: torch's `ProfilerStep#N`, or `dl_bench_step` (JAX's
 StepTraceAnnotation, TensorFlow's Trace), which the profiled pass puts around every step; an op
 belongs to the step its start falls in. Standard library only: the host reads it too.
@@ -77,12 +81,16 @@ def is_host_op(event: Mapping[str, Any], processes: Mapping[Any, str]) -> bool:
     return isinstance(args, Mapping) and ("hlo_op" in args or "tf_op" in args)
 
 
-def op_name(event: Mapping[str, Any]) -> str:
-    """The row an op is counted in: an XLA thunk by its HLO op, a TensorFlow kernel by its
-    type, anything else by its event name."""
+def op_name(event: Mapping[str, Any],
+            fusions: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The row an op is counted in: an XLA thunk by its HLO op (a fusion with what it computes
+    where the profile's HLO says: `ynn_fusion.5 (convolution)`, hlo.py), a TensorFlow kernel by
+    its type, anything else by its event name."""
     args = event.get("args") or {}
     if isinstance(args, Mapping) and args.get("hlo_op"):
-        return str(args["hlo_op"])
+        name = str(args["hlo_op"])
+        kind = (fusions or {}).get((str(args.get("hlo_module", "")), name))
+        return f"{name} ({kind})" if kind else name
     if isinstance(args, Mapping) and args.get("op_type"):
         return str(args["op_type"])
     return str(event.get("name", ""))
@@ -125,8 +133,10 @@ def union_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def reduce_trace(events: list[Mapping[str, Any]], *, source: str) -> dict[str, Any]:
-    """kernels.json of a trace's events (see the module's docstring)."""
+def reduce_trace(events: list[Mapping[str, Any]], *, source: str,
+                 fusions: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
+    """kernels.json of a trace's events (see the module's docstring); `fusions`: (module,
+    fusion) → what it computes (hlo.fusion_kinds)."""
     processes, threads = names_of(events)
     complete = [e for e in events if e.get("ph") == "X" and "ts" in e]
     windows = step_windows(complete)
@@ -140,7 +150,7 @@ def reduce_trace(events: list[Mapping[str, Any]], *, source: str) -> dict[str, A
         times, top = [float(e.get("dur") or 0.0) for e in ops], [True] * len(ops)
     else:
         times, top = self_times(ops)
-    return tabulate(ops, times, top, windows, source=source,
+    return tabulate(ops, times, top, windows, source=source, fusions=fusions,
                     device=device_kind(device_ops, processes) if on_device else "cpu",
                     time_basis="kernel time" if on_device else "host self time")
 
@@ -159,7 +169,8 @@ def step_of(start: float, windows: list[tuple[float, float]]) -> int | None:
 
 def tabulate(ops: list[Mapping[str, Any]], times: list[float], top: list[bool],
              windows: list[tuple[float, float]], *, source: str, device: str,
-             time_basis: str) -> dict[str, Any]:
+             time_basis: str,
+             fusions: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """The table: rows by op name over the steps' ops, per-step busy time, idle and launches."""
     steps = max(1, len(windows))
     rows: dict[str, dict[str, list[float]]] = defaultdict(
@@ -171,21 +182,40 @@ def tabulate(ops: list[Mapping[str, Any]], times: list[float], top: list[bool],
         index = step_of(start, windows)
         if index is None:
             continue
-        row = rows[op_name(op)]
+        row = rows[op_name(op, fusions)]
         row["count"][index] += 1
         row["us"][index] += own
         if outermost:
             end = min(start + float(op.get("dur") or 0.0), windows[index][1])
             busy[index].append((start, end))
             launches[index] += 1
-    per_step = []
+    per_step, useds = [], []
     for index, (begin, end) in enumerate(windows):
         span = end - begin
         used = union_us(busy[index])
+        useds.append(used)
         per_step.append({"step": index, "ms": span / 1000, "busy_us": used,
                          "idle_pct": 100 * (1 - used / span) if span > 0 else None,
                          "launches": launches[index]})
-    return table(rows, per_step, source=source, device=device, time_basis=time_basis)
+    overlap = scale_to_busy(rows, useds) if device == "cpu" else None
+    out = table(rows, per_step, source=source, device=device, time_basis=time_basis)
+    out["threads_overlap"] = overlap
+    return out
+
+
+def scale_to_busy(rows: Mapping[str, Mapping[str, list[float]]], busy: list[float]) -> float:
+    """Per step, the ops' self times scaled down to the step's busy time where they add up to
+    more (ops that ran at once on several threads), in place; the median over the steps of how
+    much they overlapped (their sum ÷ the busy time, at least 1)."""
+    ratios = []
+    for index, used in enumerate(busy):
+        summed = sum(row["us"][index] for row in rows.values())
+        ratio = summed / used if used > 0 and summed > used * (1 + 1e-6) else 1.0  # not rounding
+        ratios.append(ratio)
+        if ratio > 1:
+            for row in rows.values():
+                row["us"][index] /= ratio
+    return statistics.median(ratios) if ratios else 1.0
 
 
 def table(rows: Mapping[str, Mapping[str, list[float]]], per_step: list[dict[str, Any]], *,

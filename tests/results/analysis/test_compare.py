@@ -38,7 +38,9 @@ def test_identical_runs_are_the_same(runs):
     assert notes["m2mmkrjax0"].startswith("caution: warnings in A and B (see report.md); no "
                                           "change larger than")  # CV > 5 %
     # The threshold (5 %) is the floor of what a verdict can see.
-    assert notes["f2cnnkrjax"] == "no change larger than 5 % would have gone unseen (80 % power)"
+    assert notes["f2cnnkrjax"] == ("no change larger than about 5 % would have gone unseen (80 % "
+                                   "power, estimated at the 70 % upper bound of the spread "
+                                   "between processes)")
 
 
 def test_a_rerun_with_fresh_noise_is_the_same(runs):
@@ -207,11 +209,15 @@ def test_a_changed_method_power_limit_or_worker_env_is_not_comparable(runs, key,
                                                                        in_stack):
     """20 % slower, but the cell's method, the power limit or the worker's variables changed
     too: no verdict, the change named on every cell (and in every environment's stack where it
-    is the stack's)."""
+    is the stack's). Yet a slowdown significant and beyond the threshold never exits 0 (issue
+    59 item 1): before, a CI gate passed it because something else had changed too."""
     set_metadata(runs / "base", **{key: a})
     set_metadata(runs / "slower", **{key: b})
     result = compare.compare_runs(runs / "base", runs / "slower")
-    assert result.count(compare.SLOWER) == 0 and result.exit_code == 0
+    assert result.count(compare.SLOWER) == 0 and result.exit_code == 1
+    hidden = {c.cell_id for c in result.slower_unjudged}
+    assert len(hidden) == MEASURED - 1 and DISAGREEING not in hidden  # its spread is 30 %
+    assert all(c.reason.startswith("slower ×1.2") for c in result.slower_unjudged)
     measured = [c for c in result.cells if c.ratio is not None]
     named = shown.split()[0]
     assert measured and all(c.verdict == compare.NOT_COMPARABLE and named in c.differing_keys
@@ -249,12 +255,11 @@ def test_cells_pair_by_name_whatever_their_ids(runs):
 
 
 @pytest.mark.parametrize("key, a, b", [("steps", 20, 10), ("warmup_steps", 2, 5),
-                                       ("min_time_s", 1.0, 5.0), ("max_time_s", 60.0, 10.0),
-                                       ("calls_per_sample", 1, 16)])
+                                       ("min_time_s", 1.0, 5.0), ("max_time_s", 60.0, 10.0)])
 def test_a_changed_timing_setting_is_named_not_compared(runs, key, a, b):
     """The timed window's settings decide comparability (issue 37 item 7): before, a run timed
-    over 10 steps was judged against one timed over 20 as if alike; and (issue 49) one timed in
-    blocks of 16 calls against one synchronised after every call."""
+    over 10 steps was judged against one timed over 20 as if alike. The block size is not one
+    of them (issue 59 item 1: tests/results/analysis/test_compare_blocks.py)."""
     for side, value in (("base", a), ("same", b)):
         for path in (runs / side / "cells").glob("f2cnnkrjax-*.json"):
             record = json.loads(path.read_text())
@@ -337,8 +342,34 @@ def test_a_same_verdict_says_what_it_could_have_seen():
     (a, ra), (b, rb) = side([1.0, 1.02, 0.98]), side([1.01, 0.99, 1.03])
     cell = compare.compare_cell(a, b, ra, rb, 0.05, 0.05)
     assert cell.verdict == compare.SAME
+    bound = power.spread_bound
     assert cell.detectable == pytest.approx(power.detectable_change(
-        power.log_spread([1.0, 1.02, 0.98]), 3, power.log_spread([1.01, 0.99, 1.03]), 3))
-    assert f"no change larger than {cell.detectable * 100:.3g} % would have gone unseen" \
-        in cell.reason
-    assert a["detectable_change"] == pytest.approx(0.094, abs=0.01)
+        bound(power.log_spread([1.0, 1.02, 0.98]), 3), 3,
+        bound(power.log_spread([1.01, 0.99, 1.03]), 3), 3))
+    assert f"no change larger than about {cell.detectable * 100:.3g} % would have gone unseen " \
+        "(80 % power, estimated at the 70 % upper bound" in cell.reason
+    assert a["detectable_change"] == pytest.approx(power.detectable_change(
+        bound(0.02, 3), 3, bound(0.02, 3), 3), rel=0.01)
+
+
+def test_the_stated_detectable_change_is_seen_80_percent_of_the_time():
+    """Issue 59 item 10: with 3 repeats a cell's own spread is a noisy plug-in; at the change
+    it stated, the test's real power averaged 58.6 % (not 80 %). At the spread's 70 % upper bound
+    it averages at least 80 %. (benchmarks/power.py prints both.)"""
+    import math
+
+    from runner.results.analysis import power
+
+    rng = np.random.default_rng(59)
+    sigma, repeats = 0.02, 3
+    plug_in, bounded = [], []
+    for _ in range(300):
+        medians = list(np.exp(rng.normal(0.0, sigma, repeats)))
+        se = math.sqrt(2 * sigma ** 2 / repeats)
+        spread = power.log_spread(medians)
+        for stated, out in ((power.detectable_change(spread, 3, spread, 3), plug_in),
+                            (power.estimated_detectable(medians, medians), bounded)):
+            out.append(power.power_of(stated, se, repeats - 1, 2 * repeats - 2))
+    assert np.mean(plug_in) < 0.65 and np.mean(bounded) >= 0.78
+    # The module's figures are the code's.
+    assert f"must reach {power.detectable_change(0.02, 3, 0.02, 3) * 100:.2g} %" in power.__doc__

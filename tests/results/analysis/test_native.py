@@ -16,7 +16,7 @@ from tests.results.rendered import report_of, tables_of
 
 # environment -> (api, backend)
 ENVIRONMENTS = {"keras-jax": ("keras", "jax"), "keras-torch": ("keras", "torch"),
-                "hf-torch": ("hf", None)}
+                "hf-torch": ("hf", None), "keras2": ("tf-keras", None)}
 
 
 def records(env: str, workload: str, task: str, medians: list[float], jit=None,
@@ -293,3 +293,38 @@ def test_the_method_line_says_how_fit_rows_were_synchronised(bert_run):
     assert "except bert-fit-hf-torch (timed in blocks" in findings.method_sentence(older)
     predict_only = [s for s in bert_run if s["task"] == "predict"]
     assert "Fit rows" not in findings.method_sentence(predict_only)
+
+
+def test_keras_hub_decode_latency_is_taken_over_the_same_buffer():
+    """Issue 59 item 7: keras-hub's first-token call prefills prompt + 1 positions while a timed
+    call prefills its whole buffer, so (T(N) − T(1)) / (N − 1) carried the difference of the two
+    prefills on Keras only. T(1) is now a one-new-token call over the timed call's own buffer
+    (`decode_base_ms`), and the first token names the loop iteration keras-hub's includes."""
+    first = {"prefill_positions": 9, "decode_iterations": 1, "loop_iterations_after_prefill": 1}
+    reps = records("keras-jax", "gemma", "generate", [900.0],
+                   extra={"prefill_ms": [300.0], "decode_base_ms": [340.0, 360.0, 350.0],
+                          "generated_tokens": 42, "first_token_call": first})
+    assert decoding.repeat_first_token(reps[0]) == (300.0, pytest.approx((900 - 350) / 41))
+    (cell,) = summarize.cell_summaries(reps)
+    assert cell["ttft_ms"] == pytest.approx(300.0) and cell["ttft_loop_iterations"] == 1
+    assert cell["decode_ms_per_token"] == pytest.approx((900 - 350) / 41)   # not (900 − 300)
+    section = "\n".join(decoding.markdown_lines([cell]))
+    assert "| 900 | 300 (+1 loop iteration) | 13.4 |" in section
+    assert "the prompts extended to max_length − 1" in section
+
+
+def test_the_keras_tables_best_columns_name_their_backends():
+    """Issue 59 item 8: in one row the "Best Keras 3" column named JAX's time (the fastest)
+    while "Best Keras 3 ÷ HF" was keras-torch's (TF32 narrowed it to the native cell's
+    arithmetic), and nothing said so. The ratio cell names its backend, the legend says why."""
+    run = on_a100(run_of({("bert", "fit"): {"keras-jax": [50.0, 51.0, 49.0],
+                                            "keras-torch": [90.0, 92.0, 88.0],
+                                            "keras2": [120.0, 121.0, 119.0],
+                                            "hf-torch": [60.0, 61.0, 59.0]}}),
+                  {**A100_TF32, "keras2": False})
+    text = report_of({"name": "t", "host": {}}, run, analysis=effects.analyse(run))
+    table = text.split("## The Keras 3 benchmark table")[1].split("\n## ")[0]
+    row = next(line for line in table.splitlines() if line.startswith("| bert (fit)"))
+    assert "| 50.0 (jax) |" in row                          # Best Keras 3: JAX's 50 ms
+    assert row.endswith("| 1.50× (1.40–1.61) (torch) |")   # ÷ HF eager: keras-torch's 90 ms
+    assert "another backend than the Best Keras 3 column's where TF32 narrowed it" in table

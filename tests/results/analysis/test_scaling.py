@@ -85,3 +85,25 @@ def test_a_data_parallel_cells_energy_is_not_one_gpus_energy():
     figures, why = energy_of(record)
     assert figures is None and "first GPU only" in why
     assert energy_of({**record, "devices": 1})[0] is not None
+
+
+def test_an_efficiency_above_one_is_marked_and_explained():
+    """Issue 59 item 11: torch's 4 devices at 1.14 of linear read as the framework scaling
+    better than linear; it is marked superlinear, with its usual cause, in the finding and the
+    report's table."""
+    from runner.results.analysis import scaling
+    from runner.results.render import markdown_scaling
+    # torch at 4 devices: its step 1 / 1.2 of what 0.95 efficiency gave, so 0.95 × 1.2 = 1.14
+    records = [{**r, "samples_ms": [s / 1.2 for s in r["samples_ms"]]}
+               if r["environment"] == "torch" and r["devices"] == 4 else r
+               for r in scaling_records()]
+    (row,) = scaling_rows(cell_summaries(records))
+    efficiency = row.point("torch", 4).efficiency
+    assert efficiency.ratio == pytest.approx(1.14) and efficiency.low > 1
+    assert scaling.efficiency_text(efficiency).startswith("1.14 ‼ (95 % CI ")
+    said = findings([row])[0]
+    assert "torch 1.14 ‼ (95 % CI" in said and "(superlinear: usually a thread or cache " \
+        "effect)" in said
+    report = type("Report", (), {"model": type("Model", (), {"scaling": [row]})(), "plots": []})
+    text = "\n".join(markdown_scaling.scaling_part(report))
+    assert scaling.SUPERLINEAR_NOTE in text

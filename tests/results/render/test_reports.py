@@ -239,8 +239,8 @@ def test_the_energy_window_is_judged_by_the_counters_resolution_and_idle_is_show
     text = report_of({"name": "t"}, list(by_id.values()))
     energy = text.split("## Energy per step")[1].split("\n## ")[0]
     assert "Above idle:" in energy and "| 1.05 |" in energy and "`x` 60.0" in energy
-    # Said where the power at rest comes from (issue 49): the worker's CUDA context is open.
-    assert "with the worker's framework started and its CUDA context open" in energy
+    # Said where the power at rest comes from (issue 49; since issue 59: before the import).
+    assert "by each repeat before its framework is imported" in energy
 
 
 def test_each_environments_fixed_cost_per_process_is_shown():
@@ -439,3 +439,14 @@ def test_the_cells_table_says_what_a_comparison_could_see():
     assert "| Detectable change |" in cells
     assert f"| {formatting.percent(cell['detectable_change'])} |" in cells
     assert summary_of("jax", [1.0, 1.0])["detectable_change"] is None      # too few repeats
+
+
+def test_the_cells_interval_is_labelled_as_what_it_is():
+    """Issue 59 item 11: the column read "95 % CI of median" over a t interval around the
+    geometric mean (3 to 5 repeats): it names which interval, by the repeats it had."""
+    from tests.results.synthetic import summary_of
+
+    cells = report_of({"name": "t"}, [summary_of("jax", [1.0, 1.02, 0.98])]).split("## Cells")[1]
+    assert "| 95 % CI (across repeats) |" in cells and "CI of median" not in cells
+    assert "a Student-t interval on their logarithms, around their geometric mean (the Time ms)" \
+        in cells and "order-statistic interval of their median (the Median ms)" in cells

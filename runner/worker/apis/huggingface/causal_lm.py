@@ -179,7 +179,8 @@ def generate(spec: CellSpec, fw: TorchFramework, model: Any, precision: benches.
 
     facts.update(max_length=max_length, prompt_tokens=int(mask.sum()), prompt_width=width,
                  new_tokens_per_call=batch * tokens, sampler="greedy (do_sample=False)",
-                 first_token_call={"prefill_positions": width, "decode_iterations": 1})
+                 first_token_call={"prefill_positions": width, "decode_iterations": 1,
+                                   "loop_iterations_after_prefill": 0})
     # Hugging Face's prefill covers the prompt; its loop's first iteration is that prefill.
     work = first_token.generate_work(width, max_length, prefill_positions=width)
     fw.effective["jit"] = ("transformers' compiled generate (static cache, decoding forward "

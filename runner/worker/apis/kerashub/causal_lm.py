@@ -107,7 +107,8 @@ def generate(spec: CellSpec, fw: KerasFramework, backbone: Any, lm_cls, preproce
                  new_tokens_per_call=new_tokens,
                  tokenizer_vocabulary=preprocessor.tokenizer.vocabulary_size(),
                  sampler=type(model.sampler).__name__ if hasattr(model, "sampler") else None,
-                 first_token_call={"prefill_positions": length + 1, "decode_iterations": 1})
+                 first_token_call={"prefill_positions": length + 1, "decode_iterations": 1,
+                                   "loop_iterations_after_prefill": 1})
     durations: list[float] = []
 
     def step():
@@ -123,7 +124,9 @@ def generate(spec: CellSpec, fw: KerasFramework, backbone: Any, lm_cls, preproce
         timed = durations[spec.warmup_steps:] or durations
         return {"tokens_per_s": new_tokens * len(timed) / sum(timed),
                 **prefill(keras, model, inputs, length, len(timed),
-                          work["new_tokens_per_sequence"])}
+                          work["new_tokens_per_sequence"]),
+                "decode_base_ms": first_token.call_times(
+                    lambda: one_call(keras, model, same_buffer(inputs, max_length)), len(timed))}
 
     return quantized.record(Bench(
         items_per_step=batch, timing=GENERATE_TIMING, returns_to_host=True,
@@ -150,12 +153,22 @@ def prefill(keras, model, inputs: dict[str, np.ndarray], length: int, timed_call
     for one token gets; Hugging Face's is its generate with max_new_tokens = 1. N, the tokens a
     timed call makes per sequence, is `tokens`."""
     one_token = {k: v[:, :length + 1] for k, v in inputs.items()}
+    return first_token.prefill_facts(lambda: one_call(keras, model, one_token), timed_calls,
+                                     tokens)
 
-    def call():
-        out = model.generate(dict(one_token), stop_token_ids=None)
-        return np.asarray(keras.ops.convert_to_numpy(out["token_ids"]))
 
-    return first_token.prefill_facts(call, timed_calls, tokens)
+def same_buffer(inputs: dict[str, np.ndarray], max_length: int) -> dict[str, np.ndarray]:
+    """The timed call's buffer with its prompts extended to max_length − 1 positions: a call
+    that makes one new token per sequence after the same whole-buffer prefill as a timed call
+    (the decode latency's T(1): first_token.py)."""
+    mask = inputs["padding_mask"].copy()
+    mask[:, :max_length - 1] = 1
+    return {"token_ids": inputs["token_ids"], "padding_mask": mask}
+
+
+def one_call(keras, model, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    out = model.generate(dict(inputs), stop_token_ids=None)
+    return np.asarray(keras.ops.convert_to_numpy(out["token_ids"]))
 
 
 def generate_answer(keras, model, inputs: dict[str, np.ndarray], step,
