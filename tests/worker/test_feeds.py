@@ -202,3 +202,125 @@ def test_keras2_builds_no_dataset_per_call(tmp_path):
         assert out[task]["samples"] == 6 and out[task]["datasets_built"] == 0, out
         assert "one iterator" in out[task]["feed"]
     assert out["fit"]["loss"] > 0
+
+
+# The data axis on every API: each feed the worker makes draws the same seeded batches (the
+# shared order, cnn_common.epoch_orders) — the native loops' three ways and the pipelines Keras
+# fit reads (tf.data, DataLoader, PyDataset). 20 batches of 64 from 1 024 samples: the first
+# epoch (16 batches) and the start of the second, reshuffled.
+BATCHES = 20
+DRAW = """
+    import hashlib, json, os
+    import numpy as np
+    from runner.worker.apis import cnn_common as cc, feeds
+
+    def digest(x, y, channels_first=False):
+        x, y = np.asarray(x, np.float32), np.asarray(y)
+        x = x.transpose(0, 2, 3, 1) if channels_first else x
+        return [hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()[:16],
+                y.astype(int).tolist()]
+
+    def passes(pipeline):
+        # A pipeline iterated once per epoch, as fit iterates it (a PyDataset: by index, then
+        # its epoch end).
+        while True:
+            if hasattr(pipeline, "on_epoch_end"):
+                yield from (pipeline[i] for i in range(len(pipeline)))
+                pipeline.on_epoch_end()
+            else:
+                yield from pipeline
+
+    def draw(batches, numpy, **kwargs):
+        return [digest(*(numpy(part) for part in next(batches)), **kwargs)
+                for _ in range(BATCHES)]
+
+    cell = spec(API, workload="cnn")
+    data = cc.make_data(cell)
+    out = {}
+"""
+NATIVE = """
+    from runner.worker.apis.API_PACKAGE import Framework, cnn
+
+    fw = Framework(cell)
+    for mode in ("arrays", "dataset", "device"):
+        batches, _ = feeds.chosen(mode, cnn.ways(cell, fw, data))
+        out[f"API {mode}"] = draw(batches, NUMPY, **KWARGS)
+"""
+KERAS = """
+    os.environ["KERAS_BACKEND"] = BACKEND
+    import KERAS_MODULE as keras
+
+    args, _ = feeds.training_data(keras, BACKEND, data, "dataset", cell.seed)
+    out[f"LABEL dataset"] = draw(passes(args["x"]), NUMPY)
+"""
+
+
+def feed_script(api: str, numpy: str, keras: tuple[str, str, str] | None = None,
+                native: bool = True, channels_first: bool = False) -> str:
+    """DRAW, then the native API's three ways and/or one Keras pipeline, printing the batches."""
+    body = DRAW.replace("BATCHES", str(BATCHES)).replace("API", repr(api))
+    if native:
+        body += NATIVE.replace("API_PACKAGE", f"{api}_api").replace("API", api) \
+            .replace("NUMPY", numpy).replace("KWARGS", repr({"channels_first": channels_first}))
+    if keras is not None:
+        label, module, backend = keras
+        body += KERAS.replace("LABEL", label).replace("KERAS_MODULE", module) \
+            .replace("BACKEND", repr(backend)).replace("NUMPY", numpy)
+    return body + "\n    print(json.dumps(out))\n"
+
+
+def expected_batches() -> list[list]:
+    """The shared order, computed here with NumPy alone."""
+    import hashlib
+
+    import numpy as np
+
+    from runner.worker.apis import cnn_common as cc
+
+    namespace: dict = {}
+    exec(textwrap.dedent(SPEC), namespace)                  # the spec() the scripts use
+    data = cc.make_data(namespace["spec"]("torch", workload="cnn"))
+    rows = cc.batch_indices(len(data.y_train), data.batch_size, 0)
+    out = []
+    for _ in range(BATCHES):
+        picked = next(rows)
+        x = np.ascontiguousarray(data.x_train[picked], np.float32)
+        out.append([hashlib.sha256(x.tobytes()).hexdigest()[:16],
+                    data.y_train[picked].astype(int).tolist()])
+    return out
+
+
+def test_every_api_feeds_the_same_seeded_batches_in_every_data_mode(tmp_path):
+    """Native torch, JAX and TensorFlow in each of arrays / dataset / device, and the dataset
+    pipelines Keras fit reads on each backend and on Keras 2: the same images and labels, batch
+    by batch, across an epoch's end. Before the shared feed only torch's own DataLoader was
+    seeded (Keras on torch's was not), and no dataset pipeline drew the order the other data
+    modes did."""
+    as_numpy = {"torch": "lambda t: t.cpu().numpy()", "jax": "np.asarray",
+                "tensorflow": "lambda t: t.numpy()"}
+    runs = [
+        ("torch", feed_script("torch", as_numpy["torch"], ("keras-torch", "keras", "torch"),
+                              channels_first=True), {"KERAS_BACKEND": "torch"}),
+        ("jax", feed_script("jax", as_numpy["jax"], ("keras-jax", "keras", "jax")),
+         {"KERAS_BACKEND": "jax"}),
+        ("tensorflow", feed_script("tensorflow", as_numpy["tensorflow"],
+                                   ("keras-tensorflow", "keras", "tensorflow")),
+         {"KERAS_BACKEND": "tensorflow"}),
+        ("tf-keras", feed_script("tf-keras", as_numpy["tensorflow"],
+                                 ("keras2", "tf_keras", "tensorflow"), native=False),
+         {"TF_USE_LEGACY_KERAS": "1"}),
+    ]
+    fed: dict[str, list] = {}
+    for image, body, env in runs:
+        folder = tmp_path / image
+        folder.mkdir()
+        fed.update(run_script(image, body, folder, **env))
+    assert sorted(fed) == sorted(
+        [f"{api} {mode}" for api in ("torch", "jax", "tensorflow")
+         for mode in ("arrays", "dataset", "device")]
+        + [f"{keras} dataset" for keras in ("keras-torch", "keras-jax", "keras-tensorflow",
+                                            "keras2")])
+    expected = expected_batches()
+    assert expected[0] != expected[16]                       # a new epoch, reshuffled
+    for name, batches in fed.items():
+        assert batches == expected, name
