@@ -26,9 +26,12 @@ from . import KerasFramework
 from . import layer_common as lc
 from .kerashub import benches as hub_benches
 
-KERAS3_FORWARD = ("the model's predict function on the batch on the device: predict_on_batch "
-                  "without its copy of the outputs to the host")
-KERAS2_FORWARD = "the model's predict function on an iterator of the batch, made once"
+# A Keras generation's forward step (model, batch) → (one call, what it runs), and its backward
+# (keras, model, inputs, float inputs' indices, spec) → (the gradients' function, its arguments):
+# keras_api/layer.py (per backend) and tf_keras_api/layer.py.
+Forward = Callable[[Any, Any], tuple[Callable[[], Any], str]]
+Backward = Callable[[Any, Any, list[np.ndarray], list[int], CellSpec],
+                    tuple[Callable[..., Any], list[Any]]]
 
 
 def swiglu_class(keras: Any) -> type:
@@ -93,54 +96,34 @@ def batch(spec: CellSpec) -> tuple[Any, ...] | Any:
     return xs[0] if len(xs) == 1 else tuple(xs)
 
 
-def forward_step(keras: Any, model: Any, x: Any) -> tuple[Callable[[], Any], str]:
-    """One call of the compiled predict function on the device-resident batch, as
-    predict_on_batch makes it on each backend, less the outputs' copy to the host."""
-    if hub_benches.is_keras2(model):
-        iterator = hub_benches.keras2_iterator(x)
-        model.make_predict_function()
-        return (lambda: model.predict_function(iterator)), KERAS2_FORWARD
-    x = hub_benches.on_device(x)
-    model.make_predict_function()
-    if keras.backend.backend() != "jax":
-        return (lambda: model.predict_function([(x,)])), KERAS3_FORWARD
-
-    def jax_step() -> Any:
-        # The JAX trainer's predict_on_batch: the state in, the predict function (which donates
-        # it), the state back into the variables.
-        state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
-                                     metrics_variables=False, purge_model_variables=False)
-        model._jax_state_synced = False
-        outputs, (trainable, non_trainable) = model.predict_function(state, iter([(x,)]))
-        model._jax_state = {"trainable_variables": trainable,
-                            "non_trainable_variables": non_trainable}
-        model.jax_state_sync()
-        return outputs
-
-    return jax_step, KERAS3_FORWARD
-
-
 def to_numpy(value: Any) -> np.ndarray:
     value = value[0] if isinstance(value, (list, tuple)) else value
-    if hasattr(value, "cpu"):                       # a torch tensor
+    if type(value).__name__ == "IndexedSlices":     # TensorFlow's gradient of an embedding
+        import tensorflow as tf
+
+        value = tf.convert_to_tensor(value)
+    if type(value).__module__.startswith("torch"):  # a torch tensor (its own dtypes, device)
         value = value.detach().float().cpu()
     return np.asarray(value.numpy() if hasattr(value, "numpy") else value, np.float32)
 
 
-def layer_bench(spec: CellSpec, fw: KerasFramework, keras: Any) -> Bench:
-    """The cell's bench: forward or train (catalog/layers.py: backward is not Keras's)."""
+def layer_bench(spec: CellSpec, fw: KerasFramework, keras: Any, forward: Forward,
+                backward: Backward) -> Bench:
+    """The cell's bench: the phase its task names."""
     model, made = build_model(keras, spec)
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=lc.LEARNING_RATE), loss="mse",
                   jit_compile=fw.jit_compile())
     x = batch(spec)
     weights = lc.initial_weights(spec)
-    facts = lc.facts(spec, weights, f"keras.layers.{lc.layer_of(spec).class_name}")
+    layer = lc.layer_of(spec)
+    facts = {**lc.facts(spec, weights, f"{layer.keras}.{layer.class_name}"),
+             "keras_parameters": int(model.count_params())}
     effective = {"jit_compile": hub_benches.jit_in_effect(model),
                  "compute_dtype": made.compute_dtype, "variable_dtype": made.variable_dtype}
     if spec.task == "backward":
-        return backward_bench(spec, fw, keras, model, effective, facts)
+        return backward_bench(spec, fw, keras, model, backward, effective, facts)
     if spec.task == "forward":
-        step, feed = forward_step(keras, model, x)
+        step, feed = forward(model, x)
         return Bench(step=step, items_per_step=spec.batch_size, sync=fw.sync,
                      timing=lc.FORWARD_TIMING, effective={**effective, "forward": feed},
                      extra=facts, answer=lambda: lc.forward_answer(to_numpy(step())))
@@ -164,16 +147,15 @@ def layer_bench(spec: CellSpec, fw: KerasFramework, keras: Any) -> Bench:
 
 
 def backward_bench(spec: CellSpec, fw: KerasFramework, keras: Any, model: Any,
-                   effective: dict[str, Any], facts: dict[str, Any]) -> Bench:
+                   backward: Backward, effective: dict[str, Any],
+                   facts: dict[str, Any]) -> Bench:
     """The gradients of the loss (mean squared error against the seeded target) with respect
     to the model's trainable weights and its float inputs, by its backend's own autograd."""
     arrays = lc.inputs(spec)
     floats = [i for i, x in enumerate(arrays) if x.dtype != np.int32]
     compiler: Any = getattr(fw, "native", fw)            # Keras 3: its backend's Framework
-    backend = "tensorflow" if hub_benches.is_keras2(model) else keras.backend.backend()
-    made = BACKWARDS[backend](keras, model, arrays, floats, spec)
-    gradient = compiler.compile(made[0])
-    args = made[1]
+    gradients, args = backward(keras, model, arrays, floats, spec)
+    gradient = compiler.compile(gradients)
     count = len(model.trainable_variables)
 
     def answer() -> dict[str, Any]:
@@ -182,7 +164,7 @@ def backward_bench(spec: CellSpec, fw: KerasFramework, keras: Any, model: Any,
 
     return Bench(step=lambda: gradient(*args), items_per_step=spec.batch_size, sync=fw.sync,
                  timing=lc.BACKWARD_TIMING,
-                 effective={**effective, "backward": f"{backend} autograd over the Keras model"},
+                 effective={**effective, "backward": f"{backward.__name__} over the Keras model"},
                  extra=facts, answer=None if lc.random_answer(spec) else answer)
 
 
@@ -190,73 +172,5 @@ def structure(xs: list[Any]) -> Any:
     return xs[0] if len(xs) == 1 else tuple(xs)
 
 
-def torch_backward(keras: Any, model: Any, arrays: list[np.ndarray], floats: list[int],
-                   spec: CellSpec) -> tuple[Callable[..., Any], list[Any]]:
-    import torch
-
-    xs = [keras.ops.convert_to_tensor(x, model.compute_dtype if i in floats else None)
-          for i, x in enumerate(arrays)]
-    for i in floats:
-        xs[i].requires_grad_(True)
-    target = keras.ops.convert_to_tensor(lc.target(spec, _output_shape(model, xs)),
-                                         model.compute_dtype)
-    weights = [v.value for v in model.trainable_variables]
-
-    def gradients(*xs: Any) -> Any:
-        loss = torch.mean((model(structure(list(xs)), training=True) - target) ** 2)
-        return torch.autograd.grad(loss, [*weights, *[xs[i] for i in floats]])
-
-    return gradients, xs
-
-
-def tensorflow_backward(keras: Any, model: Any, arrays: list[np.ndarray], floats: list[int],
-                        spec: CellSpec) -> tuple[Callable[..., Any], list[Any]]:
-    import tensorflow as tf
-
-    dtype = tf.as_dtype(model.compute_dtype)
-    xs = [tf.constant(x) if i not in floats else tf.cast(tf.constant(x), dtype)
-          for i, x in enumerate(arrays)]
-    target = tf.cast(lc.target(spec, _output_shape(model, xs)), dtype)
-
-    def gradients(*xs: Any) -> Any:
-        chosen = [xs[i] for i in floats]
-        with tf.GradientTape() as tape:
-            tape.watch(chosen)
-            loss = tf.reduce_mean(tf.square(model(structure(list(xs)), training=True) - target))
-        return tape.gradient(loss, [*model.trainable_variables, *chosen])
-
-    return gradients, xs
-
-
-def jax_backward(keras: Any, model: Any, arrays: list[np.ndarray], floats: list[int],
-                 spec: CellSpec) -> tuple[Callable[..., Any], list[Any]]:
-    import jax
-    import jax.numpy as jnp
-
-    xs = [jnp.asarray(x) if i not in floats else jnp.asarray(x, model.compute_dtype)
-          for i, x in enumerate(arrays)]
-    target = jnp.asarray(lc.target(spec, _output_shape(model, xs)), model.compute_dtype)
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
-
-    def loss(weights: Any, chosen: list[Any], xs: list[Any]) -> Any:
-        full = list(xs)
-        for i, x in zip(floats, chosen, strict=True):
-            full[i] = x
-        out, _ = model.stateless_call(weights, non_trainable, structure(full), training=True)
-        return jnp.mean((out - target) ** 2)
-
-    def gradients(weights: Any, *xs: Any) -> Any:
-        of_weights, of_inputs = jax.grad(loss, argnums=(0, 1))(
-            weights, [xs[i] for i in floats], list(xs))
-        return [*of_weights, *of_inputs]
-
-    return gradients, [trainable, *xs]
-
-
-def _output_shape(model: Any, xs: list[Any]) -> tuple[int, ...]:
+def output_shape(model: Any, xs: list[Any]) -> tuple[int, ...]:
     return tuple(to_numpy(model(structure(xs), training=False)).shape)
-
-
-BACKWARDS: dict[str, Callable[..., tuple[Callable[..., Any], list[Any]]]] = {
-    "torch": torch_backward, "tensorflow": tensorflow_backward, "jax": jax_backward}

@@ -227,7 +227,7 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
         gradient = fw.compile(gradients)
 
         def backward_answer() -> dict[str, Any]:
-            grads = [tf.cast(g, tf.float32).numpy() for g in gradient(*xs)]
+            grads = [tf.cast(tf.convert_to_tensor(g), tf.float32).numpy() for g in gradient(*xs)]
             return lc.backward_answer(grads[:len(trained)], grads[len(trained):])
 
         return Bench(step=lambda: gradient(*xs), items_per_step=spec.batch_size, sync=fw.sync,
@@ -243,7 +243,11 @@ def train_bench(spec: CellSpec, fw: Framework, loss_of: Callable[[list[Any]], An
         with tf.GradientTape() as tape:
             loss = loss_of(list(xs))
         for variable, grad in zip(trained, tape.gradient(loss, trained), strict=True):
-            variable.assign_sub(lc.LEARNING_RATE * grad)
+            if isinstance(grad, tf.IndexedSlices):     # an embedding's rows: a sparse update
+                variable.scatter_sub(tf.IndexedSlices(lc.LEARNING_RATE * grad.values,
+                                                      grad.indices, grad.dense_shape))
+            else:
+                variable.assign_sub(lc.LEARNING_RATE * grad)
         return loss
 
     step_fn = fw.compile(train_step)
