@@ -190,7 +190,8 @@ def _listing(title: str, cells: list[Cell]) -> Table:
     table = Table(title=user_text(title), title_justify="left", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False)
     longest = max((len(c.name) for c in cells), default=4)
-    table.add_column("cell", overflow="fold", no_wrap=longest <= 60)
+    # At least 60 wide: a table with one longer name (a layer cell's) keeps the others whole.
+    table.add_column("cell", overflow="fold", no_wrap=longest <= 60, min_width=min(longest, 60))
     return table
 
 

@@ -39,12 +39,16 @@ def swiglu_class(keras: Any) -> type:
     for it): down(silu(gate(x)) × up(x)), none with a bias; weights gate, up, down."""
 
     class SwiGLUFeedForward(keras.layers.Layer):
+        # A class attribute, not the closure: Keras 2 converts build with autograph, which
+        # loses the enclosing function's names.
+        dense = keras.layers.Dense
+
         def __init__(self, intermediate_dim: int, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.intermediate_dim = intermediate_dim
 
         def build(self, input_shape: Any) -> None:
-            dense = keras.layers.Dense
+            dense = type(self).dense
             self.gate = dense(self.intermediate_dim, activation="swish", use_bias=False,
                               dtype=self.dtype_policy)
             self.up = dense(self.intermediate_dim, use_bias=False, dtype=self.dtype_policy)

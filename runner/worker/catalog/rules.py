@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .axes import TORCH_COMPILE_MODES
 from .base import AXES, Where, rule
-from . import layers
+from .layers import not_applicable as layer_not_applicable
 
 
 @rule()
@@ -40,7 +40,7 @@ def layer_phase(c: Where) -> str | None:
     why each)."""
     if c.workload.family != "layer" or "layer" not in c.options:
         return None
-    return layers.not_applicable(str(c.options["layer"]), c.api, c.task)
+    return layer_not_applicable(str(c.options["layer"]), c.api, c.task)
 
 
 @rule("precision")
