@@ -11,9 +11,17 @@ set-up, warm-up (compilation), the timed window — and the whole run's elapsed 
 extrapolates the whole example (every layer of its plan) from each environment's median. A
 benchmark script: it measures and prints, it does not assert.
 
-Measured on the 2-core CPU machine of this project (2026-11-28, load average 12-14 from other
-sessions, so every figure is several times a quiet machine's), smoke profile: see the figures
-printed in docs/layers.md "What it costs".
+Measured on the 2-core CPU machine of this project (2026-11-28, smoke profile, load average 7-10
+from other sessions on the same two cores, so the walls are several times a quiet machine's):
+63 cells (the five default layers, forward and train, seven environments) in 1 838 s, 29.2 s a
+cell; user + system CPU 11.0 min, 10.5 s a cell. Median wall a cell (import / set-up / warm-up /
+timed window, s): keras-torch 19.4 (10.2 / 0.4 / 0.4 / 3.3), keras-jax 41.1 (21.4 / 10.5 / 1.7 /
+1.1), keras-tensorflow 36.5 (28.3 / 0.4 / 0.5 / 0.8), keras2 36.2 (25.3 / 1.4 / 0.7 / 0.5), torch
+13.2 (4.0 / 0.6 / 0.2 / 1.6), tensorflow 35.3 (27.2 / 0.2 / 0.8 / 0.5), jax 13.0 (7.6 / 0.6 /
+0.9 / 0.6): the framework's import is most of a cell, its timed window about a second. Every
+layer at the small shapes, forward and train on the seven environments (317 processes) came to
+about 146 min of worker time at those medians — over the 20 minutes a CPU example may take, so
+examples/layers.toml's smoke profile runs ten layers (117 processes) and the full profile all.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ within the precision's tolerance — forward, one train step and the gradients �
 carry phase, shapes and jit.
 
 One shared run: each environment runs all its cells in ONE worker process (the framework
-imported once, through the worker's own entry point), so the 28 layers × 3 phases × 7
-environments take minutes, not hours; tests/worker/test_layers_run.py runs a few cells through
+imported once, through the worker's own entry point), two environments at a time, so the 28
+layers × 3 phases × 7 environments take minutes, not hours; tests/worker/test_layers_run.py runs a few cells through
 the runner itself (a process per repeat, the report, the CI gate)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import itertools
 import json
 import subprocess
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,12 @@ def run_environment(environment: str, folder: Path) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory) -> dict[str, dict[str, dict]]:
-    """environment → cell name → its record: the one shared run of this module."""
-    return {env: run_environment(env, tmp_path_factory.mktemp(env)) for env in ENVIRONMENTS}
+    """environment → cell name → its record: the one shared run of this module, two
+    environments at a time (nothing here is timed: the answers are what is checked)."""
+    folders = {env: tmp_path_factory.mktemp(env) for env in ENVIRONMENTS}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = {env: pool.submit(run_environment, env, folder) for env, folder in folders.items()}
+        return {env: future.result() for env, future in done.items()}
 
 
 def test_every_layer_runs_in_every_environment_that_has_it(records):
