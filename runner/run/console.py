@@ -158,7 +158,7 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
     table = _listing(f"Plan: {matrix.path} (profile {matrix.profile})", plan.cells)
     for column in ("id", "repeats", "steps"):
         table.add_column(column, justify="left" if column == "id" else "right", no_wrap=True)
-    table.add_column("state", overflow="fold")
+    table.add_column("state", overflow="fold", min_width=len("to run"))
     pending = {e.cell.id for e in plan.to_run}
     done_counts = Counter(e.cell.id for e in plan.done)
     for cell in plan.cells:
@@ -190,7 +190,8 @@ def _listing(title: str, cells: list[Cell]) -> Table:
     table = Table(title=user_text(title), title_justify="left", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False)
     longest = max((len(c.name) for c in cells), default=4)
-    table.add_column("cell", overflow="fold", no_wrap=longest <= 60)
+    # A table with one longer name (a layer cell's) keeps the others whole up to 55 characters.
+    table.add_column("cell", overflow="fold", no_wrap=longest <= 60, min_width=min(longest, 55))
     return table
 
 

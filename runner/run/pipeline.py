@@ -159,12 +159,7 @@ def stop_at_the_plan(state: RunState) -> int | None:
     not_applicable = show.not_applicable_table(state.plan)
     if not_applicable is not None:
         state.console.print(not_applicable)
-    profiled = profiles.planned(state)
-    if profiled:
-        more = f", and {len(profiled) - 10} more" if len(profiled) > 10 else ""
-        state.console.print(f"profiled after their repeats ({len(profiled)}): "
-                            + ", ".join(user_text(c.name) for c in profiled[:10]) + more,
-                            soft_wrap=True)
+    profiles.say_planned(state)
     return EXIT_OK
 
 

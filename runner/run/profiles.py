@@ -79,6 +79,16 @@ def planned(state: RunState) -> list[Cell]:
             if not no_profiler(c)]
 
 
+def say_planned(state: RunState) -> None:
+    """The plan's line naming the cells it profiles after their repeats (10 of them at most)."""
+    profiled = planned(state)
+    if profiled:
+        more = f", and {len(profiled) - 10} more" if len(profiled) > 10 else ""
+        state.console.print(f"profiled after their repeats ({len(profiled)}): "
+                            + ", ".join(user_text(c.name) for c in profiled[:10]) + more,
+                            soft_wrap=True)
+
+
 def cells_to_profile(cells: Sequence[Cell], records: Sequence[Mapping[str, Any]] | None,
                      patterns: list[str], root: Any, ledger: Any = None) -> list[Cell]:
     """The named cells that have an ok repeat (any, with `records` None) and no finished

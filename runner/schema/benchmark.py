@@ -53,6 +53,11 @@ def check_option(where: str, option: catalog.Option, value: Any) -> Any:
                    "downloaded: download the preset yourself and give its folder")
     if problem is None and option.positive and value <= 0:
         problem = f"{where}: must be positive, got {value}"
+    if problem is None and option.choices and value not in option.choices:
+        allowed = ", ".join(option.choices) if len(option.choices) <= 6 \
+            else f"the {len(option.choices)} values it allows"
+        problem = (f"{where}: {shown(value)} is not one of {allowed}"
+                   f"{did_you_mean(str(value), option.choices)}")
     if problem is not None:
         raise ValueError(problem)
     if option.type is float and not isinstance(value, float):

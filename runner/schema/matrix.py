@@ -290,7 +290,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 not_applicable=profile_reason(index, bench.profiles, matrix.profile)
                 or catalog.not_applicable_reason(
                     spec.workload(bench.workload), env.api, env.backend, coords, task,
-                    batch_size),
+                    batch_size, options),
                 settings=protocol.settings_from(run),
                 keep_compile_caches=run.keep_compile_caches,
                 settle_s=run.settle, settle_temp_c=run.settle_temperature,

@@ -220,8 +220,7 @@ class HistorySettings(Strict):
             try:
                 settings.history_url(value)    # the one judge of a URL, the host's setting's
             except ValueError as exc:
-                raise ValueError(f"{settings.password_hidden(value)!r}: expected {exc}") \
-                    from None
+                raise ValueError(f"{settings.password_hidden(value)!r}: expected {exc}") from None
         return value
 
 

@@ -250,7 +250,9 @@ KERAS = """
     os.environ["KERAS_BACKEND"] = BACKEND
     import KERAS_MODULE as keras
 
-    args, _ = feeds.training_data(keras, BACKEND, data, "dataset", cell.seed)
+    from runner.worker.apis.keras_api.feeds import training_data
+
+    args, _ = training_data(keras, BACKEND, data, "dataset", cell.seed)
     out[f"LABEL dataset"] = draw(passes(args["x"]), NUMPY)
 """
 

@@ -12,11 +12,12 @@ from typing import Any
 
 from ..data.types import CellSummary, Manifest
 from ..formatting import md_text
-from . import cost, findings, native, reference
+from . import cost, findings, layers, native, reference
 from .conditions import to_act_on
 from .decoding import keras_titles
 from .effects import Analysis
 from .keras_table import keras_view
+from .layers import Layers
 from .native import KerasView, NativeRatio
 from .profiles import Profiled, biggest_gap, judge_rows
 from .ratios import Ratio
@@ -96,6 +97,7 @@ class ReportModel:
     profiled: Profiled | None = None       # the run's profiles, by row, and their plots
     tiers: list[TierPair] = field(default_factory=list)     # tiers.tier_pairs
     ledger_fault: str | None = None        # why the run's ledger vouches for nothing
+    layers: Layers | None = None                             # layers.layers_of
 
 
 def quantized_cells(summaries: list[CellSummary]) -> list[Quantized]:
@@ -110,12 +112,14 @@ def quantized_cells(summaries: list[CellSummary]) -> list[Quantized]:
 
 def sentences(summaries: list[CellSummary], analysis: Analysis | None,
               keras: KerasView | None, ratios: list[NativeRatio],
-              profiled: Profiled | None, tiers: list[TierPair]) -> list[str]:
+              profiled: Profiled | None, tiers: list[TierPair],
+              layer_cells: Layers | None = None) -> list[str]:
     """The Findings section's sentences (none without the effects' analysis)."""
     if analysis is None:
         return []
     said = findings.sentences(summaries, analysis, keras[0] if keras else None)
-    said += native.sentences(ratios) + cost.sentences(summaries) + ranking_changes(tiers)
+    said += native.sentences(ratios) + layers.sentences(layer_cells) + \
+        cost.sentences(summaries) + ranking_changes(tiers)
     gap = biggest_gap(profiled.rows) if profiled else None
     return said + ([f"Where the time goes: {md_text(gap)}"] if gap else [])
 
@@ -132,11 +136,12 @@ def build(manifest: Manifest, summaries: list[CellSummary], analysis: Analysis |
     # The time table's speedup columns: its own unless the Keras table has them.
     cells = table_view(summaries, speedups=speedups if keras is None else {})
     tiers = tier_pairs(summaries, manifest)
+    layer_cells = layers.layers_of(summaries)
     return ReportModel(
         manifest, summaries, analysis, keras,
         table_view(keras[0], keras[1], keras[2], ratios) if keras else None, cells, speedups,
         ratios, keras_titles(keras),
-        sentences(summaries, analysis, keras, ratios, profiled, tiers),
+        sentences(summaries, analysis, keras, ratios, profiled, tiers, layer_cells),
         findings.method_sentence(summaries) if summaries else "", scaling_rows(summaries),
         fixed_costs(summaries), reference.beside(summaries), cost.price_of(manifest),
-        quantized_cells(summaries), left_out or [], profiled, tiers)
+        quantized_cells(summaries), left_out or [], profiled, tiers, layers=layer_cells)

@@ -16,6 +16,7 @@ from ..data.types import CellSummary
 from ..formatting import (best_text, cell_text, comparable_values, fmt, md_code, md_text,
                           peak_notes, percent)
 from .markdown_cost import cost_section
+from .markdown_layers import layers_section
 from .markdown_parts import (ABOVE_IDLE, CELLS_NOTE, _ci_text, _sanity, _tf32_text,
                              allocator_lines, answers_section, effects_section, no_interval_note,
                              ratio_text, tf32_section, training_table,
@@ -316,6 +317,7 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     title_section, method_section, findings_section, keras_table_section, time_section,
+    lambda r: layers_section(r.model.layers),
     lambda r: cost_section(r.model), lambda r: tiers_section(r.model.tiers), effects_part,
     scaling_part,
     lambda r: quantized_section(r.model.quantized), answers_part, warnings_part, left_out_section,

@@ -52,7 +52,7 @@ PRECISION_DTYPES = {
 
 
 class TrainingArrays(Protocol):
-    """What a training feed reads (keras_api/cnn.py training_data): a CnnData, or a user
+    """What a training feed reads (keras_api/feeds.py training_data): a CnnData, or a user
     workload's arrays (apis/user_common.py)."""
 
     @property

@@ -12,9 +12,9 @@ itself (shuffle=True, the way Keras users feed it).
 - `tf_dataset`: tf.data (Keras on TensorFlow, Keras 2, native TensorFlow);
 - `torch_loader`: torch's DataLoader (Keras on torch, native torch);
 - `keras_batches`: Keras' own PyDataset (Keras on JAX, whose environment has no TensorFlow);
-- `prefetched`: a thread that puts host batches on the device ahead of the step (native JAX);
-- `training_data`: fit()'s data arguments for the data axis (the CNN's Keras cells and a user
-  workload's `keras_data`).
+- `prefetched`: a thread that puts host batches on the device ahead of the step (native JAX).
+
+Keras' fit() picks among them by its backend: keras_api/feeds.py `training_data`.
 """
 
 from __future__ import annotations
@@ -156,30 +156,3 @@ def prefetched(batches: Iterator[Any], put: Callable[[Any], Any],
     threading.Thread(target=fill, daemon=True).start()
     while True:
         yield ready.get()
-
-
-def training_data(keras: Any, backend: str, data: TrainingArrays, how: str,
-                  seed: int) -> tuple[dict[str, Any], str]:
-    """fit()'s data arguments for the data axis, and what they are. A pipeline shuffles in the
-    shared order itself, so fit's own shuffle is off for it."""
-    x, y, batch = data.x_train, data.y_train, data.batch_size
-    if how == "arrays":
-        return {"x": x, "y": y, "batch_size": batch, "shuffle": True}, "NumPy arrays to fit()"
-    if how == "device":
-        if hasattr(keras, "ops"):                   # Keras 3: the backend's own tensor type
-            to_tensor = keras.ops.convert_to_tensor
-        else:                                       # Keras 2
-            import tensorflow as tf
-
-            to_tensor = tf.convert_to_tensor
-        return ({"x": to_tensor(x), "y": to_tensor(y), "batch_size": batch, "shuffle": True},
-                f"{backend} tensors made before fit() (on the default device)")
-    if backend == "tensorflow":
-        return {"x": tf_dataset(x, y, batch, seed), "shuffle": False}, DATASET_TEXT
-    if backend == "torch":
-        import torch
-
-        loader = torch_loader(x, y, batch, seed, pin=torch.cuda.is_available())
-        return {"x": loader, "shuffle": False}, LOADER_TEXT
-    # JAX: no TensorFlow in this environment; Keras' own backend-neutral pipeline.
-    return {"x": keras_batches(keras, data, seed), "shuffle": False}, PYDATASET_TEXT

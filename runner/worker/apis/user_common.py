@@ -335,7 +335,7 @@ def fit_args(spec: CellSpec, fw: KerasFramework, x: Any, y: Any) -> tuple[dict[s
             "NumPy arrays to fit()"
     if not isinstance(x, np.ndarray) or not isinstance(y, np.ndarray):
         raise TypeError("data = 'dataset' needs keras_data's x and y as one array each")
-    from .keras_api.cnn import training_data
+    from .keras_api.feeds import training_data
 
     backend = spec.backend or "tensorflow"
     return training_data(fw.keras, backend, _Batches(x, y, spec.batch_size), "dataset", spec.seed)

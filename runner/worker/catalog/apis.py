@@ -115,7 +115,7 @@ declare_api(Api(
     "keras", "Keras 3", None, ("keras", "keras_hub"),
     {**ARRAY_RECIPES, "cnn": "keras_api.cnn", "bert": "keras_api.bert", "sam": "keras_api.sam",
      "stable_diffusion": "keras_api.stable_diffusion", "gemma": "keras_api.gemma",
-     "mistral": "keras_api.mistral"},
+     "mistral": "keras_api.mistral", "layer": "keras_api.layer"},
     quantizer=has(KERAS_QUANTIZE),
     data_parallel=has("keras.distribution.DataParallel (JAX) or " + MIRRORED + " (TF)"),
     sharded_dataset=has("tf.data through the distribution"),
@@ -137,7 +137,7 @@ declare_api(Api(
     "tf-keras", "Keras 2 (tf-keras)", "tensorflow",
     ("tf_keras", "keras_nlp", "keras_cv", "tensorflow"),
     {"cnn": "tf_keras_api.cnn", "bert": "tf_keras_api.bert", "sam": "tf_keras_api.sam",
-     "stable_diffusion": "tf_keras_api.stable_diffusion"},
+     "stable_diffusion": "tf_keras_api.stable_diffusion", "layer": "tf_keras_api.layer"},
     quantizer=lacks("Keras 2 (tf-keras) has no model.quantize (Keras 3 added it); its "
                     "post-training quantization is TensorFlow Lite's converter, another runtime"),
     data_parallel=has(MIRRORED), sharded_dataset=has("tf.data through the strategy"),
@@ -149,7 +149,7 @@ declare_api(Api(
 ))
 declare_api(Api(
     "torch", "PyTorch", "torch", ("torch",),
-    {**ARRAY_RECIPES, "cnn": "torch_api.cnn"},
+    {**ARRAY_RECIPES, "cnn": "torch_api.cnn", "layer": "torch_api.layer"},
     quantizer=has(TORCHAO), data_parallel=has(DDP), sharded_dataset=lacks(NO_NATIVE_SHARDED_DATASET),
     steps_per_execution=lacks(NOT_KERAS), ops_compile=has("torch.compile"),
     knobs=(COMPILE, FULLGRAPH, TORCH_TF32, CHANNELS_LAST, FUSED_OPTIMIZER),
@@ -157,7 +157,7 @@ declare_api(Api(
 ))
 declare_api(Api(
     "jax", "JAX", "jax", ("jax", "jaxlib", "flax", "optax"),
-    {**ARRAY_RECIPES, "cnn": "jax_api.cnn"},
+    {**ARRAY_RECIPES, "cnn": "jax_api.cnn", "layer": "jax_api.layer"},
     quantizer=lacks("native JAX has no quantized layers of its own: Google's libraries for it "
                     "(AQT, Qwix) rewrite Flax models for quantized training or serving and are "
                     "not part of this stack; Keras 3 on JAX runs the quantized tier (api = "
@@ -168,7 +168,7 @@ declare_api(Api(
 ))
 declare_api(Api(
     "tensorflow", "TensorFlow", "tensorflow", ("tensorflow",),
-    {**ARRAY_RECIPES, "cnn": "tensorflow_api.cnn"},
+    {**ARRAY_RECIPES, "cnn": "tensorflow_api.cnn", "layer": "tensorflow_api.layer"},
     quantizer=lacks("native TensorFlow quantizes only by converting to TensorFlow Lite (another "
                     "runtime) or through the Model Optimization Toolkit (Keras 2 models, in "
                     "maintenance); Keras 3 on TensorFlow runs the quantized tier"),

@@ -7,7 +7,9 @@ from __future__ import annotations
 from .base import Axis, declare_axis
 from .precisions import FLOAT_PRECISIONS, QUANTIZED_PRECISIONS
 
-TASKS = ("fit", "predict", "generate", "run")
+# The layer workload's phases are tasks too (catalog/layers.py PHASES): forward, a train step
+# (forward, backward and the optimizer's update) and backward alone.
+TASKS = ("fit", "predict", "generate", "run", "forward", "train", "backward")
 PRECISIONS = FLOAT_PRECISIONS + QUANTIZED_PRECISIONS
 SIZES = ("full", "small", "tiny")
 DATA_MODES = ("arrays", "dataset", "device")
@@ -18,7 +20,8 @@ TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotu
 JIT_WORDS = ("auto",) + TORCH_COMPILE_MODES
 
 declare_axis(Axis("task", "choice", str, values=TASKS, per_workload=True,
-                  help="what the workload does: fit | predict | generate | run"))
+                  help="what the workload does: fit | predict | generate | run; a layer's phase: "
+                       "forward | train | backward"))
 declare_axis(Axis("batch_size", "positive_int", int, per_workload=True,
                   help="samples per step: required for model workloads, else 1 by default"))
 declare_axis(Axis("precision", "choice", str, "float32", PRECISIONS, short="",

@@ -53,7 +53,7 @@ def setting_axes() -> tuple[str, ...]:
 
 # --- workloads --------------------------------------------------------------------------------
 
-FAMILIES = ("ops", "model", "hub", "diagnostic", "user")
+FAMILIES = ("ops", "model", "hub", "layer", "diagnostic", "user")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class Option:
     help: str
     positive: bool = False
     local_path: bool = False        # a folder on the machine that runs the cell, never a URL
+    choices: tuple[str, ...] = ()   # the words it allows (() any value of its type)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ class Workload:
     uses_data_axis: bool = False           # only model-training workloads read `data`
     help: str = ""
     # What the not-applicable rules ask of a workload: "ops" (array operations, no model),
-    # "model" (a training loop), "hub" (a keras-hub model), "diagnostic".
+    # "model" (a training loop), "hub" (a keras-hub model), "layer" (one layer, its phases as
+    # tasks: catalog/layers.py), "diagnostic".
     family: str = "model"
     # Size presets that options may override: size → {option: value}.
     sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -153,6 +155,7 @@ class Where:
     task: str
     axes: dict[str, Any]
     batch_size: int | None = None         # None: a caller that does not place a batch
+    options: dict[str, Any] = field(default_factory=dict)   # the cell's options (layer's)
 
     @property
     def record(self) -> Api:
@@ -177,14 +180,15 @@ def rule(axis: str | None = None) -> Callable[[Rule], Rule]:
 
 def not_applicable_reason(workload: str | Workload, api: str, backend: str | None,
                           axes: dict[str, Any], task: str,
-                          batch_size: int | None = None) -> str | None:
+                          batch_size: int | None = None,
+                          options: dict[str, Any] | None = None) -> str | None:
     """Why a valid cell cannot run in this environment, or None when it applies (`workload`: a
     declared name, or a Workload itself: a user workload, never in WORKLOADS).
 
     Only combinations that are meaningful elsewhere land here; values that are wrong everywhere
     are validation errors in the matrix schema."""
     declared = WORKLOADS[workload] if isinstance(workload, str) else workload
-    where = Where(declared, api, backend, task, axes, batch_size)
+    where = Where(declared, api, backend, task, axes, batch_size, dict(options or {}))
     for _, check in RULES:
         reason = check(where)
         if reason is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .axes import TORCH_COMPILE_MODES
 from .base import AXES, Where, rule
+from .layers import not_applicable as layer_not_applicable
 
 
 @rule()
@@ -31,6 +32,15 @@ def user_function(c: Where) -> str | None:
 @rule("task")
 def workload_task(c: Where) -> str | None:
     return None if c.task in c.workload.tasks else f"{c.workload.name} has no task {c.task!r}"
+
+
+@rule("task")
+def layer_phase(c: Where) -> str | None:
+    """A layer an API lacks, a train step of a layer without weights (catalog/layers.py says
+    why each)."""
+    if c.workload.family != "layer" or "layer" not in c.options:
+        return None
+    return layer_not_applicable(str(c.options["layer"]), c.api, c.task)
 
 
 @rule("precision")
@@ -101,6 +111,8 @@ def steps_per_execution(c: Where) -> str | None:
         return "steps_per_execution applies to model.fit/predict only"
     if c.workload.family == "hub":
         return "keras-hub workloads time one batch (or generate call) per call"
+    if c.workload.family == "layer":
+        return "the layer workload times one batch per call"
     if c.workload.family == "user" and c.workload.runs_as(c.api, c.task) != "model":
         return "a step function runs one step per call (steps_per_execution applies to " \
                "keras_model's fit and predict)"

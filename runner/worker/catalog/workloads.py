@@ -8,6 +8,7 @@ from __future__ import annotations
 from .axes import PRECISIONS
 from .precisions import FLOAT_PRECISIONS
 from .base import Option, Workload, declare_workload
+from .layers import LAYERS, PHASES, SHAPE_SETS
 
 _HUB_OPTIONS = {
     "preset": Option(str, "local folder of a keras-hub (Keras 2: keras-nlp/keras-cv) preset to "
@@ -120,3 +121,21 @@ for _name, _help in (
                       "lora_rank": 4} for size in ("full", "small", "tiny")},
         not_applicable={"tf-keras": "Keras 2 (keras-nlp 0.8) has no Gemma or Mistral"},
     ))
+
+# One layer of keras's families (or of an LLM) on its seeded weights and inputs: the Keras layer
+# on the Keras APIs, its native twin with the same weights on torch, JAX and TensorFlow
+# (catalog/layers.py the table, apis/layer_common.py the recipe, docs/layers.md).
+declare_workload(Workload(
+    "layer", PHASES, False, ("float32", "bfloat16"),
+    {"layer": Option(str, "the layer, by its Keras class name (docs/layers.md lists them)",
+                     choices=tuple(LAYERS)),
+     "shapes": Option(str, "tiny | small (keras's benchmark shapes: the framework's overhead) | "
+                           "model (the catalog's models' sizes: the kernels); default by size: "
+                           "full model, small small, tiny tiny", choices=SHAPE_SETS)},
+    help="one layer (options.layer) timed by phase: forward, train (forward, backward, SGD "
+         "step) or backward; Keras's layer against its native twin with the same weights",
+    family="layer", default_task="forward",
+    sizes={"full": {"shapes": "model"}, "small": {"shapes": "small"},
+           "tiny": {"shapes": "tiny"}},
+    dense_paths=("matmul", "conv"),
+))

@@ -2,7 +2,7 @@
 backend and on Keras 2 (tf_keras_api/cnn.py passes its tf_keras module as `fw.keras`).
 
 fit: one `model.fit` runs the whole cell (warm-up, block calibration, timed blocks) through its
-own loop and the data axis's feed (feeds.training_data); keras_fit_clock.BlockClock reads the
+own loop and the data axis's feed (keras_api/feeds.py training_data); keras_fit_clock.BlockClock reads the
 worker's clock in on_train_batch_begin at the end of each block of train-function calls,
 synchronising the device there only, as the native loops do, and keeps Keras 3's batch-end
 dispatch asynchronous as a plain `fit` does; `fit` stops as soon as the clock has its timed
@@ -23,7 +23,7 @@ from .. import KerasFramework
 from .. import cnn_common as cc, cnn_recipe as recipe
 from .. import keras_fit_clock
 from . import quantize as keras_quantize
-from ..feeds import training_data
+from .feeds import training_data
 from ..kerashub import benches as hub_benches
 
 OPTIMIZER = f"RMSprop(lr={cc.LEARNING_RATE}, rho={cc.RMS_RHO}, eps={cc.RMS_EPSILON})"
