@@ -90,7 +90,8 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
     run = fw.compile(ddp.wrap(fw, model))
     if spec.task == "fit":
         model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.004, eps=1e-7)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.004, eps=1e-7,
+                                      **fw.optimizer_options())
         facts["answer_note"] = ("the step draws dropout masks from each framework's own "
                                 "generator: its first loss is no answer")
         return benches.fit_bench(

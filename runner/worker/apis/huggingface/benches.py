@@ -164,7 +164,8 @@ def encoder_fit_bench(fw: TorchFramework, precision: Precision, encoder: torch.n
     data = tensors(fw, {"x": x.transpose(0, 3, 1, 2), "y": y.transpose(0, 3, 1, 2)},
                    precision.param_dtype)
     trained = fw.compile(encoder)
-    optimizer = torch.optim.Adam(encoder.parameters(), lr=1e-3, eps=1e-7)
+    optimizer = torch.optim.Adam(encoder.parameters(), lr=1e-3, eps=1e-7,
+                                 **fw.optimizer_options())
 
     def loss_of() -> torch.Tensor:
         out = encoder_output(trained(data["x"]))

@@ -82,7 +82,7 @@ def fit(spec: CellSpec, fw: TorchFramework, model: Any, precision: benches.Preci
     optimizer = torch.optim.AdamW(
         [{"params": decayed}, {"params": [p for name, p in trained if "bias" in name
                                           or "norm" in name], "weight_decay": 0.0}],
-        lr=5e-5, weight_decay=0.01, eps=1e-7)
+        lr=5e-5, weight_decay=0.01, eps=1e-7, **fw.optimizer_options())
     run = fw.compile(model)
 
     def loss_of() -> torch.Tensor:

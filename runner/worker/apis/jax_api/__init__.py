@@ -55,13 +55,16 @@ class Framework(FrameworkBase):
     def compilation_count(self) -> int | None:
         return self._compiles
 
-    def compile(self, fn: Any) -> Any:
-        """False → op-by-op dispatch; True / 'auto' → jax.jit."""
+    def compile(self, fn: Any, donate_argnums: tuple[int, ...] = ()) -> Any:
+        """False → op-by-op dispatch; True / 'auto' → jax.jit, donating the arguments named
+        (their buffers reused for the outputs: the tuned tier's `donate`)."""
         if self.spec.jit is False:
             self.effective["jit"] = "eager (op-by-op)"
             return fn
         self.effective["jit"] = "jax.jit"
-        return jax.jit(fn)
+        if donate_argnums:
+            self.effective["donate_argnums"] = list(donate_argnums)
+        return jax.jit(fn, donate_argnums=donate_argnums)
 
     def sync(self, out: Any) -> None:
         jax.block_until_ready(out)

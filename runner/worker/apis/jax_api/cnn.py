@@ -16,6 +16,7 @@ import optax
 
 from ...bench import Bench
 from ...protocol import CellSpec
+from ...tuning import knob
 from .. import cnn_common as cc, cnn_recipe as recipe, feeds
 from ..data_parallel import feeds as dp_feeds
 from . import Framework
@@ -108,7 +109,9 @@ def trainer(spec: CellSpec, fw: Framework, data: cc.CnnData,
         updates, opt = optimizer.update(grads, state["opt"], state["params"])
         return {"params": optax.apply_updates(state["params"], updates), "opt": opt}, loss
 
-    compiled, forward = fw.compile(train_step), jax.jit(cnn.apply)
+    # The tuned tier's `donate`: the old state's buffers hold the new one (it is never read again).
+    donated = (0,) if knob(spec, "donate", False) else ()
+    compiled, forward = fw.compile(train_step, donate_argnums=donated), jax.jit(cnn.apply)
 
     def step(xb: Any, yb: Any) -> Any:
         nonlocal state

@@ -58,6 +58,14 @@ class Framework(FrameworkBase):
             (", fullgraph=True)" if fullgraph else ")")
         return torch.compile(fn, mode=mode, fullgraph=fullgraph)
 
+    def optimizer_options(self) -> dict[str, Any]:
+        """Keyword arguments for an Adam or AdamW: fused=True where the cell is tuned to the
+        fused update (the tuned tier's `fused_optimizer`), else torch's default path."""
+        if not tuning.knob(self.spec, "fused_optimizer", False):
+            return {}
+        self.effective["optimizer_fused"] = True
+        return {"fused": True}
+
     def sync(self, out: Any) -> None:
         if self.device == "gpu":
             torch.cuda.synchronize()

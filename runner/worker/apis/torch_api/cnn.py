@@ -1,7 +1,8 @@
 """The CNN on native PyTorch, an adapter to the recipe (apis/cnn_recipe.py): nn.Sequential,
 channels-first as torch users write it (the shared weights transposed on load), the AMP step of
 apis/torch_amp.py, torch.compile from the jit axis (fw.compile), DDP for a data-parallel cell
-(each rank its share of every global batch: Shards.own). predict: a torchao quantization first
+(each rank its share of every global batch: Shards.own). The tuned tier's `channels_last` knob
+lays the weights and every batch out channels-last (the layout cuDNN's convolutions prefer). predict: a torchao quantization first
 where the precision asks (torchao_quantize.py), its error measured on the probe batch.
 """
 
@@ -15,6 +16,7 @@ from torch import nn
 
 from ...bench import Bench
 from ...protocol import CellSpec
+from ...tuning import knob
 from .. import cnn_common as cc
 from .. import cnn_recipe as recipe
 from .. import feeds, torchao_quantize
@@ -29,6 +31,12 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
     return recipe.build(spec, fw, predictor, trainer)
 
 
+def memory_format(spec: CellSpec) -> torch.memory_format:
+    """The layout of the weights and batches: torch's own unless the cell is tuned to
+    channels-last."""
+    return torch.channels_last if knob(spec, "channels_last", False) else torch.contiguous_format
+
+
 def model(fw: Framework, weights: list[np.ndarray], precision: Precision) -> nn.Module:
     layers: list[nn.Module] = []
     for index, (fan_in, filters) in enumerate(zip(cc.IMAGE_SHAPE[-1:] + cc.CONV_FILTERS[:-1],
@@ -40,7 +48,9 @@ def model(fw: Framework, weights: list[np.ndarray], precision: Precision) -> nn.
     with torch.no_grad():
         for parameter, array in zip(net.parameters(), recipe.channels_first(weights), strict=True):
             parameter.copy_(torch.from_numpy(array))
-    return net.to(fw.torch_device, precision.param_dtype)
+    layout = memory_format(fw.spec)
+    fw.effective["memory_format"] = str(layout).removeprefix("torch.")
+    return net.to(fw.torch_device, precision.param_dtype, memory_format=layout)
 
 
 def logits(fw: Framework, net: nn.Module, precision: Precision) -> Any:
@@ -59,8 +69,8 @@ def predictor(spec: CellSpec, fw: Framework, data: cc.CnnData,
     found = torchao_quantize.apply(spec, fw, net, lambda: logits(fw, net, precision)(
         cc.probe(data)[0]))
     compiled, x = fw.compile(net), torch.from_numpy(
-        cc.predict_batch(spec, data).transpose(0, 3, 1, 2).copy()).to(fw.torch_device,
-                                                                      precision.param_dtype)
+        cc.predict_batch(spec, data).transpose(0, 3, 1, 2).copy()).to(
+            fw.torch_device, precision.param_dtype, memory_format=memory_format(spec))
 
     def forward() -> torch.Tensor:
         with torch.no_grad(), precision.autocast():
@@ -105,8 +115,9 @@ def trainer(spec: CellSpec, fw: Framework, data: cc.CnnData,
     optimizer = torch.optim.RMSprop(net.parameters(), lr=cc.LEARNING_RATE, alpha=cc.RMS_RHO,
                                     eps=cc.RMS_EPSILON)
     trained = fw.compile(ddp.wrap(fw, net))
+    layout = memory_format(spec)
     step = training_step(optimizer, precision, lambda xb, yb: nn.functional.cross_entropy(
-        trained(xb.to(precision.param_dtype)), yb))
+        trained(xb.to(dtype=precision.param_dtype, memory_format=layout)), yb))
     loop = recipe.native_loop(
         spec, fw, data, step, ways(spec, fw, data), loss=fw.mean_over_ranks,
         timing="one training step (next batch, forward, backward, optimizer step)",
