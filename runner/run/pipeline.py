@@ -102,7 +102,7 @@ def plan_cells(state: RunState) -> None:
                                                                     state.matrix.cells),
                                 state.opts.tuning, results_folder(state),
                                 state.matrix.spec.run.name, state.matrix.path,
-                                state.matrix.spec.tuning.knobs)
+                                state.matrix.spec.tuning)
     state.matrix.cells = cells
     state.decide(plan=make_plan(cells, state.opts.only, finished), tuned=tuned)
 

@@ -17,7 +17,8 @@ from ..errors import UsageError
 from ..results.data import tuning as stored
 from ..schema.matrix import Cell
 from ..worker import catalog
-from ..worker.catalog.knobs import applicable, runnable
+from ..schema.tuning import TuningSettings
+from ..worker.catalog.knobs import BATCH_SIZE, applicable, runnable
 from . import devices
 from .cells import source_identity
 from .setup import Setup
@@ -59,6 +60,12 @@ def knobs_of(setup: Setup, cell: Cell,
                     workload, cell.api, cell.backend, cell.axes, cell.task, cell.batch_size)
 
 
+def batch_searched(settings: TuningSettings, cell: Cell) -> bool:
+    """Whether the tuning searches the cell's batch ([tuning] batch = "max": fit, predict and
+    run cells; catalog/knobs.py BATCH_SIZE)."""
+    return settings.batch == "max" and cell.task in BATCH_SIZE.tasks
+
+
 def found_tunings(folders: list[Path], results_dir: Path, name: str) -> list[dict[str, Any]]:
     """Every tuned.toml to look in, first match wins: `--tuning` folders in their order, else
     the matrix's tuning folders, newest first."""
@@ -73,10 +80,10 @@ def found_tunings(folders: list[Path], results_dir: Path, name: str) -> list[dic
 
 
 def attach(setup: Setup, cells: list[Cell], folders: list[Path], results_dir: Path,
-           run_name: str, matrix_path: Path, only: list[str] | None = None
+           run_name: str, matrix_path: Path, settings: TuningSettings
            ) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
     """The cells with each tuned one given its knobs (or made not applicable), and, per tuned
-    cell id, where its knobs came from (the manifest's `tuning`); `only`: [tuning] knobs."""
+    cell id, where its knobs came from (the manifest's `tuning`); `settings`: [tuning]."""
     if not any(c.axes.tier == TUNED for c in cells):
         return cells, {}
     tunings = found_tunings(folders, results_dir, run_name)
@@ -86,7 +93,7 @@ def attach(setup: Setup, cells: list[Cell], folders: list[Path], results_dir: Pa
             out.append(cell)
             continue
         twin = defaults_twin(cell)
-        if not knobs_of(setup, twin, only):
+        if not knobs_of(setup, twin, settings.knobs) and not batch_searched(settings, twin):
             out.append(cell)
             sources[cell.id] = {"status": stored.NO_KNOBS, "knobs": {}}
             continue

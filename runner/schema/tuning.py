@@ -3,7 +3,9 @@ window of its first probes."""
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat, field_validator
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from ..errors import did_you_mean
 from ..worker import catalog
@@ -19,6 +21,9 @@ CPU_BUDGET_MINUTES = 3.0
 MAX_BUDGET_MINUTES = 24 * 60.0
 # The first rung's timed window per probe; each later rung's is 4 times longer.
 WINDOW_S = 0.5
+# The batch search ([tuning] batch = "max"): doubling from the cell's batch stops at this many
+# times it, where nothing ran out of memory before.
+MAX_BATCH_FACTOR = 64
 
 
 class TuningSettings(Strict):
@@ -29,6 +34,12 @@ class TuningSettings(Strict):
     window: PositiveFloat = Field(WINDOW_S, le=600.0)
     # The knobs searched, by name (none given: every knob an API declares that applies).
     knobs: list[str] | None = Field(None, min_length=1)
+    # "max": fit, predict and run cells first search the largest batch that runs (doubling until
+    # out of memory, then bisecting), keep a headroom below it, and tune the knobs there; the
+    # tuned tier is then compared in items/s, never ms/step. "cell": the cell's own batch.
+    batch: Literal["cell", "max"] = "cell"
+    # The batch search's ceiling, as a multiple of the cell's batch.
+    max_batch_factor: PositiveInt = Field(MAX_BATCH_FACTOR, le=4096)
 
     @field_validator("knobs", mode="after")
     @classmethod

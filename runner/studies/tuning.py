@@ -32,8 +32,8 @@ from ..schema import tuning as settings
 from ..schema.matrix import Cell
 from ..timestamps import iso_now
 from ..worker.catalog import Knob
-from ..worker.catalog.knobs import blocked, changed
-from . import tuning_search
+from ..worker.catalog.knobs import BATCH_SIZE, blocked, changed
+from . import tuning_batch, tuning_search
 from .tuning_search import Probe
 
 
@@ -77,9 +77,14 @@ def show_knobs(state: RunState, tuner: Tuner) -> None:
         gpu = tiers.gpu_model(state.setup, cell) != "cpu"
         line = ", ".join(f"{k.name} ({'/'.join(map(str, k.values_on('gpu' if gpu else 'cpu')))})"
                          for k in knobs) or "none (its tuned cell is its defaults)"
+        if tiers.batch_searched(state.matrix.spec.tuning, cell):
+            line = (f"the batch ({cell.batch_size} up to "
+                    f"{cell.batch_size * state.matrix.spec.tuning.max_batch_factor}), then "
+                    + (line if knobs else "no knob"))
         state.console.print(f"tune: {user_text(cell.name)}: {user_text(line)}; budget "
                             f"{tuner.budget_s(state, gpu) / 60:g} min", soft_wrap=True)
-        most += tuner.budget_s(state, gpu) / 60 if knobs else 0.0
+        most += tuner.budget_s(state, gpu) / 60 \
+            if knobs or tiers.batch_searched(state.matrix.spec.tuning, cell) else 0.0
     state.console.print(f"tune: {len(state.plan.cells)} cell(s), at most {most:g} min of probes "
                         "(each cell's budget, start-up and compilation included)", soft_wrap=True)
 
@@ -136,25 +141,52 @@ def tune_one(state: RunState, tuner: Tuner, cell: Cell) -> stored.Tuned:
     knobs = tiers.knobs_of(setup, cell, state.matrix.spec.tuning.knobs)
     gpu = tiers.gpu_model(setup, cell)
     stack = tiers.stack_of(setup, setup.source_of(cell))
-    if not knobs:
+    searched = tiers.batch_searched(state.matrix.spec.tuning, cell)
+    if not knobs and not searched:
         return stored.Tuned(cell.name, gpu, stack, status=stored.NO_KNOBS)
     device = "cpu" if gpu == "cpu" else "gpu"
-    prober = Prober(state, tuner, cell, knobs)
+    budget_s = tuner.budget_s(state, device == "gpu")
+    fixed, batch = ({}, None) if not searched else search_batch(state, tuner, cell, budget_s)
+    prober = Prober(state, tuner, cell, knobs, fixed, batch.lines if batch else None)
+    spent_s = batch.spent_s if batch else 0.0
     outcome = tuning_search.search(
         knobs, device,
         lambda setting: blocked(knobs, setting, cell.workload if cell.user_workload is None
                                 else cell.user_workload.workload, cell.api, cell.backend,
-                                cell.axes, cell.task, cell.batch_size),
-        prober.run, tuner.budget_s(state, device == "gpu"), state.matrix.spec.tuning.window)
+                                cell.axes, cell.task, fixed.get("batch_size", cell.batch_size)),
+        prober.run, budget_s - spent_s, state.matrix.spec.tuning.window)
     winner = outcome.winner
-    chosen = changed(knobs, winner.setting) if winner is not None else {}
+    chosen = {**fixed, **(changed(knobs, winner.setting) if winner is not None else {})}
     status = (stored.NOTHING_RAN if winner is None else stored.BUDGET_SPENT
-              if outcome.budget_spent else stored.DEFAULTS_WON if not chosen
-              else stored.TUNED_STATUS)
-    budget_s = tuner.budget_s(state, device == "gpu")
-    return stored.Tuned(cell.name, gpu, stack, chosen, status, len(outcome.probes),
-                        round(outcome.spent_s / 60.0, 3), round(budget_s / 60.0, 3),
-                        prober.usd if prober.priced else None, probe_gain(outcome))
+              if outcome.budget_spent or (batch and batch.budget_spent)
+              else stored.DEFAULTS_WON if not chosen else stored.TUNED_STATUS)
+    usd = [p.usd for p in (prober, batch) if p is not None and p.priced]
+    return stored.Tuned(cell.name, gpu, stack, chosen, status, len(prober.lines),
+                        round((outcome.spent_s + spent_s) / 60.0, 3), round(budget_s / 60.0, 3),
+                        sum(usd) if usd else None, probe_gain(outcome))
+
+
+def search_batch(state: RunState, tuner: Tuner, cell: Cell,
+                 budget_s: float) -> tuple[dict[str, Any], Prober]:
+    """The batch search's probes (tuning_batch.py) at the defaults' knobs: the batch kept as a
+    fixed knob of the search that follows ({} where it is the cell's own), and its prober."""
+    prober = Prober(state, tuner, cell, [BATCH_SIZE], compare_answers=False)
+    window = state.matrix.spec.tuning.window
+    ceiling = cell.batch_size * state.matrix.spec.tuning.max_batch_factor
+
+    def fits() -> bool:
+        walls = [line["wall_s"] or 0.0 for line in prober.lines]
+        mean = sum(walls) / len(walls) if walls else 0.0
+        return prober.spent_s + mean + window <= budget_s
+
+    found = tuning_batch.search_batch(
+        cell.batch_size, ceiling, lambda batch: prober.run({"batch_size": batch}, 0, window), fits)
+    prober.budget_spent, chosen = found.budget_spent, found.chosen
+    state.console.print(f"  batch {user_text(cell.name)}: " + (
+        f"{found.chosen} kept (the largest that ran: {found.largest_ok}"
+        + (f"; {found.smallest_failed} failed)" if found.smallest_failed else ", the ceiling)")
+        if found.chosen is not None else "not even the cell's own batch ran"), soft_wrap=True)
+    return ({"batch_size": chosen} if chosen and chosen != cell.batch_size else {}), prober
 
 
 def probe_gain(outcome: tuning_search.Outcome) -> float | None:
@@ -172,16 +204,22 @@ class Prober:
     (a probe the folder already holds is read back, not run), judged against the defaults'
     answer, listed in probes.jsonl."""
 
-    def __init__(self, state: RunState, tuner: Tuner, cell: Cell, knobs: list[Knob]):
+    def __init__(self, state: RunState, tuner: Tuner, cell: Cell, knobs: list[Knob],
+                 fixed: Mapping[str, Any] | None = None,
+                 lines: list[dict[str, Any]] | None = None, compare_answers: bool = True):
         self.state, self.tuner, self.cell, self.knobs = state, tuner, cell, knobs
-        self.lines: list[dict[str, Any]] = []
+        self.fixed = dict(fixed or {})          # knobs every probe carries (the batch kept)
+        self.lines: list[dict[str, Any]] = [] if lines is None else lines   # probes.jsonl's
+        self.compare_answers = compare_answers
         self.reference: Record | None = None
         self.usd, self.priced = 0.0, False
+        self.spent_s, self.budget_spent = 0.0, False
 
     def probe_cell(self, setting: Mapping[str, Any], window: float) -> Cell:
         twin = self.cell
         return dataclasses.replace(
-            twin, tuning=changed(self.knobs, setting), steps="auto", repeats=1,
+            twin, tuning={**self.fixed, **changed(self.knobs, setting)}, steps="auto",
+            repeats=1,
             settings={**twin.settings, "min_time_s": window, "max_time_s": max(4 * window, 5.0)})
 
     def run(self, setting: dict[str, Any], rung: int, window: float) -> Probe:
@@ -190,7 +228,8 @@ class Prober:
         entry = Entry(self.probe_cell(setting, window), rung + 1)
         record = self.stored(entry) or self.measure(entry)
         probe = self.judge(setting, rung, window, record)
-        self.lines.append(line_of(len(self.lines) + 1, probe, record, entry, self.knobs))
+        self.lines.append(line_of(len(self.lines) + 1, probe, record, entry,
+                                  self.knobs, self.fixed))
         stored.write_probes(store.root, self.cell.id, self.lines)
         self.state.console.print(progress_line(self.cell, probe, self.knobs, self.lines),
                                  soft_wrap=True)
@@ -217,13 +256,16 @@ class Prober:
 
     def judge(self, setting: dict[str, Any], rung: int, window: float, record: Record) -> Probe:
         wall = float(record.get("wall_s") or 0.0)
+        self.spent_s += wall
         if record.get("usd") is not None:
             self.usd, self.priced = self.usd + float(record["usd"] or 0.0), True
         if record["status"] != "ok":
             reason = (record.get("error") or record["status"]).strip().splitlines()
             return Probe(setting, rung, window, record["status"], None, wall,
                          reason[-1][:300] if reason else record["status"])
-        if self.reference is None:
+        if not self.compare_answers:         # the batch search: every probe its own inputs
+            pass
+        elif self.reference is None:
             self.reference = record          # the first probe ok: the defaults, as a rule
         else:
             differs = answer_differs(self.reference, record)
@@ -246,10 +288,10 @@ def answer_differs(reference: Record, record: Record) -> str:
 
 
 def line_of(number: int, probe: Probe, record: Record, entry: Entry,
-            knobs: list[Knob]) -> dict[str, Any]:
+            knobs: list[Knob], fixed: Mapping[str, Any]) -> dict[str, Any]:
     """A probe as probes.jsonl lists it."""
     return {"probe": number, "rung": probe.rung, "window_s": probe.window_s,
-            "knobs": changed(knobs, probe.setting), "status": probe.status,
+            "knobs": {**fixed, **changed(knobs, probe.setting)}, "status": probe.status,
             "ms_per_step": probe.ms, "compile_s": record.get("compile_s"),
             "wall_s": probe.wall_s, "rss_peak_mb": record.get("rss_peak_mb"),
             "vram_peak_mb": record.get("vram_peak_mb"),
@@ -267,7 +309,7 @@ def progress_line(cell: Cell, probe: Probe, knobs: list[Knob],
     what = (f"{probe.ms:.4g} ms/step" if probe.ok and probe.ms is not None
             else f"[yellow]pruned: {user_text(probe.status)}[/] {user_text(probe.reason[:120])}")
     return (f"  probe {len(lines)} r{probe.rung} {user_text(cell.name)} "
-            f"{user_text(knobs_text(changed(knobs, probe.setting)))}: {what} "
+            f"{user_text(knobs_text(lines[-1]['knobs']))}: {what} "
             f"({spent:.1f} min spent)")
 
 

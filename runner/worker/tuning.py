@@ -1,6 +1,6 @@
 """A tuned cell's (or a tuning probe's) knobs, applied by the worker before anything runs
 (docs/tuned.md). The spec's `tuning` names each knob its API's record declares
-(catalog/apis.py) with the value to run: a knob that sets an axis replaces that axis's value in
+(catalog/apis.py), or the batch search's batch_size (catalog/knobs.py), with the value to run: a knob that sets an axis replaces that axis's value in
 the spec the worker measures (the record keeps the cell's own axis values, and `effective`
 says what ran), a knob that sets a variable is set before the framework is imported, and the
 rest stay in spec.tuning for the API's own code to read. Standard library only."""
@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from . import catalog
+from .catalog.knobs import knob_named
 from .protocol import CellSpec
 
 
@@ -23,7 +24,7 @@ def applied(spec: CellSpec) -> CellSpec:
     record = catalog.api(spec.api, spec.backend)
     changes: dict[str, Any] = {}
     for name, value in spec.tuning.items():
-        knob = record.knob(name)
+        knob = knob_named(record, name)
         if knob is None:
             raise ValueError(f"{record.title} has no knob {name!r} (catalog/apis.py declares "
                              f"{', '.join(k.name for k in record.knobs) or 'none'})")

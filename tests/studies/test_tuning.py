@@ -20,6 +20,7 @@ import pytest
 
 from runner.paths import REPO_ROOT
 from runner.studies import tuning_search
+from runner.studies.tuning_batch import search_batch
 from runner.studies.tuning_search import Probe, search
 from runner.worker import catalog
 from runner.worker.catalog import Knob
@@ -106,6 +107,40 @@ def test_a_knob_that_needs_another_and_an_axis_the_cell_cannot_take_are_left_out
                       "cpu") == []                                 # NumPy: no knob
 
 
+def batch_probes(fits_up_to: int | None, wall: float = 1.0):
+    """A batch probe runner: out of memory above `fits_up_to` (None: never)."""
+    tried: list[int] = []
+
+    def run(batch: int) -> Probe:
+        tried.append(batch)
+        if fits_up_to is not None and batch > fits_up_to:
+            return Probe({"batch_size": batch}, 0, 0.1, "oom", None, wall, "out of memory")
+        return Probe({"batch_size": batch}, 0, 0.1, "ok", 10.0, wall)
+
+    return run, tried
+
+
+def test_the_batch_search_doubles_then_bisects_and_keeps_a_headroom():
+    run, tried = batch_probes(96)
+    found = search_batch(4, 4 * 64, run, lambda: True)
+    assert tried == [4, 8, 16, 32, 64, 128, 96, 112, 104]
+    assert (found.largest_ok, found.smallest_failed) == (96, 104)
+    assert found.chosen == 80                  # 90 % of 96, down to a multiple of 8
+    assert search_batch(3, 3 * 64, batch_probes(5)[0], lambda: True).chosen == 4
+    assert search_batch(3, 3 * 64, batch_probes(3)[0], lambda: True).chosen == 3   # its own
+
+
+def test_the_batch_search_stops_at_its_ceiling_and_its_budget():
+    run, tried = batch_probes(None)
+    found = search_batch(8, 8 * 4, run, lambda: True)
+    assert tried == [8, 16, 32] and found.chosen == 32 and found.smallest_failed is None
+    run, tried = batch_probes(None)
+    left = iter([True, True, False])
+    found = search_batch(8, 8 * 64, run, lambda: next(left))
+    assert tried == [8, 16] and found.budget_spent and found.chosen == 16
+    assert search_batch(8, 64, batch_probes(4)[0], lambda: True).chosen is None
+
+
 # --- end to end on the selftest workload ------------------------------------------------------
 
 def runner(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -114,14 +149,17 @@ def runner(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           env={**os.environ, "COLUMNS": "200"})
 
 
-def selftest_matrix(folder: Path, name: str = "tune-selftest") -> Path:
+def selftest_matrix(folder: Path, name: str = "tune-selftest", batch: bool = False) -> Path:
     path = folder / f"{name}.toml"
     path.write_text(matrix_text(
         name, repeats=3, steps=6, settle=0, profile="full",
-        tables={"tuning": {"budget_minutes": 3.0, "window": 0.1}},
+        tables={"tuning": {"budget_minutes": 3.0, "window": 0.1,
+                           **({"batch": "max", "max_batch_factor": 16} if batch else {})}},
         environments={"numpy": this_interpreter()},
-        benchmarks=[{"workload": "selftest", "options": {"sleep_ms": 8.0}, "batch_size": 4,
-                     "tier": ["defaults", "tuned"]}]), encoding="utf-8")
+        # with the batch search: a step of the whole batch, out of memory above 24
+        benchmarks=[{"workload": "selftest", "batch_size": 4, "tier": ["defaults", "tuned"],
+                     "options": {"sleep_ms": 8.0, **({"memory_batches": 24} if batch else {})}}]),
+        encoding="utf-8")
     return path
 
 
@@ -138,10 +176,14 @@ def tuned(tmp_path_factory) -> dict:
     short = runner("tune", matrix, "--results-dir", folder / "short", "--budget-minutes",
                    "0.02", cwd=folder)
     ran = runner(matrix, "--results-dir", results, cwd=folder)
+    batch_matrix, batch_root = selftest_matrix(folder, "tune-batch", batch=True), folder / "b"
+    batch_tuned = runner("tune", batch_matrix, "--results-dir", batch_root, cwd=folder)
+    batch_ran = runner(batch_matrix, "--results-dir", batch_root, cwd=folder)
     (run,) = [p for p in (results / "tune-selftest").iterdir() if p.name != "tuning"]
     return {"planned": planned, "tuned": tuned, "tuning": tuning, "records": records,
             "resumed": resumed, "short": short, "short_root": folder / "short", "ran": ran,
-            "run": run}
+            "run": run, "batch_tuned": batch_tuned, "batch_ran": batch_ran,
+            "batch_root": batch_root}
 
 
 @pytest.mark.slow
@@ -170,6 +212,40 @@ def test_tune_finds_the_winner_and_prunes_with_reasons(tuned):
                (p["pruned"] or "").startswith("different answer"))
     assert {"ms_per_step", "compile_s", "rss_peak_mb", "window_s", "rung"} <= set(probes[0])
     assert max(p["rung"] for p in probes) >= 1                  # the best re-probed longer
+
+
+@pytest.mark.slow
+def test_the_batch_search_doubles_bisects_keeps_a_headroom_then_tunes_there(tuned):
+    assert tuned["batch_tuned"].returncode == 0, tuned["batch_tuned"].stderr
+    (tuning,) = (tuned["batch_root"] / "tune-batch" / "tuning").iterdir()
+    entry = tomllib.loads((tuning / "tuned.toml").read_text())["cells"][
+        "selftest-run-numpy-b4-sleep_ms=8.0-memory_batches=24"]
+    (probes_file,) = (tuning / "tuning").glob("*/probes.jsonl")
+    batched = [json.loads(line) for line in probes_file.read_text().splitlines()]
+    # 4, 8, 16 ran, 32 ran out of memory; 24 ran, 28 and 26 did not: 90 % of 24, to 8s: 16
+    assert entry["knobs"] == {"batch_size": 16, "selftest_speed": 0.5}, entry
+    searched = [(p["knobs"]["batch_size"], (p["pruned"] or "ok").split(":")[0])
+                for p in batched[:7]]
+    assert searched == [(4, "ok"), (8, "ok"), (16, "ok"), (32, "oom"), (24, "ok"),
+                        (28, "oom"), (26, "oom")]
+    assert all(p["knobs"]["batch_size"] == 16 for p in batched[len(searched):])
+    assert "batch selftest-run-numpy-b4-sleep_ms=8.0-memory_batches=24: 16 kept (the " \
+           "largest that ran: 24; 26 failed)" in " ".join(tuned["batch_tuned"].stdout.split())
+
+
+@pytest.mark.slow
+def test_a_searched_batch_is_compared_in_items_per_second_only(tuned):
+    assert tuned["batch_ran"].returncode == 0, tuned["batch_ran"].stdout
+    (run,) = [p for p in (tuned["batch_root"] / "tune-batch").iterdir() if p.name != "tuning"]
+    report = (run / "report.md").read_text()
+    section = report.split("## Defaults and tuned")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| selftest"))
+    assert "items/s (batch 16) |" in row and "(items/s)" in row and "batch_size=16" in row
+    gain = float(row.split("|")[6].split("×")[0])
+    assert 5.0 < gain < 11.0               # 4× the items a step, each step half the time: 8×
+    # no table of ms/step holds it: its steps hold another batch than the row's
+    time_table = report.split("## Defaults and tuned")[0]
+    assert not [line for line in time_table.splitlines() if "tier=tuned" in line]
 
 
 @pytest.mark.slow

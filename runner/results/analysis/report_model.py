@@ -23,7 +23,7 @@ from .profiles import Profiled, biggest_gap, judge_rows
 from .ratios import Ratio
 from .scaling import ScalingRow, scaling_rows
 from .speedups import keras_speedups, speedup
-from .tiers import TierPair, ranking_changes, tier_pairs
+from .tiers import TierPair, batch_searched_ids, ranking_changes, tier_pairs
 from .summaries import fixed_costs, pivot, tf32_rows
 
 Row = tuple[str, int]                      # (row label, batch size)
@@ -128,20 +128,23 @@ def build(manifest: Manifest, summaries: list[CellSummary], analysis: Analysis |
           left_out: list[tuple[str, str]] | None = None,
           profiled: Profiled | None = None) -> ReportModel:
     """The report of `summaries`: every analysis its renderers show, each made once."""
-    keras = keras_view(summaries)
+    tiers = tier_pairs(summaries, manifest)
+    # A tuned cell whose batch was searched compares in items/s in its own section only.
+    searched = batch_searched_ids(manifest)
+    timed = [s for s in summaries if s["cell_id"] not in searched]
+    keras = keras_view(timed)
     if profiled is not None:
         judge_rows(profiled, summaries)
     ratios = native.keras_over_native(keras)
-    speedups = keras_speedups(summaries)
+    speedups = keras_speedups(timed)
     # The time table's speedup columns: its own unless the Keras table has them.
-    cells = table_view(summaries, speedups=speedups if keras is None else {})
-    tiers = tier_pairs(summaries, manifest)
+    cells = table_view(timed, speedups=speedups if keras is None else {})
     layer_cells = layers.layers_of(summaries)
     return ReportModel(
         manifest, summaries, analysis, keras,
         table_view(keras[0], keras[1], keras[2], ratios) if keras else None, cells, speedups,
         ratios, keras_titles(keras),
-        sentences(summaries, analysis, keras, ratios, profiled, tiers, layer_cells),
+        sentences(timed, analysis, keras, ratios, profiled, tiers, layer_cells),
         findings.method_sentence(summaries) if summaries else "", scaling_rows(summaries),
         fixed_costs(summaries), reference.beside(summaries), cost.price_of(manifest),
         quantized_cells(summaries), left_out or [], profiled, tiers, layers=layer_cells)

@@ -18,6 +18,7 @@ from .speedups import fastest, speedup
 from .summaries import row_label
 
 DEFAULTS, TUNED = "defaults", "tuned"
+BATCH_KNOB = "batch_size"        # the batch search's knob (runner/worker/catalog/knobs.py)
 # A pair's verdict (the knobs' status comes from tuned.toml, runner/results/data/tuning.py).
 GAIN, NO_GAIN, SLOWER, UNMEASURED = "gain", "no gain", "slower", "not measured"
 
@@ -34,6 +35,9 @@ class TierPair:
     verdict: str                          # GAIN, NO_GAIN, SLOWER or UNMEASURED
     knobs: dict[str, Any] = field(default_factory=dict)
     tuning: dict[str, Any] = field(default_factory=dict)    # the manifest's entry (minutes, …)
+    # The tuning searched the batch ([tuning] batch = "max"): the two cells' steps hold other
+    # batches, so they compare in items/s (the gain: tuned ÷ defaults items/s), never ms/step.
+    per_item: bool = False
 
 
 def _verdict(gain: Ratio) -> str:
@@ -60,9 +64,29 @@ def tier_pairs(summaries: list[CellSummary], manifest: Manifest | None) -> list[
         base = tiers.get(DEFAULTS)
         gain = speedup(base, tuned) if base is not None else Ratio(None, why="no defaults cell")
         entry = entries.get(tuned["cell_id"]) or {}
-        out.append(TierPair((label, batch), env, base, tuned, gain, _verdict(gain),
-                            dict(entry.get("knobs") or {}), dict(entry)))
+        knobs = dict(entry.get("knobs") or {})
+        per_item = BATCH_KNOB in knobs
+        if per_item:
+            gain = _per_item(gain, base, tuned)
+        out.append(TierPair((label, batch), env, base, tuned, gain, _verdict(gain), knobs,
+                            dict(entry), per_item))
     return out
+
+
+def _per_item(gain: Ratio, base: CellSummary | None, tuned: CellSummary) -> Ratio:
+    """A per-step gain as a per-item one: times the tuned step's items over the defaults'."""
+    items = [cell.get("items_per_step") if cell else None for cell in (base, tuned)]
+    if gain.ratio is None or not items[0] or not items[1]:
+        return Ratio(None, why="no items per step to compare the batches by")
+    return gain.scaled(float(items[1]) / float(items[0]))
+
+
+def batch_searched_ids(manifest: Manifest | None) -> set[str]:
+    """The tuned cells whose tuning changed their batch (the manifest's `tuning`): their
+    ms/step belongs in no table beside cells at the row's batch."""
+    entries = (manifest or {}).get("tuning") or {}
+    return {cell_id for cell_id, entry in entries.items()
+            if BATCH_KNOB in (entry.get("knobs") or {})}
 
 
 def ranking_changes(pairs: list[TierPair]) -> list[str]:
@@ -70,7 +94,8 @@ def ranking_changes(pairs: list[TierPair]) -> list[str]:
     lead over the defaults' winner at tuned, and where that one stood at the defaults."""
     rows: dict[tuple[str, int], list[TierPair]] = {}
     for pair in pairs:
-        rows.setdefault(pair.row, []).append(pair)
+        if not pair.per_item:       # a searched batch: its ms/step ranks nothing per step
+            rows.setdefault(pair.row, []).append(pair)
     said = []
     for (label, batch), row in rows.items():
         complete = [p for p in row if p.defaults is not None and p.tuned is not None]

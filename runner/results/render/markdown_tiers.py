@@ -26,10 +26,17 @@ def _tuning(pair: TierPair) -> str:
     return f"{spent}{entry.get('probes', 0)} probes{usd} ({entry.get('status')})"
 
 
-def _time(cell) -> str:
+def _time(cell, per_item: bool = False, batch: int | None = None) -> str:
+    """A cell's ms/step, or its items/s (and the batch it ran) where the batch was searched."""
     if cell is None:
         return "–"
-    return fmt(cell.get(TIME_KEY)) if cell["status"] == "ok" else md_text(str(cell["status"]))
+    if cell["status"] != "ok":
+        return md_text(str(cell["status"]))
+    if not per_item:
+        return fmt(cell.get(TIME_KEY))
+    time, items = cell.get(TIME_KEY), cell.get("items_per_step")
+    rate = f"{fmt(items / time * 1000.0)} items/s" if time and items else "–"
+    return rate + (f" (batch {batch})" if batch is not None else "")
 
 
 def tiers_section(pairs: list[TierPair]) -> list[str]:
@@ -43,7 +50,9 @@ def tiers_section(pairs: list[TierPair]) -> list[str]:
              "fresh repeats like every cell: the probes' own times, selected from several, "
              "never reach a table. Gain: the defaults' time ÷ the tuned time with its 95 % "
              "interval; **no gain** where the interval covers 1 (the tuning found nothing the "
-             "repeats tell from the defaults).", "", HEAD,
+             "repeats tell from the defaults). Where the tuning searched the batch "
+             "([tuning] batch = \"max\"), both cells are given in items/s and the gain is "
+             "tuned ÷ defaults items/s: their steps hold other batches.", "", HEAD,
              "|---|---:|---|---:|---:|---:|---|---|"]
     for pair in pairs:
         gain = ratio_text(pair.gain)
@@ -55,6 +64,8 @@ def tiers_section(pairs: list[TierPair]) -> list[str]:
         knobs = md_text(tiers.knobs_text(pair.knobs)) if pair.tuning.get("knobs") is not None \
             or pair.knobs else "–"
         lines.append(f"| {md_text(label)} | {batch} | {md_text(pair.environment)} | "
-                     f"{_time(pair.defaults)} | {_time(pair.tuned)} | {gain} | {knobs}"
+                     f"{_time(pair.defaults, pair.per_item)} | "
+                     f"{_time(pair.tuned, pair.per_item, pair.knobs.get(tiers.BATCH_KNOB))} | "
+                     f"{gain}{' (items/s)' if pair.per_item else ''} | {knobs}"
                      f" | {md_text(_tuning(pair))} |")
     return lines + [""]

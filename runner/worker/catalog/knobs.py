@@ -11,6 +11,20 @@ from typing import Any
 from .api_base import Api, Knob
 from .base import AXIS_DEFAULTS, Workload, not_applicable_reason
 
+# The tuned tier's batch search ([tuning] batch = "max", docs/tuned.md): no API's knob — every
+# cell has a batch — but carried in a tuned cell's knobs and applied like one
+# (runner/worker/tuning.py: the spec's batch_size replaced; the record keeps the cell's own).
+# Fit, predict and run (the ops' independent products, the selftest) cells; never generate,
+# whose batch changes what is decoded.
+BATCH_SIZE = Knob("batch_size", (None,), "the largest batch that ran, less a headroom "
+                  "([tuning] batch = \"max\")", axis="batch_size",
+                  tasks=("fit", "predict", "run"))
+
+
+def knob_named(record: Api, name: str) -> Knob | None:
+    """The record's knob of that name, or the batch search's; None for no knob."""
+    return record.knob(name) or (BATCH_SIZE if name == BATCH_SIZE.name else None)
+
 
 def applicable(record: Api, workload: Workload, task: str, axes: Mapping[str, Any],
                device: str) -> list[Knob]:

@@ -36,7 +36,9 @@ declare_workload(Workload(
      "sleep_ms": Option(float, "how long an ok (orphan, flood) step sleeps", True),
      "marker": Option(str, "orphan: a word in the command line of the process it leaves "
                            "behind"),
-     "flood_mb": Option(float, "flood: megabytes printed before the first step", True)},
+     "flood_mb": Option(float, "flood: megabytes printed before the first step", True),
+     "memory_batches": Option(int, "the largest batch that fits: a larger one runs out of "
+                                   "memory (the tuned tier's batch search)", True)},
     help="diagnostic: checks the runner itself (statuses, timeouts, resume) in seconds",
     family="diagnostic", dense_paths=(),
 ))

@@ -9,7 +9,9 @@ seeded arrays.
 
 Its knobs (the numpy record's, catalog/apis.py) give the tuned tier's search a known cost model:
 selftest_speed scales each step's sleep, selftest_greedy quarters it but runs out of memory above
-batch 2, selftest_shortcut cuts it to a tenth and scales the answer as a shortcut does.
+batch 2, selftest_shortcut cuts it to a tenth and scales the answer as a shortcut does. With
+`memory_batches` (the largest batch that does not run out of memory) a step is the whole batch
+at the same cost: the batch search's known model.
 
 DL_BENCH_SELFTEST_SHORTCUT (an environment's `env`, a fraction in (0, 1]) makes an environment
 cut corners the way a backend that silently does less would: each step sleeps that fraction of
@@ -68,6 +70,9 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
     greedy = bool(tuning.knob(spec, "selftest_greedy", False))
     if greedy and spec.batch_size > 2:
         raise MemoryError("selftest: out of memory (selftest_greedy above batch 2)")
+    memory = spec.options.get("memory_batches")
+    if memory is not None and spec.batch_size > memory:
+        raise MemoryError(f"selftest: out of memory (memory_batches = {memory})")
     pause = spec.options.get("sleep_ms", 1.0) / 1000.0 * share * \
         float(tuning.knob(spec, "selftest_speed", 1.0)) * (0.25 if greedy else 1.0)
     (x,) = seeded.normal(spec.seed, (16, 16))
@@ -86,6 +91,8 @@ def build(spec: CellSpec, fw: Framework) -> Bench:
                 time.sleep(60)
         time.sleep(pause)
 
-    return Bench(step=step, items_per_step=1, timing="time.sleep(sleep_ms) per step",
+    # Modelling memory, a step is the whole batch at the same cost: items/s grows with it.
+    items = spec.batch_size if memory is not None else 1
+    return Bench(step=step, items_per_step=items, timing="time.sleep(sleep_ms) per step",
                  answer=lambda: answers.output(np.matmul(x, x.T) * share),
                  effective={"shortcut": share} if share != 1 else {})
