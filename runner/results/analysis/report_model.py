@@ -2,29 +2,37 @@
 renderer (the terminal tables, report.md and its parts; report.html renders report.md), which
 only format it. Each field says which analysis made it; a renderer reads fields and never calls
 that analysis again (tests/results/analysis/test_report_model.py holds both: one call per report,
-no such import under results/render/)."""
+no such import under results/render/).
+
+A run is analysed once (analyse_run, at the end): its records read and checked, summarised,
+their answers checked, and this model built over them; the report writer (render/write.py)
+and the history import (history/ingest.py) both take that one analysis."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from ..data.types import CellSummary, Manifest
+from ..data.profiles import read_profiles
+from ..data.store import Store
+from ..data.types import CellSummary, Manifest, Record
 from ..formatting import md_text
-from . import cost, findings, layers, native, reference
+from . import answers, cost, effects, findings, layers, native, reference, stack_diff
+from .answers import AnswerCheck
 from .conditions import to_act_on
 from .decoding import keras_titles
 from .effects import Analysis
 from .keras_table import keras_view
 from .layers import Layers
 from .native import KerasView, NativeRatio
-from .profiles import Profiled, biggest_gap, judge_rows
+from .profiles import Profiled, biggest_gap, judge_rows, rows_of
 from .ratios import Ratio
 from .scaling import ScalingRow, scaling_rows
 from .speedups import keras_speedups, speedup
 from .tiers import TierPair, ranking_changes, tier_pairs
-from .summaries import fixed_costs, pivot, tf32_rows
+from .summaries import cell_summaries, fixed_costs, pivot, tf32_rows
 
 Row = tuple[str, int]                      # (row label, batch size)
 GridKey = tuple[str, int, str]             # (row label, batch size, environment)
@@ -145,3 +153,56 @@ def build(manifest: Manifest, summaries: list[CellSummary], analysis: Analysis |
         findings.method_sentence(summaries) if summaries else "", scaling_rows(summaries),
         fixed_costs(summaries), reference.beside(summaries), cost.price_of(manifest),
         quantized_cells(summaries), left_out or [], profiled, tiers, layers=layer_cells)
+
+
+# --- a run analysed once: its reports and its history from one reading ------------------------
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """A run folder read once and analysed once (analyse_run): what its reports show (`report`)
+    and what its history keeps (the records, their digests, the summaries). The report writer
+    (render/write.py) and the history import (history/ingest.py) both take it, so a run is
+    never read or summarised twice, and its report and its history never disagree."""
+
+    manifest: Manifest
+    records: list[Record]                  # cells/: the run's valid records
+    digests: dict[str, str]                # "<cell>-r<k>" → sha256 of the bytes read
+    unreadable: list[tuple[Path, str]]     # cells/ files that are not the run's records, why
+    calibration_unreadable: list[tuple[Path, str]]     # idem, calibration/
+    summaries: list[CellSummary]           # cell_summaries: as the history keeps them
+    answers: dict[str, AnswerCheck]        # answers.check: each cell's verdicts, by cell id
+    report: ReportModel                    # over the summaries with their verdicts
+    ledger_restored: bool = False          # the held ledger was changed meanwhile: rewritten
+    ledger_warning: str | None = None      # the ledger vouches for nothing, and why
+    profile_problems: list[str] = field(default_factory=list)   # profiles left out, why
+
+
+def analyse_run(store: Store, manifest: Manifest | None = None) -> RunAnalysis:
+    """The run in `store` (its `manifest`, read from the folder where not given): its records
+    read and checked once, summarised, their answers checked (a mapping of their own: the
+    summaries are not changed), the effects, the profiles, and the report model over them."""
+    restored = store.ledger.restore()        # the runner's own copy, before anything is read
+    manifest = store.read_manifest() if manifest is None else manifest
+    records, unreadable = store.read_records(manifest)
+    calibration = store.calibration(create=False)
+    # Calibration records are verified like the cells, and never in the tables.
+    calibration_unreadable = calibration.read_records()[1] if calibration.cells.is_dir() else []
+    ledger_warning = store.ledger.warning()
+    summaries = cell_summaries(records, [c["id"] for c in manifest.get("cells", [])],
+                               (manifest.get("calibration") or {}).get("peaks"),
+                               manifest.get("machine_profile"), cost.price_of(manifest))
+    checks = answers.check(summaries, answers.unchecked_cells(manifest))
+    shown = answers.with_checks(summaries, checks)
+    analysis = effects.analyse(shown, effects.Settings.from_manifest(
+        manifest, stack_diff.installed(records)))
+    found, profile_problems = read_profiles(store.root, store.ledger)
+    profiled = Profiled(rows_of(found), failed=[p for p in found if p.get("status") != "ok"]) \
+        if found else None
+    left_out = [(str(path.relative_to(store.root)), why)
+                for path, why in [*unreadable, *calibration_unreadable]]
+    report = replace(build(manifest, shown, analysis, left_out, profiled),
+                     ledger_fault=store.ledger.fault())
+    keys = [f"{r['cell_id']}-r{r['repeat']}" for r in records]
+    digests = {key: store.ledger.seen[store.ledger_name(store.record_path(key))] for key in keys}
+    return RunAnalysis(manifest, records, digests, unreadable, calibration_unreadable, summaries,
+                       checks, report, restored, ledger_warning, profile_problems)
