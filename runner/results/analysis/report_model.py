@@ -1,12 +1,17 @@
 """The report model: what a run's records say, computed once per report and handed to every
 renderer (the terminal tables, report.md and its parts; report.html renders report.md), which
 only format it. Each field says which analysis made it; a renderer reads fields and never calls
-that analysis again (tests/results/analysis/test_report_model.py holds both: one call per report,
-no such import under results/render/).
+that analysis again (tests/results/analysis/test_report_model.py: one call per report).
 
 A run is analysed once (analyse_run, at the end): its records read and checked, summarised,
 their answers checked, and this model built over them; the report writer (render/write.py)
-and the history import (history/ingest.py) both take that one analysis."""
+and the history import (history/ingest.py) both take that one analysis.
+
+This module is the renderers' one door to the analysis: render/ imports nothing else of
+analysis/ but the other outputs' own models (comparison, ab, issue), and takes from here only
+what `__all__` names (tests/test_layout.py): the model, its parts' types, and the words, marks,
+limits and small texts a table, heading or note needs, re-exported from where each is
+defined."""
 
 from __future__ import annotations
 
@@ -33,6 +38,56 @@ from .scaling import ScalingRow, scaling_rows
 from .speedups import keras_speedups, speedup
 from .tiers import TierPair, ranking_changes, tier_pairs
 from .summaries import cell_summaries, fixed_costs, pivot, tf32_rows
+
+# --- what the renderers read beside the model (re-exported; `__all__` lists them) ----------
+from .answers import (ALONE as ANSWER_ALONE, DIFFERENT as ANSWER_DIFFERENT,
+                      DIFFERENT_WORK as ANSWER_DIFFERENT_WORK, MARK as ANSWER_MARK,
+                      NO_MAJORITY as ANSWER_NO_MAJORITY, NOT_RECORDED as ANSWER_NOT_RECORDED,
+                      NOTE as ANSWER_NOTE, SAME as ANSWER_SAME, TOLERANCES as ANSWER_TOLERANCES,
+                      UNCHECKED as ANSWER_UNCHECKED)
+from .conditions import (KINDS as CONDITION_KINDS, TITLES as CONDITION_TITLES,
+                         Kind as ConditionKind, kind_of as condition_kind_of)
+from .cost import label as cost_label
+from .decoding import markdown_lines as first_token_lines, ttft_text
+from .effects import BETWEEN_ENVIRONMENTS, EffectTable, shown
+from .layers import KerasTax, LayerRow, mean_taxes, memory_key
+from .native import markdown_lines as keras_over_native_lines, ratio_cell
+from .profiles import TOP_OPS, ProfiledRow, category_ms, top_ops
+from .quantized import TOLERANCES as QUANTIZED_TOLERANCES, bytes_ratio
+from .reference import (COLUMNS as REFERENCE_COLUMNS, TITLES as REFERENCE_TITLES,
+                        published as published_table)
+from .scaling import (DIFFERENT as SCALING_DIFFERENT, SAME as SCALING_SAME, SUPERLINEAR_NOTE,
+                      Point as ScalingPoint, efficiency_text, findings as scaling_findings,
+                      superlinear, without_interval)
+from .stats import CV_LIMIT, MIN_CI_REPEATS, MIN_WINDOW_S
+from .summaries import AXIS_KEYS, TF32_MARK, TF32_NOTE, TIME_KEY
+from .tiers import NO_GAIN as TIER_NO_GAIN, SLOWER as TIER_SLOWER, knobs_text
+
+# What a renderer may take of this module (tests/test_layout.py holds render/ to it). The
+# builders (analyse_run, build, table_view, quantized_cells) are not offered: a run is analysed
+# before anything is rendered (the pipeline, `report`, the history import call them).
+__all__ = [
+    # the model and its parts
+    "ReportModel", "TableView", "Quantized", "RunAnalysis", "Row", "GridKey", "Analysis",
+    "EffectTable", "Layers", "KerasTax", "LayerRow", "Profiled", "ProfiledRow", "Ratio",
+    "ScalingRow", "ScalingPoint", "TierPair",
+    # the summaries' keys and marks
+    "AXIS_KEYS", "TIME_KEY", "TF32_MARK", "TF32_NOTE",
+    # the same-answer check's words
+    "ANSWER_ALONE", "ANSWER_DIFFERENT", "ANSWER_DIFFERENT_WORK", "ANSWER_MARK",
+    "ANSWER_NO_MAJORITY", "ANSWER_NOT_RECORDED", "ANSWER_NOTE", "ANSWER_SAME",
+    "ANSWER_TOLERANCES", "ANSWER_UNCHECKED",
+    # warnings, statistics and effects
+    "CONDITION_KINDS", "CONDITION_TITLES", "ConditionKind", "condition_kind_of", "CV_LIMIT",
+    "MIN_CI_REPEATS", "MIN_WINDOW_S", "BETWEEN_ENVIRONMENTS", "shown",
+    # the sections' own words and small texts
+    "cost_label", "first_token_lines", "ttft_text", "keras_over_native_lines", "ratio_cell",
+    "mean_taxes", "memory_key", "TOP_OPS", "category_ms", "top_ops", "QUANTIZED_TOLERANCES",
+    "bytes_ratio", "REFERENCE_COLUMNS", "REFERENCE_TITLES", "published_table",
+    "SCALING_DIFFERENT", "SCALING_SAME", "SUPERLINEAR_NOTE", "efficiency_text",
+    "scaling_findings", "superlinear", "without_interval", "TIER_NO_GAIN", "TIER_SLOWER",
+    "knobs_text",
+]
 
 Row = tuple[str, int]                      # (row label, batch size)
 GridKey = tuple[str, int, str]             # (row label, batch size, environment)
