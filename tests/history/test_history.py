@@ -219,18 +219,18 @@ def test_show_gives_a_generate_cells_time_to_first_token(history, tmp_path):
 
 
 def test_three_imports_creating_one_database_at_once_record_every_run(history_url, tmp_path):
-    """The hostile suite's race (tests/hostile/test_hostile_round4.py, SQLite) against
+    """The hostile suite's race (tests/hostile/test_history_database.py, SQLite) against
     PostgreSQL: three processes, each ready before the word, import a run each into an empty
     database (without its advisory lock: "duplicate key value violates unique constraint")."""
     if history_url.startswith("sqlite"):
-        pytest.skip("SQLite's: tests/hostile/test_hostile_round4.py")
+        pytest.skip("SQLite's: tests/hostile/test_history_database.py")
     import subprocess
     import time
 
     from runner.paths import REPO_ROOT
     from sqlalchemy import create_engine, text
 
-    from tests.hostile.test_hostile_round4 import AT_ONCE
+    from tests.hostile.test_history_database import AT_ONCE
 
     go = tmp_path / "go"
     imports = [subprocess.Popen([sys.executable, "-c", AT_ONCE, str(go), "history", "import",
