@@ -87,9 +87,12 @@ def test_the_report_and_summary_hold_the_dollars(stopped):
 
 PROFILED = matrix_text(
     "profiled-budget", steps=2, profile="smoke", environments={"numpy": this_interpreter()},
-    benchmarks=[{"workload": "selftest", "environments": ["numpy"]}],
+    benchmarks=[{"workload": "selftest", "environments": ["numpy"],
+                 "options": {"sleep_ms": 800}}],
     # $1 a second; one selftest process is estimated at 3 s ($3), its profiled pass as much:
-    # the cell fits $4.5, the pass after it does not (issue 59 item 6).
+    # the cell fits $4.5, the pass after it does not (issue 59 item 6) — the cell's own
+    # process takes over 2.4 s (three steps of 0.8 s), so the spent side never falls short
+    # of the $1.5 that lets the pass in, however quiet the machine.
     tables={"cost": {"price_per_hour": 3600.0, "budget": 4.5},
             "profiling": {"cells": ["*"], "steps": 2, "warmup": 1}})
 
@@ -109,7 +112,7 @@ def test_a_profiled_pass_is_estimated_counted_and_capped(tmp_path, run_cli, resu
     assert len(list((folder / "cells").glob("*.json"))) == 1          # the cell ran
     assert not (folder / "profiles").exists()                           # its pass did not
     (stop,) = [line for line in out.splitlines() if line.startswith("stopped: budget $4.50: ")]
-    assert "the next run (selftest-run-numpy-b1's profiled pass, ~$3.00)" in stop
+    assert "the next run (selftest-run-numpy-b1-sleep_ms=800.0's profiled pass, ~$3.00)" in stop
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["stopped_by"] == "budget"
     assert manifest["cost"]["estimate"]["profiled"] == 1
