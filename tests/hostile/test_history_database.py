@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,20 +35,28 @@ sys.exit(cli.main(sys.argv[2:]))
 """
 
 
-def test_three_imports_creating_one_history_at_once_record_every_run(finished_run, tmp_path):
-    database, go = tmp_path / "history.sqlite", tmp_path / "go"
-    runs = [copy_run(finished_run, tmp_path / f"copy{i}", f"20260101T00000{i}Z")
-            for i in range(3)]
+def import_at_once(folder: Path, runs: list[Path], url: str) -> None:
+    """`history import` of each run into `url`, one process each, started on one word once
+    all are ready (AT_ONCE, its files in `folder`); each must end 0. PostgreSQL's twin of the
+    race is tests/history/test_history.py's."""
+    go = folder / "go"
     imports = [subprocess.Popen([HOST_PYTHON, "-c", AT_ONCE, str(go), "history", "import",
-                                 str(run), "--db", f"sqlite:///{database}"], cwd=REPO_ROOT,
+                                 str(run), "--db", url], cwd=REPO_ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                for run in runs]
     deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("go.ready-*"))) < 3 and time.monotonic() < deadline:
+    while len(list(folder.glob("go.ready-*"))) < len(runs) and time.monotonic() < deadline:
         time.sleep(0.05)
     go.touch()
     said = [p.communicate(timeout=120)[0] for p in imports]
-    assert [p.returncode for p in imports] == [0, 0, 0], said
+    assert [p.returncode for p in imports] == [0] * len(runs), said
+
+
+def test_three_imports_creating_one_history_at_once_record_every_run(finished_run, tmp_path):
+    database = tmp_path / "history.sqlite"
+    runs = [copy_run(finished_run, tmp_path / f"copy{i}", f"20260101T00000{i}Z")
+            for i in range(3)]
+    import_at_once(tmp_path, runs, f"sqlite:///{database}")
     assert history_runs(database) == [f"hostile/20260101T00000{i}Z" for i in range(3)]
 
 

@@ -127,30 +127,37 @@ def test_the_line_after_an_interruption_resumes_with_the_same_options(sig, tmp_p
     assert len(records(run)) == 3 and all(r["status"] == "ok" for r in records(run).values())
 
 
-def test_a_second_ctrl_c_never_skips_the_reports(tmp_path, capsys, monkeypatch):
-    """The first Ctrl-C as the cells end, a second while the reports are written: every
-    finished record is in the reports, and the run ends 130."""
-    real_cells, real_reports = pipeline.run_cells, pipeline.write_reports
-    # Ctrl-C as an interactive Python has it, also when the suite runs as a background job
-    # (which ignores SIGINT: then os.kill below would do nothing).
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+def run_with_ctrl_c_as_its_cells_end(tmp_path, capsys, monkeypatch) -> tuple[int, str, str]:
+    """MATRIX run in tmp_path/r with Ctrl-C as its last cell ends (every cell finished); Ctrl-C
+    as an interactive Python has it, also when the suite runs as a background job (which
+    ignores SIGINT: then os.kill below would do nothing)."""
+    real_cells = pipeline.run_cells
 
     def cells_then_ctrl_c(*args, **kwargs):
         real_cells(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(10)                               # interrupted here
+        time.sleep(10)                               # interrupted here, every cell finished
+
+    monkeypatch.setattr(pipeline, "run_cells", cells_then_ctrl_c)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    (tmp_path / "m.toml").write_text(MATRIX)
+    try:
+        return main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_second_ctrl_c_never_skips_the_reports(tmp_path, capsys, monkeypatch):
+    """The first Ctrl-C as the cells end, a second while the reports are written: every
+    finished record is in the reports, and the run ends 130."""
+    real_reports = pipeline.write_reports
 
     def ctrl_c_again(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
         return real_reports(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "run_cells", cells_then_ctrl_c)
     monkeypatch.setattr(pipeline, "write_reports", ctrl_c_again)
-    (tmp_path / "m.toml").write_text(MATRIX)
-    try:
-        code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    code, out, err = run_with_ctrl_c_as_its_cells_end(tmp_path, capsys, monkeypatch)
     assert code == 130, out + err
     (run,) = (tmp_path / "r" / "hostile").iterdir()
     assert len(records(run)) == 4
@@ -161,20 +168,7 @@ def test_a_second_ctrl_c_never_skips_the_reports(tmp_path, capsys, monkeypatch):
 
 def test_a_signal_after_the_last_cell_says_the_history_is_not_recorded_and_how_to(
         tmp_path, capsys, monkeypatch):
-    real_cells = pipeline.run_cells
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def cells_then_ctrl_c(*args, **kwargs):
-        real_cells(*args, **kwargs)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(10)                               # interrupted here, every cell finished
-
-    monkeypatch.setattr(pipeline, "run_cells", cells_then_ctrl_c)
-    (tmp_path / "m.toml").write_text(MATRIX)
-    try:
-        code, out, err = main(capsys, tmp_path / "m.toml", "--results-dir", tmp_path / "r")
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    code, out, err = run_with_ctrl_c_as_its_cells_end(tmp_path, capsys, monkeypatch)
     assert code == 130, out + err
     (run,) = (tmp_path / "r" / "hostile").iterdir()
     database = tmp_path / "r" / "history.sqlite"
