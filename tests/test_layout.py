@@ -47,14 +47,19 @@ def imports_in(source: str, package: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")
-                parent = parent[:len(parent) - node.level + 1]
-                base = ".".join(parent + ([base] if base else []))
+            base = from_module(node, package)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
+
+
+def from_module(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from … import` names, a relative one resolved against `package`."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    parent = package.split(".")
+    return ".".join(parent[:len(parent) - node.level + 1] + ([base] if base else []))
 
 
 def graph() -> dict[str, set[str]]:
@@ -282,54 +287,96 @@ def test_the_layer_rule_leaves_its_own_and_lower_layers_alone():
         assert upward_imports(module, imports_in(source, package)) == set(), module
 
 
-# --- renderers only format: the analysis is the report model's (analysis/report_model.py) -----
+# --- renderers only format: the analysis reaches them as a model (analysis/report_model.py) ---
 
-# What the report model computes once; a renderer reads its fields instead. write.py, which
-# builds the model, is the one module of render/ that may call them.
-RECOMPUTED = {"keras_table": {"keras_view"},
-              "native": {"keras_over_native", "best_of", "best_columns", "native_titles",
-                         "sentences"},
-              "summaries": {"tf32_rows", "pivot", "fixed_costs"},
-              "effects": {"analyse", "keras_speedups", "speedup"},
-              "speedups": {"keras_speedups", "speedup"},
-              "findings": {"sentences", "method_sentence"}, "scaling": {"scaling_rows"},
-              "reference": {"beside"}, "cost": {"price_of", "sentences", "price_ratio"},
-              "profiles": {"biggest_gap"}, "conditions": {"to_act_on"},
-              "decoding": {"keras_titles"}}
+# What render/ may import of results/ (an allow-list): itself, the number format, the shapes of
+# a run's data and the folder it writes into, and the models it formats — the report model, and
+# compare's, ab's and issue's own. Of the report model a renderer takes only what its __all__
+# offers (the model, its parts, the words and marks a table needs; not its builders: a run is
+# analysed before anything renders it); of another model, what that module defines itself.
+RENDER_MAY_IMPORT = ("runner.results.render", "runner.results.formatting",
+                     "runner.results.data.types", "runner.results.data.store",
+                     "runner.results.analysis.report_model",
+                     "runner.results.analysis.comparison", "runner.results.analysis.ab",
+                     "runner.results.analysis.issue")
+MODELS = tuple(m for m in RENDER_MAY_IMPORT if m.startswith("runner.results.analysis."))
 
 
-def recomputed_in(source: str) -> set[str]:
-    """The analysis functions of RECOMPUTED a render module imports or calls (module.name)."""
-    found, modules = set(), {}
+def offered(model: str) -> set[str]:
+    """What a model module offers a renderer: its __all__, or else the names it defines (not
+    the ones it imports)."""
+    tree = ast.parse((RUNNER.parent / (model.replace(".", "/") + ".py")).read_text("utf-8"))
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if names == {"__all__"}:
+                return set(ast.literal_eval(node.value))
+            defined |= names
+    return defined
+
+
+def render_violations(source: str, package: str = "runner.results.render") -> set[str]:
+    """What a render module takes of results/ beyond RENDER_MAY_IMPORT (a module), and the
+    names it takes from a model that the model does not offer (model.name), by import or as
+    an attribute of the model imported whole."""
+    modules = {module_name(p) for p in RUNNER.rglob("*.py")}
+    taken: set[tuple[str, str | None]] = set()
+    bound: dict[str, str] = {}                     # a name bound to a model module
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "analysis":
-            parts = (node.module or "").split(".")
+        if isinstance(node, ast.Import):
+            taken |= {(alias.name, None) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = from_module(node, package)
             for alias in node.names:
-                if len(parts) == 1:                  # from ..analysis import native
-                    modules[alias.asname or alias.name] = alias.name
-                elif alias.name in RECOMPUTED.get(parts[1], set()):
-                    found.add(f"{parts[1]}.{alias.name}")
+                whole = f"{base}.{alias.name}"
+                if whole in modules:
+                    taken.add((whole, None))
+                    bound[alias.asname or alias.name] = whole
+                else:
+                    taken.add((base, alias.name))
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.attr in RECOMPUTED.get(modules.get(node.value.id, ""), set()):
-            found.add(f"{modules[node.value.id]}.{node.attr}")
+                and node.value.id in bound:
+            taken.add((bound[node.value.id], node.attr))
+    found = set()
+    for module, name in taken:
+        if not module.startswith("runner.results"):
+            continue
+        if not within(module, RENDER_MAY_IMPORT):
+            found.add(module)
+        elif module in MODELS and name is not None and name not in offered(module):
+            found.add(f"{module.rpartition('.')[2]}.{name}")
     return found
 
 
-def test_renderers_never_recompute_what_the_report_model_holds():
+def test_renderers_take_of_the_analysis_only_what_a_model_offers():
     for path in sorted((RUNNER / "results" / "render").glob("*.py")):
-        if path.name != "write.py":
-            found = recomputed_in(path.read_text(encoding="utf-8"))
-            assert not found, f"{module_name(path)} recomputes {sorted(found)}: read the model"
+        found = render_violations(path.read_text(encoding="utf-8"))
+        assert not found, f"{module_name(path)} takes {sorted(found)}: read the model " \
+                          "(or offer it in report_model's __all__)"
 
 
-def test_the_recompute_rule_catches_a_planted_call():
-    planted = ("from ..analysis import native, findings as f\n"
-               "from ..analysis.keras_table import keras_view\n"
-               "from ..analysis.summaries import TIME_KEY, tf32_rows\n"
-               "x = native.keras_over_native(v) + f.sentences(s) + native.ratio_cell(r)\n")
-    assert recomputed_in(planted) == {"native.keras_over_native", "findings.sentences",
-                                      "keras_table.keras_view", "summaries.tf32_rows"}
+def test_the_render_allow_list_catches_planted_imports():
+    planted = ("from ..analysis import effects, report_model as model\n"
+               "from ..analysis.summaries import TIME_KEY\n"
+               "from ..analysis.report_model import ReportModel, keras_view, build\n"
+               "from ..data.records import summarize\n"
+               "from ..formatting import fmt\n"
+               "from . import markdown_parts\n"
+               "import runner.results.analysis.native\n"
+               "x = model.tf32_rows(s), model.TIME_KEY, fmt(1)\n")
+    assert render_violations(planted) == {
+        "runner.results.analysis.effects", "runner.results.analysis.summaries",
+        "report_model.keras_view", "report_model.build", "report_model.tf32_rows",
+        "runner.results.data.records", "runner.results.analysis.native"}
+    assert render_violations("from ..analysis.comparison import compare_runs, Comparison\n"
+                             "from ..analysis.comparison import cell_summaries\n") == \
+        {"comparison.cell_summaries"}
+    assert offered("runner.results.analysis.report_model") >= {"ReportModel", "TIME_KEY"}
 
 
 # --- executors: one contract, read by its flags -------------------------------------------------

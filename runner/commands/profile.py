@@ -68,6 +68,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
 
 def profile_run(args: argparse.Namespace, console: Console) -> int:
+    from ..results.analysis.report_model import analyse_run
     from ..results.render.write import write_reports
     from ..run import pipeline, profiles
 
@@ -81,7 +82,7 @@ def profile_run(args: argparse.Namespace, console: Console) -> int:
 
     def report(state: pipeline.RunState) -> int:
         state.setup.close()
-        summaries = write_reports(state.store, state.store.read_manifest()).summaries
+        summaries = write_reports(state.store, analyse_run(state.store)).summaries
         console.print(f"report: {user_text(str(state.store.root / 'report.md'))} "
                       f"({len(summaries)} cells)", soft_wrap=True)
         return EXIT_OK

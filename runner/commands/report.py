@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, console: Console) -> int:
     from ..run.console import show_results
+    from ..results.analysis.report_model import analyse_run
     from ..results.data.store import Store
     from ..results.render.write import write_reports
 
@@ -38,7 +39,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
         return write_the_issue(args, console)
     store = Store.open(args.run_dir, lock=False)
     manifest = store.read_manifest()
-    report = write_reports(store, manifest)
+    report = write_reports(store, analyse_run(store, manifest))
     show_results(report, f"{manifest.get('name')} ({store.root})", store.root, console)
     return EXIT_OK
 

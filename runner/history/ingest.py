@@ -8,12 +8,13 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from ..results.analysis.comparability import metadata_value
+from ..results.analysis.report_model import RunAnalysis, analyse_run
 from ..results.data.store import Store
 from ..results.data.types import Manifest, Record
 from ..worker.distributions import canonical
@@ -65,12 +66,10 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def content_hash(store: Store, records: list[Record]) -> dict[str, Any]:
-    """sha256 of the manifest and of each record file: {"run": …, "records": {key: …}}."""
-    per_record = {}
-    for record in records:
-        key = f"{record['cell_id']}-r{record['repeat']}"
-        per_record[key] = sha256(store.record_path(key))
+def content_hash(store: Store, analysed: RunAnalysis) -> dict[str, Any]:
+    """sha256 of the manifest and of each record file (the digests of the bytes the analysis
+    read: the records are not read again): {"run": …, "records": {key: …}}."""
+    per_record = dict(analysed.digests)
     digest = hashlib.sha256(sha256(store.root / "manifest.json").encode())
     for key in sorted(per_record):
         digest.update(f"{key}:{per_record[key]}".encode())
@@ -78,14 +77,15 @@ def content_hash(store: Store, records: list[Record]) -> dict[str, Any]:
 
 
 def import_run(engine: Engine, path: Path, origin: str = "import",
-               extra: dict[str, Any] | None = None) -> Imported:
+               analysed: RunAnalysis | None = None) -> Imported:
+    """The run folder at `path` into the history, from its analysis (`analysed`: the one its
+    reports were written from; None: an old run's folder, analysed here)."""
     store = Store(path)
-    manifest = store.read_manifest()
-    manifest = cast(Manifest, {**manifest, **(extra or {})})
-    records, left_out = store.read_records(manifest)
-    warnings = tuple(f"{path}: {why}; not recorded" for path, why in left_out) + \
-        tuple(filter(None, [store.ledger.warning()]))
-    hashes = content_hash(store, records)
+    analysed = analysed or analyse_run(store)
+    manifest, records = analysed.manifest, analysed.records
+    warnings = tuple(f"{path}: {why}; not recorded" for path, why in analysed.unreadable) + \
+        tuple(filter(None, [analysed.ledger_warning]))
+    hashes = content_hash(store, analysed)
     run_id = manifest.get("run_id") or store.run_id
     with engine.begin() as conn:
         hold_for_writing(conn)          # two imports of one run: the second finds the first's
@@ -101,7 +101,7 @@ def import_run(engine: Engine, path: Path, origin: str = "import",
         run_pk = insert_run(conn, run_id, path, {**manifest, "host": host}, hashes["run"],
                             origin)
         env_pks = insert_environments(conn, run_pk, manifest, records)
-        cells = insert_cells(conn, run_pk, env_pks, manifest, records, hashes["records"])
+        cells = insert_cells(conn, run_pk, env_pks, analysed, hashes["records"])
     return Imported(run_id, path, "updated" if earlier is not None else "added", cells,
                     warnings)
 
@@ -156,9 +156,10 @@ def insert_environments(conn: Connection, run_pk: int, manifest: Manifest,
 
 
 def insert_cells(conn: Connection, run_pk: int, env_pks: dict[str, int],
-                 manifest: Manifest, records: list[Record],
-                 record_hashes: dict[str, str]) -> int:
-    summaries = measures.summaries(records, manifest)
+                 analysed: RunAnalysis, record_hashes: dict[str, str]) -> int:
+    """A row per cell (its summary as the analysis made it, without the answers' verdicts,
+    as the history has always kept it) and a row per repeat."""
+    manifest, records, summaries = analysed.manifest, analysed.records, analysed.summaries
     for summary in summaries:
         figures = measures.headline(summary)
         rest = {k: v for k, v in summary.items() if k not in figures}

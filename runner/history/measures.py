@@ -1,30 +1,23 @@
 """The one place the history reads the statistics module (runner.results.analysis.stats, through
-the run summaries and the comparison): a cell's summary across its repeats, its interval, and the
-verdict of two sets of repeats. Nothing here computes a statistic of its own."""
+the run summaries and the comparison): a cell's headline figures from its summary (a run's
+summaries are its analysis's: report_model.analyse_run), a repeat's median, and the verdict of
+two sets of repeats. Nothing here computes a statistic of its own."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results.analysis import comparison, cost
+from ..results.analysis import comparison
 from ..results.analysis.summaries import cell_summaries
 from ..results.data.records import summarize
-from ..results.data.types import CellSummary, Manifest, Record
+from ..results.data.types import CellSummary, Record
 
 # Metadata a bisect step differs in on purpose (it is a different stack): left out before the
 # comparison, which would otherwise refuse to compare two stacks.
 STACK_METADATA = ("lock_sha256", "image_id", "image_digest", "distributions_sha256",
                   "framework_version", "backend_version", "keras_version", "jaxlib_version",
                   "tensorflow_version", "python_version")
-
-
-def summaries(records: list[Record], manifest: Manifest) -> list[CellSummary]:
-    """A run's cells, its repeats pooled, as its report shows them."""
-    order = [c["id"] for c in manifest.get("cells") or []]
-    peaks = (manifest.get("calibration") or {}).get("peaks")
-    return cell_summaries(records, order, peaks, manifest.get("machine_profile"),
-                          cost.price_of(manifest))
 
 
 def headline(summary: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,12 +4,18 @@ be written costs one warning line, never the run."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import user_text
 
+if TYPE_CHECKING:
+    from ..results.analysis.report_model import RunAnalysis
 
-def record_finished_run(run_dir: Path, url: str, console) -> None:
-    """The run folder into the history at `url` (the pipeline's history_destination)."""
+
+def record_finished_run(run_dir: Path, url: str, console,
+                        analysed: RunAnalysis | None = None) -> None:
+    """The run folder into the history at `url` (the pipeline's history_destination), from the
+    analysis its reports were written from (`analysed`; None: the folder is analysed here)."""
     try:
         from . import db, ingest
 
@@ -17,7 +23,7 @@ def record_finished_run(run_dir: Path, url: str, console) -> None:
         try:
             # The manifest's runner_version, as an import of the folder would store it (not
             # the package's version: a run and its later import read the same).
-            done = ingest.import_run(engine, run_dir, origin="run")
+            done = ingest.import_run(engine, run_dir, origin="run", analysed=analysed)
         finally:
             engine.dispose()
         console.print(f"history: {done.action} {user_text(done.run_id)} in "

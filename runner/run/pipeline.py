@@ -22,7 +22,7 @@ from ..errors import (EXIT_FAILED_CELLS, EXIT_OK, UsageError, interrupted_exit_c
                       interruption, os_error_line, signals_held, user_text)
 from ..machine import gpustate, hostinfo
 from ..paths import folder_in_run
-from ..results.analysis.report_model import build as build_report
+from ..results.analysis.report_model import analyse_run, build as build_report
 from ..results.data.store import Store
 from ..results.render.write import write_reports
 from ..schema import matrix as matrix_mod, user_workloads
@@ -286,10 +286,13 @@ def write_final_reports(state: RunState) -> None:
                             done.stopped.reason if done.stopped is not None else done.halted)
     try:
         store.write_manifest(done.manifest)
-        done.report = write_reports(store, done.manifest)
+        # The run as its folder holds it, analysed once: its reports now, its history later.
+        done.analysed = analyse_run(store)
+        done.report = write_reports(store, done.analysed)
         done.summaries = done.report.summaries
-    except OSError as exc:
-        state.console.print(f"[yellow]! reports not written: {user_text(os_error_line(exc))}[/]",
+    except (OSError, UsageError) as exc:     # UsageError: the manifest it wrote read back wrong
+        why = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
+        state.console.print(f"[yellow]! reports not written: {user_text(why)}[/]",
                             soft_wrap=True)
 
 

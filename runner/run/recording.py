@@ -57,7 +57,7 @@ def write_history(state: RunState) -> None:
 
     try:
         record.record_finished_run(state.store.root, history_destination(state)[0],
-                                   state.console)
+                                   state.console, state.progress.analysed)
     except KeyboardInterrupt as exc:    # its transaction rolled back: nothing half recorded
         state.progress.interrupted = exc
         say_not_recorded(state, "the run was interrupted while it was recorded")

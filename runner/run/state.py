@@ -19,7 +19,7 @@ from ..cost.pricing import RunPrice
 from ..environments import Source
 from ..executors.base import Prepared
 from ..paths import RESULTS_DIR
-from ..results.analysis.report_model import ReportModel
+from ..results.analysis.report_model import ReportModel, RunAnalysis
 from ..results.data.store import Store
 from ..results.data.types import CellSummary, Manifest
 from ..schema.matrix import Cell, Matrix
@@ -90,6 +90,7 @@ class Progress:
     prepared: dict[str, Prepared] = field(default_factory=dict)
     manifest: Manifest = field(default_factory=lambda: Manifest())
     summaries: list[CellSummary] = field(default_factory=list)
+    analysed: RunAnalysis | None = None            # the run analysed once (analyse_run)
     report: ReportModel | None = None              # what the reports show (write_reports)
     interrupted: KeyboardInterrupt | None = None   # Ctrl-C, SIGTERM, SIGHUP: 130, 143, 129
     stopped: RunStopped | None = None              # an executor lost: exit 1

@@ -219,30 +219,17 @@ def test_show_gives_a_generate_cells_time_to_first_token(history, tmp_path):
 
 
 def test_three_imports_creating_one_database_at_once_record_every_run(history_url, tmp_path):
-    """The hostile suite's race (tests/hostile/test_hostile_round4.py, SQLite) against
+    """The hostile suite's race (tests/hostile/test_history_database.py, SQLite) against
     PostgreSQL: three processes, each ready before the word, import a run each into an empty
     database (without its advisory lock: "duplicate key value violates unique constraint")."""
     if history_url.startswith("sqlite"):
-        pytest.skip("SQLite's: tests/hostile/test_hostile_round4.py")
-    import subprocess
-    import time
-
-    from runner.paths import REPO_ROOT
+        pytest.skip("SQLite's: tests/hostile/test_history_database.py")
     from sqlalchemy import create_engine, text
 
-    from tests.hostile.test_hostile_round4 import AT_ONCE
+    from tests.hostile.test_history_database import import_at_once
 
-    go = tmp_path / "go"
-    imports = [subprocess.Popen([sys.executable, "-c", AT_ONCE, str(go), "history", "import",
-                                 str(FIXTURE_RUNS / name), "--db", history_url], cwd=REPO_ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-               for name in ("base", "driver", "slower")]
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("go.ready-*"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    go.touch()
-    said = [p.communicate(timeout=120)[0] for p in imports]
-    assert [p.returncode for p in imports] == [0, 0, 0], said
+    import_at_once(tmp_path, [FIXTURE_RUNS / name for name in ("base", "driver", "slower")],
+                   history_url)
     engine = create_engine(db._driver_url(history_url))
     with engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM runs")).scalar() == 3

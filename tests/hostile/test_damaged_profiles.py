@@ -15,9 +15,7 @@ import pytest
 
 from runner import cli
 from runner.results.data.ledger import Ledger
-from tests.hostile.test_hostile_round4 import no_host_history_url  # noqa: F401
-from tests.hostile.test_hostile_runs import (finished_run, main,  # noqa: F401
-                                             no_process_left_behind)
+from tests.hostile.test_hostile_runs import main, no_process_left_behind  # noqa: F401
 
 
 @pytest.fixture(scope="module")

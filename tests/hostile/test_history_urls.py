@@ -2,7 +2,8 @@
 URL comes from (DL_BENCH_HISTORY_URL, [history] url, --db); the database's password is masked
 wherever a URL is shown (doctor, every error line), as `plan` masks it; a reading history
 command never makes a database (a mistyped --db path stays absent); a foreign table named like
-the runner's is "not the runner's", never SQL's wording."""
+the runner's is "not the runner's", never SQL's wording; a DL_BENCH_HISTORY_URL that is no
+database URL is refused before anything runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from tests.hostile.test_hostile_runs import hostile_matrix, main, one_line
+from tests.hostile.test_hostile_runs import MATRIX, hostile_matrix, main, one_line
 
 PASSWORD = "s3cret-pw"
 BAD_PORT = f"postgresql://bench:{PASSWORD}@db.example:abc/bench"
@@ -76,3 +77,19 @@ def test_a_foreign_table_named_runs_is_not_the_runners(tmp_path, capsys):
         assert line == f"error: history database sqlite:///{database}: it holds tables that " \
                        "are not the runner's (runs); a history needs a database of its own"
     assert database.read_bytes() == before                          # nothing written into it
+
+
+# --- DL_BENCH_HISTORY_URL is checked before anything runs ------------------------------------
+
+@pytest.mark.parametrize("url", ["garbage", "mysql://u@h/db", "http://example.org/h.sqlite",
+                                 "sqlite:relative.sqlite"])
+def test_a_bad_history_url_setting_is_refused_before_anything_runs(url, tmp_path, capsys,
+                                                                  monkeypatch):
+    monkeypatch.setenv("DL_BENCH_HISTORY_URL", url)
+    (tmp_path / "m.toml").write_text(MATRIX)
+    for argv in (("doctor",), ("plan", tmp_path / "m.toml"),
+                 (tmp_path / "m.toml", "--results-dir", tmp_path / "r")):
+        line = one_line(*main(capsys, *argv)[::2])
+        assert line == f"error: DL_BENCH_HISTORY_URL={url!r}: expected an SQLAlchemy URL, " \
+                       "sqlite:///PATH or postgresql://USER@HOST[:PORT]/DATABASE"
+    assert not (tmp_path / "r").exists()

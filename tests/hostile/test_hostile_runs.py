@@ -80,27 +80,6 @@ def records(run_dir: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")}
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
-    """A real run: 2 selftest cells × 2 repeats, all ok."""
-    folder = tmp_path_factory.mktemp("finished")
-    matrix = folder / "matrix.toml"
-    matrix.write_text(MATRIX)
-    assert cli.main([str(matrix), "--results-dir", str(folder / "results")]) == 0
-    (run,) = (folder / "results" / "hostile").iterdir()
-    return run
-
-
-@pytest.fixture
-def run_copy(finished_run, tmp_path) -> Path:
-    """A copy of the finished run to tamper with (results/hostile/<stamp>), and its matrix."""
-    target = tmp_path / "results" / "hostile" / finished_run.name
-    shutil.copytree(finished_run, target, symlinks=True)
-    (target / ".lock").unlink(missing_ok=True)
-    (tmp_path / "matrix.toml").write_text(MATRIX)
-    return target
-
-
 # --- paths, folders, locks -------------------------------------------------------------------
 
 def test_a_relative_results_dir_works_for_local_cells(tmp_path, monkeypatch, capsys):

@@ -1,8 +1,10 @@
 """The run's ledger: one ledger object per run folder for every writer (cells, calibration,
 profiles), no warning on a clean run, a restore that keeps every line the run wrote, the
 calibration verified like the cells, and a ledger that is deleted, too large or doubled named as
-such (in report.md too) rather than read as a run made before the ledger. The cells run in this
-interpreter (NumPy's selftest, a tiny calibration), so nothing is built."""
+such (in report.md too) rather than read as a run made before the ledger; records a workload
+rewrites during the run named and left out by every reader and measured again by a resume, and
+a run made before the ledger read unverified, and said so. The cells run in this interpreter
+(NumPy's selftest, a tiny calibration), so nothing is built."""
 
 from __future__ import annotations
 
@@ -10,17 +12,19 @@ import contextlib
 import io
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from runner import cli
 from runner.results.data import profiles
 from runner.results.data.ledger import LEDGER, Ledger, declaration, digest
 from runner.results.data.store import Store
-from tests.hostile.test_hostile_round4 import no_host_history_url  # noqa: F401
-from tests.hostile.test_hostile_runs import (hostile_matrix, main,  # noqa: F401
-                                             no_process_left_behind)
+from tests.hostile.helpers import HOST_PYTHON, copy_run
+from tests.hostile.test_hostile_runs import hostile_matrix, main, records
+from tests.hostile.test_hostile_runs import no_process_left_behind  # noqa: F401
 
 MATRIX = hostile_matrix(1.0, calibrate=True, profile="smoke",
                         tables={"profiles": {"smoke": {"size": "tiny", "repeats": 2}}})
@@ -189,3 +193,100 @@ def test_profiles_are_noted_in_the_runs_ledger_and_verified_on_read(tmp_path):
         assert not profiles.has_profile(store.root, "c1", Ledger(store.root))
     finally:
         store.close()
+
+
+# --- records a workload rewrites, and a run made before the ledger ---------------------------
+
+REWRITER = '''
+import json, pathlib, time
+
+DONE = []
+
+
+def numpy_run(spec):
+    """Each step sleeps 1 ms; the first step of each process, while the trigger file exists,
+    halves the step times of every record the run has finished and empties its ledger."""
+    trigger = pathlib.Path(spec.options["trigger"])
+    spec.options["n"]
+
+    def step():
+        if trigger.exists() and not DONE:
+            DONE.append(True)
+            run = next(p for p in pathlib.Path(__file__).resolve().parents
+                       if (p / "manifest.json").is_file())
+            for path in (run / "cells").glob("*.json"):
+                record = json.loads(path.read_text())
+                record["samples_ms"] = [s / 2 for s in record["samples_ms"]]
+                path.write_text(json.dumps(record))
+            (run / "ledger.jsonl").write_text("")
+        time.sleep(0.001)
+        return 1.0
+    return step
+'''
+
+
+def test_records_a_workload_rewrites_are_named_and_left_out_everywhere(tmp_path, capsys):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "rewriter.py").write_text(REWRITER)
+    trigger = tmp_path / "trigger"
+    trigger.touch()
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(tomli_w.dumps({
+        "run": {"name": "hostile", "repeats": 2, "warmup_steps": 1, "steps": 3,
+                "profile": "full"},
+        "environments": {"host": {"python": HOST_PYTHON, "api": "numpy"}},
+        "workloads": {"rewriter": {"file": "bench/rewriter.py", "tasks": ["run"],
+                                   "options": {"trigger": str(trigger), "n": 1}}},
+        "benchmarks": [{"workload": "rewriter", "environments": ["host"],
+                        "options": {"n": [1, 2]}}]}))
+    code, out, err = main(capsys, matrix, "--results-dir", tmp_path / "r")
+    (run,) = (tmp_path / "r" / "hostile").iterdir()
+    files = sorted((run / "cells").glob("*.json"))
+    last = max(files, key=lambda p: p.stat().st_mtime_ns)   # no worker ran after its own
+    changed = [p for p in files if p != last]
+    assert len(files) == 4 and code == 0, out + err
+    why = "changed since the runner wrote it (its sha256 is not the one ledger.jsonl holds)"
+    assert f"warning: {run / 'ledger.jsonl'}: changed while the run ran; written again from " \
+           "the runner's own copy" in err
+    for path in changed:                 # the run's own reports: its copy of the ledger held
+        assert f"warning: {path}: {why}; not in the reports" in err
+    report = (run / "report.md").read_text()
+    assert "## Records left out" in report and all(f"`cells/{p.name}`: {why}" in report
+                                                   for p in changed)
+    code, out, err = main(capsys, "report", run)
+    assert code == 0 and all(f"warning: {p}: {why}; not in the reports" in err for p in changed)
+    code, out, err = main(capsys, "compare", run, run, "--markdown", tmp_path / "c.md")
+    assert all(f"warning: {p}: {why}; not compared" in err for p in changed), err
+    code, out, err = main(capsys, "history", "import", run, "--db",
+                          f"sqlite:///{tmp_path / 'h.sqlite'}")
+    assert code == 0 and all(f"warning: {p}: {why}; not recorded" in err for p in changed)
+    with sqlite3.connect(tmp_path / "h.sqlite") as connection:
+        assert connection.execute("SELECT count(*) FROM repeats").fetchone()[0] == 1
+    trigger.unlink()
+    code, out, err = main(capsys, matrix, "--resume", run)
+    assert code == 0, out + err
+    said = " ".join(out.split())
+    assert all(f"set aside {p.name} ({why}) to {run / 'set-aside'}: its cell runs again" in said
+               for p in changed)
+    assert len(records(run)) == 4 and len(list((run / "set-aside").iterdir())) == 3
+    code, out, err = main(capsys, "report", run)
+    assert code == 0 and err == "", err
+
+
+def test_a_run_without_a_ledger_is_read_unverified_and_said_so(finished_run, tmp_path, capsys):
+    run_copy = copy_run(finished_run, tmp_path)       # the shared run: no calibration
+    (run_copy / "ledger.jsonl").unlink()          # a run made before the ledger (and before
+    manifest = json.loads((run_copy / "manifest.json").read_text())     # its manifest said so)
+    del manifest["ledger"]
+    (run_copy / "manifest.json").write_text(json.dumps(manifest))
+    missing = f"warning: {run_copy / 'ledger.jsonl'}: missing (a run made before the ledger); " \
+              "the run's records are read unverified"
+    code, out, err = main(capsys, "report", run_copy)
+    assert code == 0 and err.strip() == missing
+    code, out, err = main(capsys, tmp_path / "matrix.toml", "--resume", run_copy)
+    assert code == 0, out + err
+    assert "ledger.jsonl: the run had none; its 4 record(s) are taken as they are now" in \
+        " ".join(out.split())
+    assert len(records(run_copy)) == 4 and not (run_copy / "set-aside").exists()
+    code, out, err = main(capsys, "report", run_copy)
+    assert code == 0 and err == ""

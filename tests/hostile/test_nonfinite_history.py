@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from runner import cli
-from tests.hostile.test_hostile_round4 import no_host_history_url  # noqa: F401
 from tests.hostile.test_hostile_runs import main, no_process_left_behind  # noqa: F401
 from tests.hostile.test_signals_and_stops import BUDGET
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.paths import REPO_ROOT
-from tests.hostile.test_hostile_round4 import at_most_1_gb_of_memory
+from tests.hostile.helpers import at_most_1_gb_of_memory
 from tests.hostile.test_hostile_runs import hostile_matrix, main, one_line
 
 VMS_HEADER = "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,Region,Price," \

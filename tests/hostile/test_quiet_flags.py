@@ -9,9 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.hostile.test_damaged_profiles import profiled_run  # noqa: F401
-from tests.hostile.test_hostile_round4 import no_host_history_url  # noqa: F401
-from tests.hostile.test_hostile_runs import (finished_run, hostile_matrix, main,  # noqa: F401
-                                             no_process_left_behind, one_line, run_copy)
+from tests.hostile.test_hostile_runs import (hostile_matrix, main,  # noqa: F401
+                                             no_process_left_behind, one_line)
 from tests.matrices import environment, matrix_text
 
 MATRIX = hostile_matrix()          # 2 selftest cells: sleep_ms 1.0 and 2.0

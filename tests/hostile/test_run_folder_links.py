@@ -10,10 +10,7 @@ import json
 from pathlib import Path
 
 from runner.executors.base import note_in_log
-from tests.hostile.test_hostile_round4 import no_host_history_url  # noqa: F401
-# A real run (2 selftest cells × 2 repeats) and a copy of it to tamper with.
-from tests.hostile.test_hostile_runs import (finished_run, main,  # noqa: F401
-                                             no_process_left_behind, run_copy)
+from tests.hostile.test_hostile_runs import main, no_process_left_behind  # noqa: F401
 
 
 def cell_id(run: Path) -> str:

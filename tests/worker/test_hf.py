@@ -209,7 +209,7 @@ def test_the_same_answer_as_keras_where_the_weights_are_the_same(offline, keras_
                           "answer": record["answer"],
                           "generate_work": decoding.generate_work([record]),
                           "answer_note": record["extra"].get("answer_note")})
-    answers.check(cells)
+    cells = answers.checked(cells)
     verdicts = {c["cell_id"]: (c["answer_check"], c["answer_detail"]) for c in cells}
     for workload, task in (("bert", "predict"), ("gemma", "fit"), ("gemma", "generate"),
                            ("mistral", "fit"), ("mistral", "generate")):

@@ -200,7 +200,7 @@ def test_the_keras3_backends_compute_the_same_answers(results_of):
                           "label": f"{workload} ({task})", "batch_size": batch,
                           "precision": precision, "tf32_effective": False, "on_gpu": False,
                           "answer": record["answer"]})
-    answers.check(cells)
+    cells = answers.checked(cells)
     verdicts = {c["cell_id"]: (c["answer_check"], c["answer_detail"]) for c in cells}
     for cell_id, (verdict, detail) in verdicts.items():
         if cell_id.startswith("bert-fit"):

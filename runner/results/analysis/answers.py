@@ -36,7 +36,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ...worker.catalog import is_hub, quantized_mode
 from ..data.types import CellSummary, Manifest
@@ -182,39 +182,73 @@ def _compare_group(cells: Sequence[Mapping[str, Any]]) -> dict[str, Verdict]:
     return out
 
 
-def check(summaries: list[CellSummary], unchecked: Collection[str] = frozenset()) -> None:
-    """Set answer_check (a status above), answer_reference, answer_detail and answer_differs on
-    every summary, comparing the ok cells of each row (same label and batch size, same model)."""
+class AnswerCheck(TypedDict):
+    """One cell's verdicts, the CellSummary keys of the same names: the same-answer check of its
+    row (answer_*) and, for a quantized cell, its checks (quantization_*, quantized_check.py)."""
+
+    answer_check: str | None            # a status above; None: not an ok cell
+    answer_reference: str | None        # the environment it was compared with
+    answer_detail: str                  # what differs
+    answer_differs: bool                # marked in every table, never bold
+    quantization_check: str | None
+    quantization_detail: str
+    quantization_base: str | None
+    quantization_base_check: str
+
+
+def check(summaries: Sequence[CellSummary],
+          unchecked: Collection[str] = frozenset()) -> dict[str, AnswerCheck]:
+    """Every cell's verdicts by cell id, comparing the ok cells of each row (same label and batch
+    size, same model). The summaries are only read: `checked` gives them with their verdicts."""
+    verdicts: dict[str, Verdict] = {}
     rows: dict[tuple[Any, ...], list[CellSummary]] = defaultdict(list)
     for s in summaries:
-        s["answer_check"], s["answer_reference"] = None, None
-        s["answer_detail"], s["answer_differs"] = "", False
         if s["status"] != "ok":
             continue
         if s["cell_id"] in unchecked:
-            s["answer_check"] = UNCHECKED
+            verdicts[s["cell_id"]] = Verdict(UNCHECKED)
         elif not s.get("answer"):
-            s["answer_check"] = NOT_RECORDED
+            verdicts[s["cell_id"]] = Verdict(NOT_RECORDED)
         else:
             rows[(s["label"], s["batch_size"], answer_family(s))].append(s)
     for cells in rows.values():
-        if len(cells) == 1:
-            cells[0]["answer_check"] = ALONE
-            continue
-        verdicts = _compare_group(cells)
-        for cell in cells:
-            v = verdicts[cell["cell_id"]]
-            cell["answer_check"], cell["answer_reference"] = v.status, v.reference
-            cell["answer_detail"], cell["answer_differs"] = v.detail, v.status in DIFFERING
-    quantized_check.check(summaries, differences)
-    check_work(summaries)
+        verdicts.update({cells[0]["cell_id"]: Verdict(ALONE)} if len(cells) == 1
+                        else _compare_group(cells))
+    quantized_checks = quantized_check.check(summaries, differences)
+    out: dict[str, AnswerCheck] = {}
+    for s in summaries:
+        v = verdicts.get(s["cell_id"])
+        q = quantized_checks[s["cell_id"]]
+        out[s["cell_id"]] = AnswerCheck(
+            answer_check=v.status if v else None, answer_reference=v.reference if v else None,
+            answer_detail=v.detail if v else "",
+            answer_differs=v is not None and v.status in DIFFERING,
+            quantization_check=q["quantization_check"],
+            quantization_detail=q["quantization_detail"],
+            quantization_base=q["quantization_base"],
+            quantization_base_check=q["quantization_base_check"])
+    check_work(summaries, out)
+    return out
 
 
-def check_work(summaries: list[CellSummary]) -> None:
-    """Mark the generate cells whose call did other work than their row's majority (WORK_CHECKED
-    of their `generate_work`) as a different answer is marked: `answer_check` "different work",
-    `answer_differs`, the figures in `answer_detail`. With no strict majority every cell whose
-    work differs from another's is marked."""
+def with_checks(summaries: Sequence[CellSummary],
+                checks: Mapping[str, AnswerCheck]) -> list[CellSummary]:
+    """The summaries with their cells' verdicts (`check`), as new summaries: the ones given are
+    left as they are (the history keeps them so)."""
+    return [cast(CellSummary, {**s, **checks[s["cell_id"]]}) for s in summaries]
+
+
+def checked(summaries: Sequence[CellSummary],
+            unchecked: Collection[str] = frozenset()) -> list[CellSummary]:
+    """`summaries` with their verdicts (new summaries: with_checks of check)."""
+    return with_checks(summaries, check(summaries, unchecked))
+
+
+def check_work(summaries: Sequence[CellSummary], checks: dict[str, AnswerCheck]) -> None:
+    """Mark in `checks` the generate cells whose call did other work than their row's majority
+    (WORK_CHECKED of their `generate_work`) as a different answer is marked: `answer_check`
+    "different work", `answer_differs`, the figures in `answer_detail`. With no strict majority
+    every cell whose work differs from another's is marked."""
     rows: dict[tuple[Any, ...], list[CellSummary]] = defaultdict(list)
     for s in summaries:
         if s["status"] == "ok" and s.get("generate_work"):
@@ -233,10 +267,12 @@ def check_work(summaries: list[CellSummary]) -> None:
             mine, theirs = cell.get("generate_work") or {}, other.get("generate_work") or {}
             what = "; ".join(f"{k.replace('_', ' ')} {mine.get(k)} against {theirs.get(k)}"
                              for k in WORK_CHECKED if mine.get(k) != theirs.get(k))
-            cell["answer_check"], cell["answer_reference"] = DIFFERENT_WORK, other["environment"]
-            cell["answer_detail"] = "; ".join(filter(None, [cell.get("answer_detail"),
-                                                            f"other work per call: {what}"]))
-            cell["answer_differs"] = True
+            verdict = checks[cell["cell_id"]]
+            verdict["answer_check"], verdict["answer_reference"] = (DIFFERENT_WORK,
+                                                                    other["environment"])
+            verdict["answer_detail"] = "; ".join(filter(None, [verdict["answer_detail"],
+                                                               f"other work per call: {what}"]))
+            verdict["answer_differs"] = True
 
 
 def answer_family(summary: CellSummary) -> str:

@@ -1,12 +1,12 @@
 """Each quantized cell beside the float cell of its row and environment (quantized.py says what
-is judged and why): sets quantization_check, quantization_detail, quantization_base and
-quantization_base_check on every summary (None and "" for float cells). Called by
+is judged and why): quantization_check, quantization_detail, quantization_base and
+quantization_base_check for every summary (None and "" for float cells), by cell id. Called by
 answers.check, after the same-answer check of the rows, with its `differences`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from ...worker import catalog
 from ..data.types import CellSummary
@@ -25,27 +25,42 @@ def _place(summary: Mapping[str, Any], precision: str | None) -> tuple[Any, ...]
             repr(sorted((summary.get("options") or {}).items())))
 
 
-def check(summaries: list[CellSummary], differences: Differences) -> None:
+class QuantizedCheck(TypedDict):
+    quantization_check: str | None      # quantized.verdict: the error against its own float model
+    quantization_detail: str            # quantized.error_text
+    quantization_base: str | None       # the float cell of its row and environment (its name)
+    quantization_base_check: str        # its answer against that cell's
+
+
+def check(summaries: Sequence[CellSummary],
+          differences: Differences) -> dict[str, QuantizedCheck]:
+    """Every cell's quantized checks by cell id (the summaries are only read)."""
     quantized_rows = any(quantized.base_precision(s) for s in summaries)
     by_place = {_place(s, s.get("precision")): s for s in summaries} if quantized_rows else {}
-    for s in summaries:
-        q = s.get("quantization")
-        s["quantization_check"] = quantized.verdict(q) if s["status"] == "ok" else None
-        s["quantization_detail"] = quantized.error_text(q) if s["status"] == "ok" else ""
-        s["quantization_base"], s["quantization_base_check"] = None, ""
-        base_precision = quantized.base_precision(s)
-        if base_precision is None or s["status"] != "ok":
-            continue
-        base = by_place.get(_place(s, base_precision))
-        if base is None or base["status"] != "ok":
-            continue
-        s["quantization_base"] = base["cell_name"]
-        if not (base.get("answer") and s.get("answer")):
-            s["quantization_base_check"] = "no answer to compare"
-            continue
-        mode = str(catalog.quantized_mode(s.get("precision")))
-        found, compared = differences(base["answer"], s["answer"], mode)
-        s["quantization_base_check"] = (
-            "; ".join(found) if found else
-            f"its answer agrees with {base['cell_name']}'s within the {mode} tolerance "
-            f"({compared} quantities)" if compared else "nothing in common to compare")
+    return {s["cell_id"]: _checked(s, by_place, differences) for s in summaries}
+
+
+def _checked(s: CellSummary, by_place: Mapping[tuple[Any, ...], CellSummary],
+             differences: Differences) -> QuantizedCheck:
+    q = s.get("quantization")
+    ok = s["status"] == "ok"
+    out = QuantizedCheck(quantization_check=quantized.verdict(q) if ok else None,
+                         quantization_detail=quantized.error_text(q) if ok else "",
+                         quantization_base=None, quantization_base_check="")
+    base_precision = quantized.base_precision(s)
+    if base_precision is None or not ok:
+        return out
+    base = by_place.get(_place(s, base_precision))
+    if base is None or base["status"] != "ok":
+        return out
+    out["quantization_base"] = base["cell_name"]
+    if not (base.get("answer") and s.get("answer")):
+        out["quantization_base_check"] = "no answer to compare"
+        return out
+    mode = str(catalog.quantized_mode(s.get("precision")))
+    found, compared = differences(base["answer"], s["answer"], mode)
+    out["quantization_base_check"] = (
+        "; ".join(found) if found else
+        f"its answer agrees with {base['cell_name']}'s within the {mode} tolerance "
+        f"({compared} quantities)" if compared else "nothing in common to compare")
+    return out

@@ -93,6 +93,9 @@ class Ledger:
         self._covers: tuple[str, ...] | None = None
         self._declared: bool | None = None
         self._lock = threading.Lock()             # parallel lanes note from their threads
+        # Each file's sha256 as problem() was given its bytes: what a run's history keys its
+        # records by (history/ingest.py), so that they are not read a second time for it.
+        self.seen: dict[str, str] = {}
 
     # --- the run's own copy ------------------------------------------------------------------
 
@@ -240,6 +243,7 @@ class Ledger:
     def problem(self, name: str, data: bytes) -> str | None:
         """Why a file's bytes are not the ones the runner wrote (None: they are, or the ledger
         cannot tell: see warning(), or it does not vouch for the file's folder)."""
+        found = self.seen[name] = digest(data)
         lines = self._load()
         if lines is None or name.partition("/")[0] not in self._declaration()[1]:
             return None
@@ -247,6 +251,6 @@ class Ledger:
             return f"{LEDGER} holds a second digest of it, the first never set aside"
         if name not in lines.digests:
             return f"not written by this run's runner ({LEDGER} has no digest of it)"
-        if lines.digests[name] != digest(data):
+        if lines.digests[name] != found:
             return f"changed since the runner wrote it (its sha256 is not the one {LEDGER} holds)"
         return None

@@ -26,8 +26,9 @@ __all__ = ["MAX_COUNT", "MAX_FIGURE", "MAX_SAMPLE_MS", "MIN_SAMPLE_MS", "Bounds"
 
 
 class CellSummary(CellCoordinates, total=False):
-    """One cell across its repeats (results/analysis/summaries.py cell_summaries), then checked for
-    the same answer (answers.check adds the answer_* keys). What every renderer reads."""
+    """One cell across its repeats (results/analysis/summaries.py cell_summaries); the report's
+    carry its verdicts too (answers.with_checks adds the answer_* and quantization_* checks,
+    answers.AnswerCheck; the history keeps them without). What every renderer reads."""
 
     label: str
     status: str

@@ -5,7 +5,7 @@ folder, and printed). Formatting only: results/analysis/ab.py made every figure.
 from __future__ import annotations
 
 from ..analysis.ab import PairRow, PairTable, machine, machine_text
-from ..analysis.ratios import Ratio
+from ..analysis.report_model import Ratio
 from ..formatting import fmt, md_text, percent
 
 NAME = "ab.md"

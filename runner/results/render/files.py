@@ -7,7 +7,7 @@ import csv
 import io
 import json
 
-from ..analysis.summaries import AXIS_KEYS
+from ..analysis.report_model import AXIS_KEYS
 from ..data.types import CellSummary, Record
 
 CSV_COLUMNS = ("cell_id", "cell_name", "environment", "api", "backend", "workload", "task",

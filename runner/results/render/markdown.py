@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import answers, decoding, native
-from ..analysis.report_model import ReportModel, TableView
-from ..analysis.summaries import TF32_MARK, TF32_NOTE, TIME_KEY
+from ..analysis.report_model import (ANSWER_MARK, ANSWER_NOTE, TF32_MARK, TF32_NOTE, TIME_KEY,
+                                     ReportModel, TableView, first_token_lines,
+                                     keras_over_native_lines, ratio_cell)
 from ..data.types import CellSummary
 from ..formatting import (best_text, cell_text, comparable_values, fmt, md_code, md_text,
                           peak_notes, percent)
@@ -58,7 +58,7 @@ def markdown_table(view: TableView, key: str, lower_is_better: bool = True,
             cells.append(ratio_text(entry["estimate"])
                          + (f" {TF32_MARK}" if entry["tf32_mixed"] else "")
                          if entry and entry["speedup"] else "–")
-        cells += [native.ratio_cell(costs[(label, batch)][title])
+        cells += [ratio_cell(costs[(label, batch)][title])
                   if title in costs.get((label, batch), {}) else "–" for title in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         lines.append(f"| {md_text(label)}{mark} | {batch} | " + " | ".join(cells) + " |")
@@ -67,7 +67,7 @@ def markdown_table(view: TableView, key: str, lower_is_better: bool = True,
     if missing:
         notes.append("Speedups " + missing[1][0].lower() + missing[1][1:])
     if any(s.get("answer_differs") for s in grid.values()):
-        notes.append(answers.NOTE)
+        notes.append(ANSWER_NOTE)
     return "\n".join(lines) + "".join(f"\n\n{note}" for note in notes)
 
 
@@ -142,14 +142,14 @@ def time_section(r: Report) -> list[str]:
 def effects_part(r: Report) -> list[str]:
     analysis = r.model.analysis
     out = effects_section(analysis, r.plots) if analysis is not None else []
-    costs = native.markdown_lines(r.model.native)
+    costs = keras_over_native_lines(r.model.native)
     if costs and not out:
         out = ["## Effects", ""]
     return out + costs
 
 
 def first_token_part(r: Report) -> list[str]:
-    return decoding.markdown_lines(r.model.summaries, r.model.column_titles)
+    return first_token_lines(r.model.summaries, r.model.column_titles)
 
 
 def answers_part(r: Report) -> list[str]:
@@ -246,7 +246,7 @@ def _cell_row(s: CellSummary) -> str:
     spread += f" (blocks of {block} calls)" if block > 1 and s["median_ms"] is not None else ""
     cv, cv_repeats = percent(s.get("cv")), percent(s.get("cv_repeats"))
     loss, acc = _sanity(s)
-    mark = f" {answers.MARK}" if s.get("answer_differs") else ""
+    mark = f" {ANSWER_MARK}" if s.get("answer_differs") else ""
     return (f"| {md_code(s['cell_name'], in_table=True)}{mark} | {md_text(s['status'])} | "
             f"{s['repeats_ok']}/{s['repeats']} | "
             f"{fmt(s.get(TIME_KEY))} | {fmt(s['median_ms'])} | {_ci_text(s)} | "

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...cost.prices import stale_note
-from ..analysis import cost
-from ..analysis.report_model import ReportModel, TableView
+from ..analysis.report_model import ReportModel, TableView, cost_label
 from ..formatting import best_text, cell_text, comparable_values, fmt, md_text, usd
 
 TABLES = (("usd_per_1k_items", "USD per 1,000 items (the time per step × the GPUs the cell "
@@ -70,7 +69,7 @@ def cost_section(model: ReportModel) -> list[str]:
         return []
     out = ["## Cost (list-price estimates; lower is better; best in bold)", "",
            # The price table's strings (instance, region, provider, file, date) are a user's.
-           f"Every figure: {md_text(cost.label(price))}. A list price, not a bill: discounts, "
+           f"Every figure: {md_text(cost_label(price))}. A list price, not a bill: discounts, "
            "storage and network are not in it.", ""]
     stale = stale_note(price.get("retrieved_at")) if price.get("source") == "price table" \
         else None

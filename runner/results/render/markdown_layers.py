@@ -4,9 +4,8 @@ interval and its means, and each layer's memory."""
 
 from __future__ import annotations
 
-from ..analysis import answers
-from ..analysis.layers import KerasTax, LayerRow, Layers, mean_taxes, memory_key
-from ..analysis.summaries import TF32_MARK, TIME_KEY
+from ..analysis.report_model import (ANSWER_MARK, TF32_MARK, TIME_KEY, KerasTax, LayerRow,
+                                     Layers, mean_taxes, memory_key)
 from ..formatting import best_text, cell_text, comparable_values, fmt, md_text
 from .markdown_parts import no_interval_note, ratio_text
 
@@ -48,7 +47,7 @@ def layer_table(layers: Layers, key: str, bold_best: bool = True) -> list[str]:
 
 def _tax_cell(tax: KerasTax) -> str:
     return ratio_text(tax.estimate) + (f" {TF32_MARK}" if tax.tf32_mixed else "") \
-        + (f" {answers.MARK}" if tax.differs else "")
+        + (f" {ANSWER_MARK}" if tax.differs else "")
 
 
 def tax_table(taxes: list[KerasTax]) -> list[str]:
@@ -75,7 +74,7 @@ def layers_section(layers: Layers | None) -> list[str]:
                     + "; ".join(f"{md_text(k)} ÷ {md_text(n)} {ratio_text(m)} over {c} "
                                 f"row{'s' if c != 1 else ''}" for k, n, m, c in means) + ".", ""]
         if any(t.differs or t.tf32_mixed for t in layers.taxes):
-            out += [f"{answers.MARK}: a cell computed a different answer; {TF32_MARK}: the two "
+            out += [f"{ANSWER_MARK}: a cell computed a different answer; {TF32_MARK}: the two "
                     "cells ran their float32 matmuls differently (TF32 in one only). Either is "
                     "left out of the means and the findings.", ""]
     key, words = memory_key([c for row in layers.rows for c in row.cells.values()])

@@ -8,11 +8,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from ..analysis import answers, conditions, stats
-from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, EffectTable, shown
-from ..analysis.ratios import Ratio
-from ..analysis.report_model import TableView
-from ..analysis.summaries import TF32_MARK, TF32_NOTE
+from ..analysis.report_model import (
+    ANSWER_ALONE, ANSWER_DIFFERENT, ANSWER_DIFFERENT_WORK, ANSWER_MARK, ANSWER_NO_MAJORITY,
+    ANSWER_NOT_RECORDED, ANSWER_SAME, ANSWER_TOLERANCES, ANSWER_UNCHECKED, BETWEEN_ENVIRONMENTS,
+    CONDITION_KINDS, CONDITION_TITLES, CV_LIMIT, MIN_CI_REPEATS, MIN_WINDOW_S, TF32_MARK,
+    TF32_NOTE, Analysis, ConditionKind, EffectTable, Ratio, TableView, condition_kind_of, shown)
 from ..data.types import CellSummary, Manifest
 from ..formatting import fmt, md_code, md_text
 
@@ -82,7 +82,7 @@ def effect_table(table: EffectTable) -> list[str]:
     for effect in table.effects:
         row = (effect.label, *(() if table.factor == "batch_size" else (effect.batch_size,)),
                *((effect.environment,) if axis else ()))
-        text = ratio_text(effect.estimate) + (f" {answers.MARK}" if effect.differs else "") \
+        text = ratio_text(effect.estimate) + (f" {ANSWER_MARK}" if effect.differs else "") \
             + (f" {TF32_MARK}" if effect.tf32_mixed else "") \
             + (f" · {md_text(effect.note)}" if effect.note else "")
         keyed.setdefault(row, {})[repr(effect.value)] = text
@@ -155,16 +155,16 @@ def answers_section(summaries: list[CellSummary]) -> list[str]:
     if not ok:
         return []
     counts = {status: sum(1 for s in ok if s.get("answer_check") == status)
-              for status in (answers.SAME, answers.DIFFERENT, answers.NO_MAJORITY,
-                             answers.DIFFERENT_WORK, answers.ALONE, answers.NOT_RECORDED,
-                             answers.UNCHECKED)}
+              for status in (ANSWER_SAME, ANSWER_DIFFERENT, ANSWER_NO_MAJORITY,
+                             ANSWER_DIFFERENT_WORK, ANSWER_ALONE, ANSWER_NOT_RECORDED,
+                             ANSWER_UNCHECKED)}
     parts = ["## Different answers", "",
              "Every cell records a small fingerprint of what it computed on the seeded inputs "
              "(norms of the output, the initial loss and logits, the first step's loss, the "
              "first generated tokens), and the cells of a row are compared quantity by quantity "
              "with a relative tolerance set by their arithmetic: float32 "
-             f"{answers.TOLERANCES['float32']:g}, TF32 and float16 "
-             f"{answers.TOLERANCES['tf32']:g}, bfloat16 {answers.TOLERANCES['bfloat16']:g}. "
+             f"{ANSWER_TOLERANCES['float32']:g}, TF32 and float16 "
+             f"{ANSWER_TOLERANCES['tf32']:g}, bfloat16 {ANSWER_TOLERANCES['bfloat16']:g}. "
              "The row's majority is the reference. A generate cell whose call did other work "
              "(other prompts, another number of generation-loop iterations) than its row's is "
              "marked too: different work.", "",
@@ -177,16 +177,16 @@ def answers_section(summaries: list[CellSummary]) -> list[str]:
                   for s in differing] + [""]
     else:
         parts += ["No cell computed a different answer.", ""]
-    unchecked = [s for s in ok if s.get("answer_check") == answers.UNCHECKED]
+    unchecked = [s for s in ok if s.get("answer_check") == ANSWER_UNCHECKED]
     if unchecked:
         parts += ["Not checked (the matrix sets `check_answers = false` on their benchmark): "
                   + ", ".join(md_code(s["cell_name"]) for s in unchecked) + ".", ""]
-    alone = [s for s in ok if s.get("answer_check") == answers.ALONE]
+    alone = [s for s in ok if s.get("answer_check") == ANSWER_ALONE]
     if alone:
         parts += ["Alone in their row, nothing to compare with (Keras 2's keras-hub cells are "
                   "compared with Keras 2 cells only): "
                   + ", ".join(md_code(s["cell_name"]) for s in alone) + ".", ""]
-    missing = [s for s in ok if s.get("answer_check") == answers.NOT_RECORDED]
+    missing = [s for s in ok if s.get("answer_check") == ANSWER_NOT_RECORDED]
     if missing:
         unknown = "no fingerprint: a run made before answers were recorded, or a workload without one"
         parts += ["No answer recorded: " + ", ".join(
@@ -214,7 +214,7 @@ def training_table(view: TableView) -> str | None:
     for s in fits:
         label = md_text(s["label"]) + (f" {TF32_MARK}" if (s["label"], s["batch_size"]) in marked
                                        else "")
-        label += f" {answers.MARK}" if s.get("answer_differs") else ""
+        label += f" {ANSWER_MARK}" if s.get("answer_differs") else ""
         if s["status"] != "ok":
             lines.append(f"| {label} | {s['batch_size']} | {md_text(s['environment'])} | "
                          f"{md_text(s['status'])} "
@@ -291,7 +291,7 @@ def machine_lines(manifest: Manifest) -> list[str]:
 
 
 def warnings_section(manifest: Manifest, summaries: list[CellSummary]) -> list[str]:
-    """The warnings, grouped by kind in plain words (conditions.TITLES): the machine, the
+    """The warnings, grouped by kind in plain words (CONDITION_TITLES): the machine, the
     numbers themselves, throttling, other load, clocks, settle. In each group a line per cell
     for what its user must act on, then one line per other kind, naming its first cells and
     counting the rest."""
@@ -302,26 +302,26 @@ def warnings_section(manifest: Manifest, summaries: list[CellSummary]) -> list[s
     parts = ["## Warnings", ""]
     if machine:
         parts += ["### This machine", "", *[f"- {line}" for line in machine], ""]
-    for group in ("statistics", *conditions.KINDS):
+    for group in ("statistics", *CONDITION_KINDS):
         lines = _group_lines(group, flagged)
         if not lines:
             continue
-        parts += [f"### {conditions.TITLES[group]}", ""]
+        parts += [f"### {CONDITION_TITLES[group]}", ""]
         if group == "statistics":
-            parts += [f"CV limit {stats.CV_LIMIT * 100:.0f} % (or this machine's own step-to-step "
+            parts += [f"CV limit {CV_LIMIT * 100:.0f} % (or this machine's own step-to-step "
                       f"CV, where its machine profile has one), minimum timed window "
-                      f"{stats.MIN_WINDOW_S:.0f} s:", ""]
+                      f"{MIN_WINDOW_S:.0f} s:", ""]
         parts += [*lines, ""]
     return parts
 
 
 def _group_lines(group: str, flagged: list[CellSummary]) -> list[str]:
     own: list[str] = []
-    shared: dict[conditions.Kind, list[str]] = {}
+    shared: dict[ConditionKind, list[str]] = {}
     for s in flagged:
         texts = (s.get("warning_groups") or {"statistics": s["warnings"]}).get(group) or []
         for text in texts:
-            kind = conditions.kind_of(group, text)
+            kind = condition_kind_of(group, text)
             if kind.act:
                 own.append(f"- {md_code(s['cell_name'])}: {md_text(text)}")
             else:
@@ -343,6 +343,6 @@ def _some(cells: list[str]) -> str:
 
 def _ci_text(s: Mapping[str, Any]) -> str:
     if s.get("median_ci_low_ms") is None:
-        too_few = 0 < s.get("repeats_ok", 0) < stats.MIN_CI_REPEATS
+        too_few = 0 < s.get("repeats_ok", 0) < MIN_CI_REPEATS
         return "–, too few repeats" if too_few else "–"
     return f"{fmt(s['median_ci_low_ms'])}–{fmt(s['median_ci_high_ms'])}"

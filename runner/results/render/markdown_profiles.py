@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...worker.profiling.categories import CATEGORIES
-from ..analysis.profiles import TOP_OPS, Profiled, ProfiledRow, category_ms, top_ops
+from ..analysis.report_model import TOP_OPS, Profiled, ProfiledRow, category_ms, top_ops
 from ..formatting import fmt, md_code, md_text
 
 DOCS = "docs/profiles.md"

@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..analysis import quantized
-from ..analysis.report_model import Quantized
-from ..analysis.summaries import TIME_KEY
+from ..analysis.report_model import QUANTIZED_TOLERANCES, TIME_KEY, Quantized, bytes_ratio
 from ..formatting import EMULATED_MARK, fmt, md_code, md_text
 from .markdown_parts import ratio_text
 
@@ -22,7 +20,7 @@ HEAD = ("| Cell | Precision | Against | ms/step | Speedup over the float cell | 
 
 def _bytes(q: Mapping[str, Any]) -> str:
     before, after = q.get("model_bytes_before"), q.get("model_bytes_after")
-    ratio = quantized.bytes_ratio(q)
+    ratio = bytes_ratio(q)
     shown = f"{fmt(before)} → {fmt(after)}"
     return shown + (f" (× {fmt(ratio)})" if ratio is not None else "")
 
@@ -43,7 +41,7 @@ def quantized_section(cells: list[Quantized]) -> list[str]:
              "its answer error stands beside it. The error is measured in the cell's own "
              "process: the model's logits on fixed inputs before and after quantizing (same "
              "weights, same backend); within tolerance when the largest logit error is at most "
-             + ", ".join(f"{mode} {fmt(t * 100)} %" for mode, t in quantized.TOLERANCES.items())
+             + ", ".join(f"{mode} {fmt(t * 100)} %" for mode, t in QUANTIZED_TOLERANCES.items())
              + " of the float logits' largest magnitude. "
              f"{EMULATED_MARK}: float8 emulated where it ran (its time is no measure of float8, "
              "and no ratio is given).", "", HEAD, "|---|---|---|---:|---:|---|---|---|---|---|"]

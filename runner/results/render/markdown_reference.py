@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis import reference
+from ..analysis.report_model import REFERENCE_COLUMNS, REFERENCE_TITLES, published_table
 from ..data.types import Manifest
 from ..formatting import fmt, md_text
 
@@ -15,14 +15,14 @@ def published_section(beside: list[dict[str, Any]]) -> list[str]:
     """The run beside the published table (reference.beside's rows)."""
     if not beside:
         return []
-    table = reference.published()
+    table = published_table()
     out = [f"## Beside the published figures ({table['hardware']}, ms/step)", "",
            "| Workload (task) | Batch size | " + " | ".join(
-               f"{reference.TITLES[c]}: here / published" for c in reference.COLUMNS) + " |",
-           "|---|---:|" + "---:|" * len(reference.COLUMNS)]
+               f"{REFERENCE_TITLES[c]}: here / published" for c in REFERENCE_COLUMNS) + " |",
+           "|---|---:|" + "---:|" * len(REFERENCE_COLUMNS)]
     for row in beside:
         cells = []
-        for column in reference.COLUMNS:
+        for column in REFERENCE_COLUMNS:
             c = row["columns"][column]
             published = fmt(c["published_ms"]) if c["published_ms"] else "NA"
             here = fmt(c["measured_ms"]) if c["measured_ms"] is not None else \

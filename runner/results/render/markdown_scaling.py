@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.scaling import (DIFFERENT, SAME, SUPERLINEAR_NOTE, Point, ScalingRow,
-                                efficiency_text, findings, superlinear,
-                                without_interval)
+from ..analysis.report_model import (SCALING_DIFFERENT, SCALING_SAME, SUPERLINEAR_NOTE,
+                                     ScalingPoint as Point, ScalingRow, efficiency_text,
+                                     scaling_findings, superlinear, without_interval)
 from ..formatting import DIFFERENT_MARK, cell_text
 
 DOCS = "docs/scaling.md"
-ANSWER_MARKS = {SAME: "✓", DIFFERENT: DIFFERENT_MARK}
+ANSWER_MARKS = {SCALING_SAME: "✓", SCALING_DIFFERENT: DIFFERENT_MARK}
 INTRO = ("Items/s: items per step (the global batch) ÷ the step time (the geometric mean of the "
          "repeat medians). Efficiency: items/s at N devices ÷ (N × items/s at one device), 1 "
          "being linear, with its 95 % interval (the two cells' Welch interval, scaled; none "
@@ -65,7 +65,7 @@ def notes(row: ScalingRow) -> list[str]:
     """Why a cell's answer was not compared, or how it differs, one line each."""
     return [f"- {env} at {p.devices} devices: {p.answer}: {p.answer_detail}"
             for env, points in row.environments.items() for p in points
-            if p.answer and p.answer != SAME]
+            if p.answer and p.answer != SCALING_SAME]
 
 
 def scaling_part(report: Any) -> list[str]:
@@ -90,5 +90,5 @@ def scaling_part(report: Any) -> list[str]:
             out += [SUPERLINEAR_NOTE, ""]
         if f"Scaling: {title}" in drawn:
             out += [f"![Scaling: {title}]({drawn[f'Scaling: {title}']})", ""]
-        out += [f"Finding: {sentence}" for sentence in findings([row])] + [""]
+        out += [f"Finding: {sentence}" for sentence in scaling_findings([row])] + [""]
     return out

@@ -4,9 +4,8 @@ its interval, the knobs the tuning chose and what it took."""
 
 from __future__ import annotations
 
-from ..analysis import tiers
-from ..analysis.summaries import TIME_KEY
-from ..analysis.tiers import TierPair
+from ..analysis.report_model import (TIER_BATCH_KNOB, TIER_NO_GAIN, TIER_SLOWER, TIME_KEY,
+                                     TierPair, knobs_text)
 from ..formatting import fmt, md_text
 from .markdown_parts import ratio_text
 
@@ -56,16 +55,16 @@ def tiers_section(pairs: list[TierPair]) -> list[str]:
              "|---|---:|---|---:|---:|---:|---|---|"]
     for pair in pairs:
         gain = ratio_text(pair.gain)
-        if pair.verdict == tiers.NO_GAIN:
+        if pair.verdict == TIER_NO_GAIN:
             gain += " **no gain**"
-        elif pair.verdict == tiers.SLOWER:
+        elif pair.verdict == TIER_SLOWER:
             gain += " **slower**"
         label, batch = pair.row
-        knobs = md_text(tiers.knobs_text(pair.knobs)) if pair.tuning.get("knobs") is not None \
+        knobs = md_text(knobs_text(pair.knobs)) if pair.tuning.get("knobs") is not None \
             or pair.knobs else "–"
         lines.append(f"| {md_text(label)} | {batch} | {md_text(pair.environment)} | "
                      f"{_time(pair.defaults, pair.per_item)} | "
-                     f"{_time(pair.tuned, pair.per_item, pair.knobs.get(tiers.BATCH_KNOB))} | "
+                     f"{_time(pair.tuned, pair.per_item, pair.knobs.get(TIER_BATCH_KNOB))} | "
                      f"{gain}{' (items/s)' if pair.per_item else ''} | {knobs}"
                      f" | {md_text(_tuning(pair))} |")
     return lines + [""]

@@ -17,9 +17,7 @@ from collections.abc import Callable
 
 from ...errors import shortened
 from ...worker.protocol import atomic_target
-from ..analysis.effects import BETWEEN_ENVIRONMENTS, Analysis, shown
-from ..analysis.report_model import ReportModel
-from ..analysis.summaries import TIME_KEY
+from ..analysis.report_model import BETWEEN_ENVIRONMENTS, TIME_KEY, Analysis, ReportModel, shown
 from ..data.types import CellSummary
 
 DPI = 110

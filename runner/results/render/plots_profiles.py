@@ -8,7 +8,7 @@ from typing import Any
 
 from ...paths import folder_in_run
 from ...worker.profiling.categories import CATEGORIES
-from ..analysis.profiles import ProfiledRow, category_ms
+from ..analysis.report_model import ProfiledRow, category_ms
 from .plots import _figure, save
 
 IDLE = "idle (no op)"

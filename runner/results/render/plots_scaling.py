@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis.scaling import ScalingRow
+from ..analysis.report_model import ScalingRow
 from .plots import Plot, _colors, _figure, save
 
 PREFIX = "scaling-"

@@ -6,10 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..analysis import native
-from ..analysis.decoding import ttft_text
-from ..analysis.report_model import ReportModel, TableView
-from ..analysis.summaries import TF32_MARK, TIME_KEY
+from ..analysis.report_model import (TF32_MARK, TIME_KEY, ReportModel, TableView, ratio_cell,
+                                     ttft_text)
 from ...errors import user_text
 from ..formatting import DIFFERENT_MARK, EMULATED_MARK, best_text, cell_text, comparable_values, fmt
 
@@ -49,7 +47,7 @@ def terminal_table(view: TableView, title: str):
             if (label, batch, env) in view.flagged:
                 text += " [yellow]![/]"
             cells.append(text)
-        cells += [native.ratio_cell(costs[(label, batch)][name])
+        cells += [ratio_cell(costs[(label, batch)][name])
                   if name in costs.get((label, batch), {}) else "–" for name in natives]
         mark = f" {TF32_MARK}" if (label, batch) in marked else ""
         table.add_row(user_text(label) + mark, str(batch), *cells)

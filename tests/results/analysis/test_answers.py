@@ -3,6 +3,8 @@ reference, the marks in every table, and the cells whose check the matrix turned
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from runner.results.analysis import answers, effects, findings
@@ -72,7 +74,7 @@ def test_lists_losses_and_tokens():
 
 def test_the_majority_is_the_reference_and_the_odd_cell_is_different():
     cells = row(output(10.0), output(10.0), output(5.0), output(10.0))   # jax is the fastest
-    answers.check(cells)
+    cells = answers.checked(cells)
     assert [c["answer_check"] for c in cells] == ["same", "same", "different", "same"]
     jax = cells[2]
     assert jax["answer_differs"] and jax["answer_reference"] == "numpy"
@@ -81,16 +83,16 @@ def test_the_majority_is_the_reference_and_the_odd_cell_is_different():
 
 def test_with_no_majority_every_disagreeing_cell_is_marked():
     cells = row(output(10.0), output(5.0))
-    answers.check(cells)
+    cells = answers.checked(cells)
     assert [c["answer_check"] for c in cells] == ["no majority", "no majority"]
     one = row(output(10.0))
-    answers.check(one)
+    one = answers.checked(one)
     assert one[0]["answer_check"] == "alone" and not one[0]["answer_differs"]
 
 
 def test_unchecked_and_unrecorded_cells_are_not_compared():
     cells = row(output(10.0), output(5.0), None)
-    answers.check(cells, unchecked={cells[1]["cell_id"]})
+    cells = answers.checked(cells, unchecked={cells[1]["cell_id"]})
     assert [c["answer_check"] for c in cells] == ["alone", "not checked", "not recorded"]
     manifest = {"cells": [{"id": "a"}, {"id": "b", "check_answers": False}]}
     assert answers.unchecked_cells(manifest) == {"b"}
@@ -102,7 +104,7 @@ def test_keras2_and_keras3_keras_hub_answers_are_never_compared(workload):
     k2 = summary("keras2", [5.0] * 3, api="tf-keras", workload=workload)
     k3 = summary("keras-jax", [4.0] * 3, api="keras", backend="jax", workload=workload)
     k2["answer"], k3["answer"] = output(1.0), output(9.0)
-    answers.check([k2, k3])
+    k2, k3 = answers.checked([k2, k3])
     assert k2["answer_check"] == k3["answer_check"] == "alone"
 
 
@@ -110,13 +112,37 @@ def test_keras2_and_keras3_cnn_answers_are_compared():
     k2 = summary("keras2", [5.0] * 3, api="tf-keras", workload="cnn")
     k3 = summary("keras-jax", [4.0] * 3, api="keras", backend="jax", workload="cnn")
     k2["answer"], k3["answer"] = output(1.0), output(9.0)
-    answers.check([k2, k3])
+    k2, k3 = answers.checked([k2, k3])
     assert k2["answer_check"] == k3["answer_check"] == "no majority"
+
+
+def test_the_verdicts_are_a_mapping_of_their_own_and_the_summaries_stay_as_they_are():
+    """The history keeps a run's summaries as the statistics made them; the report shows them
+    with their verdicts: answers.check reads them and changes nothing, neither the rows' check
+    nor the generate cells' work nor the quantized checks."""
+    cells = row(output(10.0), output(10.0), output(5.0), None)
+    work = {"prompt_positions": 8, "new_tokens_per_sequence": 4, "decode_iterations": 4}
+    for cell, iterations in zip((cells[0], cells[1], cells[3]), (4, 4, 2), strict=True):
+        cell["generate_work"] = {**work, "decode_iterations": iterations}
+    before = copy.deepcopy(cells)
+    checks = answers.check(cells)
+    assert cells == before
+    assert list(checks) == [c["cell_id"] for c in cells]
+    assert [checks[c["cell_id"]]["answer_check"] for c in cells] == \
+        ["same", "same", "different", "different work"]
+    assert checks[cells[3]["cell_id"]]["answer_detail"] == \
+        "other work per call: decode iterations 2 against 4"
+    assert all(check["quantization_check"] is None for check in checks.values())
+    shown = answers.with_checks(cells, checks)
+    assert cells == before and not any(a is b for a, b in zip(shown, cells, strict=True))
+    assert [s["answer_differs"] for s in shown] == [False, False, True, True]
+    assert [{k: v for k, v in s.items() if k not in answers.AnswerCheck.__annotations__}
+            for s in shown] == before
 
 
 def test_a_different_answer_is_marked_in_every_table_and_never_bold():
     cells = row(output(10.0), output(10.0), output(5.0), output(10.0))
-    answers.check(cells)
+    cells = answers.checked(cells)
     analysis = effects.analyse(cells)
     text = report_of({"name": "t"}, cells, None, analysis)
     main = next(line for line in text.splitlines() if line.startswith("| elementwise (run) ["))

@@ -38,7 +38,7 @@ def test_a_torch_cnn_runs_its_convolutions_on_tf32():
         assert cell["tf32_effective"] is True
         assert cell["tf32_paths"] == {"conv": True, "matmul": False}
         assert answers.arithmetic(cell) == "tf32" and cell["peak_kind"] == "tf32"
-    answers.check(cells)
+    cells = answers.checked(cells)
     assert [c["answer_check"] for c in cells] == ["same", "same"]
 
 

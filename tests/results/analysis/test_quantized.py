@@ -95,8 +95,7 @@ def test_verdicts_pairs_and_the_report_section():
     base["answer"] = {"output": {"rms": 1.0, "mean": 0.1, "max_abs": 2.0}}
     good = quantized_summary("keras-jax", [5.0, 5.2, 5.1], "int8", 0.02)
     bad = quantized_summary("keras-jax", [5.0, 5.2, 5.1], "int8_weight_only", 0.2)
-    summaries = [base, good, bad]
-    answers.check(summaries)
+    summaries = base, good, bad = answers.checked([base, good, bad])
     assert good["quantization_check"] == quantized.WITHIN
     assert bad["quantization_check"] == quantized.BEYOND
     assert "top-1 agreement 87.5 % (7 of 8)" in good["quantization_detail"]
@@ -116,8 +115,7 @@ def test_precision_effects_show_the_error_and_never_time_emulated_float8():
     int8 = quantized_summary("keras-jax", [5.0, 5.2, 5.1], "int8", 0.02)
     fp8 = quantized_summary("keras-jax", [5.0, 5.2, 5.1], "float8", 0.05,
                             float8="emulated: no float8 matmul on a CPU")
-    summaries = [base, int8, fp8]
-    answers.check(summaries)
+    summaries = answers.checked([base, int8, fp8])
     (table,) = [t for t in effects.analyse(summaries).axes if t.factor == "precision"]
     (int8_effect,) = table.of("int8")
     assert int8_effect.estimate.ratio == pytest.approx(10.5 / 5.1, rel=0.05)
@@ -138,8 +136,7 @@ def test_the_keras_table_puts_quantized_cells_in_a_column_group_never_bold():
                        backend="torch", batch_size=8)
     int8 = quantized_summary("keras-jax", [5.0, 5.2, 5.1], "int8", 0.02)
     int8["backend"] = "jax"
-    summaries = [float_cell, other, int8]
-    answers.check(summaries)
+    summaries = answers.checked([float_cell, other, int8])
     rows, columns, titles = keras_view(summaries)
     assert columns[-1] == "keras-jax · int8" and titles[columns[-1]] == "Keras 3 (JAX) · int8"
     assert len({s["label"] for s in rows}) == 1          # one row: the int8 cell beside float

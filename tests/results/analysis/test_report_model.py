@@ -1,6 +1,7 @@
 """The report model (runner/results/analysis/report_model.py): a report's analysis made once
-and handed to every renderer. Calls are counted at the functions' own code (sys.setprofile), so
-a renderer calling one under any name counts too; nothing is replaced."""
+and handed to every renderer, and a run analysed once (analyse_run) for its reports and its
+history. Calls are counted at the functions' own code (sys.setprofile), so a renderer calling
+one under any name counts too; nothing is replaced."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.results.analysis.test_native import on_a100, run_of
 from runner.results.analysis import (conditions, cost, decoding, effects, findings,
                                      keras_table, native, reference, report_model, scaling,
                                      speedups, summaries)
+from runner.history import db, ingest
 from runner.results.data.store import Store
 from runner.results.render import markdown, terminal
 from runner.results.render.write import write_reports
@@ -39,10 +41,11 @@ INSIDE: dict[str, Callable] = {"tf32_rows": summaries.tf32_rows,
 
 
 @contextmanager
-def counted() -> Iterator[Counter]:
-    """How often each function of ONCE and INSIDE is entered, by its code object (and under
-    "render: NAME", how often from a renderer's own code); "table_view": the tables' views."""
-    functions = {**ONCE, **INSIDE, "table_view": report_model.table_view}
+def counted(**more: Callable) -> Iterator[Counter]:
+    """How often each function of ONCE, INSIDE and `more` is entered, by its code object (and
+    under "render: NAME", how often from a renderer's own code); "table_view": the tables'
+    views."""
+    functions = {**ONCE, **INSIDE, "table_view": report_model.table_view, **more}
     codes = {f.__code__: name for name, f in functions.items()}
     calls: Counter = Counter()
 
@@ -69,7 +72,7 @@ def test_a_fixture_runs_reports_and_terminal_tables_analyse_it_once(tmp_path):
     shutil.copytree(FIXTURE_RUNS / "base", run)
     console = Console(file=io.StringIO(), width=160)
     with counted() as calls:
-        model = write_reports(Store(run), Store(run).read_manifest())
+        model = write_reports(Store(run), report_model.analyse_run(Store(run)))
         show_results(model, "base", run, console)
     assert (run / "report.md").is_file() and "## Findings" in (run / "report.md").read_text()
     assert "Workload (task)" in console.file.getvalue()
@@ -112,3 +115,40 @@ def test_the_model_holds_what_the_renderers_used_to_compute():
     assert set(model.column_titles.values()) == {"Keras 3 (JAX)", "HF PyTorch (eager)"}
     bare = report_model.build({"name": "t"}, cells)              # no effects: no findings
     assert bare.analysis is None and bare.findings == []
+
+
+def history_rows(engine) -> dict[str, list[dict]]:
+    """Every row of the history but when and how it was imported."""
+    from runner.history import tables
+
+    with engine.connect() as conn:
+        return {table.name: [{k: v for k, v in row._mapping.items()
+                              if k not in ("imported_at", "origin")}
+                             for row in conn.execute(table.select().order_by(*table.primary_key))]
+                for table in tables.metadata.sorted_tables}
+
+
+def test_a_runs_records_are_read_once_for_its_reports_and_its_history(tmp_path):
+    """The run's end as the pipeline does it: one analysis, its reports, then its history from
+    the same analysis; every record file read once, the cells summarised once, no record file
+    hashed again for the history. An old run's `history import` analyses the folder itself and
+    stores the same rows."""
+    run = tmp_path / "base"
+    shutil.copytree(FIXTURE_RUNS / "base", run)
+    files = len(list((run / "cells").glob("*.json")))
+    engine = db.open_history(f"sqlite:///{tmp_path / 'run.sqlite'}")
+    with counted(read_record=Store.read_record, sha256=ingest.sha256) as calls:
+        analysed = report_model.analyse_run(Store(run))
+        write_reports(Store(run), analysed)
+        done = ingest.import_run(engine, run, origin="run", analysed=analysed)
+    assert done.action == "added" and done.cells == len(analysed.summaries) == 8
+    assert calls["read_record"] == files == len(analysed.records)
+    assert calls["cell_summaries"] == 1 and calls["analyse"] == 1
+    assert calls["sha256"] == 1                     # the manifest's; the records' were read once
+    later = db.open_history(f"sqlite:///{tmp_path / 'import.sqlite'}")
+    assert ingest.import_run(later, run).action == "added"
+    assert history_rows(later) == history_rows(engine)
+    # The history keeps the summaries without the answers' verdicts, the report with them.
+    assert not any("answer_check" in s for s in analysed.summaries)
+    assert all(s["answer_check"] == analysed.answers[s["cell_id"]]["answer_check"]
+               for s in analysed.report.summaries)

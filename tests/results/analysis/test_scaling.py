@@ -15,8 +15,7 @@ from runner.results.analysis.summaries import cell_summaries
 @pytest.fixture(scope="module")
 def rows():
     summaries = cell_summaries(scaling_records())
-    answers.check(summaries)
-    return scaling_rows(summaries)
+    return scaling_rows(answers.checked(summaries))
 
 
 def test_one_row_per_setting_with_every_device_count_and_environment(rows):
