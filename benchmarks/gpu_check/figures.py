@@ -194,7 +194,7 @@ def tuning_figures(matrix_runs: Path, ids: dict[str, str]) -> list[dict[str, Any
     """The newest tuning folder of a matrix (<runs>/<name>/tuning/<time>/): per cell its
     tuned.toml entry (the knobs chosen, how the search ended, probes, minutes, the probes'
     own gain) and its probes (tuning/<cell id>/probes.jsonl: knobs, status, ms/step, wall s),
-    `ids` giving each defaults cell's id by its name."""
+    for the cells of `ids` (a run's defaults cells: their ids by their names)."""
     found = sorted((matrix_runs / "tuning").glob("*/tuned.toml")) \
         if (matrix_runs / "tuning").is_dir() else []
     if not found:
@@ -203,7 +203,9 @@ def tuning_figures(matrix_runs: Path, ids: dict[str, str]) -> list[dict[str, Any
     cells = tomllib.loads(found[-1].read_text(encoding="utf-8")).get("cells", {})
     out = []
     for name, entry in cells.items():
-        path = root / "tuning" / ids.get(name, "?") / "probes.jsonl"
+        if name not in ids:
+            continue
+        path = root / "tuning" / ids[name] / "probes.jsonl"
         probes = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
                   if line.strip()] if path.is_file() else []
         out.append({"cell": name, "knobs": entry.get("knobs", {}), "status": entry.get("status"),

@@ -78,6 +78,8 @@ def figure_lines(outcome: Outcome) -> list[str]:
 
 
 def cell_line(row: dict[str, Any]) -> str:
+    if row["status"] == "not_applicable":
+        return f"{row['cell_name']}: not applicable: {row['error'] or ''}"
     extra = ""
     if row.get("fraction_of_peak"):
         extra += (f" {fmt(row['achieved_tflops'])} TFLOP/s ({float(row['fraction_of_peak']):.0%}"

@@ -46,12 +46,9 @@ def tuned_run(name: str, only: tuple[str, ...]) -> Callable[[Context], dict[str,
             ctx, "tune", str(ctx.matrix(MATRIX)), *selection, "--profile", ctx.profile,
             "--budget-minutes", f"{BUDGET_MINUTES[ctx.profile]:g}", "--results-dir", results),
             ctx.left_s - PACK_S)
-        if code:
-            # No tuned.toml of a cell: its tuned cell is planned not applicable, and the run
-            # measures the defaults alone; the tuning's failure is the part's.
-            problem = f"tune exited {code}: {last_line(tail)}"
-        else:
-            problem = ""
+        # A cell the tuning did not finish has no tuned.toml entry: its tuned cell is planned
+        # not applicable, and the run measures its defaults alone; the failure is the part's.
+        problem = f"tune exited {code}: {last_line(tail)}" if code else ""
         code, tail = run_matrix(ctx, name, MATRIX, only)
         result = run_result(ctx, name, MATRIX, code, tail)
         ids = {row["cell_name"]: row["cell_id"] for row in result["figures"].get("cells", [])}
