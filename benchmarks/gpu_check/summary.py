@@ -91,7 +91,8 @@ def cell_line(row: dict[str, Any]) -> str:
                   f"error {fmt(float(row['quantization_relative_error'] or 'nan') * 100)} % "
                   f"({row['quantization_check'] or '?'}), top-1 "
                   f"{fmt(float(row['quantization_top1_agreement'] or 'nan') * 100)} %"
-                  + (" ~emulated" if row.get("emulated") == "True" else ""))
+                  + (("; float8 ~emulated" if row.get("emulated") == "True" else
+                      "; float8 native") if "float8" in str(row.get("precision")) else ""))
     if row.get("vram_peak_mb"):
         extra += f"; VRAM peak {fmt(row['vram_peak_mb'])} MB"
     if row.get("energy_per_step_j"):
