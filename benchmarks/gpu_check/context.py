@@ -11,7 +11,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SETUP_S = 10.0                          # the environment, the wheels, the plans
+SETUP_S = 20.0                          # the environment, the wheels, the plans
 PACK_S = 10.0                           # the archive and the summary
 
 
@@ -33,6 +33,7 @@ class Context:
     plans: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = dataclasses.field(
         default_factory=dict)
     runs: dict[str, Path] = dataclasses.field(default_factory=dict)   # part -> run folder
+    kept: set[str] = dataclasses.field(default_factory=set)   # parts the budget holds, by name
 
     @property
     def left_s(self) -> float:

@@ -24,7 +24,8 @@ MATRICES = HERE / "matrices"
 # The interpreter path the matrices name; replaced by the check's environment's own.
 MATRIX_PYTHON = "/tmp/gpu-check/venv/bin/python"
 STOP_GRACE_S = 15.0                     # SIGTERM, then SIGKILL: a run finalises its reports
-PLANS_AT_ONCE = 4                       # `runner plan` processes side by side in the set-up
+# `runner plan` processes side by side in the set-up (each mostly imports: one a core)
+PLANS_AT_ONCE = min(8, max(4, os.cpu_count() or 4))
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -16,17 +16,31 @@ OUT_MAX_FILES = 8
 OUT_MAX_FILE_BYTES = 16 * 2**20
 OUT_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 OUT_FILES = ("summary.txt", "summary.json", "check.log", "pytest.log", "runs.tar.gz")
+
+
+def _plots(path: Path) -> bool:
+    return "plots" in path.parts or path.name == "report.html"
+
+
+def _traces(path: Path) -> bool:
+    """A profile's Chrome trace, and the profiled pass's result in the worker's folder, which
+    carries it too (kernels.json and profile.json, the figures, stay)."""
+    return _plots(path) or path.name == "trace.json.gz" or (
+        "work" in path.parts and path.parent.name.endswith("-profile"))
+
+
 LEAVE_OUT = (   # what the archive drops, in turn, when it would exceed OUT_MAX_FILE_BYTES
     ("nothing", lambda path: False),
-    ("plots and report.html", lambda path: "plots" in path.parts or path.name == "report.html"),
-    ("logs", lambda path: "plots" in path.parts or path.name == "report.html"
-     or "logs" in path.parts),
+    ("plots and report.html", _plots),
+    ("profile traces", _traces),
+    ("logs", lambda path: _traces(path) or "logs" in path.parts),
 )
 
 
 def pack_runs(runs: Path, archive: Path, limit: int = OUT_MAX_FILE_BYTES) -> str:
     """The run folders as one .tar.gz under `limit` bytes: whole at first, then without the
-    plots and HTML, then without the workers' logs; says what it left out."""
+    plots and HTML, then without the profiles' traces, then without the workers' logs; says
+    what it left out (each step leaves out what the steps before it did)."""
     files = sorted(p for p in runs.rglob("*") if p.is_file() and not p.is_symlink()) \
         if runs.is_dir() else []
     for left_out, leave in LEAVE_OUT:

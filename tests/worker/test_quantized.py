@@ -116,3 +116,24 @@ def test_the_cnn_predicts_the_same_logits_on_every_api(tmp_path):
     for environment, values in logits.items():
         worst = max(abs(a - b) for a, b in zip(reference, values, strict=True))
         assert worst <= 1e-3 * scale, f"{environment}: {values[:4]} against {reference[:4]}"
+
+
+@pytest.mark.slow
+def test_torchao_int4_asks_for_the_kernels_torch_itself_has():
+    """torchao's default int4 layout ("plain") runs on mslk's kernels, which no stack here
+    installs, so every int4 cell failed on a GPU; the worker asks for tinygemm's packed layout,
+    whose matmul is torch's own (aten._weight_int4pack_mm)."""
+    script = textwrap.dedent("""
+        import torch
+        from torchao import quantization
+        from runner.worker.apis.torchao_quantize import CONFIGS
+        name, kwargs = CONFIGS["int4"]
+        config = getattr(quantization, name)(**kwargs)
+        assert name == "Int4WeightOnlyConfig" and config.group_size == 128
+        print(str(getattr(config.int4_packing_format, "value", config.int4_packing_format)),
+              hasattr(torch.ops.aten, "_weight_int4pack_mm"))
+    """)
+    done = subprocess.run([str(venvs.build("torch").python), "-c", script], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["tile_packed_to_4d", "True"]

@@ -64,6 +64,13 @@ def swiglu_class(keras: Any) -> type:
     return SwiGLUFeedForward
 
 
+# Arguments the Keras layer is built with beyond the table's, whose effect the seeded weights
+# (set_weights below) undo: the recurrent layers' default orthogonal initializer runs a QR
+# decomposition, which neither torch (geqrf) nor JAX nor TensorFlow has in bfloat16.
+BUILD_ONLY = {"LSTM": {"recurrent_initializer": "glorot_uniform"},
+              "GRU": {"recurrent_initializer": "glorot_uniform"}}
+
+
 def keras_layer(keras: Any, layer: Layer, args: dict[str, Any]) -> Any:
     """The table's layer as its Keras class (keras.layers, keras-hub's, or the recipe's)."""
     if layer.keras == "recipe":
@@ -81,7 +88,7 @@ def build_model(keras: Any, spec: CellSpec) -> tuple[Any, Any]:
     shapes = layer.inputs(lc.shapes_of(spec))
     inputs = [keras.Input(shape=shape, dtype="int32" if layer.ids else "float32")
               for shape in shapes]
-    made = keras_layer(keras, layer, lc.arguments(spec))
+    made = keras_layer(keras, layer, {**lc.arguments(spec), **BUILD_ONLY.get(layer.name, {})})
     if layer.inputs_as == "list":
         out = made(inputs, **layer.call)
     else:

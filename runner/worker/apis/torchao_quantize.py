@@ -5,7 +5,9 @@ built model whose weights are seeded, before its predict or generate is timed
 - int8: Int8DynamicActivationInt8WeightConfig(): int8 weights per output channel, activations
   quantized per token at call time;
 - int8_weight_only: Int8WeightOnlyConfig();
-- int4: Int4WeightOnlyConfig(group_size=128): CUDA only (its packed kernels);
+- int4: Int4WeightOnlyConfig(group_size=128) in tinygemm's packed layout: CUDA only (torch's own
+  _weight_int4pack_mm; torchao's default layout, "plain", calls the kernels of mslk, a package
+  no stack here installs);
 - float8: Float8DynamicActivationFloat8WeightConfig(): CUDA, compute capability >= 8.9 only.
 
 quantize_ swaps the weights of nn.Linear layers for torchao tensor subclasses (embeddings and
@@ -31,7 +33,8 @@ from .quantized import Quantization
 
 CONFIGS = {"int8": ("Int8DynamicActivationInt8WeightConfig", {}),
            "int8_weight_only": ("Int8WeightOnlyConfig", {}),
-           "int4": ("Int4WeightOnlyConfig", {"group_size": 128}),
+           "int4": ("Int4WeightOnlyConfig", {"group_size": 128,
+                                             "int4_packing_format": "tile_packed_to_4d"}),
            "float8": ("Float8DynamicActivationFloat8WeightConfig", {})}
 
 
