@@ -292,7 +292,7 @@ RECOMPUTED = {"keras_table": {"keras_view"},
               "summaries": {"tf32_rows", "pivot", "fixed_costs"},
               "effects": {"analyse", "keras_speedups", "speedup"},
               "speedups": {"keras_speedups", "speedup"},
-              "findings": {"sentences", "method_sentence"}, "scaling": {"scaling_rows"},
+              "findings": {"of", "method_sentence"}, "scaling": {"scaling_rows"},
               "reference": {"beside"}, "cost": {"price_of", "sentences", "price_ratio"},
               "profiles": {"biggest_gap"}, "conditions": {"to_act_on"},
               "decoding": {"keras_titles"}}
@@ -327,8 +327,8 @@ def test_the_recompute_rule_catches_a_planted_call():
     planted = ("from ..analysis import native, findings as f\n"
                "from ..analysis.keras_table import keras_view\n"
                "from ..analysis.summaries import TIME_KEY, tf32_rows\n"
-               "x = native.keras_over_native(v) + f.sentences(s) + native.ratio_cell(r)\n")
-    assert recomputed_in(planted) == {"native.keras_over_native", "findings.sentences",
+               "x = native.keras_over_native(v) + f.of(s) + native.ratio_cell(r)\n")
+    assert recomputed_in(planted) == {"native.keras_over_native", "findings.of",
                                       "keras_table.keras_view", "summaries.tf32_rows"}
 
 
