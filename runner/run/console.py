@@ -32,8 +32,19 @@ from .setup import Setup
 
 
 def show_profile(matrix: Matrix, console: Console) -> None:
-    console.print(f"[bold]profile:[/] {matrix.profile} ({user_text(matrix.profile_reason)})",
-                  soft_wrap=True)
+    console.print(f"[bold]profile:[/] {matrix.profile} ({user_text(matrix.profile_reason)})"
+                  f"{left_out_text(matrix)}", soft_wrap=True)
+
+
+def left_out_text(matrix: Matrix) -> str:
+    """'; leaves out 12 benchmarks (470 cells) of the other profile (--profile full runs
+    them)': what the matrix holds that this profile does not run."""
+    if not matrix.left_out:
+        return ""
+    other = "smoke" if matrix.profile == "full" else "full"
+    count, cells = len(matrix.left_out), sum(matrix.left_out.values())
+    return (f"; leaves out {count} benchmark{'s' if count > 1 else ''} ({cells} cells) that "
+            f"run under another profile (--profile {other} runs them)")
 
 
 def show_setup(matrix: Matrix, setup: Setup, cells: list[Cell], console: Console,
@@ -169,7 +180,9 @@ def plan_table(matrix: Matrix, plan: Plan) -> Table:
         table.add_row(user_text(cell.name), cell.id, str(cell.repeats),
                       f"{cell.warmup_steps}+{cell.steps}", state)
     table.caption = (f"{len(plan.to_run)} runs to do, {len(plan.done)} done, "
-                     f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out")
+                     f"{len(plan.not_applicable)} not applicable, {plan.filtered_out} filtered out"
+                     + (f", {sum(matrix.left_out.values())} of another profile"
+                        if matrix.left_out else ""))
     return table
 
 

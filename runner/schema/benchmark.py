@@ -83,9 +83,10 @@ class _Benchmark(Strict):
     # Compare what each cell computed (its answer) with the other environments of its row; false
     # where the APIs are known to compute differently (the report says the check was off).
     check_answers: bool = True
-    # The profiles this benchmark runs under (None: every one). Under another its cells are
-    # planned not_applicable, with the reason: shown and counted, never silently dropped (the
-    # canonical matrix keeps torch.compile'd Hugging Face cells out of the smoke profile).
+    # The profiles this benchmark runs under (None: every one). Under another it has no cells:
+    # the run leaves it out and says so (the profile's line counts what each profile leaves
+    # out), so that a matrix can hold a GPU table and a CPU first look without either's report
+    # filling with NA rows of the other's (the canonical matrix: its smoke rows and full rows).
     profiles: list[Literal["full", "smoke"]] | None = Field(None, min_length=1)
     # Two of the catalog's axes the validator below completes from the workload (BenchmarkSpec
     # adds every axis as a field; these two are declared here so the validator can name them).

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 import shutil
 import stat
@@ -14,7 +15,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 from .. import schema
 from ..errors import UsageError
@@ -123,6 +123,8 @@ class Matrix:
     resolved: dict[str, Any] = field(default_factory=dict)  # the TOML data after profile overrides
     cells: list[Cell] = field(default_factory=list)
     calibration: list[Cell] = field(default_factory=list)   # [run] calibrate: the peak's cells
+    # Benchmarks whose `profiles` leave out the profile in force: index → the cells they have.
+    left_out: dict[int, int] = field(default_factory=dict)
 
     @property
     def user_workloads(self) -> list[UserWorkload]:
@@ -268,8 +270,13 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
     varying = schema.AXES       # task and batch_size first: they are the cell's own fields
     for index, bench in enumerate(spec.benchmarks):
         names = list(spec.environments) if "*" in bench.environments else bench.environments
-        grid = itertools.product(names, *(bench.axis_values(a) for a in varying),
-                                 bench.option_grid())
+        axis_values = [bench.axis_values(a) for a in varying]
+        if bench.profiles is not None and matrix.profile not in bench.profiles:
+            # Another profile's benchmark: no cell of this run (counted, said by the plan).
+            matrix.left_out[index] = len(names) * math.prod(map(len, axis_values)) * \
+                len(bench.option_grid())
+            continue
+        grid = itertools.product(names, *axis_values, bench.option_grid())
         for env_name, *values, chosen_options in grid:
             env = spec.environments[env_name]
             coords = dict(zip(varying, values, strict=True))
@@ -287,8 +294,7 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
                 options=options, env=worker_env(run, env),
                 steps=bench.steps or run.steps, warmup_steps=bench.warmup_steps or run.warmup_steps,
                 repeats=bench.repeats or run.repeats, timeout=bench.timeout or run.timeout,
-                not_applicable=profile_reason(index, bench.profiles, matrix.profile)
-                or catalog.not_applicable_reason(
+                not_applicable=catalog.not_applicable_reason(
                     spec.workload(bench.workload), env.api, env.backend, coords, task,
                     batch_size, options),
                 settings=protocol.settings_from(run),
@@ -302,13 +308,6 @@ def expand(matrix: Matrix, path: Path) -> list[Cell]:
             cells[cell.id] = cell
             origin[cell.id] = index
     return list(cells.values())
-
-
-def profile_reason(index: int, profiles: Sequence[str] | None, profile: str) -> str | None:
-    """Why a benchmark's cells do not run under this profile (its `profiles` leave it out)."""
-    if profiles is None or profile in profiles:
-        return None
-    return f"benchmarks[{index}] runs under the {' and '.join(profiles)} profile only"
 
 
 # The frameworks' own switches for on-demand device memory ([run] preallocate = false).

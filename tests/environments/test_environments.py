@@ -4,6 +4,7 @@ environment holds against its lock."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -193,3 +194,15 @@ def test_two_runs_building_one_lock_at_once_share_one_build_with_no_false_drift(
     (env.path / venvs.SEED_FILE).unlink()          # as an environment built before the record
     assert LocalExecutor.check_installed(env) == []
     assert "packaging" in json.loads((env.path / venvs.SEED_FILE).read_text())
+    # Its packages' bytecode is compiled (workers write none: PYTHONDONTWRITEBYTECODE) ...
+    cache = next(env.path.glob("lib/python*/site-packages")) / "numpy" / "__pycache__"
+    tag = sys.implementation.cache_tag                  # the lock's Python is this one's, 3.11
+    assert venvs.has_bytecode(env) and (cache / f"__init__.{tag}.pyc").is_file()
+    # ... and an environment built before that is compiled once, the next time it is used.
+    (env.path / venvs.BYTECODE_FILE).unlink()
+    shutil.rmtree(cache)
+    lines: list[str] = []
+    assert venvs.build("numpy", "cpu", tmp_path, lines.append) == env
+    assert lines == [f"compiling {env.path.name}'s packages to bytecode (once)"]
+    assert venvs.has_bytecode(env) and (cache / f"__init__.{tag}.pyc").is_file()
+    assert LocalExecutor.check_installed(env) == []

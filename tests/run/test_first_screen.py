@@ -35,8 +35,8 @@ def test_the_dry_run_of_matrix_toml_says_its_setup_in_one_screen(run_cli, monkey
     assert shared == ["env (every environment): XLA_PYTHON_CLIENT_PREALLOCATE=false "
                       "TF_FORCE_GPU_ALLOW_GROWTH=true"]
     assert all(len(line) <= 100 for line in lines[len(setup):])       # the tables fit
-    for name in ("matmul-run-keras-tensorflow-b1-bfloat16-size=tiny",
-                 "elementwise-run-keras-tensorflow-b1-jit=true-size=tiny"):
+    for name in ("matmul-run-keras-tensorflow-b1-size=tiny",
+                 "bert-predict-keras-tensorflow-b32-size=tiny"):
         assert any(line.startswith(name + " ") for line in lines), name   # whole, not folded
 
 

@@ -40,21 +40,37 @@ def test_smoke_profile_overrides_run_keys_and_axes(write_matrix):
     assert m.resolved["run"]["profile"] == "smoke"
 
 
-def test_a_benchmark_for_some_profiles_is_planned_not_applicable_under_the_others(write_matrix,
-                                                                                  run_cli):
+def test_a_benchmark_for_one_profile_is_left_out_of_the_other_and_counted(write_matrix,
+                                                                         run_cli):
+    """A benchmark's `profiles` keep it out of the other profile's run altogether (no NA row in
+    its report), counted on the profile's line; the same cell in a benchmark of each profile is
+    no repeated cell."""
     text = BENCH + """
 [[benchmarks]]
 workload = "elementwise"
-environments = ["numpy"]
+environments = ["numpy", "keras-jax"]
+jit = false
 profiles = ["full"]
+
+[[benchmarks]]
+workload = "elementwise"
+environments = ["numpy"]
+jit = false
+profiles = ["smoke"]
 """
     full = matrix_mod.load(write_matrix(text), profile="full")
     smoke = matrix_mod.load(write_matrix(text), profile="smoke")
-    assert [c.not_applicable for c in full.cells if c.workload == "elementwise"] == [None]
-    (skipped,) = [c for c in smoke.cells if c.workload == "elementwise"]
-    assert skipped.not_applicable == "benchmarks[1] runs under the full profile only"
-    assert not any("profile" in (c.not_applicable or "") for c in smoke.cells
-                   if c.workload == "matmul")
+    assert [c.environment for c in full.cells if c.workload == "elementwise"] == ["numpy",
+                                                                                 "keras-jax"]
+    assert [c.environment for c in smoke.cells if c.workload == "elementwise"] == ["numpy"]
+    assert not any(c.not_applicable for c in full.cells + smoke.cells
+                   if c.workload == "elementwise")
+    assert full.left_out == {2: 1} and smoke.left_out == {1: 2}
+    code, out, _ = run_cli(write_matrix(text), "--dry-run", "--profile", "smoke")
+    assert code == 0
+    assert "leaves out 1 benchmark (2 cells) that run under another profile (--profile full " \
+           "runs them)" in out
+    assert "2 of another profile" in out and "elementwise-run-keras-jax" not in out
     code, _, err = run_cli(write_matrix(text.replace('["full"]', '["ful"]')), "--dry-run")
     assert code == 2 and err.count("\n") == 1 and "benchmarks[1].profiles" in err
 

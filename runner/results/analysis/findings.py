@@ -3,11 +3,19 @@ and the answer check. Every sentence carries its number and its 95 % interval; a
 covers 1 is said to be "not distinguishable from noise", a ratio without an interval says why it
 has none, and a count of "fastest" rows says in how many the lead is beyond noise. Nothing is
 claimed that the statistics do not support.
+
+The section answers first, in at most ANSWER_BULLETS bullets, what a reader opens it for: which
+environment is fastest here, by how much, and whether this run can tell (said once, with the
+setting that would, when too few repeats leave the ratios without an interval); the rest follows
+grouped by kind (Findings.groups).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...worker.catalog import is_hub
@@ -16,10 +24,30 @@ from ..formatting import fmt, md_code, md_text
 from . import answers
 from .effects import BETWEEN_ENVIRONMENTS, PER_ITEM_FACTORS, Analysis, EffectTable, fastest, shown
 from .ratios import Ratio
-from .summaries import TF32_MARK, pivot, table_group, tf32_rows
+from .speedups import ranked
+from .stats import MIN_CI_REPEATS
+from .summaries import TF32_MARK, TIME_KEY, pivot, table_group, tf32_rows
 
 ROWS_IN_FULL = 2          # a value with this many rows or fewer gets one sentence per row
 FASTEST_SHOWN = 3         # environments named in the "fastest in k of n rows" sentences
+ANSWER_BULLETS = 5        # the answer the Findings open with: at most this many bullets
+ANSWERS = "The answer check"   # the group of the same-answer check's sentences
+
+
+@dataclass(frozen=True)
+class Findings:
+    """The Findings section: its answer (which is fastest here, by how much, can this run
+    tell; at most ANSWER_BULLETS sentences), then the rest as (kind, sentences) groups."""
+
+    answer: list[str] = field(default_factory=list)
+    groups: list[tuple[str, list[str]]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.sentences)
+
+    @property
+    def sentences(self) -> list[str]:
+        return self.answer + [sentence for _, said in self.groups for sentence in said]
 
 
 def speed_words(estimate: Ratio) -> str:
@@ -86,16 +114,23 @@ def _ratio(effect) -> float:
     return effect.estimate.ratio
 
 
-def fastest_sentences(summaries: list[CellSummary], what: str = "") -> list[str]:
-    """'jax is fastest in 7 of 10 rows (beyond noise in 5)': per environment, the rows where it
-    is the fastest of the cells that agree, and in how many it is ahead of every other cell of
-    the row beyond noise (effects.fastest). Rows whose float32 cells ran different arithmetic
-    (TF32 in some, †) are left out: their ranking compares other work."""
+@dataclass(frozen=True)
+class Win:
+    """A row's fastest cell: its environment, how many times faster than the row's next (its
+    lead) and whether it is ahead of every other cell beyond noise (effects.fastest)."""
+
+    environment: str
+    lead: float
+    clear: bool
+
+
+def row_winners(summaries: list[CellSummary]) -> list[Win]:
+    """The winner of each row with two or more environments whose cells agree. Rows whose
+    float32 cells ran different arithmetic (TF32 in some, †) are left out: their ranking
+    compares other work."""
     environments, rows, grid = pivot(summaries)
     marked = tf32_rows(summaries)
-    wins: Counter[str] = Counter()
-    clear: Counter[str] = Counter()
-    contested = 0
+    out = []
     for label, batch in rows:
         if (label, batch) in marked:
             continue
@@ -103,12 +138,44 @@ def fastest_sentences(summaries: list[CellSummary], what: str = "") -> list[str]
         found = fastest(cells)
         if found is None or found[1] is None:
             continue
-        contested += 1
-        wins[found[0]["environment"]] += 1
-        clear[found[0]["environment"]] += bool(found[1])
-    return [f"{md_text(env)} is fastest in {count} of {contested} rows{what} with two or more "
-            f"environments (ahead of every other beyond noise in {clear[env]})."
-            for env, count in wins.most_common(FASTEST_SHOWN)]
+        best, runner_up = ranked(cells)[:2]
+        out.append(Win(str(found[0]["environment"]), runner_up[TIME_KEY] / best[TIME_KEY],
+                       bool(found[1])))
+    return out
+
+
+def fastest_sentences(summaries: list[CellSummary], what: str = "") -> list[str]:
+    """'jax is fastest in 7 of 10 rows (beyond noise in 5)': per environment, the rows where it
+    is the fastest of the cells that agree, and in how many it is ahead of every other cell of
+    the row beyond noise (effects.fastest)."""
+    wins = row_winners(summaries)
+    counts = Counter(w.environment for w in wins)
+    return [f"{md_text(env)} is fastest in {count} of {len(wins)} rows{what} with two or more "
+            f"environments (ahead of every other beyond noise in "
+            f"{sum(w.clear for w in wins if w.environment == env)})."
+            for env, count in counts.most_common(FASTEST_SHOWN)]
+
+
+def winner_sentences(summaries: list[CellSummary], limit: int, tell: bool = True) -> list[str]:
+    """The answer's 'which is fastest, by how much': per environment that wins rows (the most
+    first), in how many rows, its lead over each row's next fastest (the geometric mean of the
+    leads, and their range), and (`tell`: the run has intervals) in how many rows the lead is
+    beyond noise."""
+    wins = row_winners(summaries)
+    out = []
+    for env, count in Counter(w.environment for w in wins).most_common(max(0, limit)):
+        leads = [w.lead for w in wins if w.environment == env]
+        if len(leads) == 1:
+            lead = f"by {fmt(leads[0])}× over the next fastest of its row"
+        else:
+            mean = math.exp(statistics.fmean(math.log(v) for v in leads))
+            lead = (f"by {fmt(mean)}× over each row's next fastest (geometric mean; from "
+                    f"{fmt(min(leads))}× to {fmt(max(leads))}×)")
+        clear = sum(w.clear for w in wins if w.environment == env)
+        noise = f"; ahead of every other beyond noise in {clear}" if tell else ""
+        out.append(f"**{md_text(env)}** is fastest in {count} of {len(wins)} rows with two or "
+                   f"more environments, {lead}{noise}.")
+    return out
 
 
 def tf32_sentences(summaries: list[CellSummary], analysis: Analysis) -> list[str]:
@@ -180,32 +247,64 @@ def answer_sentences(summaries: list[CellSummary]) -> list[str]:
     return out
 
 
-def repeat_sentences(analysis: Analysis) -> list[str]:
-    """Say once why effects have no interval, rather than on every row."""
+def repeat_sentences(analysis: Analysis, profile: str | None = None) -> list[str]:
+    """Say once, first, whether the run can tell: why ratios have no interval (too few repeats,
+    as a smoke run's one process per cell), and the setting that would give them one."""
     missing = [e for t in analysis.tables for e in t.effects
                if e.estimate.ratio is not None and not e.estimate.has_interval]
     if not missing:
         return []
     total = sum(1 for t in analysis.tables for e in t.effects if e.estimate.ratio is not None)
-    return [f"{len(missing)} of {total} ratios have no interval: "
-            f"{md_text(missing[0].estimate.why)}; "
-            "without one, no ratio is called beyond noise (set repeats ≥ 3)."]
+    where = (f", or `[profiles.{md_text(profile)}] repeats` where the {md_text(profile)} profile "
+             "sets it" if profile and profile != "full" else "")
+    return [f"**This run cannot tell which is faster beyond noise**: {len(missing)} of {total} "
+            f"ratios have no interval — {md_text(missing[0].estimate.why)} — so no lead is "
+            f"called beyond noise; `repeats = {MIN_CI_REPEATS}` or more would give each ratio "
+            f"its 95 % interval (`[run] repeats`{where})."]
 
 
-def sentences(summaries: list[CellSummary], analysis: Analysis,
-              keras_rows: list[CellSummary] | None = None) -> list[str]:
-    """The findings, most general first."""
-    out: list[str] = []
-    out += answer_sentences(summaries)
-    for table in analysis.axes:
-        out += table_sentences(table)
-    if analysis.environments:
-        out += table_sentences(analysis.environments)
+def different_answer_warning(summaries: list[CellSummary]) -> list[str]:
+    """The answer's caveat: cells that computed a different answer are never ranked."""
+    differing = sum(1 for s in summaries if s["status"] == "ok" and s.get("answer_differs"))
+    return [f"{differing} cell(s) computed a different answer from their row and are not "
+            f"ranked (marked {answers.MARK}; see Different answers)."] if differing else []
+
+
+def groups(summaries: list[CellSummary], analysis: Analysis,
+           keras_rows: list[CellSummary] | None = None) -> list[tuple[str, list[str]]]:
+    """The findings beyond the answer, by kind, most general first."""
+    settings = [s for table in analysis.axes for s in table_sentences(table)]
+    environments = table_sentences(analysis.environments) if analysis.environments else []
     for table in analysis.stacks:
-        out += table_sentences(table)
+        environments += table_sentences(table)
     if keras_rows:
-        out += fastest_sentences(keras_rows, " of the Keras table")
-    out += fastest_sentences(summaries)
-    out += tf32_sentences(summaries, analysis)
-    out += repeat_sentences(analysis)
-    return out
+        environments += fastest_sentences(keras_rows, " of the Keras table")
+    return [(ANSWERS, answer_sentences(summaries)), ("Settings", settings),
+            ("Environments", environments + tf32_sentences(summaries, analysis))]
+
+
+def arrange(summaries: list[CellSummary], analysis: Analysis,
+            kinds: list[tuple[str, list[str]]], profile: str | None = None) -> Findings:
+    """The Findings: the answer (can this run tell, which is fastest and by how much, the rows
+    left unranked for their answers), at most ANSWER_BULLETS bullets; where no row has two
+    environments to rank, the first sentences of the rest take its place. Then every non-empty
+    group of `kinds`."""
+    answer = repeat_sentences(analysis, profile)
+    caveat = different_answer_warning(summaries)
+    room = ANSWER_BULLETS - len(answer) - len(caveat)
+    winners = winner_sentences(summaries, min(FASTEST_SHOWN, room), tell=not answer)
+    rest = [(kind, said) for kind, said in kinds if said]
+    effects = next((i for i, (kind, _) in enumerate(rest) if kind != ANSWERS), None)
+    if not winners and effects is not None:    # nothing to rank: the first effects answer
+        kind, said = rest[effects]
+        winners, rest[effects] = said[:room], (kind, said[room:])
+    return Findings(answer + winners + caveat, [(k, said) for k, said in rest if said])
+
+
+def of(summaries: list[CellSummary], analysis: Analysis,
+       keras_rows: list[CellSummary] | None = None,
+       more: list[tuple[str, list[str]]] | None = None, profile: str | None = None) -> Findings:
+    """The findings of a run: the answer, then groups() and `more` (other analyses' sentences,
+    by kind)."""
+    return arrange(summaries, analysis, groups(summaries, analysis, keras_rows) + (more or []),
+                   profile)

@@ -29,6 +29,7 @@ from .answers import AnswerCheck
 from .conditions import to_act_on
 from .decoding import keras_titles
 from .effects import Analysis
+from .findings import Findings
 from .keras_table import keras_view
 from .layers import Layers
 from .native import KerasView, NativeRatio
@@ -150,7 +151,7 @@ class ReportModel:
     speedups: dict[Row, dict[str, Any]]    # keras_speedups of every cell
     native: list[NativeRatio]              # native.keras_over_native(keras)
     column_titles: dict[str, str]          # cell id → its Keras table column's title
-    findings: list[str]                    # the Findings' sentences, in order
+    findings: Findings                     # the Findings: the answer, then the rest by kind
     method: str                            # findings.method_sentence ("": no cell)
     scaling: list[ScalingRow]              # scaling.scaling_rows
     fixed_costs: list[dict[str, Any]]      # summaries.fixed_costs
@@ -177,15 +178,18 @@ def quantized_cells(summaries: list[CellSummary]) -> list[Quantized]:
 def sentences(summaries: list[CellSummary], analysis: Analysis | None,
               keras: KerasView | None, ratios: list[NativeRatio],
               profiled: Profiled | None, tiers: list[TierPair],
-              layer_cells: Layers | None = None) -> list[str]:
-    """The Findings section's sentences (none without the effects' analysis)."""
+              layer_cells: Layers | None = None, profile: str | None = None) -> Findings:
+    """The Findings section (none without the effects' analysis): its answer, then the rest by
+    kind."""
     if analysis is None:
-        return []
-    said = findings.sentences(summaries, analysis, keras[0] if keras else None)
-    said += native.sentences(ratios) + layers.sentences(layer_cells) + \
-        cost.sentences(summaries) + ranking_changes(tiers)
+        return Findings()
     gap = biggest_gap(profiled.rows) if profiled else None
-    return said + ([f"Where the time goes: {md_text(gap)}"] if gap else [])
+    # Headings unlike the sections' own (## Layers, ## Cost, ...): the kinds of sentence.
+    more = [("Keras over native", native.sentences(ratios)),
+            ("The layer family", layers.sentences(layer_cells)),
+            ("Price per item", cost.sentences(summaries)), ("Tuning", ranking_changes(tiers)),
+            ("Per-op profiles", [f"Where the time goes: {md_text(gap)}"] if gap else [])]
+    return findings.of(summaries, analysis, keras[0] if keras else None, more, profile)
 
 
 def build(manifest: Manifest, summaries: list[CellSummary], analysis: Analysis | None = None,
@@ -208,7 +212,8 @@ def build(manifest: Manifest, summaries: list[CellSummary], analysis: Analysis |
         manifest, summaries, analysis, keras,
         table_view(keras[0], keras[1], keras[2], ratios) if keras else None, cells, speedups,
         ratios, keras_titles(keras),
-        sentences(timed, analysis, keras, ratios, profiled, tiers, layer_cells),
+        sentences(timed, analysis, keras, ratios, profiled, tiers, layer_cells,
+                  manifest.get("profile")),
         findings.method_sentence(summaries) if summaries else "", scaling_rows(summaries),
         fixed_costs(summaries), reference.beside(summaries), cost.price_of(manifest),
         quantized_cells(summaries), left_out or [], profiled, tiers, layers=layer_cells)

@@ -39,10 +39,7 @@ def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool
     numbers, and that a noisier cell further down may still be faster; against all of them,
     Bonferroni-corrected, a cell is called fastest beyond noise when it is not at most 5 % of
     the time (simulated in tests/results/analysis/test_effects.py)."""
-    eligible = sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
-                       and not c.get("answer_differs") and not c.get("emulated")
-                       and not c.get("column_group")),
-                      key=lambda c: c[TIME_KEY])
+    eligible = ranked(cells)
     if not eligible:
         return None
     best, others = eligible[0], eligible[1:]
@@ -51,6 +48,15 @@ def fastest(cells: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], bool
     level = 1 - (1 - stats.CONFIDENCE) / len(others)
     leads = [speedup(other, best, level) for other in others]
     return best, all(lead.low is not None and lead.low > 1 for lead in leads)
+
+
+def ranked(cells: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A row's cells that may be its fastest, fastest first (by TIME_KEY): ok, timed, the same
+    answer as the row, measured natively, and not a column of another group's table."""
+    return sorted((c for c in cells if c["status"] == "ok" and c.get(TIME_KEY) is not None
+                   and not c.get("answer_differs") and not c.get("emulated")
+                   and not c.get("column_group")),
+                  key=lambda c: c[TIME_KEY])
 
 
 def keras_speedups(summaries: list[CellSummary]) -> dict[tuple[str, int], dict[str, Any]]:

@@ -1,7 +1,8 @@
-"""report.md: the findings in words first, then the Keras-3-benchmarks table, the effects (ratios
-with intervals, the forest plot), the answer check, warnings, training, memory, energy, per-cell
-statistics, the measured peak, problems and plots — a tuple of sections (SECTIONS), each a
-function of the Report; the parts that stand on their own are in markdown_parts.py."""
+"""report.md: the findings in words first (their answer, then the rest by kind, then the
+method), then the Keras-3-benchmarks table, the effects (ratios with intervals, the forest plot),
+the answer check, warnings, training, memory, energy, per-cell statistics, the measured peak,
+problems and plots — a tuple of sections (SECTIONS), each a function of the Report; the parts
+that stand on their own are in markdown_parts.py."""
 
 from __future__ import annotations
 
@@ -93,12 +94,20 @@ def title_section(r: Report) -> list[str]:
 
 
 def method_section(r: Report) -> list[str]:
-    return ["", r.model.method] if r.model.summaries else []
+    """How the numbers were made: after the findings, which the report opens with."""
+    return ["", "### Method", "", r.model.method] if r.model.summaries else []
 
 
 def findings_section(r: Report) -> list[str]:
+    """The answer first (which is fastest here, by how much, can this run tell), then the rest
+    by kind, each kind under its own heading."""
     said = r.model.findings
-    return ["", "## Findings", "", *[f"- {sentence}" for sentence in said]] if said else []
+    if not said:
+        return []
+    out = ["", "## Findings", "", *[f"- {sentence}" for sentence in said.answer]]
+    for kind, sentences in said.groups:
+        out += ["", f"### {md_text(kind)}", "", *[f"- {sentence}" for sentence in sentences]]
+    return out
 
 
 def keras_table_section(r: Report) -> list[str]:
@@ -316,7 +325,7 @@ def plots_lines(plots: list[Any] | None, effects_drawn: bool) -> list[str]:
 
 # The report, section by section, in order (each returns its lines, none when it has nothing).
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
-    title_section, method_section, findings_section, keras_table_section, time_section,
+    title_section, findings_section, method_section, keras_table_section, time_section,
     lambda r: layers_section(r.model.layers),
     lambda r: cost_section(r.model), lambda r: tiers_section(r.model.tiers), effects_part,
     scaling_part,

@@ -183,13 +183,13 @@ def test_findings_name_the_number_the_interval_and_the_noise():
     cells = run_like() + [summary("numpy", [4.0, 4.1, 3.96], workload="matmul", api="numpy",
                                   options={"n": 64}, batch_size=2)]
     analysis = effects.analyse(cells)
-    said = findings.sentences(cells, analysis)
+    said = findings.of(cells, analysis).sentences
     jit_jax = next(s for s in said if s.startswith("jit = true against false") and "jax" in s)
     assert jit_jax.startswith("jit = true against false: 8.00× faster (95 % CI ")
     assert jit_jax.endswith("for elementwise (run) [n=1024], batch 1 on jax.")
     batch = next(s for s in said if s.startswith("batch_size = 2 against 1 (per item)"))
     assert "not distinguishable from noise" in batch
-    assert any(s.startswith("jax is fastest in 1 of ") for s in said)
+    assert any(s.startswith("**jax** is fastest in 1 of ") for s in said)
 
 
 def test_the_forest_plot_is_drawn_and_placed_with_the_effects(tmp_path):
@@ -257,7 +257,7 @@ def test_two_stacks_of_one_framework_get_a_stack_effect_of_their_own():
     assert table.values == ["torch-2-15"] and table.title == "Stack: torch-2-15 against torch"
     assert table.effects[0].estimate.ratio == pytest.approx(5.0 / 4.0, rel=0.02)
     assert table.changes == {"torch-2-15": "torch 2.13.0 → 2.15.0"}
-    said = findings.sentences(cells, analysis)
+    said = findings.of(cells, analysis).sentences
     assert any(s.startswith("torch-2-15 (torch 2.13.0 → 2.15.0) against torch: 1.25× faster")
                for s in said), said
     text = "\n".join(markdown.effects_section(analysis, None))

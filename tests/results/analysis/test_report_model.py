@@ -27,7 +27,7 @@ from runner.run.console import show_results
 
 ONCE: dict[str, Callable] = {
     "keras_view": keras_table.keras_view, "keras_over_native": native.keras_over_native,
-    "analyse": effects.analyse, "findings.sentences": findings.sentences,
+    "analyse": effects.analyse, "findings.of": findings.of,
     "method_sentence": findings.method_sentence, "native.sentences": native.sentences,
     "cost.sentences": cost.sentences, "scaling_rows": scaling.scaling_rows,
     "fixed_costs": summaries.fixed_costs, "beside": reference.beside,
@@ -114,7 +114,7 @@ def test_the_model_holds_what_the_renderers_used_to_compute():
     assert model.keras_table.native_ratios == native.best_of(model.native)
     assert set(model.column_titles.values()) == {"Keras 3 (JAX)", "HF PyTorch (eager)"}
     bare = report_model.build({"name": "t"}, cells)              # no effects: no findings
-    assert bare.analysis is None and bare.findings == []
+    assert bare.analysis is None and not bare.findings
 
 
 def history_rows(engine) -> dict[str, list[dict]]:

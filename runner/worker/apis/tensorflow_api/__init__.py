@@ -58,9 +58,20 @@ def tf_function_traces() -> int:
     dropped meanwhile is not seen). Walks the heap: called outside the timed window only."""
     kind = getattr(tf.types.experimental, "PolymorphicFunction", None) \
         or tf.types.experimental.GenericFunction
-    # type(), not isinstance(): the heap holds weak proxies, whose class lookup can raise.
-    return sum(int(obj.experimental_get_tracing_count()) for obj in gc.get_objects()
-               if issubclass(type(obj), kind))
+    # type(), not isinstance(): the heap holds weak proxies, whose class lookup can raise. Each
+    # type is asked once: issubclass() on this abstract class for every one of the ~270 000
+    # objects of a TensorFlow process took 0.15–0.3 s a walk on this project's VM, a lookup of
+    # the type's verdict 0.04–0.1 s (two walks per cell).
+    verdicts: dict[type, bool] = {}
+    count = 0
+    for obj in gc.get_objects():
+        cls = type(obj)
+        verdict = verdicts.get(cls)
+        if verdict is None:
+            verdict = verdicts[cls] = issubclass(cls, kind)
+        if verdict:
+            count += int(obj.experimental_get_tracing_count())
+    return count
 
 
 def sync_devices() -> None:
