@@ -50,15 +50,16 @@ class Findings:
         return self.answer + [sentence for _, said in self.groups for sentence in said]
 
 
-def speed_words(estimate: Ratio) -> str:
+def speed_words(estimate: Ratio, said: bool = False) -> str:
     """'8.10× faster (95 % CI 7.60–8.60)', '1.25× slower (…) — not distinguishable from noise',
-    or the ratio with "(no interval)" (repeat_sentences says why, once)."""
+    or the ratio with "(no interval)" (repeat_sentences says why, once; `said`: the findings
+    said that no ratio has one, so the ratio alone)."""
     ratio, low, high = estimate.ratio, estimate.low, estimate.high
     if ratio is None:                   # callers give rows that have one
         return estimate.why or "no ratio"
     text = ratio_words(ratio)
     if low is None or high is None:
-        return f"{text} (no interval)"
+        return text if said else f"{text} (no interval)"
     bounds = (low, high) if ratio >= 1 else (1 / high, 1 / low)
     text += f" (95 % CI {fmt(bounds[0])}–{fmt(bounds[1])})"
     return text if estimate.distinguishable else text + " — not distinguishable from noise"
@@ -83,9 +84,9 @@ def _subject(table: EffectTable, value: Any) -> str:
     return md_text(f"{table.factor} = {shown(value)} against {shown(table.baseline)}{per}")
 
 
-def table_sentences(table: EffectTable) -> list[str]:
+def table_sentences(table: EffectTable, said: bool = False) -> list[str]:
     """Per value of the factor: one sentence per row when it has few, else the geometric mean
-    with how many rows are beyond noise each way and the range."""
+    with how many rows are beyond noise each way and the range (`said`: speed_words')."""
     out = []
     for value in table.values:
         effects = [e for e in table.of(value) if e.in_means]
@@ -93,11 +94,11 @@ def table_sentences(table: EffectTable) -> list[str]:
             continue
         subject = _subject(table, value)
         if len(effects) <= ROWS_IN_FULL:
-            out += [f"{subject}: {speed_words(e.estimate)} for {_where(e, table.factor)}."
-                    for e in effects]
+            out += [f"{subject}: {speed_words(e.estimate, said)} for "
+                    f"{_where(e, table.factor)}." for e in effects]
             continue
         overall, rows = table.overall(value)
-        text = f"{subject}: {speed_words(overall)}, geometric mean over {rows} rows"
+        text = f"{subject}: {speed_words(overall, said)}, geometric mean over {rows} rows"
         if any(e.estimate.has_interval for e in effects):
             beyond = [e for e in effects if e.estimate.distinguishable]
             faster = sum(1 for e in beyond if (e.estimate.ratio or 0.0) > 1)
@@ -116,10 +117,13 @@ def _ratio(effect) -> float:
 
 @dataclass(frozen=True)
 class Win:
-    """A row's fastest cell: its environment, how many times faster than the row's next (its
-    lead) and whether it is ahead of every other cell beyond noise (effects.fastest)."""
+    """A row's fastest cell: its environment, the row, the next fastest environment, how many
+    times faster than that one (its lead) and whether it is ahead of every other cell beyond
+    noise (effects.fastest)."""
 
     environment: str
+    row: str
+    next: str
     lead: float
     clear: bool
 
@@ -139,7 +143,8 @@ def row_winners(summaries: list[CellSummary]) -> list[Win]:
         if found is None or found[1] is None:
             continue
         best, runner_up = ranked(cells)[:2]
-        out.append(Win(str(found[0]["environment"]), runner_up[TIME_KEY] / best[TIME_KEY],
+        out.append(Win(str(best["environment"]), f"{label}, batch {batch}",
+                       str(runner_up["environment"]), runner_up[TIME_KEY] / best[TIME_KEY],
                        bool(found[1])))
     return out
 
@@ -156,26 +161,44 @@ def fastest_sentences(summaries: list[CellSummary], what: str = "") -> list[str]
             for env, count in counts.most_common(FASTEST_SHOWN)]
 
 
-def winner_sentences(summaries: list[CellSummary], limit: int, tell: bool = True) -> list[str]:
-    """The answer's 'which is fastest, by how much': per environment that wins rows (the most
-    first), in how many rows, its lead over each row's next fastest (the geometric mean of the
-    leads, and their range), and (`tell`: the run has intervals) in how many rows the lead is
-    beyond noise."""
+ROWS_NAMED = 2            # an environment's rows named in the answer when it wins this many or fewer
+
+
+def winner_sentences(summaries: list[CellSummary], room: int, tell: bool = True) -> list[str]:
+    """The answer's 'which is fastest here, and by how much', in at most `room` sentences: per
+    environment that wins rows (the most first), the rows it wins with its lead over the next
+    fastest of each (named when few; else how many, and the geometric mean and range of the
+    leads) and (`tell`: the run has intervals) in how many the lead is beyond noise; where
+    more environments win rows than there is room, the last sentence names the rest."""
     wins = row_winners(summaries)
-    out = []
-    for env, count in Counter(w.environment for w in wins).most_common(max(0, limit)):
-        leads = [w.lead for w in wins if w.environment == env]
-        if len(leads) == 1:
-            lead = f"by {fmt(leads[0])}× over the next fastest of its row"
-        else:
-            mean = math.exp(statistics.fmean(math.log(v) for v in leads))
-            lead = (f"by {fmt(mean)}× over each row's next fastest (geometric mean; from "
-                    f"{fmt(min(leads))}× to {fmt(max(leads))}×)")
-        clear = sum(w.clear for w in wins if w.environment == env)
-        noise = f"; ahead of every other beyond noise in {clear}" if tell else ""
-        out.append(f"**{md_text(env)}** is fastest in {count} of {len(wins)} rows with two or "
-                   f"more environments, {lead}{noise}.")
+    ranking = [env for env, _ in Counter(w.environment for w in wins).most_common()]
+    if room <= 0 or not ranking:
+        return []
+    shown = ranking if len(ranking) <= room else ranking[:room - 1]
+    out = [winner_sentence(env, [w for w in wins if w.environment == env], len(wins), tell)
+           for env in shown]
+    rest = [w for w in wins if w.environment not in shown]
+    if rest:
+        out.append("Fastest in the other rows: " + "; ".join(
+            f"{md_text(w.environment)} in {md_text(w.row)} ({fmt(w.lead)}× ahead of "
+            f"{md_text(w.next)})" for w in rest) + ".")
     return out
+
+
+def winner_sentence(env: str, won: list[Win], rows: int, tell: bool) -> str:
+    """One environment's wins, for the answer."""
+    if len(won) <= ROWS_NAMED:
+        where = "; ".join(f"in {md_text(w.row)}, {fmt(w.lead)}× ahead of {md_text(w.next)}"
+                          for w in won)
+        text = f"**{md_text(env)}** is fastest {where} ({len(won)} of {rows} rows)"
+    else:
+        leads = [w.lead for w in won]
+        mean = math.exp(statistics.fmean(math.log(v) for v in leads))
+        text = (f"**{md_text(env)}** is fastest in {len(won)} of {rows} rows, by {fmt(mean)}× "
+                f"over each row's next fastest (geometric mean; from {fmt(min(leads))}× to "
+                f"{fmt(max(leads))}×)")
+    clear = sum(w.clear for w in won)
+    return text + (f"; ahead of every other beyond noise in {clear}." if tell else ".")
 
 
 def tf32_sentences(summaries: list[CellSummary], analysis: Analysis) -> list[str]:
@@ -272,12 +295,16 @@ def different_answer_warning(summaries: list[CellSummary]) -> list[str]:
 
 def groups(summaries: list[CellSummary], analysis: Analysis,
            keras_rows: list[CellSummary] | None = None) -> list[tuple[str, list[str]]]:
-    """The findings beyond the answer, by kind, most general first."""
-    settings = [s for table in analysis.axes for s in table_sentences(table)]
-    environments = table_sentences(analysis.environments) if analysis.environments else []
+    """The findings beyond the answer, by kind, most general first. Where no ratio has an
+    interval (the answer said so, once) the ratios stand alone; the Keras table's own "fastest"
+    counts where it has two rows or more to rank (one is the answer's)."""
+    ratios = [e.estimate for t in analysis.tables for e in t.effects if e.estimate.ratio]
+    said = bool(ratios) and not any(r.has_interval for r in ratios)
+    settings = [s for table in analysis.axes for s in table_sentences(table, said)]
+    environments = table_sentences(analysis.environments, said) if analysis.environments else []
     for table in analysis.stacks:
-        environments += table_sentences(table)
-    if keras_rows:
+        environments += table_sentences(table, said)
+    if keras_rows and len(row_winners(keras_rows)) > 1:
         environments += fastest_sentences(keras_rows, " of the Keras table")
     return [(ANSWERS, answer_sentences(summaries)), ("Settings", settings),
             ("Environments", environments + tf32_sentences(summaries, analysis))]
@@ -292,7 +319,7 @@ def arrange(summaries: list[CellSummary], analysis: Analysis,
     answer = repeat_sentences(analysis, profile)
     caveat = different_answer_warning(summaries)
     room = ANSWER_BULLETS - len(answer) - len(caveat)
-    winners = winner_sentences(summaries, min(FASTEST_SHOWN, room), tell=not answer)
+    winners = winner_sentences(summaries, room, tell=not answer)
     rest = [(kind, said) for kind, said in kinds if said]
     effects = next((i for i, (kind, _) in enumerate(rest) if kind != ANSWERS), None)
     if not winners and effects is not None:    # nothing to rank: the first effects answer

@@ -104,7 +104,8 @@ def test_a_row_of_tf32_against_full_float32_is_marked_and_left_out():
     said = findings.of(rows, analysis).sentences
     assert not any("matmul (run)" in s and "jax against torch" in s for s in said)
     assert any(s.startswith("1 float32 row(s) and 1 ratio(s) compare cells that ran") for s in said)
-    assert any(s.startswith("**torch** is fastest in 1 of 1 rows") for s in said)   # SELU only
+    assert any(s.startswith("**torch** is fastest in elementwise (run)") and "(1 of 1 rows)" in s
+               for s in said)                                                    # SELU only
     text = report_of({"name": "t"}, rows, analysis=analysis)
     env_table = text.split("### Environments against torch")[1].split("\n## ")[0]
     assert "| matmul (run) [n=8192] | 1 | 7.20× (" in env_table and ") †" in env_table
