@@ -110,7 +110,10 @@ def test_the_report_says_where_the_time_goes(profiled_run):
 
 def test_a_second_profile_run_redoes_nothing(profiled_run):
     again = runner("profile", str(profiled_run["run_dir"]))
-    assert again.returncode == 0 and "◷ profile" not in again.stdout
+    # no pass runs again, and the command says it had nothing to do (issue 57 item 9)
+    assert again.returncode == 0 and "◷ profile: no cell to profile" in again.stdout
+    assert not [line for line in again.stdout.splitlines()
+                if line.startswith("◷ profile ") and "ms/step profiled" in line]
 
 
 def test_profile_diff_between_two_cells(profiled_run, capsys):
