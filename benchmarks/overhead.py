@@ -114,17 +114,15 @@ print(statistics.median(per_product))
 # sides see the machine at nearly the same moment, which isolates the clock's own cost from the
 # process-to-process spread). `runner doctor --measure` runs the same rounds in a cell.
 IN_PROCESS = """
-import importlib, json, sys
-from runner.worker.__main__ import prepare_process_environment
+import json, sys
+from runner.worker.__main__ import import_modules, prepare_process_environment
 from runner.worker.bench import calibrate_block
-from runner.worker.catalog import API_PACKAGES
 from runner.worker.overhead import paired_rounds
 from runner.worker.protocol import CellSpec
 
 spec = CellSpec.from_dict(json.loads(sys.argv[1]))
 prepare_process_environment(spec)
-package = importlib.import_module("runner.worker.apis." + API_PACKAGES[spec.api])
-workload = importlib.import_module(package.__name__ + "." + spec.workload)
+package, workload = import_modules(spec)
 bench = workload.build(spec, package.Framework(spec))
 # The run's own block size where it is known (its first repeat calibrated it), else calibrated.
 block = spec.calls_per_sample or calibrate_block(bench.step, bench.sync)[0]

@@ -399,3 +399,15 @@ def test_a_fresh_runs_folder_keeps_the_history_of_earlier_calls_and_loans(tmp_pa
     check.fresh_runs(runs, carried)                   # the next call keeps the machine's own
     assert [p.name for p in runs.iterdir()] == ["history.sqlite"]
     assert (runs / "history.sqlite").read_bytes() == b"an earlier loan's and this call's"
+
+
+def test_pytest_gpu_fails_on_a_skip_for_want_of_a_gpu_not_of_a_second_one():
+    """The H200 of 2026-11-28 passed both gpu tests and skipped the two-GPU one and Ray's; the
+    part called that a failure. A skip for want of any GPU is still one."""
+    harness = load("harness_parts")
+    h200 = ["SKIPPED [1] tests/executors/test_ray.py:35: Ray is not installed",
+            "SKIPPED [1] tests/worker/test_data_parallel_gpu.py:44: needs two NVIDIA GPUs "
+            "(NVML found fewer)"]
+    assert not [line for line in h200 if harness.NO_GPU_SKIP.search(line)]
+    assert harness.NO_GPU_SKIP.search("SKIPPED [1] tests/worker/test_monitor.py:219: needs an "
+                                      "NVIDIA GPU (NVML found none)")

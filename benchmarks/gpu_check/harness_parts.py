@@ -62,6 +62,9 @@ def overhead_estimate(ctx: Context) -> float:
 
 # --- pytest -m gpu, the GPU's state -----------------------------------------------------------
 
+NO_GPU_SKIP = re.compile(r"NVML found none|needs an NVIDIA GPU|no (NVIDIA )?GPU")
+
+
 def pytest_part(ctx: Context) -> dict[str, Any]:
     log = ctx.out / "pytest.log"
     code, tail = run_logged(ctx, "pytest -m gpu", [str(ctx.venv_python), "-m", "pytest", "-m",
@@ -69,10 +72,10 @@ def pytest_part(ctx: Context) -> dict[str, Any]:
                                                    "-rA"], ctx.left_s - PACK_S, log=log)
     counts = dict((word, int(n)) for n, word in
                   re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", tail))
-    # On a GPU no gpu test may skip for want of one (a module's own skip, Ray's, is no finding);
-    # on a CPU they all do.
+    # On a GPU no gpu test may skip for want of one (a module's own skip, Ray's, is no finding,
+    # nor a two-GPU test's on a one-GPU machine: "NVML found fewer"); on a CPU they all do.
     no_gpu = [line for line in tail.splitlines()
-              if line.startswith("SKIPPED") and re.search(r"GPU|NVML", line)]
+              if line.startswith("SKIPPED") and NO_GPU_SKIP.search(line)]
     ok = code == 0 and (counts.get("passed", 0) > 0 and not no_gpu
                         if ctx.profile == "full" else True)
     detail = "" if ok else "; ".join([f"pytest exited {code}: {last_line(tail)}", *no_gpu])

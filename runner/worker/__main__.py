@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import traceback
+from types import ModuleType
 from typing import Any, NoReturn, cast
 
 from . import distributions, ranks, tuning
@@ -76,6 +77,16 @@ def measure(spec: CellSpec, result: WorkerResult) -> None:
     record_after_window(spec, result, bench, clock, fw)
 
 
+def import_modules(spec: CellSpec) -> tuple[ModuleType, Workload]:
+    """The cell's API package (its Framework) and workload module, imported. A user workload's
+    bench is built by one module for every API (it imports the user's file); a declared one by
+    the module the API's record names for it. benchmarks/overhead.py builds cells this way."""
+    record = api_record(spec.api, spec.backend)
+    framework = importlib.import_module(f"{__package__}.apis.{record.package}")
+    module = "user_common" if spec.user_workload else record.workloads[spec.workload]
+    return framework, cast(Workload, importlib.import_module(f"{__package__}.apis.{module}"))
+
+
 def start_framework(spec: CellSpec,
                     result: WorkerResult) -> tuple[FrameworkBase, Workload, Nvml | None]:
     """Import the framework and the workload module, open NVML on a GPU, read the metadata and
@@ -87,12 +98,7 @@ def start_framework(spec: CellSpec,
     rest = Nvml.open(ranks.own_gpu()) if spec.device != "cpu" else None
     idle = rest.idle() if rest is not None else {}
     started = time.perf_counter()
-    record = api_record(spec.api, spec.backend)
-    framework = importlib.import_module(f"{__package__}.apis.{record.package}")
-    # A user workload's bench is built by one module for every API (it imports the user's file);
-    # a declared one by the module the API's record names for it.
-    module = "user_common" if spec.user_workload else record.workloads[spec.workload]
-    workload = cast(Workload, importlib.import_module(f"{__package__}.apis.{module}"))
+    framework, workload = import_modules(spec)
     fw: FrameworkBase = framework.Framework(spec)
     result["import_s"] = time.perf_counter() - started
     result["rss_initial_mb"] = rss_mb()

@@ -22,6 +22,9 @@ REAL_NAMES = [
      "false>(cublasLt::cublasSplitKParams<float>, float const*, float const*, float*, float "
      "const*, float const*, float const*, float const*, float*, void*, long, float*, int*)",
      "gemm"),
+    # cuBLAS's Hopper kernels, as torch 2.11 and JAX 0.11 named them on an H200 (2026-11-28)
+    ("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", "gemm"),
+    ("nvjet_sm90_tst_64x8_64x16_2x4_h_bz_TNT", "gemm"), ("gemm_fusion_dot_148", "gemm"),
     ("aten::mm", "gemm"), ("aten::addmm", "gemm"), ("aten::linear", "gemm"),
     ("aten::bmm", "gemm"), ("dot.3", "gemm"), ("matmul:_MklMatMul", "gemm"),
     ("MatMul", "gemm"), ("BatchMatMulV2", "gemm"),
@@ -36,6 +39,10 @@ REAL_NAMES = [
     ("void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(int, int, int, "
      "float const*, int, float*, float const*, kernel_grad_params, unsigned long long, int, "
      "float, int, int, int, int)", "conv"),
+    ("void flip_filter<float, float>(float*, float const*, int, int, int, int)", "conv"),
+    ("void cudnn::engines_precompiled::nhwcToNchwKernel<float, float, float, true, false, "
+     "(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, float "
+     "const*, float*)", "conv"),
     ("implicit_convolve_sgemm", "conv"), ("aten::convolution", "conv"),
     ("aten::mkldnn_convolution", "conv"), ("convolution.12", "conv"),
     ("conv1/Conv2D:_MklConv2D", "conv"), ("Conv2DBackpropFilter", "conv"),
@@ -61,6 +68,12 @@ REAL_NAMES = [
      "{lambda(float)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int>, "
      "TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, "
      "at::native::memory::StoreWithCast<1> >(int, ...)", "elementwise"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+     "namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunc"
+     "tor<float, 2, 2, 0>, std::plus<float>, float>(…)", "elementwise"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous "
+     "namespace)::OpaqueType<2u>, unsigned int, 4, 64, 64>(…)", "elementwise"),
+    ("wrapped_compare", "elementwise"), ("input_concatenate_fusion_14", "elementwise"),
     ("triton_poi_fused_add_mul_tanh_0", "elementwise"), ("fusion.123", "elementwise"),
     ("loop_add_fusion", "elementwise"), ("dynamic-update-slice_convert_fusion", "elementwise"), ("broadcast_add_fusion", "elementwise"),
     ("aten::tanh", "elementwise"), ("aten::threshold_backward", "elementwise"),
@@ -76,10 +89,11 @@ REAL_NAMES = [
     # copies and collectives
     ("Memcpy HtoD (Pageable -> Device)", "memcpy"), ("Memset (Device)", "memcpy"),
     ("Memcpy DtoD (Device -> Device)", "memcpy"), ("aten::copy_", "memcpy"),
+    ("wrapped_transpose_3", "memcpy"), ("memcpy32_post", "memcpy"),
     ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "collective"),
     ("all-reduce.1", "collective"), ("nccl:all_reduce", "collective"),
     # the rest
-    ("aten::empty_strided", "other"), ("PjitFunction(<lambda>)", "other"),
+    ("aten::empty_strided", "other"), ("PjitFunction(<lambda>)", "other"), ("while", "other"),
 ]
 
 

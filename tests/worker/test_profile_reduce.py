@@ -79,20 +79,25 @@ def test_gpu_kernels_are_the_ops_when_there_are_any():
     assert table["time_basis"] == "kernel time"
 
 
-def test_xla_gpu_kernels_are_read_once_from_the_stream_lines():
+def test_xla_gpu_kernels_are_read_once_from_the_stream_lines_by_their_kernel_name():
+    """A GPU kernel's `hlo_op` names what launched it: cuBLAS's product is `custom-call.1` and
+    a CUDA graph's kernels all carry `command_buffer_54`, which read 100 % and 95 % "other" on
+    an H200 (2026-11-28); the kernel's own name says what it computes."""
     events = [meta(2, "/device:GPU:0"), meta(2, "Stream #14(Compute)", tid=1),
               meta(2, "XLA Ops", tid=2), meta(2, "XLA Modules", tid=3),
               meta(1, "/host:CPU"), meta(1, "python", tid=1),
               x(reduce.STEP_NAME, 0, 1000, pid=1, tid=1, step_num="0"),
               x("jit_step", 50, 800, pid=2, tid=3),
-              x("dot.3", 60, 300, pid=2, tid=2, hlo_op="dot.3"),
-              x("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", 60, 300, pid=2, tid=1,
-                hlo_op="dot.3"),
-              x("loop_add_fusion", 400, 100, pid=2, tid=1, hlo_op="loop_add_fusion")]
+              x("custom-call.1", 60, 300, pid=2, tid=2, hlo_op="custom-call.1"),
+              x("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 60, 300, pid=2, tid=1,
+                hlo_op="custom-call.1"),
+              x("loop_add_fusion", 400, 100, pid=2, tid=1, hlo_op="command_buffer_54"),
+              x("gemm_fusion_dot_148", 520, 50, pid=2, tid=1, hlo_op="command_buffer_54")]
     table = reduce.reduce_trace(events, source="jax.profiler")
-    assert {r["name"]: r["us_per_step"] for r in table["rows"]} == {"dot.3": 300,
-                                                                    "loop_add_fusion": 100}
-    assert table["launches_per_step"] == 2 and table["device"] == "gpu"
+    rows = {r["name"]: (r["us_per_step"], r["category"]) for r in table["rows"]}
+    assert rows == {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT": (300, "gemm"),
+                    "loop_add_fusion": (100, "elementwise"), "gemm_fusion_dot_148": (50, "gemm")}
+    assert table["launches_per_step"] == 3 and table["device"] == "gpu"
 
 
 def test_xla_and_tensorflow_host_ops_by_their_op():

@@ -23,22 +23,22 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((category, re.compile(pat
                                                       category, pattern in (
     ("collective", r"nccl|all[-_]?reduce|all[-_]?gather|reduce[-_]?scatter|all[-_]?to[-_]?all|collective"
                    r"|broadcast_coalesced|c10d::|psum|ppermute"),
-    ("memcpy", r"memcpy|memset|copy_?d2d|copy_?h2d|copy_?d2h|dtoh|htod|dtod|aten::copy_|"
+    ("memcpy", r"memcpy|memset|transpose|copy_?d2d|copy_?h2d|copy_?d2h|dtoh|htod|dtod|aten::copy_|"
                r"aten::_to_copy|aten::to\b|^copy[._]|^copy$|^identity$|^cast$|transfer"),
     ("attention", r"flash|fmha|attention|sdpa|_efficient_attention|mha_|softmax.*dot|"
                   r"dot_product"),
     ("conv", r"conv(?!ert)|cudnn.*fprop|fprop|dgrad|wgrad|implicit_?gemm|winograd|im2col|col2im|"
-             r"_mklconv|depthwise"),
+             r"_mklconv|depthwise|flip_filter|nhwctonchw|nchwtonhwc|cudnn.*converttensor"),
     ("norm", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|"
              r"fusedbatchnorm|welford|normali[sz]"),
     ("gemm", r"gemm|sgemm|hgemm|xmma|cutlass|cublas|matmul|\bmm\b|aten::mm|aten::addmm|"
              r"aten::bmm|aten::baddbmm|aten::linear|^dot[._]|^dot$|dot_general|einsum|"
-             r"batchmatmul|_mklmatmul|tensorop|wgmma|\bdot\b|gemv"),
+             r"batchmatmul|_mklmatmul|tensorop|wgmma|\bdot\b|gemv|^nvjet_"),
     ("reduction", r"reduce|reduction|triton_red|triton_per|\bsum\b|aten::sum|aten::mean|"
                   r"aten::max|aten::min|argmax|argmin|softmax|log_softmax|cross_entropy|"
                   r"nll_loss|\bmean\b|\bmax\b|\bmin\b|^sum$|^mean$|^max$|^prod$|cumsum|"
                   r"_reduce_|scan|pool"),
-    ("elementwise", r"elementwise|triton_poi|vectorized|unrolled|pointwise|fusion|loop_|"
+    ("elementwise", r"elementwise|catarray|multi_tensor_apply|triton_poi|vectorized|unrolled|pointwise|fusion|loop_|"
                     r"aten::(add|sub|mul|div|tanh|relu|gelu|silu|sigmoid|exp|log|neg|pow|"
                     r"sqrt|rsqrt|where|fill_|zero_|clamp|abs|erf|threshold|dropout|"
                     r"native_dropout|elu|selu|leaky_relu|hardtanh|add_|mul_|div_|sub_|"
@@ -53,9 +53,10 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((category, re.compile(pat
 
 
 def category(name: str) -> str:
-    """The category of an op or kernel named `name` (its full name, or its short name)."""
+    """The category of an op or kernel named `name` (its full name, or its short name; XLA's
+    GPU kernel `wrapped_compare` is its one HLO op, `compare`, wrapped in a fusion)."""
     lowered = name.lower()
-    short = short_name(name).lower()
+    short = short_name(name).lower().removeprefix("wrapped_")
     for found, pattern in RULES:
         if pattern.search(lowered) or pattern.search(short):
             return found

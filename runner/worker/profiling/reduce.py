@@ -82,11 +82,17 @@ def is_host_op(event: Mapping[str, Any], processes: Mapping[Any, str]) -> bool:
 
 
 def op_name(event: Mapping[str, Any],
-            fusions: Mapping[tuple[str, str], str] | None = None) -> str:
-    """The row an op is counted in: an XLA thunk by its HLO op (a fusion with what it computes
-    where the profile's HLO says: `ynn_fusion.5 (convolution)`, hlo.py), a TensorFlow kernel by
-    its type, anything else by its event name."""
+            fusions: Mapping[tuple[str, str], str] | None = None, *,
+            kernel: bool = False) -> str:
+    """The row an op is counted in: a device op (`kernel`) by its kernel's name; an XLA thunk by
+    its HLO op (a fusion with what it computes where the profile's HLO says: `ynn_fusion.5
+    (convolution)`, hlo.py), a TensorFlow kernel by its type, anything else by its event name.
+    A GPU kernel keeps its own name because XLA's `hlo_op` on it names what launched it: a
+    cuBLAS product's `custom-call.1`, or a CUDA graph's `command_buffer_54` holding thousands of
+    kernels of every kind (both read "other" on the H200 of 2026-11-28)."""
     args = event.get("args") or {}
+    if kernel:
+        return str(event.get("name", ""))
     if isinstance(args, Mapping) and args.get("hlo_op"):
         name = str(args["hlo_op"])
         kind = (fusions or {}).get((str(args.get("hlo_module", "")), name))
@@ -182,7 +188,7 @@ def tabulate(ops: list[Mapping[str, Any]], times: list[float], top: list[bool],
         index = step_of(start, windows)
         if index is None:
             continue
-        row = rows[op_name(op, fusions)]
+        row = rows[op_name(op, fusions, kernel=device != "cpu")]
         row["count"][index] += 1
         row["us"][index] += own
         if outermost:
