@@ -14,6 +14,8 @@ takes out anything of the user's machine that still got in (paths, its name, its
 
 from __future__ import annotations
 
+import hashlib
+
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,8 @@ class SideFacts:
     declared: dict[str, Any]               # as its run's manifest declares it
     existing: bool = False                 # an existing interpreter (python = …), not built
     variables: tuple[str, ...] = ()        # the names its `env` sets (never their values)
+    # each variable's value as a digest: enough to tell two sides apart, never the value
+    variable_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def build_text(self) -> str:
@@ -90,9 +94,24 @@ def facts(side: Side) -> SideFacts:
     lock = next((str(m["lock_sha256"])[:12] for r in side.records
                  if (m := r.get("metadata") or {}).get("lock_sha256")), None)
     declared = (side.manifest.get("environments") or {}).get(side.environment) or {}
+    env = {str(k): str(v) for k, v in (declared.get("env") or {}).items()}
     return SideFacts(side.environment, side.run_id, str(side.manifest.get("started_at") or "")[:10],
                      meta, builds, lock, {k: declared[k] for k in DECLARED if declared.get(k)},
-                     bool(declared.get("python")), tuple(sorted(declared.get("env") or {})))
+                     bool(declared.get("python")), tuple(sorted(env)),
+                     {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in env.items()})
+
+
+def variables_moved(control: SideFacts, treatment: SideFacts) -> list[str]:
+    """The workers' variables that differ between the sides, by name (values left out): set on
+    one side only, or to another value. Outside the stacks, yet as able to move a time (a
+    planted JAX_DISABLE_JIT=1 on the treatment made the CNN 1.72× slower, 2026-11-28), so the
+    issue says so beside what moved between the stacks."""
+    a, b = control.variable_digests, treatment.variable_digests
+    moved = [f"{name} set on B only" for name in sorted(set(b) - set(a))]
+    moved += [f"{name} set on A only" for name in sorted(set(a) - set(b))]
+    moved += [f"{name} set to another value on B" for name in sorted(set(a) & set(b))
+              if a[name] != b[name]]
+    return moved
 
 
 def headline(table: PairTable) -> PairRow | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import tomli_w
 
 from ..analysis.ab import machine_text
-from ..analysis.issue import IssueModel, SideFacts
+from ..analysis.issue import IssueModel, SideFacts, variables_moved
 from ..formatting import fmt, md_code, md_text, percent
 
 NAME = "issue.md"
@@ -105,6 +105,14 @@ def reproduce_lines(model: IssueModel) -> list[str]:
             "```"]
 
 
+def variable_lines(model: IssueModel) -> list[str]:
+    moved = variables_moved(model.control, model.treatment)
+    if not moved:
+        return []
+    return [f"- the workers' variables (values left out): {md_text('; '.join(moved))} — outside "
+            "the stacks, and able to move a time by themselves"]
+
+
 def markdown(model: IssueModel) -> str:
     table, top = model.table, model.headline
     summary = (f"{md_text(model.treatment.build_text)} against "
@@ -116,7 +124,8 @@ def markdown(model: IssueModel) -> str:
     parts = [f"# {md_text(model.title)}", "", summary, "", *[f"- {md_text(n)}" for n in model.notes],
              "", "## Builds", "", *builds_table(model.control, model.treatment), "",
              "## What moved between the stacks", "",
-             *([f"- {md_text(c)}" for c in table.stack] or ["- the same distributions"]), "",
+             *([f"- {md_text(c)}" for c in table.stack] or ["- the same distributions"]),
+             *variable_lines(model), "",
              "## Measurements", "", *measurements(model), "",
              "Each cell × repeat ran in a fresh process; a time is the geometric mean of the "
              "repeats' median step times, its interval the median's across repeats. B ÷ A: "

@@ -23,7 +23,7 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((category, re.compile(pat
                                                       category, pattern in (
     ("collective", r"nccl|all[-_]?reduce|all[-_]?gather|reduce[-_]?scatter|all[-_]?to[-_]?all|collective"
                    r"|broadcast_coalesced|c10d::|psum|ppermute"),
-    ("memcpy", r"memcpy|memset|transpose|copy_?d2d|copy_?h2d|copy_?d2h|dtoh|htod|dtod|aten::copy_|"
+    ("memcpy", r"memcpy|memset|^transpose$|copy_?d2d|copy_?h2d|copy_?d2h|dtoh|htod|dtod|aten::copy_|"
                r"aten::_to_copy|aten::to\b|^copy[._]|^copy$|^identity$|^cast$|transfer"),
     ("attention", r"flash|fmha|attention|sdpa|_efficient_attention|mha_|softmax.*dot|"
                   r"dot_product"),

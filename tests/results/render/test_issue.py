@@ -125,3 +125,25 @@ def test_which_two_sides_it_cannot_tell_is_one_line(run_cli):
                            "--treatment", "torch")
     assert code == 2 and "no record of environment 'torch'" in err
     assert not (FIXTURE_RUNS / "base" / "issue.md").exists()
+
+
+def test_variables_that_differ_between_the_sides_are_named_beside_the_stacks(issue, tmp_path):
+    """A variable set on one side only (a planted JAX_DISABLE_JIT=1 made the CNN 1.72× slower
+    on this CPU, 2026-11-28) moves a time as a new build does: the issue names it, and its
+    value stays out."""
+    _, home = issue
+    treatment = tmp_path / "slower-env"
+    shutil.copytree(home / "slower", treatment)
+    manifest = json.loads((treatment / "manifest.json").read_text())
+    manifest["environments"]["keras-jax"]["env"] = {"HF_TOKEN": "an0ther-" + SECRET,
+                                                    "JAX_DISABLE_JIT": "1"}
+    (treatment / "manifest.json").write_text(json.dumps(manifest))
+    assert cli.main(["report", str(treatment), "--issue", "--control-run", str(home / "base"),
+                     "--control", "keras-jax", "--treatment", "keras-jax"]) == 0
+    text = (treatment / "issue.md").read_text()
+    moved = text.split("## What moved between the stacks")[1].split("## Measurements")[0]
+    assert ("- the workers' variables (values left out): JAX_DISABLE_JIT set on B only; "
+            "HF_TOKEN set to another value on B") in moved
+    assert SECRET not in text
+    same = (home / "slower" / "issue.md").read_text()                 # same value both sides
+    assert "the workers' variables" not in same
