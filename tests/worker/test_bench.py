@@ -117,6 +117,9 @@ def test_auto_steps_stop_at_the_maximum_window():
 def test_a_stall_inside_the_window_is_an_outlier_with_its_index():
     device = FakeDevice()
     device.stall_at = 2 + 5                    # two warm-up calls, then the sixth timed one
+    # Half a second: on a loaded machine (two test workers on two cores) a 1 ms sleep reads up
+    # to ~15 ms, and a stall must stand 10× the median call above it.
+    device.stall_s = 0.5
     clock = measure(device, per_step=True, steps=20)
     assert [index for index, _ in clock.outliers()] == [5]
     assert clock.outliers()[0][1] >= 0.1
