@@ -15,7 +15,6 @@ takes out anything of the user's machine that still got in (paths, its name, its
 from __future__ import annotations
 
 import hashlib
-
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,9 +46,14 @@ class SideFacts:
     lock: str | None                       # its lock's sha256, short
     declared: dict[str, Any]               # as its run's manifest declares it
     existing: bool = False                 # an existing interpreter (python = …), not built
-    variables: tuple[str, ...] = ()        # the names its `env` sets (never their values)
-    # each variable's value as a digest: enough to tell two sides apart, never the value
+    # each variable its `env` sets, its value as a digest: enough to tell two sides apart,
+    # never the value
     variable_digests: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The names its `env` sets (never their values)."""
+        return tuple(sorted(self.variable_digests))
 
     @property
     def build_text(self) -> str:
@@ -97,7 +101,7 @@ def facts(side: Side) -> SideFacts:
     env = {str(k): str(v) for k, v in (declared.get("env") or {}).items()}
     return SideFacts(side.environment, side.run_id, str(side.manifest.get("started_at") or "")[:10],
                      meta, builds, lock, {k: declared[k] for k in DECLARED if declared.get(k)},
-                     bool(declared.get("python")), tuple(sorted(env)),
+                     bool(declared.get("python")),
                      {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in env.items()})
 
 
