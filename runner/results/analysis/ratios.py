@@ -123,8 +123,10 @@ def geometric_mean_ratio(ratios: list[Ratio], confidence: float = CONFIDENCE) ->
     mean = statistics.fmean(logs)
     missing = [r for r in known if not r.has_interval]
     if missing:
-        return Ratio(math.exp(mean), why=f"{len(missing)} of {len(known)} rows have no interval "
-                                         f"({missing[0].why})")
+        # The row's own reason alone where no row has one: it is said inside "(no interval: …)"
+        why = missing[0].why if len(missing) == len(known) else \
+            f"{len(missing)} of {len(known)} rows have none — {missing[0].why}"
+        return Ratio(math.exp(mean), why=why)
     variances = [(r.log_se or 0.0) ** 2 for r in known]      # every row has an interval here
     if sum(variances) == 0:
         value = math.exp(mean)

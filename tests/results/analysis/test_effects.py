@@ -84,7 +84,10 @@ def test_too_few_repeats_give_a_ratio_without_an_interval_and_the_reason():
         "", "With no interval: too few repeats (2 and 2, an interval needs 3 on each side)."]
     assert findings.speed_words(estimate) == "2.00× faster (no interval)"
     overall = geometric_mean_ratio([estimate, welch_ratio([1.0] * 3, [2.0] * 3)])
-    assert overall.ratio is not None and not overall.has_interval and "1 of 2 rows" in overall.why
+    assert overall.ratio is not None and not overall.has_interval
+    assert overall.why == "1 of 2 rows have none — " + estimate.why
+    # Where no row has one, the rows' reason alone: it is said inside "(no interval: …)"
+    assert geometric_mean_ratio([estimate, estimate]).why == estimate.why
 
 
 def test_compare_and_the_effects_share_the_welch_test():
