@@ -75,5 +75,5 @@ def on_the_cpu_only(setup: Setup, cell: Cell) -> str | None:
     workload = cell.user_workload.workload if cell.user_workload is not None else cell.workload
     reason = catalog.not_applicable_reason(workload, cell.api, cell.backend,
                                            {**cell.axes, "device": "cpu"}, cell.task,
-                                           cell.batch_size)
+                                           cell.batch_size, cell.options)
     return f"{reason} (device = \"auto\", and this run has no GPU)" if reason else None

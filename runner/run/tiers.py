@@ -57,7 +57,8 @@ def knobs_of(setup: Setup, cell: Cell,
         else catalog.WORKLOADS[cell.workload]
     device = "gpu" if devices.on_gpu(setup, cell) else "cpu"
     return runnable(applicable(record, workload, cell.task, cell.axes, device), device,
-                    workload, cell.api, cell.backend, cell.axes, cell.task, cell.batch_size)
+                    workload, cell.api, cell.backend, cell.axes, cell.task, cell.batch_size,
+                    cell.options)
 
 
 def batch_searched(settings: TuningSettings, cell: Cell) -> bool:

@@ -149,11 +149,10 @@ def tune_one(state: RunState, tuner: Tuner, cell: Cell) -> stored.Tuned:
     fixed, batch = ({}, None) if not searched else search_batch(state, tuner, cell, budget_s)
     prober = Prober(state, tuner, cell, knobs, fixed, batch.lines if batch else None)
     spent_s = batch.spent_s if batch else 0.0
-    outcome = tuning_search.search(
-        knobs, device,
-        lambda setting: blocked(knobs, setting, cell.workload if cell.user_workload is None
-                                else cell.user_workload.workload, cell.api, cell.backend,
-                                cell.axes, cell.task, fixed.get("batch_size", cell.batch_size)),
+    workload = cell.workload if cell.user_workload is None else cell.user_workload.workload
+    outcome = tuning_search.search(knobs, device, lambda setting: blocked(
+        knobs, setting, workload, cell.api, cell.backend, cell.axes, cell.task,
+        fixed.get("batch_size", cell.batch_size), cell.options),
         prober.run, budget_s - spent_s, state.matrix.spec.tuning.window)
     winner = outcome.winner
     chosen = {**fixed, **(changed(knobs, winner.setting) if winner is not None else {})}

@@ -100,6 +100,14 @@ def test_a_knob_that_needs_another_and_an_axis_the_cell_cannot_take_are_left_out
            if k.name == "steps_per_execution"]
     assert spe and blocked(spe, {"steps_per_execution": 32}, "cnn", "keras", "jax", axes,
                            "fit", 32) is None
+    # a value whose one call needs more samples than the cell's data holds: never a probe (on
+    # examples/tuned.toml's tiny CNN, b64 × 32 > 1 024 failed in the worker, a process each)
+    tiny = catalog.default_sizes("cnn", "tiny")
+    assert blocked(spe, {"steps_per_execution": 32}, "cnn", "keras", "jax", axes, "fit", 64,
+                   tiny) == ("one call of batch_size × steps_per_execution = 2048 samples is "
+                             "more than options.samples = 1024")
+    assert blocked(spe, {"steps_per_execution": 8}, "cnn", "keras", "jax", axes, "fit", 64,
+                   tiny) is None
     # a cell that sets an axis itself keeps it: its knob is not searched
     assert "jit_compile" not in [k.name for k in applicable(keras_jax, cnn, "fit",
                                                              {**axes, "jit": True}, "cpu")]

@@ -47,7 +47,7 @@ def applicable(record: Api, workload: Workload, task: str, axes: Mapping[str, An
 
 def blocked(knobs: Sequence[Knob], setting: Mapping[str, Any], workload: Workload | str,
             api: str, backend: str | None, axes: Mapping[str, Any], task: str,
-            batch_size: int | None) -> str | None:
+            batch_size: int | None, options: Mapping[str, Any] | None = None) -> str | None:
     """Why a setting of knob values cannot run on the cell (None: it can): a knob on whose
     other knob it depends is at its default, or the axes it sets make the cell not applicable
     (steps_per_execution on Keras's torch backend, say)."""
@@ -65,7 +65,8 @@ def blocked(knobs: Sequence[Knob], setting: Mapping[str, Any], workload: Workloa
             changed[axis] = value
     if not changed:
         return None
-    return not_applicable_reason(workload, api, backend, {**axes, **changed}, task, batch_size)
+    return not_applicable_reason(workload, api, backend, {**axes, **changed}, task, batch_size,
+                                 dict(options or {}))
 
 
 def grid(knobs: Sequence[Knob], device: str) -> Iterator[dict[str, Any]]:
@@ -83,12 +84,13 @@ def changed(knobs: Sequence[Knob], setting: Mapping[str, Any]) -> dict[str, Any]
 
 def runnable(knobs: Sequence[Knob], device: str, workload: Workload | str, api: str,
              backend: str | None, axes: Mapping[str, Any], task: str,
-             batch_size: int | None) -> list[Knob]:
+             batch_size: int | None, options: Mapping[str, Any] | None = None) -> list[Knob]:
     """The knobs with a value off their default that the cell can run (the one they need on,
     where they need one): a knob all of whose values the cell cannot take is no knob of it
     (steps_per_execution on a keras-hub cell)."""
     def can(setting: dict[str, Any]) -> bool:
-        return blocked(knobs, setting, workload, api, backend, axes, task, batch_size) is None
+        return blocked(knobs, setting, workload, api, backend, axes, task, batch_size,
+                       options) is None
 
     def on(knob: Knob) -> dict[str, Any] | None:
         """A setting that turns `knob` off its default and can run, else None."""
