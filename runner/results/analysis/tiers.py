@@ -90,13 +90,15 @@ def batch_searched_ids(manifest: Manifest | None) -> set[str]:
 
 
 def ranking_changes(pairs: list[TierPair]) -> list[str]:
-    """A finding per row where tuning changes which environment is fastest: the tuned winner's
-    lead over the defaults' winner at tuned, and where that one stood at the defaults."""
+    """A finding per row where tuning changes which environment is fastest beyond noise: the
+    tuned winner's lead over the defaults' winner at tuned, and where that one stood at the
+    defaults. A change whose two leads are both within noise is no finding (two runs of one
+    matrix could name either winner): such rows are counted in one closing sentence."""
     rows: dict[tuple[str, int], list[TierPair]] = {}
     for pair in pairs:
         if not pair.per_item:       # a searched batch: its ms/step ranks nothing per step
             rows.setdefault(pair.row, []).append(pair)
-    said = []
+    said, within_noise = [], 0
     for (label, batch), row in rows.items():
         complete = [p for p in row if p.defaults is not None and p.tuned is not None]
         at_defaults = fastest([p.defaults for p in complete if p.defaults is not None])
@@ -112,8 +114,15 @@ def ranking_changes(pairs: list[TierPair]) -> list[str]:
         then = speedup(defaults_of[after] or {}, defaults_of[before] or {})
         if now.ratio is None or then.ratio is None:
             continue
+        if not (now.distinguishable or then.distinguishable):
+            within_noise += 1
+            continue
         said.append(f"tuned, {after} is {_times(now)} than {before} for {label}, batch {batch}; "
                     f"at defaults it was {_times(then, slower=True)}.")
+    if within_noise:
+        said.append(f"In {within_noise}{' more' if said else ''} "
+                    f"row{'s' if within_noise > 1 else ''} the fastest "
+                    "environment changes with tuning, within noise at both tiers (not a finding).")
     return said
 
 
@@ -122,7 +131,9 @@ def _times(ratio: Ratio, slower: bool = False) -> str:
     the other's time over this one's as how much slower this one was."""
     value = ratio.ratio or 1.0
     word = "slower" if slower else "faster"
-    interval = f" (95 % CI {fmt(ratio.low)}–{fmt(ratio.high)})" if ratio.has_interval else ""
+    noise = "" if ratio.distinguishable else ", within noise"
+    interval = f" (95 % CI {fmt(ratio.low)}–{fmt(ratio.high)}{noise})" if ratio.has_interval \
+        else ""
     return f"{fmt(value)}× {word}{interval}"
 
 
