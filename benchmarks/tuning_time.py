@@ -14,6 +14,12 @@ costs (10–40 s on Keras, 3 s on NumPy), almost all of it fixed; the timed wind
 percent of the search; a cell with three knob values finishes in 5 probes, a grid of 12 in
 18 or the budget, whichever comes first. On a GPU the windows and compilations grow, the
 start-up stays, and the default 30-minute budget is seldom spent on more than a dozen probes.
+
+Measured on this project's 2-core CPU VM (2026-11-28, examples/tuned.toml, 18 cells, 3 minutes
+a cell): 32.5 minutes of probes in all, 0.6–3.0 minutes a cell (a cell with one knob of three
+values 5 probes, 0.6–2.4 min; the Keras CNN's 12-setting grids 10–17 probes; four cells spent
+their budget); a probe's fixed cost 3.7–26 s (median about 14 s) against timed windows of 2–33 %
+of its wall time. The measuring run of both tiers afterwards took 14.7 minutes (108 processes).
 """
 
 from __future__ import annotations
