@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..analysis.report_model import (TIER_BATCH_KNOB, TIER_NO_GAIN, TIER_SLOWER, TIME_KEY,
                                      TierPair, knobs_text)
-from ..formatting import fmt, md_text
+from ..formatting import fmt, md_code, md_text
 from .markdown_parts import ratio_text
 
 HEAD = ("| Workload (task) | Batch size | Environment | Defaults ms/step | Tuned ms/step | "
@@ -67,4 +67,10 @@ def tiers_section(pairs: list[TierPair]) -> list[str]:
                      f"{_time(pair.tuned, pair.per_item, pair.knobs.get(TIER_BATCH_KNOB))} | "
                      f"{gain}{' (items/s)' if pair.per_item else ''} | {knobs}"
                      f" | {md_text(_tuning(pair))} |")
+    sources = sorted({str(p.tuning["source"]) for p in pairs if p.tuning.get("source")})
+    if sources:     # the probes' own times never reach a table; where they are listed, whole
+        lines += ["", "Every probe (its knobs, its status or why it was pruned, ms/step, compile "
+                  "time, peak memory, the answer check) is listed in its tuning's folder: "
+                  + ", ".join(md_code(f"{s}/tuning/<cell id>/probes.jsonl") for s in sources)
+                  + "."]
     return lines + [""]

@@ -10,6 +10,7 @@ import statistics
 
 from runner.results.analysis.ratios import Ratio
 from runner.results.analysis.tiers import GAIN, TierPair, ranking_changes
+from runner.results.render.markdown_tiers import tiers_section
 
 
 def cell(environment: str, medians: list[float]) -> dict:
@@ -44,3 +45,14 @@ def test_a_lead_within_noise_beside_one_beyond_it_is_marked():
     (sentence,) = said
     assert sentence.startswith("tuned, b is 1.09× faster (95 % CI 0.322–3.68, within noise) "
                                "than a") and sentence.endswith("slower (95 % CI 1.16–1.24).")
+
+
+def test_the_section_says_where_every_probe_is_listed():
+    tuned = pair("b", [12.0, 12.1, 11.9], [5.0, 5.1, 4.9])
+    tuned.tuning.update(source="/r/tuned/tuning/20261128T182421Z", status="tuned", probes=5,
+                        minutes=1.2, budget_minutes=3.0, knobs={"compile": "default"})
+    lines = tiers_section([tuned])
+    assert lines[-2] == ("Every probe (its knobs, its status or why it was pruned, ms/step, "
+                         "compile time, peak memory, the answer check) is listed in its "
+                         "tuning's folder: `/r/tuned/tuning/20261128T182421Z/tuning/<cell id>/"
+                         "probes.jsonl`.")
