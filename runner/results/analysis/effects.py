@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...worker import catalog
 from ..data.types import CellSummary, Manifest
 from . import quantized, stack_diff
 from .ratios import Ratio, geometric_mean_ratio
@@ -163,8 +164,17 @@ def _context(summary: CellSummary, factor: str) -> tuple[Any, ...]:
 def _factors(summaries: list[CellSummary]) -> list[str]:
     keys: dict[str, None] = {}
     for s in summaries:
-        keys |= dict.fromkeys(coordinates(s))
+        keys |= dict.fromkeys(k for k in coordinates(s) if not _names_the_work(s, k))
     return list(keys)
+
+
+def _names_the_work(summary: CellSummary, key: str) -> bool:
+    """An option its workload declares as picking what a cell computes (the layer family's
+    options.layer): Embedding "48.6× faster" than Dense is another layer, not an effect."""
+    declared = catalog.WORKLOADS.get(str(summary.get("workload")))
+    option = declared.options.get(key[len("options."):]) \
+        if declared is not None and key.startswith("options.") else None
+    return option is not None and option.names_the_work
 
 
 def axis_tables(summaries: list[CellSummary], settings: Settings) -> list[EffectTable]:

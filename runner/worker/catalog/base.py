@@ -63,6 +63,9 @@ class Option:
     positive: bool = False
     local_path: bool = False        # a folder on the machine that runs the cell, never a URL
     choices: tuple[str, ...] = ()   # the words it allows (() any value of its type)
+    # It picks what a cell computes (a layer), not a setting of the same work: cells that differ
+    # in it are other rows of the report, never an effect of one thing changed.
+    names_the_work: bool = False
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ for _name, _help in (
 declare_workload(Workload(
     "layer", PHASES, False, ("float32", "bfloat16"),
     {"layer": Option(str, "the layer, by its Keras class name (docs/layers.md lists them)",
-                     choices=tuple(LAYERS)),
+                     choices=tuple(LAYERS), names_the_work=True),
      "shapes": Option(str, "tiny | small (keras's benchmark shapes: the framework's overhead) | "
                            "model (the catalog's models' sizes: the kernels); default by size: "
                            "full model, small small, tiny tiny", choices=SHAPE_SETS)},

@@ -114,6 +114,15 @@ def run_like() -> list[dict]:
                     options={"n": 128})]
 
 
+def test_the_layer_a_cell_runs_is_another_row_never_a_setting_effect():
+    """options.layer picks the work (its Option says names_the_work): the 28-layer example's
+    report read "options.layer = Embedding against Dense: 48.6× faster" and 26 more such
+    bullets before this. options.shapes (a setting of the same layer) stays a factor."""
+    run = [summary("jax", [m, m, m], workload="layer", options={"layer": layer, "shapes": shapes})
+           for layer, m in (("Dense", 4.0), ("Embedding", 0.1)) for shapes in ("tiny", "small")]
+    assert {t.factor for t in effects.analyse(run).axes} == {"options.shapes"}
+
+
 def test_axis_effects_against_the_first_value_in_the_matrix():
     analysis = effects.analyse(run_like())
     by_factor = {t.factor: t for t in analysis.axes}
