@@ -1,6 +1,7 @@
 """What one layer cell costs, and so what `examples/layers.toml` takes on this machine.
 
     .venv/bin/python benchmarks/layer_cells.py [--layers Dense Conv2D LSTM ...] [--profile smoke]
+    .venv/bin/python benchmarks/layer_cells.py --from results/layers/<stamp>   # a whole run
 
 Runs `examples/layers.toml` through the runner as a user does (`python -m runner`, a fresh
 process per cell), restricted with `--only` to a few layers (default: one of each kind — a dense
@@ -21,7 +22,13 @@ timed window, s): keras-torch 19.4 (10.2 / 0.4 / 0.4 / 3.3), keras-jax 41.1 (21.
 0.9 / 0.6): the framework's import is most of a cell, its timed window about a second. Every
 layer at the small shapes, forward and train on the seven environments (317 processes) came to
 about 146 min of worker time at those medians — over the 20 minutes a CPU example may take, so
-examples/layers.toml's smoke profile runs ten layers (117 processes) and the full profile all.
+examples/layers.toml's smoke profile then ran ten layers (117 processes) and the full profile all.
+
+On the quiet VM (2026-11-28, load average about 1), the whole example's smoke profile — every
+layer forward on Keras 3 and the native twins, six layers' train step, five on Keras 2: 209
+processes — took 12 min 3 s (`--from` its run folder: 3.4 s a cell with the host's work). Median
+wall a cell: jax 1.8, torch 2.3, keras-jax 2.7, tensorflow 3.7, keras-tensorflow 3.9,
+keras-torch 4.0, keras2 5.4 s, the import 0.8-3.2 s of it, the timed window 0.2 s.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,9 +58,17 @@ def run(layers: list[str], profile: str, results: Path) -> float:
     return time.monotonic() - started
 
 
-def cells(results: Path) -> list[dict]:
-    (folder,) = list((results / "layers").iterdir())
+def cells(folder: Path) -> list[dict]:
+    """The records of a run folder."""
     return [json.loads(p.read_text(encoding="utf-8")) for p in (folder / "cells").glob("*.json")]
+
+
+def elapsed_of(folder: Path) -> float:
+    """A finished run's elapsed time, from its manifest's start and end."""
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    started, finished = (datetime.fromisoformat(manifest[k].replace("Z", "+00:00"))
+                         for k in ("started_at", "finished_at"))
+    return (finished - started).total_seconds()
 
 
 def planned_cells(profile: str) -> dict[str, int]:
@@ -72,10 +88,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", nargs="+", default=list(DEFAULT_LAYERS))
     parser.add_argument("--profile", default="smoke", choices=("smoke", "full"))
+    parser.add_argument("--from", dest="run_dir", type=Path,
+                        help="read a finished run of the example (every layer) instead")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="layer-cells-") as scratch:
-        elapsed = run(args.layers, args.profile, Path(scratch))
-        records = [r for r in cells(Path(scratch)) if r["status"] == "ok"]
+    if args.run_dir is not None:
+        elapsed = elapsed_of(args.run_dir)
+        records = [r for r in cells(args.run_dir)
+                   if r["status"] == "ok" and r["workload"] == "layer"]
+        args.layers = sorted({r["options"]["layer"] for r in records})
+    else:
+        with tempfile.TemporaryDirectory(prefix="layer-cells-") as scratch:
+            elapsed = run(args.layers, args.profile, Path(scratch))
+            (folder,) = list((Path(scratch) / "layers").iterdir())
+            records = [r for r in cells(folder) if r["status"] == "ok"]
     by_env: dict[str, list[dict]] = {}
     for record in records:
         record["warmup"] = sum(record.get("warmup_s") or [])
