@@ -29,8 +29,12 @@ from typing import Any
 
 
 # Seconds of one worker process by workload family, where the history knows nothing like it
-# (docs/gpu-check.md and the CPU smoke runs: 6–33 s a process).
-FAMILY_DEFAULT_S = {"diagnostic": 3.0, "ops": 12.0, "model": 30.0, "hub": 45.0, "user": 30.0}
+# (docs/gpu-check.md and the CPU smoke runs: 6–33 s a process). A layer cell is one layer's
+# import, set-up and a short window: 1.8–5.4 s a process on the quiet 2-core VM (median per
+# environment, examples/layers.toml, 2026-11-28), where the model family's 30 s planned that
+# example's 12 minutes as 58.
+FAMILY_DEFAULT_S = {"diagnostic": 3.0, "ops": 12.0, "model": 30.0, "hub": 45.0, "user": 30.0,
+                    "layer": 4.0}
 DEFAULT_S = 30.0
 # ... at the full size; the smaller presets' processes are shorter (a tiny matmul process took
 # 4 s and a tiny CNN 6–15 s on this project's 2-core VMs, 2026-11-27)

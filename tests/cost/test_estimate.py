@@ -97,6 +97,13 @@ def test_nothing_like_it_takes_the_familys_default_capped_by_the_timeout():
     assert est.cell_span(tiny, A100, [], family)[0].expected == pytest.approx(12.0 * 0.4)
 
 
+def test_every_workload_family_has_a_default_of_its_own():
+    """A family without one fell back to DEFAULT_S: the layer family's 3.4 s processes were
+    planned at 30 s each (examples/layers.toml: "58 min" for a 12-minute run)."""
+    from runner.worker.catalog.base import FAMILIES
+    assert set(est.FAMILY_DEFAULT_S) == set(FAMILIES)
+
+
 def test_builds_from_the_logs_per_package_else_a_default():
     assert est.build_span(est.Build("ready", True), [(60.0, 60)]) == (est.Span(), "ready")
     span, source = est.build_span(est.Build("new", False, packages=30), [(60.0, 60), (20.0, 40)])
