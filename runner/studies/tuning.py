@@ -313,7 +313,8 @@ def progress_line(cell: Cell, probe: Probe, knobs: list[Knob],
 
 
 def show_result(state: RunState, result: stored.Tuned) -> None:
-    gain = f", ×{result.probe_gain:.3g} over the defaults in its probes" \
+    # Selected, short-window probe times: a hint, never a measurement (the run re-measures)
+    gain = f", first probes: defaults ÷ winner {result.probe_gain:.3g}" \
         if result.probe_gain else ""
     state.console.print(f"[bold]tuned[/] {user_text(result.cell)}: {user_text(result.status)}: "
                         f"{user_text(knobs_text(result.knobs))} ({result.probes} probes, "
