@@ -116,7 +116,9 @@ def steps_per_execution(c: Where) -> str | None:
     if c.workload.family == "user" and c.workload.runs_as(c.api, c.task) != "model":
         return "a step function runs one step per call (steps_per_execution applies to " \
                "keras_model's fit and predict)"
-    samples = c.options.get("samples")          # a workload with a data set of its own (the CNN)
+    # A shipped training loop with a data set of its own (the CNN's options.samples): a user's
+    # option of that name may mean something else
+    samples = c.options.get("samples") if c.workload.family == "model" else None
     if isinstance(samples, int) and c.batch_size is not None \
             and c.batch_size * c.axes["steps_per_execution"] > samples:
         return (f"one call of batch_size × steps_per_execution = "
