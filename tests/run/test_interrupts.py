@@ -69,19 +69,40 @@ def default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def start_runner(matrix: Path, results_dir: Path) -> subprocess.Popen:
-    env = {**os.environ, "DL_BENCH_TEST_SHARED": "shared", "DL_BENCH_TEST_SECRET": "secret",
-           settings.INHERIT_ENV: "DL_BENCH_TEST_SHARED"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "runner", str(matrix), "--results-dir", str(results_dir)],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=default_signals)
+@pytest.fixture
+def start_runner():
+    """Starts the runner in a process of its own; whatever a test left running is killed and
+    reaped at its end, since a zombie left behind fails the next test's check for leftovers."""
+    started: list[subprocess.Popen] = []
+
+    def start(matrix: Path, results_dir: Path) -> subprocess.Popen:
+        env = {**os.environ, "DL_BENCH_TEST_SHARED": "shared", "DL_BENCH_TEST_SECRET": "secret",
+               settings.INHERIT_ENV: "DL_BENCH_TEST_SHARED"}
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "runner", str(matrix), "--results-dir", str(results_dir)],
+            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=default_signals)
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        if runner.poll() is None:
+            runner.kill()
+        runner.communicate()
+
+
+def escaped(marker: str) -> list[psutil.Process]:
+    """The sleeping process the orphan behaviour leaves, not the short-lived one that started
+    it (both carry the marker; the starter exits at once, so reading it races its exit)."""
+    return [proc for proc in marked(marker)
+            if "subprocess.Popen" not in " ".join(proc.info.get("cmdline") or [])]
 
 
 def started_hanging_cell(runner: subprocess.Popen, marker: str) -> psutil.Process:
-    assert wait_until(lambda: marked(marker) or runner.poll() is not None, 180), "no orphan"
+    assert wait_until(lambda: escaped(marker) or runner.poll() is not None, 180), "no orphan"
     assert runner.poll() is None, runner.stdout.read()
-    return marked(marker)[0]
+    return escaped(marker)[0]
 
 
 def run_folder(results_dir: Path) -> Path:
@@ -91,7 +112,8 @@ def run_folder(results_dir: Path) -> Path:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
                          ids=["sigterm", "sighup", "ctrl-c"])
-def test_a_signal_stops_the_run_as_ctrl_c_does(write_matrix, results_dir, marker, sig):
+def test_a_signal_stops_the_run_as_ctrl_c_does(write_matrix, results_dir, marker, sig,
+                                                start_runner):
     matrix = write_matrix(hanging(marker), with_environments=False)
     runner = start_runner(matrix, results_dir)
     orphan = started_hanging_cell(runner, marker)
@@ -112,7 +134,7 @@ def test_a_signal_stops_the_run_as_ctrl_c_does(write_matrix, results_dir, marker
 
 
 def test_after_sigkill_of_the_runner_nothing_it_started_survives(write_matrix, results_dir,
-                                                                  marker):
+                                                                  marker, start_runner):
     matrix = write_matrix(hanging(marker), with_environments=False)
     runner = start_runner(matrix, results_dir)
     orphan = started_hanging_cell(runner, marker)
