@@ -50,11 +50,11 @@ except ImportError:            # pytest-xdist is in the test extra; without it n
     pass
 else:
     class ModuleOrEngineScheduling(LoadScopeScheduling):
-        """`--dist loadscope`, the README's second half on two workers: each test module is
+        """`--dist loadscope`, the README's second half on three workers: each test module is
         one unit of work, so the framework run its tests share (a module-scoped fixture) is
         made once; every module with a Docker or Ray test is one unit together, so those run
         one at a time on one worker (they time containers and tasks against engine timeouts
-        and share the engine's disk) while the other worker runs framework modules.
+        and share the engine's disk) while the other workers run framework modules.
         (pytest-xdist's own loadgroup marks no longer reach its scheduler under pytest 9.2.)"""
 
         def __init__(self, config: pytest.Config, log=None) -> None:
