@@ -22,6 +22,7 @@ import pytest
 
 from runner import settings
 from runner.paths import REPO_ROOT
+from runner.worker.apis.numpy_api.selftest import ORPHAN
 from tests.matrices import environment, matrix_text
 
 pytestmark = pytest.mark.slow
@@ -94,9 +95,9 @@ def start_runner():
 
 def escaped(marker: str) -> list[psutil.Process]:
     """The sleeping process the orphan behaviour leaves, not the short-lived one that started
-    it (both carry the marker; the starter exits at once, so reading it races its exit)."""
-    return [proc for proc in marked(marker)
-            if "subprocess.Popen" not in " ".join(proc.info.get("cmdline") or [])]
+    it (both carry the marker; the starter, running selftest.ORPHAN, exits at once, so reading
+    it races its exit)."""
+    return [proc for proc in marked(marker) if ORPHAN not in (proc.info.get("cmdline") or [])]
 
 
 def started_hanging_cell(runner: subprocess.Popen, marker: str) -> psutil.Process:
