@@ -20,7 +20,7 @@ from runner.paths import REPO_ROOT
 from tests.matrices import environment
 
 
-ENGINE_GROUP = "docker-and-ray"
+ENGINE_GROUP = "docker-engine"
 
 # The framework processes the tests start themselves (the keras-hub, layer, CNN and quantized
 # modules run their cells in one worker process each, inheriting this environment) compile XLA
@@ -39,9 +39,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 def uses_the_engine(test_file: Path) -> bool:
-    """A test file with a docker or ray test (marked in the file itself)."""
+    """A test file with a docker test (marked in the file itself)."""
     text = test_file.read_text(encoding="utf-8") if test_file.is_file() else ""
-    return "mark.docker" in text or "mark.ray" in text
+    return "mark.docker" in text
 
 
 try:
@@ -52,10 +52,14 @@ else:
     class ModuleOrEngineScheduling(LoadScopeScheduling):
         """`--dist loadscope`, the README's second half on three workers: each test module is
         one unit of work, so the framework run its tests share (a module-scoped fixture) is
-        made once; every module with a Docker or Ray test is one unit together, so those run
-        one at a time on one worker (they time containers and tasks against engine timeouts
-        and share the engine's disk) while the other workers run framework modules.
-        (pytest-xdist's own loadgroup marks no longer reach its scheduler under pytest 9.2.)"""
+        made once; every module with a Docker test is one unit together, so those run one at
+        a time on one worker (they time containers against engine timeouts and share the
+        engine's disk and images) while the other workers run the rest. A module holds a
+        Docker test only where it must: the local runs and the Ray cluster's tests beside
+        them would make that one worker the stage's longest path (2026-11-29: its modules
+        took 1 130 s of a 1 378 s stage, the Ray module 286 s and a local example 105 s of
+        it). (pytest-xdist's own loadgroup marks no longer reach its scheduler under pytest
+        9.2.)"""
 
         def __init__(self, config: pytest.Config, log=None) -> None:
             super().__init__(config, log)

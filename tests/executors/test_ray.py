@@ -4,9 +4,9 @@ each declaring one GPU, so the GPU scheduling is exercised on a machine without 
 Checked: a matrix through the ray executor gives the same cells and statuses as a local run,
 on both nodes, with node and GPU identity and the lock's hash in every record; a task whose
 process is killed is retried, then recorded; a node whose lock differs from the driver's fails
-the cell and says why; an interrupted cluster run resumes; one cell runs ray → docker on the
-real engine. The cluster is started once for the module and always stopped: only the processes
-it started are ended (never `ray stop`, which would end every Ray on the machine).
+the cell and says why; an interrupted cluster run resumes (ray → docker on the real engine:
+test_ray_docker.py). The cluster (tests/executors/ray_local.py) is started once for the module
+and always stopped.
 """
 
 from __future__ import annotations
@@ -25,153 +25,13 @@ from pathlib import Path
 
 import pytest
 
-from runner import settings
-from runner import environments
-from runner.machine import hostinfo
 from runner.paths import REPO_ROOT as REPO
+from tests.executors.ray_local import (HEAD_IP, WORKER_IP, LocalCluster, free_port, ray_args,
+                                       records, run_dirs)
 from tests.matrices import matrix_text, this_interpreter
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
-
-HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"   # two loopback addresses: two nodes, one host
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class LocalCluster:
-    """`ray start` for a head and a worker node, each in a session of its own, so that stopping
-    ends exactly the processes they started (and the workers those started)."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.port = free_port()
-        self.address = f"{HEAD_IP}:{self.port}"
-        self.starters: list[int] = []
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
-        self.ray = str(Path(sys.executable).parent / "ray")
-
-    def start_node(self, *args: str) -> None:
-        common = ["--num-cpus=1", "--num-gpus=1", "--disable-usage-stats",
-                  "--object-store-memory=100000000",
-                  f"--dashboard-agent-listen-port={free_port()}"]
-        log_path = self.root / f"node-{len(self.starters)}.log"
-        with log_path.open("w") as log:
-            starter = subprocess.Popen([self.ray, "start", *args, *common], stdout=log,
-                                       stderr=subprocess.STDOUT, env=self.env,
-                                       start_new_session=True, stdin=subprocess.DEVNULL)
-            # Its daemons stay in the session it leads: the session id is its pid.
-            self.starters.append(starter.pid)
-            assert starter.wait(timeout=120) == 0, log_path.read_text()
-
-    def start(self) -> LocalCluster:
-        self.start_node("--head", f"--node-ip-address={HEAD_IP}", f"--port={self.port}",
-                        f"--temp-dir={self.root}", "--include-dashboard=false",
-                        f"--ray-client-server-port={free_port()}")
-        self.start_node(f"--address={self.address}", f"--node-ip-address={WORKER_IP}")
-        return self
-
-    def processes(self) -> list:
-        """Every process of this cluster: its daemons (by session) and their descendants."""
-        import psutil
-
-        found = {}
-        for proc in psutil.process_iter(["pid"]):
-            try:
-                if os.getsid(proc.pid) in self.starters:
-                    found[proc.pid] = proc
-                    for child in proc.children(recursive=True):
-                        found[child.pid] = child
-            except (psutil.Error, ProcessLookupError):
-                continue
-        return list(found.values())
-
-    def task_processes(self) -> list:
-        """Ray worker processes running one of the runner's cells now."""
-        out = []
-        for proc in self.processes():
-            try:
-                if " ".join(proc.cmdline()).startswith("ray::dl-bench cell "):
-                    out.append(proc)
-            except Exception:
-                continue
-        return out
-
-    def stop(self) -> None:
-        import psutil
-
-        procs = self.processes()
-        for proc in procs:
-            try:
-                proc.terminate()
-            except psutil.Error:
-                pass
-        _, alive = psutil.wait_procs(procs, timeout=5)
-        for proc in alive:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(alive, timeout=10)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_token():
-    """Token authentication, as the runner asks for it: the test cluster and its drivers share
-    a token of their own (RAY_AUTH_TOKEN wins over ~/.ray/auth_token, whatever the machine
-    holds)."""
-    from ray._raylet import AuthenticationTokenLoader, Config
-
-    def reload() -> None:        # Ray read the mode when this process imported it
-        Config.initialize("")
-        AuthenticationTokenLoader.instance().reset_cache()
-
-    token = secrets.token_hex(16)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_AUTH_MODE", "token")
-        patch.setenv("RAY_AUTH_TOKEN", token)
-        reload()
-        yield token
-    reload()
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_token):
-    root = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))   # Ray's sockets need a short path
-    local = LocalCluster(root)
-    try:
-        local.start()
-        yield local
-    finally:
-        local.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def no_gpu_here(monkeypatch):
-    """The driver's own host: no GPU, no Docker path (the nodes decide for themselves)."""
-    monkeypatch.setattr(hostinfo, "gpu_facts", lambda: {})
-    for var in (settings.FLAVOUR, settings.GPU, "RAY_ADDRESS",
-                "DL_BENCH_NODE_EXECUTOR", "DL_BENCH_RAY_RETRIES"):
-        monkeypatch.delenv(var, raising=False)
-
-
-def records(run_dir: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")}
-
-
-def run_dirs(results_dir: Path, name: str) -> list[Path]:
-    return sorted(p for p in (results_dir / name).glob("*") if (p / "manifest.json").exists())
-
-
-def ray_args(cluster: LocalCluster) -> list[str]:
-    return ["--executor", "ray", "--ray-address", cluster.address]
-
 
 # --- a matrix through Ray: the same cells and statuses as a local run ------------------------------
 
@@ -474,36 +334,6 @@ def test_without_an_address_a_local_ray_instance_runs_the_cells(write_matrix, re
 # --- Ray → Docker ---------------------------------------------------------------------------------------
 
 DOCKER_BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
-
-
-@pytest.mark.slow
-@pytest.mark.docker
-def test_one_cell_runs_ray_to_docker_on_the_real_engine(cluster, no_gpu_here, write_matrix,
-                                                        run_cli, results_dir, monkeypatch):
-    from runner.environments.docker_engine import DockerUnavailable, connect
-
-    try:
-        client = connect(timeout=60)
-    except DockerUnavailable as exc:
-        pytest.skip(f"no Docker engine: {exc} (bash .ci/docker-setup.sh starts one)")
-    try:
-        if not client.images.list(name=DOCKER_BASE):
-            pytest.skip(f"the engine has no base image {DOCKER_BASE} (bash .ci/docker-setup.sh)")
-    finally:
-        client.close()
-    monkeypatch.setenv("DL_BENCH_NODE_EXECUTOR", "docker")     # forwarded to every node
-    monkeypatch.setenv(settings.BASE_IMAGE, DOCKER_BASE)
-    monkeypatch.setenv(settings.FLAVOUR, "cpu")
-    code, out, _ = run_cli(write_matrix(ONE_OK_CELL, with_environments=False), *ray_args(cluster))
-    assert code == 0, out
-    (record,) = records(run_dirs(results_dir, "same")[-1]).values()
-    meta = record["metadata"]
-    assert record["status"] == "ok" and len(record["samples_ms"]) == 3
-    assert meta["executor"] == "ray" and meta["node_executor"] == "docker"
-    assert meta["host_in_container"] is True and meta["image_id"].startswith("sha256:")
-    assert meta["lock_sha256"] == environments.venvs.sha256_file(
-        environments.lock_path("numpy", "cpu"))
-    assert meta["node_ip"] in (HEAD_IP, WORKER_IP)
 
 
 # --- no cluster -----------------------------------------------------------------------------------------

@@ -392,25 +392,6 @@ def test_the_example_runs_one_keras_model_on_three_backends_beside_native_steps(
     assert "history: added user-mlp/" in out
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_a_user_workload_through_docker_reads_its_code_from_a_read_only_mount(
-        engine, numpy_image, base_env, tmp_path, run_cli, results_dir):
-    workload_file(tmp_path / "bench", STEP + '''
-import os
-
-def answer(spec, output):
-    return {"writable": float(os.access(__file__, os.W_OK)), "output": float(output.sum())}
-''')
-    path = user_matrix(tmp_path, 'file = "bench/bench.py"\ntasks = ["run"]\noptions = { n = 8 }\n',
-                       run="[run]\nname = 'd'\nrepeats = 1\nsteps = 3\nprofile = 'full'\n")
-    code, out, err = run_cli(path, "--executor", "docker")
-    assert code == 0, out + err
-    record = records(only_run(results_dir, "d"))["w"]
-    assert record["status"] == "ok" and record["metadata"]["executor"] == "docker"
-    assert record["answer"] == {"writable": 0.0, "output": 8 * 8 * 8 * 0.25}
-
-
 def test_a_benchmark_naming_no_task_runs_every_task_of_the_workload(tmp_path):
     """The README's example as it stands: `tasks = ["fit", "predict"]` and a benchmark with
     no `task` (before: "task: my-mlp needs one of fit, predict")."""
