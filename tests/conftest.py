@@ -156,8 +156,8 @@ def pypi():
 
 
 # --- the Docker tests' engine: one for the session, shared by every folder ---------------------
-# The engine comes from .ci/docker-setup.sh (docker.io, dockerd with vfs, the base image
-# imported); every fixture here skips, saying why, when no engine can be had.
+# The engine comes from .ci/docker-setup.sh (docker.io, dockerd on overlay2, else on vfs, the base
+# image imported); every fixture here skips, saying why, when no engine can be had.
 
 DOCKER_BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
 DOCKER_SETUP = REPO_ROOT / ".ci" / "docker-setup.sh"

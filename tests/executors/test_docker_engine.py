@@ -2,8 +2,8 @@
 small matrix through `--executor docker`, check the sandbox from inside a container, and see a
 timeout, a crashing worker, leftover containers and `doctor` handled.
 
-The engine comes from .ci/docker-setup.sh (installs docker.io, starts dockerd with vfs, imports the
-base image); every test here skips with its reason when no engine can be had.
+The engine comes from .ci/docker-setup.sh (installs docker.io, starts dockerd on overlay2, else on
+vfs, imports the base image); every test here skips with its reason when no engine can be had.
 """
 
 from __future__ import annotations
