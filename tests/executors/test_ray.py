@@ -331,11 +331,6 @@ def test_without_an_address_a_local_ray_instance_runs_the_cells(write_matrix, re
     assert "gpu_index" not in record["metadata"]           # a cluster without GPUs: CPU tasks
 
 
-# --- Ray → Docker ---------------------------------------------------------------------------------------
-
-DOCKER_BASE = os.environ.get("DOCKER_TEST_BASE", "dl-bench-base:bookworm")
-
-
 # --- no cluster -----------------------------------------------------------------------------------------
 
 def test_an_address_where_no_cluster_answers_is_one_line(write_matrix, run_cli):

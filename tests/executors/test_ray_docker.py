@@ -1,7 +1,8 @@
 """One cell runs ray → docker on the real engine: a Ray cluster's node starts the cell's container.
 Apart from tests/executors/test_ray.py so that the engine's group (tests/conftest.py: the Docker
 modules one at a time on one pytest worker) holds the one Ray test that uses the engine, and the
-Ray module runs beside it on another worker. Its own cluster: the two modules' never meet."""
+Ray module runs beside it on another worker. It starts a cluster of its own, so the two
+modules' clusters never meet."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A user's workload file through the Docker executor: the container reads the code from a
 read-only mount. Apart from tests/schema/test_user_workloads.py so that the engine's group
-(tests/conftest.py: the Docker and Ray modules one at a time on one pytest worker) holds this
+(tests/conftest.py: the Docker modules one at a time on one pytest worker) holds this
 test alone, not the local runs beside it."""
 
 from __future__ import annotations
