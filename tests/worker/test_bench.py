@@ -70,13 +70,20 @@ def per_step_ms(clock: StepClock) -> list[float]:
 
 
 def test_dispatch_alone_is_far_cheaper_than_the_kernel():
-    """What a clock that did not synchronise would read."""
+    """What a clock that did not synchronise would read.
+
+    The fastest of several dispatches: on a loaded machine one enqueue can wait a whole GIL
+    switch interval for the device thread (CI once read 2.0 ms), which says nothing about
+    dispatch being asynchronous.
+    """
     device = FakeDevice()
-    started = time.perf_counter()
-    handle = device.step()
-    dispatch = time.perf_counter() - started
-    device.sync(handle)
-    assert dispatch < KERNEL_S / 10
+    dispatches = []
+    for _ in range(20):
+        started = time.perf_counter()
+        handle = device.step()
+        dispatches.append(time.perf_counter() - started)
+        device.sync(handle)
+    assert min(dispatches) < KERNEL_S / 10
 
 
 def test_the_clock_cannot_be_fooled_by_asynchronous_dispatch():
