@@ -306,9 +306,11 @@ def test_the_energy_window_ends_with_the_last_timed_sample(teardown_s):
     clock, mon = timed_window(window_spec(12), bench, Nvml(fake, handle="h0"), NO_COUNTER)
     start_read, end_read = fake.energy_read_at
     last_tick = clock._last                 # the clock reading that closed the last sample
-    assert 0 <= end_read - last_tick < 0.005, (end_read - last_tick)
+    # Bounds under one sample's cost (SAMPLE_S) and the teardown, with room for a loaded
+    # machine that preempts the main thread between the tick and the read.
+    assert 0 <= end_read - last_tick < TimedEnergy.SAMPLE_S / 2, (end_read - last_tick)
     assert mon.summary()["gpu_energy_j"] == pytest.approx(50.0)
-    assert mon.window_s == pytest.approx(clock.timed_window_s, abs=0.003)
+    assert mon.window_s == pytest.approx(clock.timed_window_s, abs=TimedEnergy.SAMPLE_S / 2)
 
 
 # --- what else ran during the window; clocks as mean and min -----------------------------------
